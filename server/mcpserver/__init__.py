@@ -1,0 +1,37 @@
+"""mcpserver: a Model Context Protocol server SDK (protocol 2026-07-28) in pure standard library.
+
+    from mcpserver import Server
+
+    server = Server("demo", "1.0.0")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        '''Return the text unchanged.'''
+        return text
+
+Serve it with `python -m mcpserver demo.py` (stdio) or `python -m mcpserver --http demo.py`.
+"""
+
+from . import content
+from ._server import Prompt, Resource, ResourceNotFound, ResourceTemplate, Server
+from ._tools import Tool, ToolError, ToolResult
+from ._version import __version__
+from .errors import ConfigError, ProtocolError
+from .protocol import PROTOCOL_VERSION, handle
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "ConfigError",
+    "Prompt",
+    "ProtocolError",
+    "Resource",
+    "ResourceNotFound",
+    "ResourceTemplate",
+    "Server",
+    "Tool",
+    "ToolError",
+    "ToolResult",
+    "__version__",
+    "content",
+    "handle",
+]

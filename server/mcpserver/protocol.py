@@ -1,0 +1,457 @@
+"""The protocol core: one message in, one reply out, for the stateless MCP revision 2026-07-28.
+
+It never reads or writes a stream, sleeps or keeps state between calls: both transports call it,
+so stdio and HTTP cannot drift. Each request stands alone (WIRE.md §2).
+
+Rules, in the order they are applied (WIRE.md §17). `headers` is None on stdio, where the header
+steps do not exist; over HTTP it maps lower-case header names to values.
+ 1. Envelope: one JSON object, "jsonrpc": "2.0", a string "method", an "id" that is a string or an
+    integer (never null, a bool or a fraction), "params" an object. Else -32600; the error carries
+    the id only when it could be read and is valid. Batches (arrays) are not part of this revision.
+ 2. A notification is never answered (HTTP answers 202 with no body). A JSON-RPC response sent by
+    a client is ignored on stdio and refused with -32600 over HTTP.
+ 3. HTTP: MCP-Protocol-Version and Mcp-Method are present, and Mcp-Name for tools/call,
+    prompts/get and resources/read; values are visible ASCII after trimming. Else -32020 (400).
+ 4. params._meta holds a string protocolVersion and an object clientCapabilities. Else -32602 (400).
+ 5. HTTP: the headers equal the body, after =?base64?...?= decoding of Mcp-Name and Mcp-Param-*.
+    Else -32020 (400). This comes before the version check.
+ 6. The version is supported, for every method, server/discover included. Else -32022 (400) with
+    data.supported and data.requested.
+ 7. The method exists and the server declared its capability. Else -32601 (404).
+ 8. The params fit the method: unknown tool or prompt, missing resource, bad cursor. Else -32602.
+ 9. Run it. A tool's own failure is a result with isError, not an error (WIRE.md §9.4).
+Every result carries resultType; the list methods, server/discover and resources/read carry ttlMs
+and cacheScope; every result's _meta names the server unless the server was told not to.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from typing import Any, Callable, NamedTuple, Optional
+
+from . import _json
+from ._server import ResourceNotFound, Server
+from .errors import (
+    HeaderMismatch,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ParseError,
+    ProtocolError,
+    UnsupportedVersion,
+)
+
+__all__ = ["PROTOCOL_VERSION", "SUPPORTED_VERSIONS", "Reply", "dispatch", "dispatch_bytes", "encode", "handle",
+           "parse"]
+
+log = logging.getLogger("mcpserver.protocol")
+
+PROTOCOL_VERSION = "2026-07-28"
+SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+HEADER_VERSION = "MCP-Protocol-Version"
+HEADER_METHOD = "Mcp-Method"
+HEADER_NAME = "Mcp-Name"
+HEADER_PARAM_PREFIX = "Mcp-Param-"
+
+# Methods whose params carry the value mirrored in Mcp-Name.
+_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# Methods of earlier revisions or retired patterns (WIRE.md §2); a legacy client learns what we speak.
+_RETIRED = {
+    "initialize": "2026-07-28 has no initialize handshake: send server/discover, with _meta on every request",
+    "ping": "2026-07-28 has no ping",
+    "logging/setLevel": "logging/setLevel is not part of 2026-07-28; logs go to the server's stderr",
+    "resources/subscribe": "this server offers no resource subscriptions",
+    "resources/unsubscribe": "this server offers no resource subscriptions",
+}
+_BASE64_OPEN, _BASE64_CLOSE = "=?base64?", "?="
+
+
+class Reply(NamedTuple):
+    """What to send back: a response object (None for a notification) and the HTTP status for it."""
+
+    response: Optional[dict[str, Any]]
+    status: int
+
+
+def parse(data: bytes) -> Any:
+    """Decode one message. Raises ParseError (-32700) for bad UTF-8, bad JSON, or nesting too deep."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}") from None
+    try:
+        return _json.loads(text)
+    except _json.JSONTooDeep as exc:
+        raise ParseError(f"Parse error: {exc}") from None
+    except ValueError as exc:
+        raise ParseError(f"Parse error: Invalid JSON ({exc})") from None
+
+
+def encode(response: dict[str, Any]) -> bytes:
+    """One response as a single line of UTF-8 JSON (no newline)."""
+    try:
+        return _json.dumps(response).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a \\ud800 escape: keep it escaped, as it arrived
+        return json.dumps(response, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    except (TypeError, ValueError) as exc:
+        log.error("response to id %r cannot be encoded: %s", response.get("id"), exc)
+        return _json.dumps(_error_response(response.get("id"), InternalError("Internal error"))).encode("utf-8")
+
+
+def handle(message: Any, server: Server) -> Optional[dict[str, Any]]:
+    """Answer one decoded message as stdio does: the response, or None for a notification."""
+    return dispatch(message, server).response
+
+
+def dispatch_bytes(data: bytes, server: Server, headers: Optional[dict[str, str]] = None) -> Reply:
+    """Parse then dispatch: what a transport calls with the bytes of one message."""
+    try:
+        message = parse(data)
+    except ParseError as exc:
+        return Reply(_error_response(None, exc), exc.http_status)
+    return dispatch(message, server, headers)
+
+
+def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = None) -> Reply:
+    """Answer one decoded message; see the module docstring for the order of the rules."""
+    request_id = _readable_id(message)
+    try:
+        method, params = _envelope(message, http=headers is not None)
+        if method is None or "id" not in message:  # a notification, or a response on stdio
+            return Reply(None, 202)
+        if headers is not None:
+            _headers_present(headers, method)
+        meta = _meta(method, params)
+        if headers is not None:
+            _headers_match(headers, method, params, meta, server)
+        _version_supported(meta[META_VERSION])
+        run = _method(method, server)
+        return Reply(_success(request_id, run(server, params), server), 200)
+    except ProtocolError as exc:
+        return Reply(_error_response(request_id, exc), exc.http_status)
+    except Exception:
+        log.exception("internal error answering %s", _describe(message))
+        error = InternalError("Internal error")
+        return Reply(_error_response(request_id, error), error.http_status)
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps 1 to 7
+
+
+def _readable_id(message: Any) -> Any:
+    if isinstance(message, dict):
+        request_id = message.get("id")
+        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+            return request_id
+    return None
+
+
+def _envelope(message: Any, *, http: bool) -> tuple[Optional[str], dict[str, Any]]:
+    """The method and params of a valid request or notification; method None for a client's response."""
+    if isinstance(message, list):
+        raise InvalidRequest("Invalid Request: batches are not part of protocol 2026-07-28; send one message")
+    if not isinstance(message, dict):
+        raise InvalidRequest("Invalid Request: a message must be a JSON object")
+    if message.get("jsonrpc") != "2.0":
+        raise InvalidRequest('Invalid Request: "jsonrpc" must be "2.0"')
+    if "method" not in message:
+        if ("result" in message or "error" in message) and "id" in message:
+            if http:
+                raise InvalidRequest("Invalid Request: servers do not accept JSON-RPC responses")
+            return None, {}
+        raise InvalidRequest('Invalid Request: "method" is missing')
+    method = message["method"]
+    if not isinstance(method, str):
+        raise InvalidRequest('Invalid Request: "method" must be a string')
+    if "id" in message and _readable_id(message) is None:
+        raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
+    params = message.get("params", {})
+    if not isinstance(params, dict):
+        raise InvalidParams('Invalid params: "params" must be an object', http_status=400)
+    return method, params
+
+
+def _header(headers: dict[str, str], name: str) -> Optional[str]:
+    value = headers.get(name.lower())
+    if value is None:
+        return None
+    value = value.strip(" \t")
+    if any(not (" " <= char <= "~" or char == "\t") for char in value):
+        raise HeaderMismatch(f"Header mismatch: {name} contains characters that are not allowed")
+    return value
+
+
+def _headers_present(headers: dict[str, str], method: str) -> None:
+    names = [HEADER_VERSION, HEADER_METHOD] + ([HEADER_NAME] if method in _NAMED_BY else [])
+    for name in names:
+        if _header(headers, name) is None:
+            raise HeaderMismatch(f"Header mismatch: required header {name} is missing")
+
+
+def _decoded(value: str, name: str) -> str:
+    if value.startswith(_BASE64_OPEN) and value.endswith(_BASE64_CLOSE) and len(value) >= 11:
+        try:
+            return base64.b64decode(value[len(_BASE64_OPEN):-len(_BASE64_CLOSE)], validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise HeaderMismatch(f"Header mismatch: {name} is not valid =?base64?...?= UTF-8") from None
+    return value
+
+
+def _mismatch(name: str, header_value: str, body_value: Any) -> HeaderMismatch:
+    return HeaderMismatch(f"Header mismatch: {name} header value {header_value!r} does not match body value "
+                          f"{body_value!r}")
+
+
+def _meta(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    meta = params.get("_meta")
+    problem = None
+    if not isinstance(meta, dict):
+        problem = "params._meta is missing" if meta is None else "params._meta must be an object"
+    elif not isinstance(meta.get(META_VERSION), str):
+        problem = f"params._meta[{META_VERSION!r}] must be a string" if META_VERSION in meta \
+            else f"params._meta[{META_VERSION!r}] is missing"
+    elif not isinstance(meta.get(META_CAPABILITIES), dict):
+        problem = f"params._meta[{META_CAPABILITIES!r}] must be an object" if META_CAPABILITIES in meta \
+            else f"params._meta[{META_CAPABILITIES!r}] is missing"
+    if problem is None:
+        assert isinstance(meta, dict)
+        return meta
+    if method == "initialize":  # a client of an earlier revision: tell it what we speak
+        raise InvalidParams(f"This server supports only protocol version {PROTOCOL_VERSION}; "
+                            "initialize is not part of it", data={"supported": list(SUPPORTED_VERSIONS)},
+                            http_status=400)
+    raise InvalidParams(f"Invalid params: {problem}", http_status=400)
+
+
+def _headers_match(headers: dict[str, str], method: str, params: dict[str, Any], meta: dict[str, Any],
+                   server: Server) -> None:
+    version = _header(headers, HEADER_VERSION)
+    if version != meta[META_VERSION]:
+        raise _mismatch(HEADER_VERSION, str(version), meta[META_VERSION])
+    header_method = _header(headers, HEADER_METHOD)
+    if header_method != method:
+        raise _mismatch(HEADER_METHOD, str(header_method), method)
+    field = _NAMED_BY.get(method)
+    if field is not None and isinstance(params.get(field), str):
+        name = _decoded(str(_header(headers, HEADER_NAME)), HEADER_NAME)
+        if name != params[field]:
+            raise _mismatch(HEADER_NAME, name, params[field])
+    if method == "tools/call":
+        tool = server.tools.get(params.get("name"))  # type: ignore[arg-type]
+        arguments = params.get("arguments")
+        if tool is not None and tool.header_params and isinstance(arguments, dict):
+            _param_headers_match(headers, tool.header_params, arguments)
+
+
+def _param_headers_match(headers: dict[str, str], header_params: Any, arguments: dict[str, Any]) -> None:
+    for param in header_params:
+        value: Any = arguments
+        for key in param.path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        name = HEADER_PARAM_PREFIX + param.name
+        raw = _header(headers, name)
+        if raw is None:
+            raise HeaderMismatch(f"Header mismatch: required header {name} is missing")
+        text = _decoded(raw, name)
+        if isinstance(value, bool):
+            same = text == ("true" if value else "false")
+        elif isinstance(value, (int, float)):
+            try:
+                same = float(text) == value
+            except ValueError:
+                same = False
+        else:
+            same = text == value
+        if not same:
+            raise _mismatch(name, text, value)
+
+
+def _version_supported(version: str) -> None:
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersion("Unsupported protocol version",
+                                 data={"supported": list(SUPPORTED_VERSIONS), "requested": version})
+
+
+Handler = Callable[[Server, dict[str, Any]], dict[str, Any]]
+
+
+def _method(method: str, server: Server) -> Handler:
+    entry = _METHODS.get(method)
+    if entry is None:
+        if method in _RETIRED:
+            raise MethodNotFound(f"Method not found: {method}",
+                                 data={"reason": _RETIRED[method], "supported": list(SUPPORTED_VERSIONS)})
+        raise MethodNotFound(f"Method not found: {method}")
+    capability, run = entry
+    if capability is not None and capability not in server.capabilities():
+        raise MethodNotFound(f"{capability.capitalize()} not supported",
+                             data={"reason": f"Server does not support the {capability} capability"})
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 8 and 9: the methods
+
+
+def _success(request_id: Any, result: dict[str, Any], server: Server) -> dict[str, Any]:
+    result["resultType"] = "complete"
+    if server.server_info_in_results:
+        result["_meta"] = {META_SERVER_INFO: server.info}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _error_response(request_id: Any, error: ProtocolError) -> dict[str, Any]:
+    response: dict[str, Any] = {"jsonrpc": "2.0"}
+    if request_id is not None:
+        response["id"] = request_id
+    response["error"] = error.to_error()
+    return response
+
+
+def _describe(message: Any) -> str:
+    if isinstance(message, dict):
+        return f"{message.get('method')!r} (id {message.get('id')!r})"
+    return type(message).__name__
+
+
+def _cacheable(server: Server, result: dict[str, Any]) -> dict[str, Any]:
+    result["ttlMs"] = server.ttl_ms
+    result["cacheScope"] = server.cache_scope
+    return result
+
+
+def _discover(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": server.capabilities()}
+    if server.instructions:
+        result["instructions"] = server.instructions
+    return _cacheable(server, result)
+
+
+def _page(server: Server, params: dict[str, Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """One page of a list; the cursor is opaque to clients and checked here."""
+    start = 0
+    cursor = params.get("cursor")
+    if cursor is not None:
+        if not isinstance(cursor, str):
+            raise InvalidParams("Invalid params: cursor must be a string")
+        start = _cursor_offset(cursor, key, len(items))
+    end = start + server.page_size
+    result: dict[str, Any] = {key: items[start:end]}
+    if end < len(items):
+        result["nextCursor"] = base64.urlsafe_b64encode(f"{key}:{end}".encode()).decode("ascii")
+    return _cacheable(server, result)
+
+
+def _cursor_offset(cursor: str, key: str, count: int) -> int:
+    try:
+        kind, _, offset = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii").partition(":")
+        start = int(offset)
+    except (ValueError, UnicodeError, binascii.Error):
+        start, kind = -1, ""
+    if kind != key or not 0 < start < count:
+        raise InvalidParams("Invalid cursor")
+    return start
+
+
+def _list_tools(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    return _page(server, params, "tools", [tool.definition for tool in server.tools.values()])
+
+
+def _call_tool(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams("Invalid params: tools/call needs \"name\", a string")
+    arguments = params.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise InvalidParams("Invalid params: \"arguments\" must be an object")
+    tool = server.tools.get(name)
+    if tool is None:
+        raise InvalidParams(f"Unknown tool: {name}")
+    return tool.call(arguments)
+
+
+def _list_resources(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    return _page(server, params, "resources", [r.definition for r in server.resources.values()])
+
+
+def _list_templates(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    return _page(server, params, "resourceTemplates", [t.definition for t in server.resource_templates])
+
+
+def _read_resource(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise InvalidParams("Invalid params: resources/read needs \"uri\", a string")
+    try:
+        contents = server.read_resource(uri)
+    except ResourceNotFound:
+        raise InvalidParams("Resource not found", data={"uri": uri}) from None
+    return _cacheable(server, {"contents": contents})
+
+
+def _list_prompts(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    return _page(server, params, "prompts", [p.definition for p in server.prompts.values()])
+
+
+def _get_prompt(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams("Invalid params: prompts/get needs \"name\", a string")
+    prompt = server.prompts.get(name)
+    if prompt is None:
+        raise InvalidParams(f"Unknown prompt: {name}")
+    arguments = params.get("arguments") or {}
+    if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+        raise InvalidParams("Invalid params: prompt arguments must be an object of strings")
+    known = {a["name"]: a for a in prompt.arguments}
+    for argument in arguments:
+        if argument not in known:
+            raise InvalidParams(f"Unknown argument {argument!r} for prompt {name}")
+    for argument in prompt.arguments:
+        if argument["required"] and argument["name"] not in arguments:
+            raise InvalidParams(f"Missing required argument {argument['name']!r} for prompt {name}")
+    rendered = prompt.renderer(**arguments)
+    result: dict[str, Any] = {"messages": _messages(rendered, name)}
+    if prompt.description:
+        result["description"] = prompt.description
+    return result
+
+
+def _messages(rendered: Any, name: str) -> list[dict[str, Any]]:
+    if isinstance(rendered, str):
+        rendered = [{"role": "user", "content": rendered}]
+    messages = []
+    for message in rendered:
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise TypeError(f"prompt {name} returned a message that is not {{'role': 'user'|'assistant', ...}}")
+        content = message.get("content")
+        if isinstance(content, str):
+            content = {"type": "text", "text": content}
+        messages.append({"role": message["role"], "content": content})
+    return messages
+
+
+_METHODS: dict[str, tuple[Optional[str], Handler]] = {
+    "server/discover": (None, _discover),
+    "tools/list": ("tools", _list_tools),
+    "tools/call": ("tools", _call_tool),
+    "resources/list": ("resources", _list_resources),
+    "resources/templates/list": ("resources", _list_templates),
+    "resources/read": ("resources", _read_resource),
+    "prompts/list": ("prompts", _list_prompts),
+    "prompts/get": ("prompts", _get_prompt),
+}
