@@ -10,6 +10,8 @@ help:
 	@echo "make test-py39   the same suites under Python 3.9"
 	@echo "make lint        ruff, and mypy --strict on server/"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
+	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
+	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,3 +30,33 @@ test-py39:
 lint: $(VENV)/.installed
 	$(PY) -m ruff check server tests matrix scripts bench
 	$(PY) -m mypy
+
+# --- the container lab (matrix/, images/, scripts/; see docs/embedding.md) ------------------------------
+LAB_VENV ?= .venv-lab
+LAB_PY := $(LAB_VENV)/bin/python
+DISTRO ?=
+PYTHON_VERSION ?=
+JOBS ?= auto
+MATRIX_ARGS ?=
+
+.PHONY: matrix lab-engine test-lab clean-lab
+
+# The lab's host tools (pytest, pytest-testinfra) from the `lab` extra, without building mcpserver itself.
+$(LAB_VENV)/.installed: pyproject.toml
+	@echo "lab: creating $(LAB_VENV) with the lab extra of pyproject.toml"
+	$(PYTHON) -m venv $(LAB_VENV)
+	$(LAB_PY) -c "import sys, tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['lab'], sep='\n')" > $(LAB_VENV)/lab-requirements.txt
+	$(LAB_PY) -m pip install --quiet -r $(LAB_VENV)/lab-requirements.txt
+	touch $@
+
+lab-engine:
+	@sh scripts/ensure_engine.sh
+
+matrix: $(LAB_VENV)/.installed lab-engine
+	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(MATRIX_ARGS)
+
+test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine)
+	$(LAB_PY) -m pytest -q tests/lab $(if $(ENGINE),,-m "not engine")
+
+clean-lab:
+	@sh scripts/clean_lab.sh

@@ -1,0 +1,108 @@
+"""Read matrix/cells.toml into Cell values, refusing anything malformed with a message that says where."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .model import Bootstrap, Cell, Family, PythonFrom
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the lab venv installs tomli below 3.11
+    import tomli as tomllib
+
+CELLS_TOML = Path(__file__).with_name("cells.toml")
+SCHEMA = 1
+_CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "bootstrap"}
+_BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "script", "builder_base"}
+_BOOTSTRAP_METHODS = {"debootstrap", "apk", "builder"}
+
+
+def load_cells(path: Path = CELLS_TOML) -> tuple[Cell, ...]:
+    """Parse and validate the cell table; names are unique and every field has a known value."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the cell table ({exc}). Fix the file and run again.") from exc
+    return parse_cells(data, source=str(path))
+
+
+def parse_cells(data: dict[str, Any], *, source: str = "cells.toml") -> tuple[Cell, ...]:
+    if data.get("schema") != SCHEMA:
+        raise ConfigError(f"{source}: expected `schema = {SCHEMA}` at the top, found {data.get('schema')!r}.")
+    entries = data.get("cell")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{source}: no [[cell]] entries; the matrix needs at least one cell.")
+    cells = tuple(_parse_cell(entry, index, source) for index, entry in enumerate(entries))
+    seen: set[str] = set()
+    for cell in cells:
+        if cell.name in seen:
+            raise ConfigError(f"{source}: two cells are named {cell.name!r}; names must be unique.")
+        seen.add(cell.name)
+    return cells
+
+
+def _parse_cell(entry: Any, index: int, source: str) -> Cell:
+    where = f"{source}: cell #{index + 1}"
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} is not a table.")
+    unknown = set(entry) - _CELL_KEYS
+    if unknown:
+        raise ConfigError(f"{where} has unknown keys {sorted(unknown)}; known keys: {sorted(_CELL_KEYS)}.")
+    for key in ("name", "family", "release", "python", "python_from"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise ConfigError(f"{where} needs a non-empty string `{key}`.")
+    where = f"{source}: cell {entry['name']!r}"
+    try:
+        family = Family(entry["family"])
+    except ValueError:
+        known = ", ".join(f.value for f in Family)
+        raise ConfigError(f"{where}: family {entry['family']!r} is not one of {known}.") from None
+    try:
+        python_from = PythonFrom(entry["python_from"])
+    except ValueError:
+        known = ", ".join(p.value for p in PythonFrom)
+        raise ConfigError(f"{where}: python_from {entry['python_from']!r} is not one of {known}.") from None
+    python = entry["python"]
+    major, _, minor = python.partition(".")
+    if major != "3" or not minor.isdigit():
+        raise ConfigError(f"{where}: python must be like '3.12', found {python!r}.")
+    base = entry.get("base", "")
+    if family.in_container and not base:
+        raise ConfigError(f"{where}: a container cell needs `base` (the image it builds FROM).")
+    if (family is Family.HOST) != (python_from is PythonFrom.HOST):
+        raise ConfigError(f"{where}: family 'host' goes with python_from 'host', and only with it.")
+    bootstrap = _parse_bootstrap(entry.get("bootstrap"), where)
+    return Cell(
+        name=entry["name"],
+        family=family,
+        release=entry["release"],
+        python=python,
+        base=base,
+        python_from=python_from,
+        bootstrap=bootstrap,
+    )
+
+
+def _parse_bootstrap(raw: Any, where: str) -> Bootstrap | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: bootstrap must be an inline table.")
+    unknown = set(raw) - _BOOTSTRAP_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: bootstrap has unknown keys {sorted(unknown)}.")
+    method = raw.get("method")
+    if method not in _BOOTSTRAP_METHODS:
+        raise ConfigError(f"{where}: bootstrap method {method!r} is not one of {sorted(_BOOTSTRAP_METHODS)}.")
+    boot = Bootstrap(**{k: str(v) for k, v in raw.items()})
+    if method == "debootstrap" and not boot.suite:
+        raise ConfigError(f"{where}: a debootstrap bootstrap needs `suite`.")
+    if method == "apk" and not (boot.release and boot.mirror_env):
+        raise ConfigError(f"{where}: an apk bootstrap needs `release` and `mirror_env`.")
+    if method == "builder" and not boot.builder_base:
+        raise ConfigError(f"{where}: a builder bootstrap needs `builder_base`.")
+    return boot

@@ -1,0 +1,70 @@
+"""Host cells: the suites on each python3.X found on this machine, like tox or nox, no container.
+
+Each interpreter gets a venv under the cache with mcpserver copied into its site-packages (as an install
+would put it) and the same pytest folder the containers mount, on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+PROBE = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
+
+
+def candidates(python: str, env: Mapping[str, str]) -> list[str]:
+    """python3.X on PATH first, then pyenv's versions, newest patch release first."""
+    found: list[str] = []
+    on_path = shutil.which(f"python{python}", path=env.get("PATH"))
+    if on_path:
+        found.append(on_path)
+    pyenv_root = Path(env.get("PYENV_ROOT") or Path(env.get("HOME", "/root")) / ".pyenv")
+    versions = pyenv_root / "versions"
+    if versions.is_dir():
+        def patch(p: Path) -> tuple[int, ...]:
+            tail = p.name.split(".")[2:3] or ["0"]
+            return (int(tail[0]) if tail[0].isdigit() else -1,)
+        dirs = sorted(versions.glob(f"{python}.*"), key=patch, reverse=True)
+        found += [str(d / "bin" / f"python{python}") for d in dirs if (d / "bin" / f"python{python}").exists()]
+    return found
+
+
+def find_interpreter(python: str, env: Mapping[str, str] | None = None) -> str:
+    """The real path of a working python{X.Y}, or '' when none runs. Shims (pyenv's refuse versions
+    not asked for) are seen through by asking the interpreter for sys.executable."""
+    env = dict(os.environ) if env is None else dict(env)
+    for candidate in candidates(python, env):
+        try:
+            done = subprocess.run([candidate, "-c", PROBE], capture_output=True, text=True, timeout=30, env=env)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        lines = done.stdout.split()
+        if done.returncode == 0 and len(lines) == 2 and lines[0] == python:
+            return lines[1]
+    return ""
+
+
+def prepare_venv(interpreter: str, python: str, root: Path, cache: Path) -> Path:
+    """A venv for `interpreter` with root/server/mcpserver copied in; returns its python."""
+    venv = cache / f"py{python}"
+    marker = venv / "mcplab-interpreter"
+    if not marker.exists() or marker.read_text() != interpreter:
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([interpreter, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        marker.write_text(interpreter)
+    venv_python = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(venv_python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.strip()
+    )  # fmt: skip
+    target = site / "mcpserver"
+    shutil.rmtree(target, ignore_errors=True)
+    source = root / "server" / "mcpserver"
+    if source.is_dir():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return venv_python

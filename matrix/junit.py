@@ -1,0 +1,115 @@
+"""Read pytest's JUnit XML into counts and failures, and write the merged junit.xml of a whole run."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .model import CellResult, Outcome, TestFailure
+
+MESSAGE_LIMIT = 2000  # characters of a failure's message kept in results (the full text is in junit.xml)
+DETAILS_LIMIT = 8000
+
+
+@dataclass(frozen=True, kw_only=True)
+class JunitCounts:
+    tests: int
+    failed: int
+    errors: int
+    skipped: int
+    failures: tuple[TestFailure, ...]
+
+    @property
+    def passed(self) -> int:
+        return self.tests - self.failed - self.errors - self.skipped
+
+
+def _suites(root: ET.Element) -> list[ET.Element]:
+    return [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+
+
+def test_id(case: ET.Element) -> str:
+    """pytest's node id as far as JUnit keeps it: tests/unit/test_x.py::TestY::test_z."""
+    classname, name = case.get("classname", ""), case.get("name", "")
+    if not classname:
+        return name
+    parts = classname.split(".")
+    # classname is the dotted module path plus any classes; classes start with a capital by convention.
+    split = next((i for i, p in enumerate(parts) if p[:1].isupper()), len(parts))
+    module = "/".join(parts[:split]) + ".py"
+    return "::".join([module, *parts[split:], name])
+
+
+def parse(text: str) -> JunitCounts:
+    """Counts from the testcases themselves (pytest's totals omit nothing, but other writers vary)."""
+    root = ET.fromstring(text)
+    tests = failed = errors = skipped = 0
+    failures: list[TestFailure] = []
+    for suite in _suites(root):
+        for case in suite.iter("testcase"):
+            tests += 1
+            failure = case.find("failure")
+            error = case.find("error")
+            if failure is not None or error is not None:
+                node = failure if failure is not None else error
+                assert node is not None
+                if failure is not None:
+                    failed += 1
+                else:
+                    errors += 1
+                failures.append(
+                    TestFailure(
+                        test_id=test_id(case),
+                        message=(node.get("message") or "").strip()[:MESSAGE_LIMIT],
+                        details=(node.text or "").strip()[-DETAILS_LIMIT:],
+                    )
+                )
+            elif case.find("skipped") is not None:
+                skipped += 1
+    return JunitCounts(tests=tests, failed=failed, errors=errors, skipped=skipped, failures=tuple(failures))
+
+
+def merged(results: Sequence[CellResult]) -> bytes:
+    """One <testsuites> with a <testsuite name="CELL/SUITE"> per suite that was meant to run.
+
+    Suites that gave no JUnit (error, timeout, unavailable, cancelled) appear as one testcase carrying
+    an <error> or <skipped>, so CI tools that read only junit.xml still see them.
+    """
+    out = ET.Element("testsuites", name="mcpserver lab matrix")
+    for result in results:
+        suites = result.suites or ()
+        if result.outcome is Outcome.UNAVAILABLE and not suites:
+            element = ET.SubElement(out, "testsuite", name=f"{result.cell}", tests="1", skipped="1")
+            case = ET.SubElement(element, "testcase", classname=result.cell, name="cell")
+            ET.SubElement(case, "skipped", message=f"unavailable: {result.message}")
+            continue
+        if result.outcome is Outcome.ERROR and not suites:
+            element = ET.SubElement(out, "testsuite", name=f"{result.cell}", tests="1", errors="1")
+            case = ET.SubElement(element, "testcase", classname=result.cell, name="build")
+            ET.SubElement(case, "error", message=result.message).text = result.log_tail
+            continue
+        for suite in suites:
+            if suite.outcome is Outcome.NOT_RUN:
+                continue
+            name = f"{result.cell}/{suite.suite}"
+            if suite.junit_xml:
+                try:
+                    root = ET.fromstring(suite.junit_xml)
+                except ET.ParseError:
+                    root = None
+                if root is not None:
+                    for found in _suites(root):
+                        found.set("name", name)
+                        out.append(found)
+                    continue
+            element = ET.SubElement(out, "testsuite", name=name, tests="1")
+            case = ET.SubElement(element, "testcase", classname=result.cell, name=suite.suite)
+            if suite.outcome in (Outcome.UNAVAILABLE, Outcome.CANCELLED):
+                element.set("skipped", "1")
+                ET.SubElement(case, "skipped", message=f"{suite.outcome.value}: {suite.message}")
+            else:
+                element.set("errors", "1")
+                ET.SubElement(case, "error", message=f"{suite.outcome.value}: {suite.message}").text = suite.log_tail
+    ET.indent(out)
+    return ET.tostring(out, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,155 @@
+"""The lab's plain data: cells in, records out.
+
+Everything here is a frozen keyword-only dataclass or an enum with no behaviour beyond small derived
+properties, so every step of the pipeline can be tested on values built by hand.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+SUITES: tuple[str, ...] = ("unit", "http", "payload", "images")
+"""Every suite the lab knows, in report column order. "images" is the testinfra checks, run from the host."""
+
+IN_CONTAINER_SUITES: tuple[str, ...] = ("unit", "http", "payload")
+"""The project's own suites: run inside each container (or by each host interpreter)."""
+
+
+class Family(str, enum.Enum):
+    """How a cell's image is made. Container families have images/<family>/Dockerfile."""
+
+    DEBIAN = "debian"
+    UBUNTU = "ubuntu"
+    ALPINE = "alpine"
+    HOST = "host"
+
+    @property
+    def in_container(self) -> bool:
+        return self is not Family.HOST
+
+
+class PythonFrom(str, enum.Enum):
+    DISTRO = "distro"  # the distribution's python3.X package, installed in the image
+    OFFICIAL = "official"  # already in an official python:X.Y base
+    HOST = "host"  # an interpreter found on this machine
+    BUILDER = "builder"  # built from source by a builder stage of the family's Dockerfile (e.g. musl)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bootstrap:
+    """How a base can be made without a registry.
+
+    method "debootstrap": `suite` (and optional `keyring`, `script`), mirror from `mirror_env` or
+    debootstrap's default. method "apk": `release` ("v3.23"), mirror from `mirror_env`, which must be set.
+    method "builder": the base is the image of another cell's base (`builder_base`), and the family's
+    Dockerfile builds the rest in a builder stage (the musl+busybox family works this way).
+    """
+
+    method: str
+    suite: str = ""
+    release: str = ""
+    mirror_env: str = ""
+    keyring: str = ""
+    script: str = ""
+    builder_base: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    name: str
+    family: Family
+    release: str
+    python: str
+    base: str = ""
+    python_from: PythonFrom
+    bootstrap: Bootstrap | None = None
+
+    @property
+    def python_command(self) -> str:
+        return f"python{self.python}"
+
+    @property
+    def suites(self) -> tuple[str, ...]:
+        """The suites that apply to this cell; host cells have no image to check."""
+        return SUITES if self.family.in_container else IN_CONTAINER_SUITES
+
+
+class Outcome(str, enum.Enum):
+    """A suite's or a cell's result. Only PASSED and FAILED are verdicts on the code."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    UNAVAILABLE = "unavailable"
+    CANCELLED = "cancelled"
+    NOT_RUN = "not-run"  # a suite that does not apply to the cell, or was not selected
+
+    @property
+    def is_verdict(self) -> bool:
+        return self in (Outcome.PASSED, Outcome.FAILED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestFailure:
+    """One failing (or erroring) test case, as pytest's JUnit XML names it."""
+
+    __test__ = False  # not a pytest class, whatever its name
+
+    test_id: str
+    message: str
+    details: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteResult:
+    suite: str
+    outcome: Outcome
+    tests: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    duration: float = 0.0
+    failures: tuple[TestFailure, ...] = ()
+    message: str = ""  # why, for error/timeout/unavailable/cancelled
+    log_tail: str = ""
+    junit_xml: str = ""  # the suite's own JUnit XML, kept to merge into junit.xml
+
+    @property
+    def counts(self) -> str:
+        """"31/31", or "30/31 (1 skipped)": passed over tests that ran."""
+        ran = self.tests - self.skipped
+        text = f"{self.passed}/{ran}"
+        return f"{text} ({self.skipped} skipped)" if self.skipped else text
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellResult:
+    cell: str
+    outcome: Outcome
+    suites: tuple[SuiteResult, ...] = ()
+    duration: float = 0.0
+    message: str = ""  # the reason for unavailable, the error for error
+    log_tail: str = ""
+    image: str = ""
+    base: str = ""  # how the base was had, e.g. "bootstrapped debian:bookworm as mcplab/base:..."
+    family: str = ""
+    python: str = ""
+
+    def suite(self, name: str) -> SuiteResult | None:
+        return next((s for s in self.suites if s.suite == name), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """Where a run happened; recorded in results.json."""
+
+    engine: str = ""
+    kernel: str = ""
+    commit: str = ""
+    date: str = ""
+    host: str = ""
+    shard: str = ""
+    extra: dict[str, str] = field(default_factory=dict)

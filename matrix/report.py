@@ -1,0 +1,259 @@
+"""Reports from records: results.json (versioned, mergeable), matrix.md, junit.xml, report.html, and the
+table printed at the end. Rendering is pure (records in, text out); `write_reports` writes each file
+atomically (temp file + rename) so an interrupted run never leaves half a report.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from . import junit
+from .errors import ConfigError
+from .model import SUITES, CellResult, Environment, Outcome, SuiteResult, TestFailure
+from .plan import counts
+
+SCHEMA = "mcplab-results/1"
+REPORT_FILES = ("results.json", "matrix.md", "junit.xml", "report.html")
+
+# --- results.json ------------------------------------------------------------------------------------
+
+
+def to_json(results: Sequence[CellResult], env: Environment, *, suites: Sequence[str] = SUITES) -> str:
+    data = {
+        "schema": SCHEMA,
+        "environment": asdict(env),
+        "suites": list(suites),
+        "counts": counts(results),
+        "cells": [_cell_dict(r) for r in results],
+    }
+    return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+
+def _cell_dict(result: CellResult) -> dict[str, Any]:
+    data = asdict(result)
+    data["outcome"] = result.outcome.value
+    for suite in data["suites"]:
+        suite["outcome"] = suite["outcome"].value if isinstance(suite["outcome"], Outcome) else suite["outcome"]
+    return data
+
+
+def from_json(text: str, *, source: str = "results.json") -> tuple[tuple[CellResult, ...], Environment, tuple[str, ...]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source} is not JSON ({exc}); was the run that wrote it cut short?") from exc
+    if data.get("schema") != SCHEMA:
+        raise ConfigError(f"{source} has schema {data.get('schema')!r}; this lab reads {SCHEMA!r}.")
+    results = tuple(_cell_from(c) for c in data["cells"])
+    env = Environment(**data["environment"])
+    return results, env, tuple(data.get("suites", SUITES))
+
+
+def _cell_from(data: dict[str, Any]) -> CellResult:
+    suites = tuple(
+        SuiteResult(
+            **{
+                **s,
+                "outcome": Outcome(s["outcome"]),
+                "failures": tuple(TestFailure(**f) for f in s.get("failures", ())),
+            }
+        )
+        for s in data.get("suites", ())
+    )
+    return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites})
+
+
+# --- text renderings ---------------------------------------------------------------------------------
+
+_MARK = {
+    Outcome.PASSED: "✅",
+    Outcome.FAILED: "❌",
+    Outcome.ERROR: "💥",
+    Outcome.TIMEOUT: "⏱",
+    Outcome.UNAVAILABLE: "➖",
+    Outcome.CANCELLED: "🚫",
+    Outcome.NOT_RUN: "",
+}
+
+
+def suite_text(suite: SuiteResult | None) -> str:
+    """What one grid cell says: counts for a verdict, the outcome otherwise."""
+    if suite is None or suite.outcome is Outcome.NOT_RUN:
+        return "—"
+    if suite.outcome in (Outcome.PASSED, Outcome.FAILED):
+        return suite.counts
+    return suite.outcome.value
+
+
+def _why(result: CellResult) -> str:
+    if result.message:
+        return result.message
+    bad = [s for s in result.suites if s.outcome not in (Outcome.PASSED, Outcome.NOT_RUN)]
+    return "; ".join(f"{s.suite}: {s.message or _failed_count(s)}" for s in bad)
+
+
+def _failed_count(suite: SuiteResult) -> str:
+    if suite.outcome is Outcome.FAILED:
+        return f"{suite.failed + suite.errors} of {suite.tests} failed"
+    return suite.outcome.value
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[str] = SUITES) -> str:
+    lines = [
+        "| cell | outcome | " + " | ".join(suites) + " | time | notes |",
+        "|---|---|" + "---|" * len(suites) + "---|---|",
+    ]
+    for r in results:
+        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}"]
+        row += [suite_text(r.suite(s)) for s in suites]
+        row += [f"{r.duration:.0f}s" if r.duration else "", _md_escape(_why(r))[:200]]
+        lines.append("| " + " | ".join(row) + " |")
+    tally = counts(results)
+    summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
+    lines += ["", f"{len(results)} cells: {summary}."]
+    failures = [(r, s, f) for r in results for s in r.suites for f in s.failures]
+    if failures:
+        lines += ["", "Failing tests:", ""]
+        lines += [f"- `{r.cell}` {s.suite}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures]
+    lines += ["", f"Engine {env.engine or '-'}, kernel {env.kernel or '-'}, commit {env.commit or '-'}, {env.date}."]
+    return "\n".join(lines) + "\n"
+
+
+def to_table(results: Sequence[CellResult], *, suites: Sequence[str] = SUITES) -> str:
+    """The plain-text table printed at the end of a run."""
+    header = ["cell", "outcome", *suites, "time"]
+    rows = [
+        [r.cell, r.outcome.value, *(suite_text(r.suite(s)) for s in suites), f"{r.duration:.0f}s"]
+        for r in results
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    for r in results:
+        if r.outcome is Outcome.PASSED:
+            continue
+        out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
+        for s in r.suites:
+            out += [f"    {s.suite}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}" for f in s.failures]
+    return "\n".join(out) + "\n"
+
+
+# --- HTML ------------------------------------------------------------------------------------------
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1b1f24;background:#fff}
+h1{font-size:20px;margin:0 0 4px} .env{color:#57606a;margin-bottom:16px}
+table{border-collapse:collapse;margin-bottom:20px} th,td{border:1px solid #d0d7de;padding:6px 10px;text-align:left;vertical-align:top}
+th{background:#f6f8fa} td.s{text-align:center;font-variant-numeric:tabular-nums;min-width:70px}
+.passed{background:#dafbe1} .failed{background:#ffd7d5} .error{background:#ffb3ad} .timeout{background:#fff1c2}
+.unavailable{background:#eaeef2;color:#57606a} .cancelled{background:#e8e0f7} .not-run{color:#8c959f}
+details{margin:6px 0 12px} summary{cursor:pointer;font-weight:600} pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;white-space:pre-wrap}
+.legend span{display:inline-block;padding:2px 8px;margin-right:6px;border:1px solid #d0d7de}
+"""
+
+
+def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[str] = SUITES) -> str:
+    """One self-contained page: inline CSS, no scripts, no external assets."""
+    e = html.escape
+    tally = counts(results)
+    head = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        "<title>mcpserver lab matrix</title><style>" + _CSS + "</style></head><body>",
+        "<h1>mcpserver lab matrix</h1>",
+        f"<div class=env>{len(results)} cells: "
+        + e(", ".join(f"{n} {k}" for k, n in tally.items() if n))
+        + f" · engine {e(env.engine or '-')} · kernel {e(env.kernel or '-')} · commit {e(env.commit[:12] or '-')}"
+        + f" · {e(env.date)}{' · shard ' + e(env.shard) if env.shard else ''}</div>",
+        "<div class=legend>" + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN) + "</div><br>",
+        "<table><tr><th>cell</th><th>outcome</th>" + "".join(f"<th>{e(s)}</th>" for s in suites) + "<th>time</th></tr>",
+    ]
+    body = []
+    for r in results:
+        cells = "".join(
+            f"<td class='s {(r.suite(s).outcome.value if r.suite(s) else 'not-run')}'>{e(suite_text(r.suite(s)))}</td>"
+            for s in suites
+        )
+        body.append(
+            f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td>"
+            f"<td class={r.outcome.value}>{r.outcome.value}</td>{cells}<td>{r.duration:.0f}s</td></tr>"
+        )
+    body.append("</table>")
+    details = ["<h2>Details</h2>"]
+    for r in results:
+        if r.outcome is Outcome.PASSED:
+            continue
+        details.append(f"<h3 id='d-{e(r.cell)}' class={r.outcome.value}>{e(r.cell)}: {r.outcome.value}</h3>")
+        if r.message:
+            details.append(f"<p>{e(r.message)}</p>")
+        if r.log_tail:
+            details.append(f"<details><summary>log tail</summary><pre>{e(r.log_tail)}</pre></details>")
+        for s in r.suites:
+            if s.outcome in (Outcome.PASSED, Outcome.NOT_RUN):
+                continue
+            details.append(f"<p><b>{e(s.suite)}</b>: {s.outcome.value} {e(s.counts if s.tests else '')} {e(s.message)}</p>")
+            for f in s.failures:
+                details.append(
+                    f"<details><summary>{e(f.test_id)}</summary><p>{e(f.message)}</p><pre>{e(f.details)}</pre></details>"
+                )
+            if s.log_tail:
+                details.append(f"<details><summary>{e(s.suite)} log tail</summary><pre>{e(s.log_tail)}</pre></details>")
+    return "\n".join(head + body + details) + "\n</body></html>\n"
+
+
+# --- writing -----------------------------------------------------------------------------------------
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def write_reports(
+    results: Sequence[CellResult],
+    env: Environment,
+    out: Path,
+    *,
+    suites: Sequence[str] = SUITES,
+    summary: bool = True,
+) -> dict[str, Path]:
+    """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set."""
+    files = {
+        "results.json": to_json(results, env, suites=suites).encode(),
+        "matrix.md": to_markdown(results, env, suites=suites).encode(),
+        "junit.xml": junit.merged(results),
+        "report.html": to_html(results, env, suites=suites).encode(),
+    }
+    written = {}
+    for name, data in files.items():
+        write_atomic(out / name, data)
+        written[name] = out / name
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary and step_summary:
+        with open(step_summary, "a", encoding="utf-8") as handle:
+            handle.write("## mcpserver lab matrix\n\n" + files["matrix.md"].decode() + "\n")
+    return written
+
+
+def read_results(directory: Path) -> tuple[tuple[CellResult, ...], Environment, tuple[str, ...]]:
+    path = directory / "results.json"
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist; --merge takes directories written by run_matrix.py.")
+    return from_json(path.read_text(encoding="utf-8"), source=str(path))

@@ -1,0 +1,143 @@
+"""A folder of pure-Python pytest per target Python, downloaded once on the host and reused offline.
+
+pip can download for another Python (`--python-version`), but it evaluates dependency markers against
+the interpreter running pip, so from a 3.11 host it leaves out `exceptiongroup` and `tomli` that pytest
+needs below 3.11. `resolve_for` therefore walks the requirements itself: it downloads each requirement
+with --no-deps for the target version, reads the wheel's Requires-Dist and follows those whose markers
+hold for the target. The wheels are unpacked into one folder that goes on PYTHONPATH, read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REQUIREMENTS = ("pytest>=7",)
+MANIFEST = "mcplab-wheels.json"  # written last: a folder without it is incomplete and is remade
+
+
+class WheelError(Exception):
+    pass
+
+
+def target_environment(python: str) -> dict[str, str]:
+    """Marker environment of a CPython X.Y on Linux, as far as pure-Python wheels care."""
+    return {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "sys_platform": "linux",
+        "os_name": "posix",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "extra": "",
+    }
+
+
+def marker_applies(marker: str | None, python: str) -> bool:
+    return marker is None or Marker(marker).evaluate(target_environment(python))
+
+
+def wheel_requirements(wheel: Path) -> list[Requirement]:
+    """Requires-Dist of a wheel, without the ones behind extras."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = Parser().parsestr(archive.read(name).decode("utf-8"))
+    return [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
+
+
+def _download(requirement: str, python: str, dest: Path) -> Path:
+    before = set(dest.iterdir())
+    argv = [
+        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+        "--python-version", python, "--implementation", "py", "--abi", "none", "--platform", "any",
+        "--dest", str(dest), requirement,
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        raise WheelError(
+            f"pip could not download {requirement} for Python {python} ({last}). The host needs a package "
+            "index once per Python version; later runs reuse .cache/lab/pytest."
+        )
+    new = sorted(set(dest.iterdir()) - before)
+    if new:
+        return new[0]
+    # Already downloaded for another requirement: find it by project name.
+    wanted = canonicalize_name(Requirement(requirement).name)
+    for wheel in dest.glob("*.whl"):
+        if canonicalize_name(wheel.name.split("-")[0]) == wanted:
+            return wheel
+    raise WheelError(f"pip reported success for {requirement} but left no wheel in {dest}")
+
+
+def resolve_for(python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS) -> list[Path]:
+    """Download the closure of `requirements` for Python `python` into dest; returns the wheels."""
+    seen: set[str] = set()
+    queue = list(requirements)
+    wheels: list[Path] = []
+    while queue:
+        requirement = queue.pop(0)
+        name = canonicalize_name(Requirement(requirement).name)
+        if name in seen:
+            continue
+        seen.add(name)
+        wheel = _download(requirement, python, dest)
+        wheels.append(wheel)
+        for dep in wheel_requirements(wheel):
+            marker = str(dep.marker) if dep.marker else None
+            if marker_applies(marker, python) and canonicalize_name(dep.name) not in seen:
+                dep.marker = None
+                queue.append(str(dep))
+    return wheels
+
+
+class PytestFolders:
+    """One unpacked folder per Python version under cache_dir, made once even with many threads asking."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    def folder(self, python: str) -> Path:
+        with self._lock:
+            lock = self._locks.setdefault(python, threading.Lock())
+        with lock:
+            final = self.cache_dir / f"py{python}"
+            if (final / MANIFEST).exists():
+                return final
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(prefix=f"py{python}-", dir=self.cache_dir))
+            try:
+                downloads = work / "wheels"
+                site = work / "site"
+                downloads.mkdir()
+                site.mkdir()
+                wheels = resolve_for(python, downloads)
+                for wheel in wheels:
+                    with zipfile.ZipFile(wheel) as archive:
+                        archive.extractall(site)
+                manifest = {"python": python, "requirements": list(REQUIREMENTS), "wheels": [w.name for w in wheels]}
+                (site / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+                shutil.rmtree(final, ignore_errors=True)
+                site.rename(final)  # atomic: a half-made folder is never seen as done
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            return final
+
+    @staticmethod
+    def wheels(folder: Path) -> list[str]:
+        return list(json.loads((folder / MANIFEST).read_text())["wheels"])

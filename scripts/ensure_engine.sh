@@ -1,0 +1,77 @@
+#!/bin/sh
+# Make sure a Docker engine answers before the lab runs, and that debootstrap is there to make bases.
+#
+# Order: an engine that already answers (DOCKER_HOST or the current context) is used as it is. Otherwise,
+# on a Debian or Ubuntu host where we are root, install docker.io and debootstrap from the distro and
+# start dockerd in the background, waiting with a deadline. Anywhere else, stop and say what to do.
+# Exit codes: 0 ready, 1 could not provision (message says why and what to do).
+set -eu
+
+DEADLINE="${LAB_ENGINE_DEADLINE:-90}"
+LOG="${LAB_DOCKERD_LOG:-/var/log/mcplab-dockerd.log}"
+
+say() { printf 'lab: %s\n' "$*" >&2; }
+die() { printf 'lab: %s\n' "$*" >&2; exit 1; }
+
+engine_answers() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }
+
+is_debian_like() {
+    [ -r /etc/os-release ] || return 1
+    # shellcheck disable=SC1091
+    . /etc/os-release
+    case " ${ID:-} ${ID_LIKE:-} " in *" debian "*|*" ubuntu "*) return 0 ;; esac
+    return 1
+}
+
+apt_install() {
+    # apt-get update only once per call, and only when something is missing.
+    say "installing $* from the distribution (apt-get)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    # policy-rc.d keeps the package scripts from starting services we start ourselves below.
+    had_policy=0; [ -e /usr/sbin/policy-rc.d ] && had_policy=1
+    [ "$had_policy" = 1 ] || printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    [ "$had_policy" = 1 ] || rm -f /usr/sbin/policy-rc.d
+}
+
+if engine_answers; then
+    say "Docker engine answers (server $(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'))"
+else
+    if [ -n "${DOCKER_HOST:-}" ]; then
+        die "DOCKER_HOST=${DOCKER_HOST} does not answer. Start that engine, or unset DOCKER_HOST to let the lab start a local one."
+    fi
+    if [ "$(id -u)" != 0 ] || ! is_debian_like; then
+        die "no Docker engine answers and this host is not a Debian/Ubuntu machine where we are root, so the lab will not install one. Start a Docker engine (or point DOCKER_HOST at one), make sure 'docker info' works for this user, then run 'make matrix' again."
+    fi
+    missing=""
+    command -v dockerd >/dev/null 2>&1 || missing="docker.io"
+    command -v docker >/dev/null 2>&1 || missing="docker.io"
+    command -v debootstrap >/dev/null 2>&1 || missing="$missing debootstrap"
+    # shellcheck disable=SC2086
+    [ -z "$missing" ] || apt_install $missing
+    if ! pgrep -x dockerd >/dev/null 2>&1; then
+        say "starting dockerd in the background (log: $LOG)"
+        nohup dockerd >"$LOG" 2>&1 &
+    fi
+    say "waiting up to ${DEADLINE}s for the engine to answer"
+    waited=0
+    until engine_answers; do
+        waited=$((waited + 1))
+        if [ "$waited" -ge "$DEADLINE" ]; then
+            tail -n 20 "$LOG" >&2 || true
+            die "dockerd did not answer within ${DEADLINE}s; its log tail is above (full log: $LOG)."
+        fi
+        sleep 1
+    done
+    say "Docker engine answers after ${waited}s (server $(docker version --format '{{.Server.Version}}'))"
+fi
+
+# debootstrap makes Debian/Ubuntu bases when no registry can be reached; without it those cells are
+# reported unavailable, so install it where we can and otherwise just say so.
+if ! command -v debootstrap >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && is_debian_like; then
+        apt_install debootstrap
+    else
+        say "debootstrap is not installed: cells whose base must be bootstrapped will be reported unavailable"
+    fi
+fi

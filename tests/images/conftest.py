@@ -1,0 +1,43 @@
+"""Options and fixtures for the image checks: `pytest tests/images --image=IMAGE --python-image=PYIMAGE
+--cell-python=3.11 [--python-from=distro]`. The lab passes them for every built cell; run by hand, point
+them at any image built from images/<family>/Dockerfile (runtime and python stages)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+import uuid
+
+import pytest
+
+from lab_checks import Cell, HttpServer, docker, start_http
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mcplab images")
+    group.addoption("--image", help="the runtime image to check")
+    group.addoption("--python-image", help="the same build's python stage (its base plus Python)")
+    group.addoption("--cell-python", help="the X.Y the cell promises")
+    group.addoption("--python-from", default="distro", help="distro, official or builder")
+
+
+@pytest.fixture(scope="session")
+def cell(request: pytest.FixtureRequest) -> Cell:
+    get = request.config.getoption
+    if not (get("--image") and get("--python-image") and get("--cell-python")):
+        pytest.skip("image checks need --image, --python-image and --cell-python (the lab passes them)")
+    return Cell(get("--image"), get("--python-image"), get("--cell-python"), get("--python-from"))
+
+
+@pytest.fixture(scope="module")
+def http_server(cell: Cell) -> Iterator[HttpServer]:
+    server = start_http(cell, token=uuid.uuid4().hex)
+    yield server
+    docker("rm", "-f", server.name, check=False)
+
+
+@pytest.fixture(scope="module")
+def host(http_server: HttpServer):  # type: ignore[no-untyped-def]
+    """testinfra's view into the running server container (docker backend: `docker exec`)."""
+    import testinfra
+
+    return testinfra.get_host(f"docker://{http_server.name}")

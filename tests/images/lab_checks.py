@@ -1,0 +1,122 @@
+"""Helpers of the image checks: docker calls, labels, HTTP requests, server start-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import pytest
+
+LABEL = "org.mcpserver.lab"
+RUN_LABEL = "org.mcpserver.lab.run"
+DEMO = "/opt/mcpserver/examples/demo.py"
+PROTOCOL = "2026-07-28"
+PORT = 3000
+READY_DEADLINE = 30.0  # seconds for a server to answer after `docker run`
+DISCOVER = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "server/discover",
+    "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    },
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    image: str
+    python_image: str
+    python: str
+    python_from: str
+
+    @property
+    def interpreter(self) -> str:
+        return f"python{self.python}"
+
+
+def docker(*args: str, timeout: float = 120, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["docker", *args], capture_output=True, timeout=timeout, check=check, input=input)
+
+
+def labels() -> list[str]:
+    return ["--label", f"{LABEL}=1", "--label", f"{RUN_LABEL}={os.environ.get('LAB_RUN_ID', 'checks')}"]
+
+
+def unique(prefix: str) -> str:
+    return f"mcplab-check-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def engine_host() -> str:
+    """Where published ports are: this machine, or the remote engine DOCKER_HOST names."""
+    url = urlparse(os.environ.get("DOCKER_HOST", ""))
+    return url.hostname if url.scheme in ("tcp", "ssh") and url.hostname else "127.0.0.1"
+
+
+def post(url: str, body: bytes, token: str | None) -> tuple[int, dict[str, str], bytes]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL,
+        "Mcp-Method": "server/discover",
+    }
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def json_messages(content_type: str, body: bytes) -> list[dict[str, object]]:
+    """The JSON-RPC messages of a response, whether sent as JSON or as an SSE stream."""
+    text = body.decode("utf-8")
+    if content_type.startswith("text/event-stream"):
+        return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+    return [json.loads(text)]
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    name: str
+    url: str
+    token: str
+
+
+def start_http(cell: Cell, token: str) -> HttpServer:
+    name = unique("http")
+    docker(
+        "run", "-d", "--name", name, *labels(), "-p", f"127.0.0.1::{PORT}", cell.image,
+        "--http", "--host", "0.0.0.0", "--port", str(PORT), "--token", token, DEMO,
+    )  # fmt: skip
+    port = docker("port", name, f"{PORT}/tcp").stdout.decode().split()[0].rsplit(":", 1)[1]
+    server = HttpServer(name=name, url=f"http://{engine_host()}:{port}/mcp", token=token)
+    deadline = time.monotonic() + READY_DEADLINE
+    body = json.dumps(DISCOVER).encode()
+    while True:
+        try:
+            status, _, _ = post(server.url, body, token)
+            if status == 200:
+                return server
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            logs = docker("logs", name, check=False).stdout.decode(errors="replace")
+            docker("rm", "-f", name, check=False)
+            pytest.fail(f"{cell.image} did not answer over HTTP within {READY_DEADLINE:.0f}s; its log:\n{logs}")
+        time.sleep(0.2)
+
+

@@ -1,0 +1,128 @@
+"""What every runtime image promises, checked from the host with pytest-testinfra's docker backend."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from lab_checks import DISCOVER, PROTOCOL, Cell, HttpServer, docker, json_messages, labels, post, start_http, unique
+
+# The standard library, and nothing else: what `importlib.metadata` lists as installed distributions.
+LIST_DISTRIBUTIONS = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted({(d.metadata['Name'] or '?').lower() for d in m.distributions()})))"
+)
+STOP_LIMIT = 2.0  # seconds `docker stop` may take: the server must handle SIGTERM as PID 1
+SIZE_LIMIT = 1_000_000  # bytes the server may add to its base
+
+
+def test_python_is_the_cells(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
+    version = host.check_output(f"{cell.interpreter} -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
+    assert version == cell.python
+
+
+def test_entrypoint_runs_the_cells_python_as_pid_1(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
+    argv = host.file("/proc/1/cmdline").content.split(b"\0")
+    assert argv[:3] == [cell.interpreter.encode(), b"-m", b"mcpserver"], argv
+
+
+def test_mcpserver_imports_isolated(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
+    # -I: no PYTHONPATH, no user site, no script directory: only the interpreter's own sys.path.
+    where = host.check_output(f"cd / && {cell.interpreter} -I -c 'import mcpserver; print(mcpserver.__file__)'")
+    assert where.startswith("/opt/mcpserver/mcpserver/"), where
+
+
+def _distributions(image: str, cell: Cell) -> set[str]:
+    out = docker("run", "--rm", *labels(), "--network", "none", "--entrypoint", cell.interpreter, image,
+                 "-I", "-c", LIST_DISTRIBUTIONS).stdout
+    return set(json.loads(out))
+
+
+def test_no_third_party_distribution(cell: Cell) -> None:
+    runtime = _distributions(cell.image, cell)
+    base = _distributions(cell.python_image, cell)
+    assert runtime - base == set(), "the server image added installed distributions"
+    if cell.python_from == "distro":
+        assert runtime == set(), "a distro-Python image should have no installed distributions at all"
+
+
+def test_runs_as_non_root(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
+    assert host.user().uid != 0
+    assert host.user().name == "mcp"
+    configured = docker("image", "inspect", "--format", "{{.Config.User}}", cell.image).stdout.decode().strip()
+    assert configured == "mcp"
+
+
+def test_stdio_discover(cell: Cell) -> None:
+    line = json.dumps(DISCOVER) + "\n"
+    done = subprocess.run(["docker", "run", "-i", "--rm", *labels(), "--network", "none", cell.image],
+                          input=line.encode(), capture_output=True, timeout=60)
+    answers = [json.loads(x) for x in done.stdout.decode().splitlines() if x.strip()]
+    assert answers, f"no answer on stdout; stderr:\n{done.stderr.decode(errors='replace')}"
+    assert PROTOCOL in answers[0]["result"]["supportedVersions"]
+
+
+def test_http_with_token_answers(http_server: HttpServer) -> None:
+    status, headers, body = post(http_server.url, json.dumps(DISCOVER).encode(), http_server.token)
+    assert status == 200
+    messages = json_messages(headers.get("Content-Type", ""), body)
+    assert PROTOCOL in messages[-1]["result"]["supportedVersions"]  # type: ignore[index]
+
+
+def test_http_without_token_is_refused(http_server: HttpServer) -> None:
+    status, _, _ = post(http_server.url, json.dumps(DISCOVER).encode(), None)
+    assert status == 401
+
+
+def test_http_public_bind_without_token_refuses_to_start(cell: Cell) -> None:
+    done = subprocess.run(
+        ["docker", "run", "--rm", *labels(), "--network", "none", "-e", "MCPSERVER_TOKEN=", cell.image,
+         "--http", "--host", "0.0.0.0", "--port", "3000", "/opt/mcpserver/examples/demo.py"],
+        capture_output=True, timeout=60,
+    )
+    assert done.returncode != 0
+
+
+def _stop_and_measure(name: str) -> tuple[float, int]:
+    started = time.monotonic()
+    docker("stop", "-t", "10", name)
+    elapsed = time.monotonic() - started
+    code = int(docker("inspect", "--format", "{{.State.ExitCode}}", name).stdout.decode())
+    return elapsed, code
+
+
+def test_docker_stop_ends_http_server_fast_with_0(cell: Cell) -> None:
+    server = start_http(cell, token="stop-check")
+    try:
+        elapsed, code = _stop_and_measure(server.name)
+    finally:
+        docker("rm", "-f", server.name, check=False)
+    assert code == 0
+    assert elapsed < STOP_LIMIT, f"docker stop took {elapsed:.1f}s: SIGTERM was not handled by PID 1"
+
+
+def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
+    name = unique("stdio")
+    argv = ["docker", "run", "-i", "--name", name, *labels(), "--network", "none", cell.image]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write((json.dumps(DISCOVER) + "\n").encode())
+            proc.stdin.flush()
+            assert proc.stdout.readline(), "no answer before stop"  # up, with its signal handlers set
+            elapsed, code = _stop_and_measure(name)
+            proc.wait(timeout=30)
+        finally:
+            proc.kill()
+            docker("rm", "-f", name, check=False)
+    assert code == 0
+    assert elapsed < STOP_LIMIT, f"docker stop took {elapsed:.1f}s: SIGTERM was not handled by PID 1"
+
+
+def test_server_adds_under_1_mb(cell: Cell) -> None:
+    def size(image: str) -> int:
+        return int(docker("image", "inspect", "--format", "{{.Size}}", image).stdout.decode())
+
+    added = size(cell.image) - size(cell.python_image)
+    assert 0 < added < SIZE_LIMIT, f"the server adds {added} bytes to its base"
