@@ -62,7 +62,17 @@ def _placeholders(template: str, where: str) -> list[str]:
         raise ConfigError(f"{where}: bad placeholder in {template!r}: {exc}") from None
 
 
-def _fill(template: str, values: dict[str, str]) -> str:
+class _Placeholders:
+    """Renders a value only when a template uses it, so stdin-only arguments are never checked as argv."""
+
+    def __init__(self, values: dict[str, Any]):
+        self.values = values
+
+    def __getitem__(self, name: str) -> str:
+        return _render(self.values[name], name)
+
+
+def _fill(template: str, values: _Placeholders) -> str:
     return template.format_map(values)
 
 
@@ -188,7 +198,7 @@ class _Command:
             assert isinstance(self.spec.command, str)
             return ["/bin/sh", "-c", self.spec.command]
         values = {**self.defaults, **arguments}
-        rendered = {k: _render(v, k) for k, v in values.items() if v is not None and not isinstance(v, (list, dict))}
+        rendered = _Placeholders(values)
         argv: list[str] = []
         for item in self.spec.command:
             if isinstance(item, dict):
@@ -205,8 +215,7 @@ class _Command:
     def environment(self, arguments: dict[str, Any]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != TOKEN_ENVIRONMENT}
         if self.spec.env:
-            values = {**self.defaults, **arguments}
-            rendered = {k: _render(v, k) for k, v in values.items() if v is not None and not isinstance(v, (list, dict))}
+            rendered = _Placeholders({**self.defaults, **arguments})
             env.update({k: _fill(t, rendered) for k, t in self.spec.env.items()})
         return env
 
@@ -332,14 +341,15 @@ def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_
 def command_tool(name: str, command: Union[list[ArgvItem], str], *, input_schema: Optional[dict[str, Any]] = None,
                  description: Optional[str] = None, title: Optional[str] = None,
                  output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
-                 stdin: Union[str, dict[str, str]] = "json", timeout: float = DEFAULT_TIMEOUT,
-                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, cwd: Optional[str] = None,
+                 stdin: Union[str, dict[str, str]] = "json", timeout: Optional[float] = None,
+                 max_output_bytes: Optional[int] = None, cwd: Optional[str] = None,
                  env: Optional[dict[str, str]] = None, shell: bool = False, output: str = "text",
                  base_dir: Optional[str] = None) -> Tool:
     """A Tool that runs a program. See the module docstring for the rules it enforces."""
     schema = input_schema if input_schema is not None else {"type": "object", "additionalProperties": False}
     spec = CommandSpec(command=command if isinstance(command, str) else tuple(command), stdin=stdin,
-                       timeout=timeout, max_output_bytes=max_output_bytes, cwd=cwd, env=dict(env or {}),
+                       timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+                       max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES if max_output_bytes is None else max_output_bytes, cwd=cwd, env=dict(env or {}),
                        shell=shell, output=output)
     if not isinstance(schema, dict):
         raise ConfigError(f"command tool {name!r}: inputSchema must be an object")

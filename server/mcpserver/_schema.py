@@ -14,6 +14,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import ast
 import collections.abc
 import enum
 import inspect
@@ -468,29 +469,25 @@ def _with_common_type(schema: dict[str, Any], values: list[Any]) -> dict[str, An
     return schema
 
 
-def _split_top_level(text: str, separator: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char in "[(":
-            depth += 1
-        elif char in "])":
-            depth -= 1
-        elif char == separator and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts]
+class _UnionOperator(ast.NodeTransformer):
+    """Rewrite `a | b` as `Union[a, b]`, which Python 3.9 can evaluate."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.BitOr):
+            pair = ast.Tuple(elts=[node.left, node.right], ctx=ast.Load())
+            return ast.Subscript(value=ast.Name(id="__Union__", ctx=ast.Load()), slice=pair, ctx=ast.Load())
+        return node
 
 
 def _evaluate(source: str, namespace: dict[str, Any]) -> Any:
-    """Evaluate one string annotation; on 3.9 `X | Y` is rebuilt as Union[X, Y]."""
+    """Evaluate one string annotation; on 3.9 `X | Y` (at any depth) becomes Union[X, Y]."""
     try:
         return eval(source, namespace)  # noqa: S307 - the tool author's own annotation text
     except TypeError:
-        parts = _split_top_level(source, "|")
-        if len(parts) < 2:
-            raise
-        return Union[tuple(_evaluate(part, namespace) for part in parts)]
+        tree = _UnionOperator().visit(ast.parse(source, mode="eval"))
+        code = compile(ast.fix_missing_locations(tree), "<annotation>", "eval")
+        return eval(code, {**namespace, "__Union__": Union})  # noqa: S307
 
 
 def resolve_annotations(fn: Callable[..., Any], where: str) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, TypeVar, Union
 
 from . import _json
-from ._command import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT, command_tool
 from ._schema import parse_docstring
 from ._tools import Tool, function_tool
 from ._version import __version__
@@ -182,11 +181,17 @@ class Server:
     def command(self, name: str, command: Union[list[Any], str], *, input_schema: Optional[dict[str, Any]] = None,
                 description: Optional[str] = None, title: Optional[str] = None,
                 output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
-                stdin: Union[str, dict[str, str]] = "json", timeout: float = DEFAULT_TIMEOUT,
-                max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, cwd: Optional[str] = None,
+                stdin: Union[str, dict[str, str]] = "json", timeout: Optional[float] = None,
+                max_output_bytes: Optional[int] = None, cwd: Optional[str] = None,
                 env: Optional[dict[str, str]] = None, shell: bool = False, output: str = "text",
                 base_dir: Optional[str] = None) -> Tool:
-        """Register a program as a tool. Its arguments arrive as JSON on stdin; stdout is the result."""
+        """Register a program as a tool. Its arguments arrive as JSON on stdin; stdout is the result.
+
+        `timeout` (seconds, default 30) kills the program's process group; `max_output_bytes`
+        (default 16 MiB) caps stdout. See mcpserver._command for the rules on argv placeholders.
+        """
+        from ._command import command_tool  # subprocess and selectors load only for servers that run programs
+
         return self.add_tool(command_tool(
             name, command, input_schema=input_schema, description=description, title=title,
             output_schema=output_schema, annotations=annotations, stdin=stdin, timeout=timeout,
@@ -309,8 +314,8 @@ class Server:
                 entry["name"], entry["command"], input_schema=entry.get("inputSchema"),
                 description=entry.get("description"), title=entry.get("title"),
                 output_schema=entry.get("outputSchema"), annotations=entry.get("annotations"),
-                stdin=entry.get("stdin", "json"), timeout=entry.get("timeout", DEFAULT_TIMEOUT),
-                max_output_bytes=entry.get("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES),
+                stdin=entry.get("stdin", "json"), timeout=entry.get("timeout"),
+                max_output_bytes=entry.get("maxOutputBytes"),
                 cwd=os.path.join(base_dir, cwd) if isinstance(cwd, str) else None, env=entry.get("env"),
                 shell=entry.get("shell", False), output=entry.get("output", "text"), base_dir=base_dir)
         return server

@@ -1,0 +1,145 @@
+"""Base selection as pure data: what this machine offers in, the ordered ways to get a base out."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from matrix.bases import (
+    BaseFacts,
+    apk_version,
+    bootstrap_tag,
+    plan_base,
+    prepare_rootfs,
+    pull_reference,
+    snapshot_expired,
+)
+from matrix.cells import load_cells
+
+CELLS = {c.name: c for c in load_cells()}
+HERE = BaseFacts(registry="no registry reachable (no such host)", debootstrap=True, root=True, env={})
+UBUNTU_KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
+
+
+def actions(name: str, facts: BaseFacts) -> list[str]:
+    return [s.action for s in plan_base(CELLS[name], facts)]
+
+
+def test_on_this_machine_debian_is_bootstrapped_and_the_rest_unavailable_with_reasons() -> None:
+    for name, cell in CELLS.items():
+        if not cell.family.in_container:
+            continue
+        steps = plan_base(cell, HERE)
+        if cell.family.value == "debian" and cell.python_from.value == "distro":
+            assert [s.action for s in steps] == ["debootstrap", "unavailable"], name
+        else:
+            assert [s.action for s in steps] == ["unavailable"], name
+            assert steps[0].reason.startswith(f"{cell.base}: not present, no registry reachable"), steps[0].reason
+
+
+def test_unavailable_reasons_say_what_to_set() -> None:
+    ubuntu = plan_base(CELLS["ubuntu-24.04-py3.12"], HERE)[-1].reason
+    assert ubuntu == (
+        "ubuntu:24.04: not present, no registry reachable (no such host), "
+        "no Ubuntu mirror configured (set LAB_UBUNTU_MIRROR to bootstrap it with debootstrap)"
+    )
+    alpine = plan_base(CELLS["alpine-3.23-py3.12"], HERE)[-1].reason
+    assert "no Alpine mirror configured (set LAB_ALPINE_MIRROR" in alpine
+    official = plan_base(CELLS["alpine-official-py3.13"], HERE)[-1].reason
+    assert "official images cannot be bootstrapped" in official
+
+
+def test_present_base_wins() -> None:
+    facts = BaseFacts(present=frozenset({"debian:bookworm"}), registry="", debootstrap=True, root=True, env={})
+    assert actions("debian-bookworm-py3.11", facts) == ["present"]
+
+
+def test_a_base_bootstrapped_earlier_is_found_by_its_tag() -> None:
+    cell = CELLS["debian-sid-py3.14"]
+    tag = bootstrap_tag(cell, "")
+    facts = BaseFacts(present=frozenset({tag}), registry="x", env={})
+    steps = plan_base(cell, facts)
+    assert [(s.action, s.image) for s in steps] == [("present", tag)]
+
+
+def test_both_sid_cells_share_one_base() -> None:
+    assert plan_base(CELLS["debian-sid-py3.14"], HERE) == plan_base(CELLS["debian-sid-py3.15"], HERE)
+
+
+def test_registry_first_then_bootstrap() -> None:
+    facts = BaseFacts(registry="", debootstrap=True, root=True, env={})
+    assert actions("debian-trixie-py3.13", facts) == ["pull", "debootstrap", "unavailable"]
+    assert actions("debian-slim-py3.12", facts) == ["pull", "unavailable"]
+
+
+def test_registry_mirror_is_honoured() -> None:
+    facts = BaseFacts(registry="", env={"LAB_REGISTRY_MIRROR": "mirror.invalid:5000"})
+    pull = plan_base(CELLS["alpine-official-py3.14"], facts)[0]
+    assert (pull.action, pull.source, pull.image) == ("pull", "mirror.invalid:5000/library/python:3.14-alpine", "python:3.14-alpine")
+    assert pull_reference("org/image:1", "m:1/") == "m:1/org/image:1"
+
+
+def test_ubuntu_bootstraps_once_a_mirror_and_keyring_exist() -> None:
+    env = {"LAB_UBUNTU_MIRROR": "http://ubuntu.mirror.invalid/ubuntu/"}
+    facts = BaseFacts(registry="x", debootstrap=True, root=True, env=env, keyrings=frozenset({UBUNTU_KEYRING}))
+    step = plan_base(CELLS["ubuntu-22.04-py3.10"], facts)[0]
+    assert (step.action, step.source) == ("debootstrap", "http://ubuntu.mirror.invalid/ubuntu")
+    no_keyring = BaseFacts(registry="x", debootstrap=True, root=True, env=env)
+    assert "keyring" in plan_base(CELLS["ubuntu-22.04-py3.10"], no_keyring)[-1].reason
+
+
+def test_alpine_bootstraps_from_a_configured_mirror() -> None:
+    facts = BaseFacts(registry="x", env={"LAB_ALPINE_MIRROR": "http://alpine.mirror.invalid/alpine"})
+    assert actions("alpine-3.23-py3.12", facts) == ["apk", "unavailable"]
+
+
+@pytest.mark.parametrize(
+    ("facts", "fragment"),
+    [
+        (BaseFacts(registry="x", debootstrap=False, root=True, env={}), "debootstrap is not installed"),
+        (BaseFacts(registry="x", debootstrap=True, root=False, env={}), "debootstrap needs root"),
+        (BaseFacts(engine="no Docker engine answers", env={}), "no Docker engine answers"),
+    ],
+)
+def test_missing_tools_make_debian_unavailable_with_the_reason(facts: BaseFacts, fragment: str) -> None:
+    steps = plan_base(CELLS["debian-bookworm-py3.11"], facts)
+    assert steps[-1].action == "unavailable" and fragment in steps[-1].reason
+
+
+def test_bootstrap_tags_are_deterministic_and_move_with_the_mirror() -> None:
+    cell = CELLS["debian-bookworm-py3.11"]
+    assert bootstrap_tag(cell, "") == bootstrap_tag(cell, "")
+    assert bootstrap_tag(cell, "") != bootstrap_tag(cell, "http://other.invalid/debian")
+    assert bootstrap_tag(cell, "").startswith("mcplab/base:debian-bookworm-")
+
+
+SID_RELEASE = "Origin: Debian\nSuite: unstable\nDate: Fri, 30 Oct 2026 08:08:01 UTC\nValid-Until: Fri, 06 Nov 2026 08:08:01 UTC\n"
+NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+
+
+def test_expired_snapshots_are_detected() -> None:
+    assert snapshot_expired(SID_RELEASE, NOW)
+    assert not snapshot_expired(SID_RELEASE, datetime(2026, 11, 1, tzinfo=timezone.utc))
+    assert not snapshot_expired("Suite: stable\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n", NOW)  # stable has none
+
+
+def test_prepare_rootfs_disables_valid_until_only_when_expired(tmp_path: Path) -> None:
+    for name, text in (("sid", SID_RELEASE), ("bookworm", "Suite: stable\n")):
+        root = tmp_path / name
+        lists = root / "var/lib/apt/lists"
+        lists.mkdir(parents=True)
+        (lists / f"mirror_dists_{name}_Release").write_text(text)
+        (lists / f"mirror_dists_{name}_main_binary-amd64_Packages").write_text("Package: x\n")
+        prepare_rootfs(root, NOW)
+        conf = root / "etc/apt/apt.conf.d/99mcplab-snapshot"
+        assert conf.exists() == (name == "sid")
+        assert not list(lists.glob("*")), "package lists are dropped from the base"
+    assert 'Acquire::Check-Valid-Until "false";' in (tmp_path / "sid/etc/apt/apt.conf.d/99mcplab-snapshot").read_text()
+
+
+def test_apk_index_lookup() -> None:
+    index = "C:Q1abc\nP:busybox\nV:1.37.0-r1\n\nC:Q1def\nP:apk-tools-static\nV:3.0.3-r0\nA:x86_64\n"
+    assert apk_version(index, "apk-tools-static") == "3.0.3-r0"
+    assert apk_version(index, "python3") == ""

@@ -1,0 +1,99 @@
+"""Report rendering and the results round trip: records in, text out, no engine."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from matrix import report
+from matrix.junit import merged
+from matrix.model import CellResult, Environment, Outcome, SuiteResult, TestFailure
+
+JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
+<testcase classname="tests.unit.test_proto" name="test_ok" time="0.1"/>
+<testcase classname="tests.unit.test_proto.TestTools" name="test_add[2-3]" time="0.1"><failure message="assert 6 == 5">long traceback</failure></testcase>
+<testcase classname="tests.unit.test_proto" name="test_skip" time="0"><skipped message="later"/></testcase>
+</testsuite></testsuites>"""
+
+ENV = Environment(engine="20.10.24", kernel="6.1", commit="abc123", date="2026-11-30T00:00:00+00:00")
+
+
+def results() -> list[CellResult]:
+    passed = SuiteResult(suite="unit", outcome=Outcome.PASSED, tests=31, passed=31, junit_xml="")
+    failed = SuiteResult(
+        suite="unit", outcome=Outcome.FAILED, tests=3, passed=1, failed=1, skipped=1,
+        failures=(TestFailure(test_id="tests/unit/test_proto.py::TestTools::test_add[2-3]", message="assert 6 == 5", details="tb"),),
+        junit_xml=JUNIT_ONE_FAILURE,
+    )  # fmt: skip
+    return [
+        CellResult(cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0,
+                   suites=(passed, SuiteResult(suite="http", outcome=Outcome.NOT_RUN))),
+        CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,)),
+        CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT,
+                   suites=(SuiteResult(suite="unit", outcome=Outcome.TIMEOUT, message="did not finish within 5s", log_tail="hanging <here>"),)),
+        CellResult(cell="ubuntu-24.04-py3.12", outcome=Outcome.UNAVAILABLE, message="ubuntu:24.04: not present"),
+        CellResult(cell="alpine-3.23-py3.12", outcome=Outcome.ERROR, message="docker build of the python stage failed", log_tail="E: boom"),
+        CellResult(cell="host-py3.14", outcome=Outcome.CANCELLED, message="not finished: the run was interrupted"),
+    ]  # fmt: skip
+
+
+def test_counts_read_like_31_of_31() -> None:
+    text = report.to_markdown(results(), ENV, suites=("unit", "http"))
+    assert "| `debian-bookworm-py3.11` | ✅ passed | 31/31 | — | 12s |" in text
+    assert "1/2 (1 skipped)" in text
+    assert "6 cells: 1 passed, 1 failed, 1 error, 1 timeout, 1 unavailable, 1 cancelled." in text
+    assert "`tests/unit/test_proto.py::TestTools::test_add[2-3]`: assert 6 == 5" in text
+
+
+def test_json_round_trip_is_lossless() -> None:
+    text = report.to_json(results(), ENV, suites=("unit", "http"))
+    data = json.loads(text)
+    assert data["schema"] == "mcplab-results/1"
+    assert data["counts"]["failed"] == 1
+    assert data["environment"]["engine"] == "20.10.24"
+    back, env, suites = report.from_json(text)
+    assert list(back) == results() and env == ENV and suites == ("unit", "http")
+
+
+def test_html_is_self_contained_and_escaped() -> None:
+    page = report.to_html(results(), ENV)
+    for r in results():
+        assert f"id='{r.cell}'" in page
+    assert "hanging &lt;here&gt;" in page
+    assert "<script" not in page and "http://" not in page and "https://" not in page
+    assert "<details><summary>tests/unit/test_proto.py::TestTools::test_add[2-3]</summary>" in page
+
+
+def test_junit_merges_one_testsuite_per_cell_and_suite() -> None:
+    root = ET.fromstring(merged(results()))
+    names = [s.get("name") for s in root.iter("testsuite")]
+    assert names == [
+        "debian-bookworm-py3.11/unit",
+        "debian-sid-py3.15/unit",
+        "debian-trixie-py3.13/unit",
+        "ubuntu-24.04-py3.12",
+        "alpine-3.23-py3.12",
+        "host-py3.14",
+    ]
+    sid = next(s for s in root.iter("testsuite") if s.get("name") == "debian-sid-py3.15/unit")
+    assert sid.find("testcase/failure") is not None
+
+
+def test_table_lists_failures_under_it() -> None:
+    table = report.to_table(results(), suites=("unit",))
+    assert "debian-sid-py3.15: failed: unit: 1 of 3 failed" in table
+    assert "    unit: tests/unit/test_proto.py::TestTools::test_add[2-3]: assert 6 == 5" in table
+
+
+def test_write_reports_atomically_and_to_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    written = report.write_reports(results(), ENV, tmp_path / "out")
+    assert sorted(written) == sorted(report.REPORT_FILES)
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")], "no temp files left"
+    assert "| cell | outcome |" in summary.read_text()
+    back, _, _ = report.read_results(tmp_path / "out")
+    assert [r.cell for r in back] == [r.cell for r in results()]

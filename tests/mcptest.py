@@ -1,0 +1,107 @@
+"""Helpers for talking to a real mcpserver: request builders and a stdio client over real pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from typing import Any, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "server", "examples")
+DEMO = os.path.join(EXAMPLES, "demo.py")
+MOVIES = os.path.join(EXAMPLES, "movies.py")
+GIT = os.path.join(EXAMPLES, "git.json")
+VERSION = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "mcptest", "version": "1"},
+}
+
+
+def request(method: str, id: Any = 1, meta: Optional[dict[str, Any]] = None, **params: Any) -> dict[str, Any]:
+    """A well-formed request; `meta` replaces the standard _meta."""
+    return {"jsonrpc": "2.0", "id": id, "method": method,
+            "params": {"_meta": dict(META) if meta is None else meta, **params}}
+
+
+def call(tool: str, id: Any = 1, **arguments: Any) -> dict[str, Any]:
+    return request("tools/call", id, name=tool, arguments=arguments)
+
+
+def line(message: Any) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+def server_command(target: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mcpserver", *extra, target]
+
+
+class StdioServer:
+    """`python -m mcpserver TARGET` on real pipes; stderr is collected in the background."""
+
+    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None):
+        self.process = subprocess.Popen(server_command(target, *extra), stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        env={**os.environ, **(env or {})})
+        self._stderr: list[bytes] = []
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        assert self.process.stderr is not None
+        for chunk in iter(lambda: self.process.stderr.read1(65536), b""):  # type: ignore[union-attr]
+            self._stderr.append(chunk)
+
+    @property
+    def stderr(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", "replace")
+
+    def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        raw = self.process.stdout.readline()
+        if not raw:
+            raise EOFError(f"server closed stdout; stderr:\n{self.stderr}")
+        return json.loads(raw)
+
+    def ask(self, message: Any) -> dict[str, Any]:
+        self.send(line(message))
+        return self.receive()
+
+    def close(self, timeout: float = 10) -> tuple[int, bytes]:
+        """Close stdin; return the exit status and whatever else stdout carried."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        if not self.process.stdin.closed:
+            self.process.stdin.close()
+        rest = self.process.stdout.read()
+        code = self.process.wait(timeout)
+        self._reader.join(5)
+        return code, rest
+
+    def __enter__(self) -> StdioServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def run_once(target: str, data: bytes, *extra: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+    """Feed `data` to a fresh server's stdin, close it, and collect everything."""
+    return subprocess.run(server_command(target, *extra), input=data, capture_output=True, timeout=timeout)
+
+
+def responses(stdout: bytes) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in stdout.splitlines()]

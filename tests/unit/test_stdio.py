@@ -1,0 +1,195 @@
+"""The stdio transport, over a real `python -m mcpserver` process on real pipes."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from mcptest import DEMO, MOVIES, StdioServer, call, line, request, responses, run_once, server_command
+
+from mcpserver import Server, stdio
+
+
+@pytest.fixture
+def tools_file(tmp_path):
+    """A server whose tools misbehave on purpose: print to stdout, sleep."""
+    path = tmp_path / "noisy.py"
+    path.write_text(textwrap.dedent("""
+        import os, subprocess, sys, time
+        from mcpserver import Server
+
+        server = Server("noisy")
+
+        @server.tool()
+        def chatty(text: str) -> str:
+            print("python print to stdout")
+            sys.stdout.write("partial line without newline")
+            os.write(1, b"raw write to fd 1\\n")
+            subprocess.run(["echo", "child process output"])
+            return text
+
+        @server.tool()
+        def slow(seconds: float) -> str:
+            time.sleep(seconds)
+            return "slept"
+    """))
+    return str(path)
+
+
+def test_discover_list_and_call_over_pipes():
+    with StdioServer(MOVIES) as server:
+        assert server.ask(request("server/discover"))["result"]["supportedVersions"] == ["2026-07-28"]
+        assert [t["name"] for t in server.ask(request("tools/list", id=2))["result"]["tools"]] == [
+            "search_movies", "book_tickets"]
+        booking = server.ask(call("book_tickets", id=3, movie_id="m1", showtime="21:00", adults=4, children=2))
+        assert booking["result"]["structuredContent"]["total_cents"] == round((4 * 1200 + 1200) * 0.9)
+        assert server.ask(request("resources/read", id=4, uri="movies://films/m2"))["result"]["contents"][0]["uri"] \
+            == "movies://films/m2"
+        assert server.close()[0] == 0
+
+
+def test_every_line_read_before_eof_is_answered():
+    """`echo REQUEST | server`: the answer must come out before the process exits (the SDK loses it)."""
+    for attempt in range(5):
+        done = run_once(DEMO, line(call("echo", id=attempt, text="bye")))
+        assert done.returncode == 0
+        assert responses(done.stdout)[0]["result"]["content"][0]["text"] == "bye"
+
+
+def test_pipelined_requests_are_all_answered_in_order():
+    data = b"".join(line(call("echo", id=i, text=str(i))) for i in range(300))
+    done = run_once(DEMO, data)
+    answers = responses(done.stdout)
+    assert [a["id"] for a in answers] == list(range(300))
+    assert all(a["result"]["content"][0]["text"] == str(a["id"]) for a in answers)
+
+
+def test_blank_lines_crlf_and_a_last_line_without_newline():
+    data = b"\n   \n" + line(request("tools/list", id=1)).replace(b"\n", b"\r\n") + b"\n\t\n" + \
+        line(request("tools/list", id=2)).rstrip(b"\n")
+    assert [r["id"] for r in responses(run_once(DEMO, data).stdout)] == [1, 2]
+
+
+def test_invalid_utf8_and_json_get_parse_errors_and_serving_goes_on():
+    data = b"\xff\xfe garbage\n{not json\n" + line(request("tools/list", id=9))
+    first, second, third = responses(run_once(DEMO, data).stdout)
+    assert first == {"jsonrpc": "2.0", "error": first["error"]} and first["error"]["code"] == -32700
+    assert "UTF-8" in first["error"]["message"]
+    assert second["error"]["code"] == -32700
+    assert third["id"] == 9 and "result" in third
+
+
+def test_deep_nesting_gets_an_error_and_serving_goes_on():
+    data = b"[" * 100_000 + b"]" * 100_000 + b"\n" + line(request("tools/list", id=2))
+    first, second = responses(run_once(DEMO, data).stdout)
+    assert first["error"]["code"] == -32700
+    assert second["id"] == 2
+
+
+def test_notifications_and_client_responses_get_no_answer():
+    data = line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}) + \
+        line({"jsonrpc": "2.0", "id": 5, "result": {}}) + line(request("tools/list", id=6))
+    assert [r["id"] for r in responses(run_once(DEMO, data).stdout)] == [6]
+
+
+def test_what_tools_print_goes_to_the_log_not_the_protocol(tools_file):
+    with StdioServer(tools_file) as server:
+        answer = server.ask(call("chatty", text="clean"))
+        assert answer["result"]["content"][0]["text"] == "clean"
+        code, rest = server.close()
+        assert code == 0 and rest == b""
+        for printed in ("python print to stdout", "partial line without newline", "raw write to fd 1",
+                        "child process output"):
+            assert printed in server.stderr
+
+
+def test_logs_go_to_stderr_or_a_file_never_stdout(tmp_path):
+    done = run_once(DEMO, line(request("tools/list")))
+    assert b"serving demo" in done.stderr and responses(done.stdout)[0]["id"] == 1
+    log_file = tmp_path / "server.log"
+    done = run_once(DEMO, line(request("tools/list")), "--log-file", str(log_file), "--log-level", "debug")
+    assert done.stderr == b""
+    assert "serving demo" in log_file.read_text()
+    assert len(responses(done.stdout)) == 1
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_idle_exits_promptly_and_cleanly(signum):
+    with StdioServer(DEMO) as server:
+        assert "result" in server.ask(request("tools/list"))
+        started = time.monotonic()
+        server.process.send_signal(signum)
+        assert server.process.wait(5) == 0
+        assert time.monotonic() - started < 2
+        time.sleep(0.1)
+        assert "Traceback" not in server.stderr
+
+
+def test_a_signal_during_a_call_lets_the_answer_out_first(tools_file):
+    with StdioServer(tools_file) as server:
+        server.send(line(call("slow", seconds=1.0)))
+        time.sleep(0.3)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.receive()["result"]["content"][0]["text"] == "slept"
+        assert server.process.wait(5) == 0
+
+
+def test_a_closed_stdout_ends_the_server_quietly():
+    process = subprocess.Popen(server_command(DEMO), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()
+    try:
+        process.stdin.write(line(request("tools/list")) * 3)
+        process.stdin.flush()
+    except BrokenPipeError:
+        pass
+    _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 0
+    assert b"Traceback" not in stderr and b"stdout closed" in stderr
+
+
+def test_an_oversized_line_is_refused_and_the_next_one_served(monkeypatch):
+    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 1000)
+    server = Server("small")
+    server.tool(lambda text: text, name="echo", input_schema={"type": "object", "properties": {"text": {}}, "required": ["text"]})
+    out = io.BytesIO()
+    data = line(call("echo", text="x" * 5000)) + line(call("echo", id=2, text="fits"))
+    assert stdio.serve_stdio(server, io.BytesIO(data), out) == 0
+    first, second = responses(out.getvalue())
+    assert first["error"]["code"] == -32600 and "longer than 1000 bytes" in first["error"]["message"]
+    assert second["result"]["content"][0]["text"] == "fits"
+
+
+def test_each_response_is_flushed_before_the_next_request_is_read():
+    """Lock-step clients wait for an answer before they write again; buffering would deadlock them."""
+    with StdioServer(DEMO) as server:
+        for i in range(20):
+            assert server.ask(call("echo", id=i, text="x" * (i * 1000)))["id"] == i
+
+
+def test_an_older_client_probing_with_discover_gets_a_modern_error():
+    """A dual-era client probes with server/discover at an older version and must see -32022."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2025-06-18", "io.modelcontextprotocol/clientCapabilities": {}}
+    answer = responses(run_once(DEMO, line(request("server/discover", meta=meta))).stdout)[0]
+    assert answer["error"]["code"] == -32022 and answer["error"]["data"]["requested"] == "2025-06-18"
+
+
+def test_stdout_is_only_protocol_even_with_debug_logging():
+    done = run_once(MOVIES, line(call("search_movies", query="blade")), "--log-level", "debug")
+    for raw in done.stdout.splitlines():
+        assert json.loads(raw)["jsonrpc"] == "2.0"
+
+
+def test_the_server_runs_with_python_dash_i_when_installed():
+    """Embedded the way the lab embeds it (site-packages), -I must still find it; on a dev checkout skip."""
+    probe = subprocess.run([sys.executable, "-I", "-c", "import mcpserver"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("mcpserver is on PYTHONPATH here, not installed")
+    done = subprocess.run([sys.executable, "-I", "-m", "mcpserver", DEMO], input=line(request("tools/list")),
+                          capture_output=True, timeout=30, cwd=os.path.dirname(DEMO))
+    assert responses(done.stdout)[0]["result"]["tools"]
