@@ -79,15 +79,16 @@ def merged(results: Sequence[CellResult]) -> bytes:
     out = ET.Element("testsuites", name="mcpserver lab matrix")
     for result in results:
         suites = result.suites or ()
-        if result.outcome is Outcome.UNAVAILABLE and not suites:
-            element = ET.SubElement(out, "testsuite", name=f"{result.cell}", tests="1", skipped="1")
+        if not suites:
+            # A cell that never reached its suites: one testcase that says why.
+            skipped = result.outcome in (Outcome.UNAVAILABLE, Outcome.CANCELLED)
+            element = ET.SubElement(out, "testsuite", name=result.cell, tests="1")
+            element.set("skipped" if skipped else "errors", "1")
             case = ET.SubElement(element, "testcase", classname=result.cell, name="cell")
-            ET.SubElement(case, "skipped", message=f"unavailable: {result.message}")
-            continue
-        if result.outcome is Outcome.ERROR and not suites:
-            element = ET.SubElement(out, "testsuite", name=f"{result.cell}", tests="1", errors="1")
-            case = ET.SubElement(element, "testcase", classname=result.cell, name="build")
-            ET.SubElement(case, "error", message=result.message).text = result.log_tail
+            if skipped:
+                ET.SubElement(case, "skipped", message=f"{result.outcome.value}: {result.message}")
+            else:
+                ET.SubElement(case, "error", message=f"{result.outcome.value}: {result.message}").text = result.log_tail
             continue
         for suite in suites:
             if suite.outcome is Outcome.NOT_RUN:

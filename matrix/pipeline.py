@@ -175,6 +175,10 @@ def _run_suites(
         if lab.stop.is_set():
             results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}"))
             continue
+        if suite != "images" and not (lab.options.root / "tests" / suite).is_dir():
+            message = f"tests/{suite} does not exist in {lab.options.root}; nothing to run"
+            results.append(SuiteResult(suite=suite, outcome=Outcome.ERROR, message=message))
+            continue
         say(f"suite {suite}")
         results.append(one(suite))
     return results
@@ -277,9 +281,12 @@ def run_matrix(
     try:
         lab.progress.say(f"run {lab.run_id}: {len(cells)} cells, {lab.options.jobs} at a time; logs in {lab.logdir}")
         plans = base_plans(cells, lab.engine, env)
-        _in_pool(lab, _prefetch_work(lab, cells, plans), workers=8)
-        with cf.ThreadPoolExecutor(max_workers=lab.options.jobs, thread_name_prefix="cell") as pool:
-            pending = {pool.submit(run_cell, lab, c, plans.get(c.name, ())) for c in cells}
+        # Bases and pytest folders are fetched side by side in the background while cells that need
+        # nothing fetched start at once; a cell whose base is still coming waits for it in Bases.
+        prefetch = _start_prefetch(lab, _prefetch_work(lab, cells, plans))
+        with prefetch, cf.ThreadPoolExecutor(max_workers=lab.options.jobs, thread_name_prefix="cell") as pool:
+            ready_first = sorted(cells, key=lambda c: 0 if _ready(plans.get(c.name)) else 1)
+            pending = {pool.submit(run_cell, lab, c, plans.get(c.name, ())) for c in ready_first}
             try:
                 while pending:
                     done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
@@ -293,7 +300,11 @@ def run_matrix(
                     if done and on_result:
                         on_result(_with_pending(cells, results, "not finished yet"))
             except KeyboardInterrupt:
+                # Kill what the workers wait on first, or leaving the pools would wait for them.
+                lab.request_stop("the run was interrupted")
+                lab.engine.kill_all()
                 pool.shutdown(wait=False, cancel_futures=True)
+                prefetch.shutdown(wait=False, cancel_futures=True)
                 raise
     except KeyboardInterrupt:
         interrupted = True
@@ -306,21 +317,16 @@ def run_matrix(
     return final, interrupted
 
 
-def _in_pool(lab: Lab, work: Sequence[Callable[[], object]], *, workers: int) -> None:
-    if not work:
-        return
-    pool = cf.ThreadPoolExecutor(max_workers=min(workers, len(work)), thread_name_prefix="prefetch")
-    try:
-        pending = {pool.submit(w) for w in work}
-        while pending:
-            _, pending = cf.wait(pending, timeout=0.5)
-    except KeyboardInterrupt:
-        # Stop what the workers wait on first, or shutting the pool down would wait for them.
-        lab.request_stop("the run was interrupted")
-        lab.engine.kill_all()
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+def _ready(steps: tuple[BaseStep, ...] | None) -> bool:
+    """Host cells and cells whose base is already there (or will never be) need not wait."""
+    return steps is None or steps[0].action in ("present", "unavailable")
+
+
+def _start_prefetch(lab: Lab, work: Sequence[Callable[[], object]]) -> cf.ThreadPoolExecutor:
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, min(8, len(work))), thread_name_prefix="prefetch")
+    for item in work:
+        pool.submit(item)
+    return pool
 
 
 def _with_pending(cells: Sequence[Cell], results: Mapping[str, CellResult], why: str) -> list[CellResult]:

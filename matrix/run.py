@@ -16,7 +16,7 @@ import sys
 import tarfile
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .engine import LABEL, RUN_LABEL, TIMED_OUT, Engine, run_command, tail
@@ -27,7 +27,10 @@ from .wheels import MANIFEST
 
 LAB_ROOT = Path(__file__).resolve().parent.parent
 PYTEST_MOUNT = "/opt/pytest"
-PYTEST_ARGS = ("-p", "no:cacheprovider", "-rfE", "-q")
+# -v: when a suite dies without JUnit XML (killed, out of memory), the log tail names the test it was in.
+PYTEST_ARGS = ("-p", "no:cacheprovider", "-rfE", "-v")
+# A runaway test must not take the host down with it (seen: 24 GB before the kernel's OOM killer).
+MEMORY_LIMIT = "4g"
 COMPLETE = ".mcplab-complete"
 
 
@@ -145,6 +148,7 @@ def run_in_container(
     junit_path = f"/tmp/junit-{suite}.xml"
     argv = [
         "run", "--name", name, *labels(run_id), "--network", "none", "--user", "mcp",
+        "--memory", MEMORY_LIMIT, "--memory-swap", MEMORY_LIMIT, "--pids-limit", "4096",
         "--mount", f"type=volume,source={volume},target={PYTEST_MOUNT},readonly",
         image, f"tests/{suite}", *PYTEST_ARGS, f"--junitxml={junit_path}",
     ]  # fmt: skip
@@ -156,10 +160,17 @@ def run_in_container(
         # Killing the client leaves the container running: stop it here.
         engine.run(["kill", name], timeout=60)
     junit = ""
+    output = done.output
     if done.returncode != TIMED_OUT:
         copied = engine.run_bytes(["cp", f"{name}:{junit_path}", "-"], timeout=120)
         junit = _file_from_tar(copied)
-    result = judge(suite, Attempt(returncode=done.returncode, output=done.output, junit=junit, duration=duration, timeout=timeout))
+        oom = engine.run(["inspect", "--format", "{{.State.OOMKilled}}", name], timeout=60).output.strip()
+        if oom == "true":
+            output += f"\nmcplab: the container was killed for using more than {MEMORY_LIMIT} of memory\n"
+    attempt = Attempt(returncode=done.returncode, output=output, junit=junit, duration=duration, timeout=timeout)
+    result = judge(suite, attempt)
+    if "mcplab: the container was killed for using more" in output:
+        result = replace(result, message=f"killed: out of memory (limit {MEMORY_LIMIT}); the log tail shows the test it was in")
     kept = ""
     if keep and result.outcome is not Outcome.PASSED:
         kept = name

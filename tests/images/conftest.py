@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from lab_checks import Cell, HttpServer, docker, start_http
+from lab_checks import Cell, HttpServer, docker, start_http, start_stdio
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,8 +36,16 @@ def http_server(cell: Cell) -> Iterator[HttpServer]:
 
 
 @pytest.fixture(scope="module")
-def host(http_server: HttpServer):  # type: ignore[no-untyped-def]
-    """testinfra's view into the running server container (docker backend: `docker exec`)."""
+def stdio_server(cell: Cell) -> Iterator[str]:
+    name = start_stdio(cell)
+    yield name
+    docker("rm", "-f", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def host(stdio_server: str):  # type: ignore[no-untyped-def]
+    """testinfra's view into a running server container, started as a user would (`docker run -i
+    IMAGE`, the default command); the docker backend runs each check with `docker exec`."""
     import testinfra
 
-    return testinfra.get_host(f"docker://{http_server.name}")
+    return testinfra.get_host(f"docker://{stdio_server}")

@@ -89,6 +89,27 @@ def json_messages(content_type: str, body: bytes) -> list[dict[str, object]]:
     return [json.loads(text)]
 
 
+def container_log(name: str) -> str:
+    done = docker("logs", name, check=False)
+    return (done.stdout + done.stderr).decode(errors="replace")
+
+
+def start_stdio(cell: Cell) -> str:
+    """A detached stdio server (the image's default command) with stdin held open; returns its name
+    once PID 1 is the cell's Python (the entrypoint's `exec` has happened)."""
+    name = unique("stdio")
+    docker("run", "-d", "-i", "--name", name, *labels(), "--network", "none", cell.image)
+    deadline = time.monotonic() + READY_DEADLINE
+    while time.monotonic() < deadline:
+        argv = docker("exec", name, "cat", "/proc/1/cmdline", check=False).stdout.split(b"\0")
+        if argv and argv[0] == cell.interpreter.encode():
+            return name
+        time.sleep(0.1)
+    logs = container_log(name)
+    docker("rm", "-f", name, check=False)
+    pytest.fail(f"{cell.image}'s PID 1 never became {cell.interpreter}; its log:\n{logs}")
+
+
 @dataclass(frozen=True)
 class HttpServer:
     name: str
@@ -114,7 +135,7 @@ def start_http(cell: Cell, token: str) -> HttpServer:
         except OSError:
             pass
         if time.monotonic() > deadline:
-            logs = docker("logs", name, check=False).stdout.decode(errors="replace")
+            logs = container_log(name)
             docker("rm", "-f", name, check=False)
             pytest.fail(f"{cell.image} did not answer over HTTP within {READY_DEADLINE:.0f}s; its log:\n{logs}")
         time.sleep(0.2)
