@@ -93,6 +93,10 @@ class StdioServer:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        if getattr(self, "_drainer", None) is not None:
+            self._drainer.join(5)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
@@ -105,3 +109,101 @@ def run_once(target: str, data: bytes, *extra: str, timeout: float = 30) -> subp
 
 def responses(stdout: bytes) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in stdout.splitlines()]
+
+
+def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
+    """The headers a 2026-07-28 client sends with `message` (Mcp-Name base64-encoded when not plain ASCII)."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if "id" not in message:
+        return headers
+    params = message.get("params", {})
+    headers["MCP-Protocol-Version"] = params.get("_meta", {}).get("io.modelcontextprotocol/protocolVersion", VERSION)
+    headers["Mcp-Method"] = message["method"]
+    name = params.get("uri") if message["method"] == "resources/read" else params.get("name")
+    if message["method"] in ("tools/call", "prompts/get", "resources/read") and isinstance(name, str):
+        if name.isascii() and name.isprintable() and name == name.strip():
+            headers["Mcp-Name"] = name
+        else:
+            import base64
+
+            headers["Mcp-Name"] = "=?base64?" + base64.b64encode(name.encode()).decode() + "?="
+    return headers
+
+
+class HttpServer:
+    """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""
+
+    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20):
+        import re
+        import time
+
+        self.process = subprocess.Popen(server_command(target, "--http", "--port", "0", *extra),
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+        self._stderr: list[str] = []
+        self._ready = threading.Event()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        if not self._ready.wait(startup):
+            self.process.kill()
+            raise RuntimeError(f"server did not start; stderr:\n{self.stderr}")
+        match = re.search(r"at http://(\[[^\]]+\]|[^:/]+):(\d+)(/\S*)", self.stderr)
+        if match is None:
+            self.process.kill()
+            raise RuntimeError(f"server did not print its URL; stderr:\n{self.stderr}")
+        self.host, self.port, self.path = match.group(1).strip("[]"), int(match.group(2)), match.group(3)
+        self.started = time.monotonic()
+
+    def _drain(self) -> None:
+        assert self.process.stderr is not None
+        for raw in self.process.stderr:
+            self._stderr.append(raw.decode("utf-8", "replace"))
+            if " at http://" in self._stderr[-1]:
+                self._ready.set()
+        self._ready.set()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    def connection(self, timeout: float = 30) -> Any:
+        import http.client
+
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def post(self, message: Any = None, *, headers: Optional[dict[str, str]] = None, body: Optional[bytes] = None,
+             method: str = "POST", path: Optional[str] = None, connection: Any = None) -> tuple[int, dict[str, str], Any]:
+        """One request; returns (status, headers with lower-case names, decoded JSON body or raw bytes)."""
+        own = connection is None
+        connection = connection or self.connection()
+        try:
+            data = body if body is not None else json.dumps(message).encode()
+            sent = mcp_headers(message) if headers is None and isinstance(message, dict) else dict(headers or {})
+            connection.request(method, path or self.path, body=data if method != "GET" else None, headers=sent)
+            response = connection.getresponse()
+            raw = response.read()
+            received = {k.lower(): v for k, v in response.getheaders()}
+            decoded: Any = raw
+            if received.get("content-type") == "application/json":
+                decoded = json.loads(raw)
+            return response.status, received, decoded
+        finally:
+            if own:
+                connection.close()
+
+    def stop(self, signum: int = 15, timeout: float = 15) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        return self.process.wait(timeout)
+
+    def __enter__(self) -> HttpServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        if getattr(self, "_drainer", None) is not None:
+            self._drainer.join(5)
+        if self.process.stderr is not None:
+            self.process.stderr.close()

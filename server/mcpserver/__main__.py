@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="an extra Host header name to accept when bound to loopback (repeatable)")
     http.add_argument("--max-body-bytes", type=int, metavar="N", help="largest request body (default 32 MiB)")
     http.add_argument("--max-connections", type=int, metavar="N", help="open connections at once (default 64)")
+    http.add_argument("--read-timeout", type=float, metavar="SECONDS",
+                      help="drop a client that stalls this long while sending or idles on keep-alive (default 30)")
+    http.add_argument("--grace", type=float, metavar="SECONDS",
+                      help="on SIGTERM/SIGINT, how long in-flight requests may take to finish (default 10)")
     return parser
 
 
@@ -84,8 +88,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             from .http import serve
 
             options = {key: value for key, value in (("max_body_bytes", args.max_body_bytes),
-                                                     ("max_connections", args.max_connections))
-                       if value is not None}
+                                                     ("max_connections", args.max_connections),
+                                                     ("read_timeout", args.read_timeout),
+                                                     ("grace_seconds", args.grace)) if value is not None}
             return serve(server, host=args.host, port=args.port, path=args.path, token=args.token,
                          insecure_no_auth=args.insecure_no_auth, allowed_origins=args.allow_origin,
                          allowed_hosts=args.allow_host, **options)

@@ -1,0 +1,206 @@
+"""The HTTP binding's rules, in-process: the WSGI app called through wsgiref.validate (no socket)."""
+
+import base64
+import io
+import json
+from wsgiref.util import setup_testing_defaults
+from wsgiref.validate import validator
+
+import pytest
+from mcptest import META, VERSION, call, mcp_headers, request
+
+from mcpserver import Server
+from mcpserver.http import McpApp
+
+
+@pytest.fixture
+def server():
+    server = Server("app-test", "1.0.0")
+    server.tool(lambda text: text, name="echo", input_schema={
+        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    return server
+
+
+def send(app, message=None, *, headers=None, body=None, method="POST", path="/mcp", host="127.0.0.1:3000"):
+    data = body if body is not None else json.dumps(message).encode()
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "HTTP_HOST": host, "QUERY_STRING": "", "SCRIPT_NAME": "",
+               "wsgi.input": io.BytesIO(data), "CONTENT_LENGTH": str(len(data))}
+    sent = mcp_headers(message) if headers is None else headers
+    for name, value in sent.items():
+        key = name.upper().replace("-", "_")
+        environ[key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key] = value
+    setup_testing_defaults(environ)
+    captured = {}
+
+    def start_response(status, response_headers, exc_info=None):
+        captured["status"], captured["headers"] = status, dict(response_headers)
+        return lambda data: None
+
+    result = validator(app)(environ, start_response)
+    try:
+        raw = b"".join(result)
+    finally:
+        result.close()
+    status = int(captured["status"][:3])
+    content_type = captured["headers"].get("Content-Type", "")
+    return status, captured["headers"], json.loads(raw) if content_type == "application/json" else raw
+
+
+@pytest.fixture
+def app(server):
+    return McpApp(server)
+
+
+def test_a_call_is_200_with_one_json_response(app):
+    status, headers, body = send(app, call("echo", text="hi"))
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    assert body["result"]["content"][0]["text"] == "hi"
+
+
+def test_a_tool_error_result_is_still_200(app):
+    status, _, body = send(app, call("echo", text=3))
+    assert status == 200 and body["result"]["isError"] is True
+
+
+def test_a_notification_is_202_with_no_body(app):
+    status, headers, body = send(app, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                       "params": {"requestId": 1}})
+    assert status == 202 and body == b"" and headers["Content-Length"] == "0"
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH", "OPTIONS"])
+def test_other_methods_are_405_with_allow(app, method):
+    status, headers, _ = send(app, request("tools/list"), method=method)
+    assert status == 405 and headers["Allow"] == "POST"
+
+
+@pytest.mark.parametrize("path", ["/", "/mcp/", "/other", "/MCP"])
+def test_other_paths_are_404(app, path):
+    assert send(app, request("tools/list"), path=path)[0] == 404
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_the_body_must_be_json_or_415(app, content_type):
+    headers = mcp_headers(request("tools/list"))
+    headers.pop("Content-Type")
+    if content_type:
+        headers["Content-Type"] = content_type
+    assert send(app, request("tools/list"), headers=headers)[0] == 415
+
+
+def test_json_with_a_charset_is_fine(app):
+    headers = dict(mcp_headers(request("tools/list")), **{"Content-Type": "application/json; charset=utf-8"})
+    assert send(app, request("tools/list"), headers=headers)[0] == 200
+
+
+@pytest.mark.parametrize("accept, status", [("text/html", 406), ("text/event-stream", 406), ("*/*", 200),
+                                            ("application/json", 200), (None, 200)])
+def test_accept_must_allow_json(app, accept, status):
+    headers = mcp_headers(request("tools/list"))
+    headers.pop("Accept")
+    if accept:
+        headers["Accept"] = accept
+    assert send(app, request("tools/list"), headers=headers)[0] == status
+
+
+def test_a_body_over_the_limit_is_413(server):
+    small = McpApp(server, max_body_bytes=1000)
+    assert send(small, call("echo", text="x" * 2000))[0] == 413
+    assert send(small, call("echo", text="x" * 100))[0] == 200
+
+
+@pytest.mark.parametrize("body, code", [(b"{oops", -32700), (b"\xff", -32700), (b"[]", -32600),
+                                        (b'{"jsonrpc":"2.0","id":1}', -32600), (b'{"jsonrpc":"2.0","id":1,"result":{}}', -32600)])
+def test_parse_and_envelope_errors_are_400_without_id(app, body, code):
+    status, _, answer = send(app, body=body, headers=mcp_headers({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    assert status == 400 and answer["error"]["code"] == code
+
+
+def test_missing_meta_is_400_and_32602(app):
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    status, _, answer = send(app, message)
+    assert status == 400 and answer["error"]["code"] == -32602
+
+
+def test_unsupported_version_is_400_and_32022(app):
+    meta = dict(META, **{"io.modelcontextprotocol/protocolVersion": "1999-01-01"})
+    status, _, answer = send(app, request("server/discover", meta=meta))
+    assert status == 400 and answer["error"]["code"] == -32022 and answer["error"]["data"]["requested"] == "1999-01-01"
+
+
+@pytest.mark.parametrize("drop", ["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"])
+def test_a_missing_header_is_400_and_32020(app, drop):
+    headers = {k: v for k, v in mcp_headers(call("echo", text="x")).items() if k != drop}
+    status, _, answer = send(app, call("echo", text="x"), headers=headers)
+    assert status == 400 and answer["error"]["code"] == -32020 and drop in answer["error"]["message"]
+
+
+def test_header_names_are_case_insensitive(app):
+    headers = {k.upper() if k.startswith("Mcp") else k.lower(): v for k, v in mcp_headers(call("echo", text="x")).items()}
+    assert send(app, call("echo", text="x"), headers=headers)[0] == 200
+
+
+def test_a_mismatched_header_is_400_and_32020(app):
+    headers = dict(mcp_headers(call("echo", text="x")), **{"Mcp-Name": "other"})
+    status, _, answer = send(app, call("echo", text="x"), headers=headers)
+    assert status == 400 and answer["error"]["code"] == -32020
+
+
+def test_base64_names_are_decoded(app):
+    headers = dict(mcp_headers(call("echo", text="x")),
+                   **{"Mcp-Name": "=?base64?" + base64.b64encode(b"echo").decode() + "?="})
+    assert send(app, call("echo", text="x"), headers=headers)[0] == 200
+
+
+def test_an_unknown_method_is_404_with_a_json_rpc_body(app):
+    status, _, answer = send(app, request("sampling/whatever"))
+    assert status == 404 and answer["error"]["code"] == -32601
+
+
+def test_an_unknown_tool_is_200_and_32602(app):
+    status, _, answer = send(app, call("nope"))
+    assert status == 200 and answer["error"] == {"code": -32602, "message": "Unknown tool: nope"}
+
+
+def test_session_headers_are_ignored_and_never_issued(app):
+    headers = dict(mcp_headers(request("tools/list")), **{"Mcp-Session-Id": "abc", "Last-Event-ID": "7"})
+    status, response_headers, _ = send(app, request("tools/list"), headers=headers)
+    assert status == 200
+    assert not any(name.lower() == "mcp-session-id" for name in response_headers)
+
+
+@pytest.mark.parametrize("origin, status", [
+    ("http://localhost:5173", 200), ("https://127.0.0.1", 200), ("http://[::1]:8080", 200),
+    ("https://evil.example.com", 403), ("http://localhost.evil.com", 403), ("null", 403)])
+def test_origin_is_checked_when_present(app, origin, status):
+    headers = dict(mcp_headers(request("tools/list")), Origin=origin)
+    assert send(app, request("tools/list"), headers=headers)[0] == status
+
+
+def test_an_allow_listed_origin_passes(server):
+    app = McpApp(server, allowed_origins=["https://app.example.com"])
+    headers = dict(mcp_headers(request("tools/list")), Origin="https://app.example.com")
+    assert send(app, request("tools/list"), headers=headers)[0] == 200
+
+
+@pytest.mark.parametrize("host, status", [("localhost:3000", 200), ("127.0.0.1", 200), ("[::1]:3000", 200),
+                                          ("evil.example.com", 403), ("evil.example.com:3000", 403)])
+def test_host_is_checked_on_loopback(app, host, status):
+    assert send(app, request("tools/list"), host=host)[0] == status
+
+
+def test_extra_host_names_can_be_allowed(server):
+    app = McpApp(server, allowed_hosts=["mcp.internal"])
+    assert send(app, request("tools/list"), host="mcp.internal:8000")[0] == 200
+
+
+def test_a_token_is_required_when_configured(server):
+    app = McpApp(server, token="s3cret", loopback=False)
+    message = request("tools/list")
+    status, headers, _ = send(app, message, host="10.0.0.5:3000")
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
+    wrong = dict(mcp_headers(message), Authorization="Bearer nope")
+    assert send(app, message, headers=wrong, host="10.0.0.5")[0] == 401
+    right = dict(mcp_headers(message), Authorization="Bearer s3cret")
+    assert send(app, message, headers=right, host="10.0.0.5")[0] == 200
+    assert send(app, message, headers=dict(right, Origin="https://evil.example.com"))[0] == 403

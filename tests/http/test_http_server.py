@@ -1,0 +1,270 @@
+"""The HTTP transport over real sockets: a `python -m mcpserver --http` process driven with http.client."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+from mcptest import DEMO, HttpServer, call, mcp_headers, request, server_command
+
+SLOW_TARGET = textwrap.dedent("""
+    import os, time
+    from mcpserver import Server
+
+    server = Server("slow")
+
+    @server.tool()
+    def slow(seconds: float) -> str:
+        time.sleep(seconds)
+        return "slept"
+
+    @server.tool()
+    def pid() -> str:
+        return str(os.getpid())
+""")
+
+
+@pytest.fixture
+def slow_target(tmp_path):
+    path = tmp_path / "slow.py"
+    path.write_text(SLOW_TARGET)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    with HttpServer(DEMO) as server:
+        yield server
+
+
+def raw_connection(server):
+    return socket.create_connection((server.host, server.port), timeout=10)
+
+
+def test_statuses_over_a_real_socket(demo):
+    assert demo.post(call("echo", text="hi"))[2]["result"]["content"][0]["text"] == "hi"
+    status, headers, body = demo.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}})
+    assert (status, body) == (202, b"")
+    assert demo.post(request("nope/nope"))[0] == 404
+    assert demo.post(request("tools/list"), path="/elsewhere")[0] == 404
+    status, headers, _ = demo.post(request("tools/list"), method="GET")
+    assert status == 405 and headers["allow"] == "POST"
+    status, _, body = demo.post(call("echo", text="x"), headers=dict(mcp_headers(call("echo", text="x")),
+                                                                      **{"Mcp-Name": "wrong"}))
+    assert status == 400 and body["error"]["code"] == -32020
+    status, _, body = demo.post(body=b"{not json", headers=mcp_headers(request("tools/list")))
+    assert status == 400 and body["error"]["code"] == -32700
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(demo):
+    connection = demo.connection()
+    try:
+        demo.post(request("tools/list"), connection=connection)
+        first_socket = connection.sock
+        for i in range(50):
+            status, _, body = demo.post(call("echo", id=i, text=str(i)), connection=connection)
+            assert status == 200 and body["id"] == i
+        assert connection.sock is first_socket
+    finally:
+        connection.close()
+
+
+def test_32_concurrent_clients(demo):
+    failures = []
+
+    def client(n):
+        connection = demo.connection()
+        try:
+            for i in range(20):
+                text = f"client {n} request {i}"
+                status, _, body = demo.post(call("echo", id=i, text=text), connection=connection)
+                if status != 200 or body["result"]["content"][0]["text"] != text:
+                    failures.append((n, i, status, body))
+        except Exception as exc:  # collected, then asserted below
+            failures.append((n, repr(exc)))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(32)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+
+
+def test_deep_nesting_is_a_clean_400_and_serving_goes_on(demo):
+    connection = demo.connection()
+    try:
+        status, _, body = demo.post(body=b"[" * 50_000 + b"]" * 50_000, headers=mcp_headers(request("tools/list")),
+                                    connection=connection)
+        assert status == 400 and body["error"]["code"] == -32700
+        assert demo.post(request("tools/list", id=2), connection=connection)[2]["id"] == 2
+    finally:
+        connection.close()
+    assert demo.process.poll() is None
+
+
+def test_the_access_log_has_one_line_per_request_and_no_bodies(demo):
+    demo.post(call("echo", text="secret-payload-never-logged"))
+    time.sleep(0.2)
+    lines = [line for line in demo.stderr.splitlines() if '"POST /mcp" 200 tools/call' in line]
+    assert lines and lines[-1].rstrip().endswith("ms")
+    assert "secret-payload-never-logged" not in demo.stderr
+
+
+def test_a_body_over_the_limit_is_413_and_the_server_goes_on():
+    with HttpServer(DEMO, "--max-body-bytes", "10000") as server:
+        status, headers, _ = server.post(call("echo", text="x" * 20_000))
+        assert status == 413 and headers.get("connection") == "close"
+        assert server.post(call("echo", text="fits"))[0] == 200
+
+
+def test_oversized_headers_are_431(demo):
+    headers = dict(mcp_headers(request("tools/list")), **{"X-Padding": "p" * 40_000})
+    assert demo.post(request("tools/list"), headers=headers)[0] == 431
+
+
+def test_a_client_that_stalls_is_dropped_and_others_are_served():
+    with HttpServer(DEMO, "--read-timeout", "1") as server:
+        body = json.dumps(request("tools/list")).encode()
+        stalled = raw_connection(server)
+        head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(request("tools/list")).items())
+        stalled.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode()
+                        + body[:10])
+        assert server.post(request("tools/list"))[0] == 200  # served while the other one stalls
+        started = time.monotonic()
+        assert stalled.recv(1024) == b""  # closed by the server
+        assert time.monotonic() - started < 5
+        stalled.close()
+
+
+def test_connections_beyond_the_limit_are_refused_with_503():
+    with HttpServer(DEMO, "--max-connections", "2") as server:
+        held = [raw_connection(server) for _ in range(2)]
+        time.sleep(0.3)
+        extra = raw_connection(server)
+        extra.sendall(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n")
+        assert extra.recv(1024).startswith(b"HTTP/1.1 503")
+        extra.close()
+        for connection in held:
+            connection.close()
+        time.sleep(0.3)
+        assert server.post(request("tools/list"))[0] == 200
+
+
+def test_a_client_that_disconnects_mid_response_disturbs_no_one(demo):
+    big = json.dumps(call("big", size=20_000_000)).encode()
+    for _ in range(3):
+        quitter = raw_connection(demo)
+        head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(call("big", size=20_000_000)).items())
+        quitter.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(big)}\r\n{head}\r\n".encode()
+                        + big)
+        assert quitter.recv(100).startswith(b"HTTP/1.1 200")
+        quitter.close()
+    assert demo.post(call("echo", text="still here"))[2]["result"]["content"][0]["text"] == "still here"
+    assert demo.process.poll() is None
+
+
+def test_sigterm_during_a_slow_call_lets_it_finish_then_exits_0(slow_target):
+    with HttpServer(slow_target) as server:
+        answer = {}
+        caller = threading.Thread(target=lambda: answer.update(reply=server.post(call("slow", seconds=1.5))))
+        caller.start()
+        time.sleep(0.5)
+        server.process.send_signal(signal.SIGTERM)
+        caller.join(15)
+        status, headers, body = answer["reply"]
+        assert status == 200 and body["result"]["content"][0]["text"] == "slept"
+        assert headers.get("connection") == "close"
+        assert server.process.wait(15) == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_idle_exits_0_promptly(signum):
+    with HttpServer(DEMO) as server:
+        assert server.post(request("tools/list"))[0] == 200
+        started = time.monotonic()
+        assert server.stop(signum) == 0
+        assert time.monotonic() - started < 3
+        time.sleep(0.2)
+        assert "Traceback" not in server.stderr
+
+
+def test_a_public_bind_without_a_token_refuses_to_start():
+    done = subprocess.run(server_command(DEMO, "--http", "--host", "0.0.0.0", "--port", "0"), capture_output=True,
+                          text=True, timeout=30, env={k: v for k, v in os.environ.items() if k != "MCPSERVER_TOKEN"})
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("mcpserver: refusing to listen on 0.0.0.0 without auth")
+
+
+def test_a_public_bind_with_a_token_requires_it():
+    with HttpServer(DEMO, "--host", "0.0.0.0", env={"MCPSERVER_TOKEN": "tok3n"}) as server:
+        assert "(bearer token required)" in server.stderr
+        server.host = "127.0.0.1"
+        message = request("tools/list")
+        assert server.post(message)[0] == 401
+        assert server.post(message, headers=dict(mcp_headers(message), Authorization="Bearer wrong"))[0] == 401
+        assert server.post(message, headers=dict(mcp_headers(message), Authorization="Bearer tok3n"))[0] == 200
+
+
+def test_insecure_no_auth_says_so_at_start_up():
+    with HttpServer(DEMO, "--host", "0.0.0.0", "--insecure-no-auth") as server:
+        assert "WARNING: no authentication" in server.stderr
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.skipif(shutil.which("gunicorn") is None and not os.path.exists(os.path.join(os.path.dirname(
+    sys.executable), "gunicorn")), reason="gunicorn is not installed here")
+def test_the_same_app_under_gunicorn_with_two_workers(slow_target):
+    executable = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    port = free_port()
+    process = subprocess.Popen([executable, "-w", "2", "-b", f"127.0.0.1:{port}", "--log-level", "warning",
+                                f"mcpserver.http:create_app({slow_target!r})"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        server = HttpServer.__new__(HttpServer)
+        server.host, server.port, server.path, server.process = "127.0.0.1", port, "/mcp", process
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status, _, body = server.post(call("pid"))
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "gunicorn did not start"
+                time.sleep(0.2)
+        assert status == 200
+        pids, failures = set(), []
+
+        def client():
+            for _ in range(10):
+                status, _, body = server.post(call("pid"))
+                if status != 200:
+                    failures.append(status)
+                else:
+                    pids.add(body["result"]["content"][0]["text"])
+
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert failures == []
+        assert len(pids) == 2, "both workers should have served requests"
+        assert server.post(request("tools/list"), method="GET")[0] == 405
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(20)
+        process.stderr.close()
