@@ -39,7 +39,7 @@ PYTHON_VERSION ?=
 JOBS ?= auto
 MATRIX_ARGS ?=
 
-.PHONY: matrix lab-engine test-lab clean-lab
+.PHONY: matrix lab-engine lab-browser test-lab clean-lab
 
 # The lab's host tools (pytest, pytest-testinfra) from the `lab` extra, without building mcpserver itself.
 $(LAB_VENV)/.installed: pyproject.toml
@@ -55,8 +55,13 @@ lab-engine:
 matrix: $(LAB_VENV)/.installed lab-engine
 	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(MATRIX_ARGS)
 
-test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine)
-	$(LAB_PY) -m pytest -q tests/lab $(if $(ENGINE),,-m "not engine")
+test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser)
+	$(LAB_PY) -m pytest -q -p no:cacheprovider tests/lab $(if $(ENGINE),,-m "not engine")
+
+# Headless Chromium renders report.html in the lab's tests.
+lab-browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "lab: installing chromium (apt-get) for the report test"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 clean-lab:
 	@sh scripts/clean_lab.sh

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import os
 import signal
 import sys
@@ -148,6 +149,7 @@ def _run(cells: Sequence[Cell], options: Options) -> int:
         with Progress([c.name for c in cells]) as progress:
             lab = Lab(options, progress)
             environ = environment(lab.engine, options.root, options.shard)
+            environ = replace(environ, extra={"run_id": lab.run_id, "logs": str(lab.logdir)})
             suites = options.selection.suites
 
             def partial(results: list[CellResult]) -> None:
