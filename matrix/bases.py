@@ -126,10 +126,14 @@ def plan_base(cell: Cell, facts: BaseFacts) -> tuple[BaseStep, ...]:
     elif boot.method == "apk":
         if mirror:
             steps.append(
-                BaseStep(action="apk", image=tag, source=mirror, reason=f"apk.static from {mirror}", bootstrap=boot)
+                BaseStep(
+                    action="apk", image=tag, source=mirror, reason=f"apk.static from {mirror}", bootstrap=boot
+                )
             )
         else:
-            reasons.append(f"no Alpine mirror configured (set {boot.mirror_env} to bootstrap it with apk.static)")
+            reasons.append(
+                f"no Alpine mirror configured (set {boot.mirror_env} to bootstrap it with apk.static)"
+            )
     elif boot.method == "builder":
         # The family's Dockerfile builds the interpreter itself on top of another base (e.g. musl on a
         # Debian builder); that base is planned as its own cell's base.
@@ -194,7 +198,9 @@ def gather_facts(engine: Engine, cells: tuple[Cell, ...], env: Mapping[str, str]
     missing = sorted(c.base for c in cells if c.family.in_container and c.base not in present)
     registry = probe_registry(engine, env, missing[0]) if missing else ""
     keyrings = frozenset(
-        c.bootstrap.keyring for c in cells if c.bootstrap and c.bootstrap.keyring and Path(c.bootstrap.keyring).exists()
+        c.bootstrap.keyring
+        for c in cells
+        if c.bootstrap and c.bootstrap.keyring and Path(c.bootstrap.keyring).exists()
     )
     return BaseFacts(
         engine="",
@@ -332,12 +338,17 @@ def prepare_rootfs(root: Path, now: datetime) -> list[str]:
 def import_rootfs(engine: Engine, root: Path, tag: str, log: str) -> str:
     """tar the tree into `docker import` under `tag`, labelled as the lab's; '' on success."""
     tar = subprocess.Popen(
-        ["tar", "--numeric-owner", "-C", str(root), "-c", "."], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        ["tar", "--numeric-owner", "-C", str(root), "-c", "."],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     assert tar.stdout is not None
     changes = ["--change", f"LABEL {LABEL}=1", "--change", 'CMD ["/bin/sh"]']
     imp = subprocess.run(
-        [engine.docker, "import", *changes, "-", tag], stdin=tar.stdout, capture_output=True, timeout=BOOTSTRAP_TIMEOUT
+        [engine.docker, "import", *changes, "-", tag],
+        stdin=tar.stdout,
+        capture_output=True,
+        timeout=BOOTSTRAP_TIMEOUT,
     )
     tar.stdout.close()
     tar.wait()
@@ -410,7 +421,18 @@ def apk_base(engine: Engine, step: BaseStep, workdir: Path, log: str) -> str:
         with tarfile.open(fileobj=io.BytesIO(package), mode="r:gz") as tar:
             tar.extractall(tools, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(tools)
         apk = tools / "sbin/apk.static"
-        argv = [str(apk), "-X", repo, "-U", "--allow-untrusted", "--root", str(target), "--initdb", "add", "alpine-base"]
+        argv = [
+            str(apk),
+            "-X",
+            repo,
+            "-U",
+            "--allow-untrusted",
+            "--root",
+            str(target),
+            "--initdb",
+            "add",
+            "alpine-base",
+        ]
         done = run_command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log, tracker=engine)
         if done.returncode != 0:
             return f"apk.static failed (exit {done.returncode}); see {log}"

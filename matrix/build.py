@@ -140,7 +140,11 @@ class BuildPlan:
 
     @property
     def build_args(self) -> tuple[str, ...]:
-        return (f"BASE={self.base_image}", f"PYTHON={self.cell.python}", f"PYTHON_FROM={self.cell.python_from.value}")
+        return (
+            f"BASE={self.base_image}",
+            f"PYTHON={self.cell.python}",
+            f"PYTHON_FROM={self.cell.python_from.value}",
+        )
 
     def keys(self) -> dict[str, str]:
         python = digest(self.dockerfile, self.base_id, *self.build_args)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -23,8 +23,29 @@ from . import report
 from .cells import CELLS_TOML, load_cells
 from .errors import LabError, NothingToRun, UsageError
 from .model import Cell, CellResult, Environment, Outcome
-from .pipeline import LAB_ROOT, DEFAULT_TIMEOUT, Lab, Options, availability, base_plans, environment, run_matrix
-from .plan import Selection, exit_code, github_matrix, merge_results, order_results, parse_jobs, parse_shard, parse_suites, select, shard, split_values
+from .pipeline import (
+    DEFAULT_TIMEOUT,
+    LAB_ROOT,
+    Lab,
+    Options,
+    availability,
+    base_plans,
+    environment,
+    run_matrix,
+)
+from .plan import (
+    Selection,
+    exit_code,
+    github_matrix,
+    merge_results,
+    order_results,
+    parse_jobs,
+    parse_shard,
+    parse_suites,
+    select,
+    shard,
+    split_values,
+)
 from .progress import Progress
 
 
@@ -53,13 +74,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fail-fast", action="store_true", help="stop at the first cell that does not pass")
     run.add_argument("--keep", action="store_true", help="leave a failed suite's container for debugging")
     run.add_argument("--strict", action="store_true", help="also fail when a cell is unavailable")
-    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per suite (default %(default)s)")
-    run.add_argument("--merge", nargs="+", metavar="DIR", help="join the results.json of shards into one report")
+    run.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per suite (default %(default)s)"
+    )
+    run.add_argument(
+        "--merge", nargs="+", metavar="DIR", help="join the results.json of shards into one report"
+    )
     paths = p.add_argument_group("paths (for tests and odd layouts)")
-    paths.add_argument("--cells", type=Path, default=CELLS_TOML, help="the cell table (default matrix/cells.toml)")
-    paths.add_argument("--root", type=Path, default=LAB_ROOT, help="source tree with server/, tests/, images/")
-    paths.add_argument("--cache", type=Path, default=Path(os.environ.get("LAB_CACHE", LAB_ROOT / ".cache" / "lab")))
-    paths.add_argument("--results", type=Path, default=LAB_ROOT / "matrix" / "results", help="where reports go")
+    paths.add_argument(
+        "--cells", type=Path, default=CELLS_TOML, help="the cell table (default matrix/cells.toml)"
+    )
+    paths.add_argument(
+        "--root", type=Path, default=LAB_ROOT, help="source tree with server/, tests/, images/"
+    )
+    paths.add_argument(
+        "--cache", type=Path, default=Path(os.environ.get("LAB_CACHE", LAB_ROOT / ".cache" / "lab"))
+    )
+    paths.add_argument(
+        "--results", type=Path, default=LAB_ROOT / "matrix" / "results", help="where reports go"
+    )
     return p
 
 
@@ -164,7 +197,10 @@ def _run(cells: Sequence[Cell], options: Options) -> int:
         print(message)
     print(f"reports: {', '.join(str(options.results / n) for n in report.REPORT_FILES)}")
     if interrupted:
-        print("run_matrix: interrupted; what finished is in the reports, the rest is marked cancelled.", file=sys.stderr)
+        print(
+            "run_matrix: interrupted; what finished is in the reports, the rest is marked cancelled.",
+            file=sys.stderr,
+        )
         return 130
     code = exit_code(results, strict=options.strict)
     if code == 3:
@@ -192,7 +228,9 @@ def _merge(args: argparse.Namespace) -> int:
         date=first.date,
         host=first.host,
         shard=f"merged {len(envs)} shards",
-        extra={f"shard {e.shard or i + 1}": f"{e.host}, engine {e.engine}, {e.date}" for i, e in enumerate(envs)},
+        extra={
+            f"shard {e.shard or i + 1}": f"{e.host}, engine {e.engine}, {e.date}" for i, e in enumerate(envs)
+        },
     )
     report.write_reports(merged, environ, args.results.resolve(), suites=suites)
     print(report.to_table(merged, suites=suites), end="")

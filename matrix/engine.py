@@ -6,6 +6,7 @@ exactly what this run started and `make clean-lab` exactly what the lab ever mad
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -180,10 +181,8 @@ def run_command(
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def tail(text: str, lines: int = 40) -> str:

@@ -24,11 +24,15 @@ def candidates(python: str, env: Mapping[str, str]) -> list[str]:
     pyenv_root = Path(env.get("PYENV_ROOT") or Path(env.get("HOME", "/root")) / ".pyenv")
     versions = pyenv_root / "versions"
     if versions.is_dir():
+
         def patch(p: Path) -> tuple[int, ...]:
             tail = p.name.split(".")[2:3] or ["0"]
             return (int(tail[0]) if tail[0].isdigit() else -1,)
+
         dirs = sorted(versions.glob(f"{python}.*"), key=patch, reverse=True)
-        found += [str(d / "bin" / f"python{python}") for d in dirs if (d / "bin" / f"python{python}").exists()]
+        found += [
+            str(d / "bin" / f"python{python}") for d in dirs if (d / "bin" / f"python{python}").exists()
+        ]
     return found
 
 
@@ -38,7 +42,9 @@ def find_interpreter(python: str, env: Mapping[str, str] | None = None) -> str:
     env = dict(os.environ) if env is None else dict(env)
     for candidate in candidates(python, env):
         try:
-            done = subprocess.run([candidate, "-c", PROBE], capture_output=True, text=True, timeout=30, env=env)
+            done = subprocess.run(
+                [candidate, "-c", PROBE], capture_output=True, text=True, timeout=30, env=env
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         lines = done.stdout.split()

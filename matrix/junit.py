@@ -88,7 +88,9 @@ def merged(results: Sequence[CellResult]) -> bytes:
             if skipped:
                 ET.SubElement(case, "skipped", message=f"{result.outcome.value}: {result.message}")
             else:
-                ET.SubElement(case, "error", message=f"{result.outcome.value}: {result.message}").text = result.log_tail
+                ET.SubElement(
+                    case, "error", message=f"{result.outcome.value}: {result.message}"
+                ).text = result.log_tail
             continue
         for suite in suites:
             if suite.outcome is Outcome.NOT_RUN:
@@ -111,6 +113,9 @@ def merged(results: Sequence[CellResult]) -> bytes:
                 ET.SubElement(case, "skipped", message=f"{suite.outcome.value}: {suite.message}")
             else:
                 element.set("errors", "1")
-                ET.SubElement(case, "error", message=f"{suite.outcome.value}: {suite.message}").text = suite.log_tail
+                ET.SubElement(
+                    case, "error", message=f"{suite.outcome.value}: {suite.message}"
+                ).text = suite.log_tail
     ET.indent(out)
-    return ET.tostring(out, encoding="utf-8", xml_declaration=True)
+    data: bytes = ET.tostring(out, encoding="utf-8", xml_declaration=True)
+    return data

@@ -119,7 +119,7 @@ class SuiteResult:
 
     @property
     def counts(self) -> str:
-        """"31/31", or "30/31 (1 skipped)": passed over tests that ran."""
+        """ "31/31", or "30/31 (1 skipped)": passed over tests that ran."""
         ran = self.tests - self.skipped
         text = f"{self.passed}/{ran}"
         return f"{text} ({self.skipped} skipped)" if self.skipped else text

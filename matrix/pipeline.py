@@ -8,6 +8,8 @@ removes every container this run labelled, whatever happened.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import functools
 import os
 import platform
 import secrets
@@ -17,7 +19,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -37,7 +39,7 @@ DEFAULT_TIMEOUT = 600.0  # seconds per suite
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
-    selection: Selection = Selection()
+    selection: Selection = field(default_factory=Selection)
     jobs: int = 2
     fail_fast: bool = False
     keep: bool = False
@@ -101,12 +103,10 @@ class Lab:
 
 def environment(engine: Engine, root: Path, shard: Shard | None) -> Environment:
     commit = ""
-    try:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         commit = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
         ).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        pass
     return Environment(
         engine=engine.server_version() if shutil.which(engine.docker) else "",
         kernel=platform.release(),
@@ -120,7 +120,9 @@ def environment(engine: Engine, root: Path, shard: Shard | None) -> Environment:
 # --- availability (for --list, and the first step of a run) -------------------------------------------
 
 
-def base_plans(cells: Sequence[Cell], engine: Engine, env: Mapping[str, str]) -> dict[str, tuple[BaseStep, ...]]:
+def base_plans(
+    cells: Sequence[Cell], engine: Engine, env: Mapping[str, str]
+) -> dict[str, tuple[BaseStep, ...]]:
     containers = tuple(c for c in cells if c.family.in_container)
     if not containers:
         return {}
@@ -128,7 +130,9 @@ def base_plans(cells: Sequence[Cell], engine: Engine, env: Mapping[str, str]) ->
     return {c.name: plan_base(c, facts) for c in containers}
 
 
-def availability(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Mapping[str, str]) -> tuple[bool, str]:
+def availability(
+    cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Mapping[str, str]
+) -> tuple[bool, str]:
     """(available, how or why not) for --list, without building anything."""
     if cell.family is Family.HOST:
         found = hostcells.find_interpreter(cell.python, env)
@@ -150,7 +154,10 @@ def _not_run(suites: Sequence[str], chosen: Sequence[str]) -> list[SuiteResult]:
 
 def run_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
     started = time.monotonic()
-    say = lambda phase, done=False: lab.progress.update(cell.name, phase, done=done)  # noqa: E731
+
+    def say(phase: str, done: bool = False) -> None:
+        lab.progress.update(cell.name, phase, done=done)
+
     chosen = [s for s in cell.suites if s in lab.options.selection.suites]
     record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python)
     try:
@@ -161,7 +168,12 @@ def run_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
         else:
             result = _run_container_cell(lab, cell, steps, chosen, record, say)
     except Exception as exc:  # a harness bug must become this cell's error, not end the run
-        result = replace(record, outcome=Outcome.ERROR, message=f"harness error: {exc}", log_tail=tail(traceback.format_exc()))
+        result = replace(
+            record,
+            outcome=Outcome.ERROR,
+            message=f"harness error: {exc}",
+            log_tail=tail(traceback.format_exc()),
+        )
     result = replace(result, duration=time.monotonic() - started)
     say(result.outcome.value, done=True)
     return result
@@ -173,7 +185,9 @@ def _run_suites(
     results = []
     for suite in chosen:
         if lab.stop.is_set():
-            results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}"))
+            results.append(
+                SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}")
+            )
             continue
         if suite != "images" and not (lab.options.root / "tests" / suite).is_dir():
             message = f"tests/{suite} does not exist in {lab.options.root}; nothing to run"
@@ -184,14 +198,20 @@ def _run_suites(
     return results
 
 
-def _run_host_cell(lab: Lab, cell: Cell, chosen: Sequence[str], record: CellResult, say: Callable[..., None]) -> CellResult:
+def _run_host_cell(
+    lab: Lab, cell: Cell, chosen: Sequence[str], record: CellResult, say: Callable[..., None]
+) -> CellResult:
     say("finding interpreter")
     interpreter = hostcells.find_interpreter(cell.python)
     if not interpreter:
-        return replace(record, outcome=Outcome.UNAVAILABLE, message=f"no python{cell.python} on PATH or in pyenv")
+        return replace(
+            record, outcome=Outcome.UNAVAILABLE, message=f"no python{cell.python} on PATH or in pyenv"
+        )
     say("pytest folder")
     folder = lab.pytest.folder(cell.python)
-    venv_python = hostcells.prepare_venv(interpreter, cell.python, lab.options.root, lab.options.cache / "host")
+    venv_python = hostcells.prepare_venv(
+        interpreter, cell.python, lab.options.root, lab.options.cache / "host"
+    )
 
     def one(suite: str) -> SuiteResult:
         return run_on_host(
@@ -201,7 +221,9 @@ def _run_host_cell(lab: Lab, cell: Cell, chosen: Sequence[str], record: CellResu
 
     suites = _run_suites(lab, cell, chosen, say, one)
     suites += _not_run(cell.suites, chosen)
-    return replace(record, outcome=cell_outcome(suites), suites=_ordered(suites, cell), base=f"host {interpreter}")
+    return replace(
+        record, outcome=cell_outcome(suites), suites=_ordered(suites, cell), base=f"host {interpreter}"
+    )
 
 
 def _ordered(suites: Sequence[SuiteResult], cell: Cell) -> tuple[SuiteResult, ...]:
@@ -210,7 +232,12 @@ def _ordered(suites: Sequence[SuiteResult], cell: Cell) -> tuple[SuiteResult, ..
 
 
 def _run_container_cell(
-    lab: Lab, cell: Cell, steps: tuple[BaseStep, ...], chosen: Sequence[str], record: CellResult, say: Callable[..., None]
+    lab: Lab,
+    cell: Cell,
+    steps: tuple[BaseStep, ...],
+    chosen: Sequence[str],
+    record: CellResult,
+    say: Callable[..., None],
 ) -> CellResult:
     say("base")
     base = lab.bases.obtain(steps)
@@ -221,7 +248,9 @@ def _run_container_cell(
     plan = plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image))
     built = lab.builder.build(plan, on_stage=lambda stage: say(f"build {stage}"))
     if isinstance(built, BuildFailure):
-        return replace(record, outcome=Outcome.ERROR, message=built.message, log_tail=built.log_tail, base=base.how)
+        return replace(
+            record, outcome=Outcome.ERROR, message=built.message, log_tail=built.log_tail, base=base.how
+        )
     needs_pytest = any(s != "images" for s in chosen)
     volume = ""
     if needs_pytest:
@@ -242,7 +271,8 @@ def _run_container_cell(
         )  # fmt: skip
         if kept:
             lab.keep(
-                f"kept {kept} ({cell.name} {suite} {result.outcome.value}): `docker start -ai {kept}` runs the "
+                f"kept {kept} ({cell.name} {suite} {result.outcome.value}): "
+                f"`docker start -ai {kept}` runs the "
                 f"suite again in it; `docker run --rm -it --network none --mount type=volume,source={volume},"
                 f"target=/opt/pytest,readonly --entrypoint /bin/sh {built.test}` opens a shell in the same "
                 f"image; `docker rm -f {kept}` when done."
@@ -252,7 +282,11 @@ def _run_container_cell(
     suites = _run_suites(lab, cell, chosen, say, one)
     suites += _not_run(cell.suites, chosen)
     return replace(
-        record, outcome=cell_outcome(suites), suites=_ordered(suites, cell), image=built.runtime, base=base.how
+        record,
+        outcome=cell_outcome(suites),
+        suites=_ordered(suites, cell),
+        image=built.runtime,
+        base=base.how,
     )
 
 
@@ -260,7 +294,9 @@ def _run_container_cell(
 
 
 def cancelled(cell: Cell, why: str) -> CellResult:
-    return CellResult(cell=cell.name, outcome=Outcome.CANCELLED, message=why, family=cell.family.value, python=cell.python)
+    return CellResult(
+        cell=cell.name, outcome=Outcome.CANCELLED, message=why, family=cell.family.value, python=cell.python
+    )
 
 
 def run_matrix(
@@ -279,7 +315,9 @@ def run_matrix(
     results: dict[str, CellResult] = {}
     interrupted = False
     try:
-        lab.progress.say(f"run {lab.run_id}: {len(cells)} cells, {lab.options.jobs} at a time; logs in {lab.logdir}")
+        lab.progress.say(
+            f"run {lab.run_id}: {len(cells)} cells, {lab.options.jobs} at a time; logs in {lab.logdir}"
+        )
         plans = base_plans(cells, lab.engine, env)
         # Bases and pytest folders are fetched side by side in the background while cells that need
         # nothing fetched start at once; a cell whose base is still coming waits for it in Bases.
@@ -294,9 +332,8 @@ def run_matrix(
                         result = future.result()
                         results[result.cell] = result
                         if should_stop(result, fail_fast=lab.options.fail_fast):
-                            lab.request_stop(
-                                f"--fail-fast stopped the run after {result.cell} came out {result.outcome.value}"
-                            )
+                            why = f"{result.cell} came out {result.outcome.value}"
+                            lab.request_stop(f"--fail-fast stopped the run after {why}")
                     if done and on_result:
                         on_result(_with_pending(cells, results, "not finished yet"))
             except KeyboardInterrupt:
@@ -333,7 +370,9 @@ def _with_pending(cells: Sequence[Cell], results: Mapping[str, CellResult], why:
     return [results.get(c.name) or cancelled(c, why) for c in cells]
 
 
-def _prefetch_work(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseStep, ...]]) -> list[Callable[[], object]]:
+def _prefetch_work(
+    lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseStep, ...]]
+) -> list[Callable[[], object]]:
     """Bases and pytest folders first, all at once: they are network- and disk-bound (debootstrap, pip),
     so running them side by side beats queueing them behind --jobs."""
     distinct_bases: dict[tuple[BaseStep, ...], list[str]] = {}
@@ -351,14 +390,14 @@ def _prefetch_work(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[Ba
             return lab.bases.obtain(steps)
 
         work.append(get_base)
-    for python in sorted({c.python for c in cells if c.family is not Family.HOST or hostcells.find_interpreter(c.python)}):
-        work.append(lambda python=python: _try_pytest_folder(lab, python))
+    for python in sorted(
+        {c.python for c in cells if c.family is not Family.HOST or hostcells.find_interpreter(c.python)}
+    ):
+        work.append(functools.partial(_try_pytest_folder, lab, python))
     return work
 
 
 def _try_pytest_folder(lab: Lab, python: str) -> None:
     # A failure here is reported by the cell that needs the folder, with the cell's other details.
-    try:
+    with contextlib.suppress(Exception):
         lab.pytest.folder(python)
-    except Exception:  # noqa: BLE001
-        pass

@@ -40,11 +40,15 @@ def _cell_dict(result: CellResult) -> dict[str, Any]:
     data = asdict(result)
     data["outcome"] = result.outcome.value
     for suite in data["suites"]:
-        suite["outcome"] = suite["outcome"].value if isinstance(suite["outcome"], Outcome) else suite["outcome"]
+        suite["outcome"] = (
+            suite["outcome"].value if isinstance(suite["outcome"], Outcome) else suite["outcome"]
+        )
     return data
 
 
-def from_json(text: str, *, source: str = "results.json") -> tuple[tuple[CellResult, ...], Environment, tuple[str, ...]]:
+def from_json(
+    text: str, *, source: str = "results.json"
+) -> tuple[tuple[CellResult, ...], Environment, tuple[str, ...]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -77,7 +81,7 @@ _MARK = {
     Outcome.FAILED: "❌",
     Outcome.ERROR: "💥",
     Outcome.TIMEOUT: "⏱",
-    Outcome.UNAVAILABLE: "➖",
+    Outcome.UNAVAILABLE: "⚪",
     Outcome.CANCELLED: "🚫",
     Outcome.NOT_RUN: "",
 }
@@ -89,7 +93,7 @@ def suite_text(suite: SuiteResult | None) -> str:
         return "—"
     if suite.outcome in (Outcome.PASSED, Outcome.FAILED):
         return suite.counts
-    return suite.outcome.value
+    return str(suite.outcome.value)
 
 
 def _why(result: CellResult) -> str:
@@ -102,7 +106,7 @@ def _why(result: CellResult) -> str:
 def _failed_count(suite: SuiteResult) -> str:
     if suite.outcome is Outcome.FAILED:
         return f"{suite.failed + suite.errors} of {suite.tests} failed"
-    return suite.outcome.value
+    return str(suite.outcome.value)
 
 
 def _md_escape(text: str) -> str:
@@ -125,8 +129,13 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     failures = [(r, s, f) for r in results for s in r.suites for f in s.failures]
     if failures:
         lines += ["", "Failing tests:", ""]
-        lines += [f"- `{r.cell}` {s.suite}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures]
-    lines += ["", f"Engine {env.engine or '-'}, kernel {env.kernel or '-'}, commit {env.commit or '-'}, {env.date}."]
+        lines += [
+            f"- `{r.cell}` {s.suite}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures
+        ]
+    lines += [
+        "",
+        f"Engine {env.engine or '-'}, kernel {env.kernel or '-'}, commit {env.commit or '-'}, {env.date}.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -145,7 +154,10 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[str] = SUITES) -
             continue
         out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
         for s in r.suites:
-            out += [f"    {s.suite}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}" for f in s.failures]
+            out += [
+                f"    {s.suite}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}"
+                for f in s.failures
+            ]
     return "\n".join(out) + "\n"
 
 
@@ -154,13 +166,20 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[str] = SUITES) -
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1b1f24;background:#fff}
 h1{font-size:20px;margin:0 0 4px} .env{color:#57606a;margin-bottom:16px}
-table{border-collapse:collapse;margin-bottom:20px} th,td{border:1px solid #d0d7de;padding:6px 10px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin-bottom:20px}
+th,td{border:1px solid #d0d7de;padding:6px 10px;text-align:left;vertical-align:top}
 th{background:#f6f8fa} td.s{text-align:center;font-variant-numeric:tabular-nums;min-width:70px}
-.passed{background:#dafbe1} .failed{background:#ffd7d5} .error{background:#ffb3ad} .timeout{background:#fff1c2}
+.passed{background:#dafbe1} .failed{background:#ffd7d5}
+.error{background:#ffb3ad} .timeout{background:#fff1c2}
 .unavailable{background:#eaeef2;color:#57606a} .cancelled{background:#e8e0f7} .not-run{color:#8c959f}
-details{margin:6px 0 12px} summary{cursor:pointer;font-weight:600} pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;white-space:pre-wrap}
+details{margin:6px 0 12px} summary{cursor:pointer;font-weight:600}
+pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;white-space:pre-wrap}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px;border:1px solid #d0d7de}
 """
+
+
+def _css(suite: SuiteResult | None) -> str:
+    return suite.outcome.value if suite else Outcome.NOT_RUN.value
 
 
 def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[str] = SUITES) -> str:
@@ -173,17 +192,19 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         "<h1>mcpserver lab matrix</h1>",
         f"<div class=env>{len(results)} cells: "
         + e(", ".join(f"{n} {k}" for k, n in tally.items() if n))
-        + f" · engine {e(env.engine or '-')} · kernel {e(env.kernel or '-')} · commit {e(env.commit[:12] or '-')}"
+        + f" · engine {e(env.engine or '-')} · kernel {e(env.kernel or '-')}"
+        + f" · commit {e(env.commit[:12] or '-')}"
         + f" · {e(env.date)}{' · shard ' + e(env.shard) if env.shard else ''}</div>",
-        "<div class=legend>" + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN) + "</div><br>",
-        "<table><tr><th>cell</th><th>outcome</th>" + "".join(f"<th>{e(s)}</th>" for s in suites) + "<th>time</th></tr>",
+        "<div class=legend>"
+        + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN)
+        + "</div><br>",
+        "<table><tr><th>cell</th><th>outcome</th>"
+        + "".join(f"<th>{e(s)}</th>" for s in suites)
+        + "<th>time</th></tr>",
     ]
     body = []
     for r in results:
-        cells = "".join(
-            f"<td class='s {(r.suite(s).outcome.value if r.suite(s) else 'not-run')}'>{e(suite_text(r.suite(s)))}</td>"
-            for s in suites
-        )
+        cells = "".join(f"<td class='s {_css(r.suite(s))}'>{e(suite_text(r.suite(s)))}</td>" for s in suites)
         body.append(
             f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td>"
             f"<td class={r.outcome.value}>{r.outcome.value}</td>{cells}<td>{r.duration:.0f}s</td></tr>"
@@ -201,13 +222,18 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         for s in r.suites:
             if s.outcome in (Outcome.PASSED, Outcome.NOT_RUN):
                 continue
-            details.append(f"<p><b>{e(s.suite)}</b>: {s.outcome.value} {e(s.counts if s.tests else '')} {e(s.message)}</p>")
+            details.append(
+                f"<p><b>{e(s.suite)}</b>: {s.outcome.value} {e(s.counts if s.tests else '')}"
+                f" {e(s.message)}</p>"
+            )
             for f in s.failures:
                 details.append(
                     f"<details><summary>{e(f.test_id)}</summary><p>{e(f.message)}</p><pre>{e(f.details)}</pre></details>"
                 )
             if s.log_tail:
-                details.append(f"<details><summary>{e(s.suite)} log tail</summary><pre>{e(s.log_tail)}</pre></details>")
+                details.append(
+                    f"<details><summary>{e(s.suite)} log tail</summary><pre>{e(s.log_tail)}</pre></details>"
+                )
     return "\n".join(head + body + details) + "\n</body></html>\n"
 
 

@@ -73,9 +73,7 @@ def judge(suite: str, attempt: Attempt) -> SuiteResult:
     outcome = pytest_outcome(attempt.returncode, counts.failed, counts.errors, counts.tests)
     message = ""
     if outcome is Outcome.ERROR:
-        message = (
-            "no tests were collected" if counts.tests == 0 else f"pytest exited {attempt.returncode}"
-        )
+        message = "no tests were collected" if counts.tests == 0 else f"pytest exited {attempt.returncode}"
     return SuiteResult(
         suite=suite,
         outcome=outcome,
@@ -121,7 +119,9 @@ def pytest_volume(engine: Engine, python: str, folder: Path, wheels: list[str], 
             return name
         for source in (f"{folder}/.", str(folder / MANIFEST)):
             # The manifest goes again under the name COMPLETE, last, as the mark of a full copy.
-            target = f"{holder}:{PYTEST_MOUNT}/" if source.endswith(".") else f"{holder}:{PYTEST_MOUNT}/{COMPLETE}"
+            target = (
+                f"{holder}:{PYTEST_MOUNT}/" if source.endswith(".") else f"{holder}:{PYTEST_MOUNT}/{COMPLETE}"
+            )
             copied = engine.run(["cp", source, target], timeout=300)
             if copied.returncode != 0:
                 raise RuntimeError(f"cannot fill {name}: {tail(copied.output, 3)}")
@@ -167,10 +167,15 @@ def run_in_container(
         oom = engine.run(["inspect", "--format", "{{.State.OOMKilled}}", name], timeout=60).output.strip()
         if oom == "true":
             output += f"\nmcplab: the container was killed for using more than {MEMORY_LIMIT} of memory\n"
-    attempt = Attempt(returncode=done.returncode, output=output, junit=junit, duration=duration, timeout=timeout)
+    attempt = Attempt(
+        returncode=done.returncode, output=output, junit=junit, duration=duration, timeout=timeout
+    )
     result = judge(suite, attempt)
     if "mcplab: the container was killed for using more" in output:
-        result = replace(result, message=f"killed: out of memory (limit {MEMORY_LIMIT}); the log tail shows the test it was in")
+        result = replace(
+            result,
+            message=f"killed: out of memory (limit {MEMORY_LIMIT}); the log tail shows the test it was in",
+        )
     kept = ""
     if keep and result.outcome is not Outcome.PASSED:
         kept = name
@@ -212,10 +217,22 @@ def run_on_host(
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [str(venv_python), "-m", "pytest", f"tests/{suite}", *PYTEST_ARGS, f"--junitxml={junit}"]
     started = time.monotonic()
-    done = run_command(argv, timeout=timeout, log=str(logdir / f"{cell}-{suite}.log"), env=env, cwd=str(root), tracker=tracker)
+    done = run_command(
+        argv,
+        timeout=timeout,
+        log=str(logdir / f"{cell}-{suite}.log"),
+        env=env,
+        cwd=str(root),
+        tracker=tracker,
+    )
     duration = time.monotonic() - started
     text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
-    return judge(suite, Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout))
+    return judge(
+        suite,
+        Attempt(
+            returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout
+        ),
+    )
 
 
 def run_image_checks(
@@ -243,7 +260,19 @@ def run_image_checks(
         f"--python-from={python_from}",
     ]  # fmt: skip
     started = time.monotonic()
-    done = run_command(argv, timeout=timeout, log=str(logdir / f"{cell}-images.log"), env=env, cwd=str(LAB_ROOT), tracker=tracker)
+    done = run_command(
+        argv,
+        timeout=timeout,
+        log=str(logdir / f"{cell}-images.log"),
+        env=env,
+        cwd=str(LAB_ROOT),
+        tracker=tracker,
+    )
     duration = time.monotonic() - started
     text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
-    return judge("images", Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout))
+    return judge(
+        "images",
+        Attempt(
+            returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout
+        ),
+    )

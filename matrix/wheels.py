@@ -130,7 +130,11 @@ class PytestFolders:
                 for wheel in wheels:
                     with zipfile.ZipFile(wheel) as archive:
                         archive.extractall(site)
-                manifest = {"python": python, "requirements": list(REQUIREMENTS), "wheels": [w.name for w in wheels]}
+                manifest = {
+                    "python": python,
+                    "requirements": list(REQUIREMENTS),
+                    "wheels": [w.name for w in wheels],
+                }
                 (site / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
                 shutil.rmtree(final, ignore_errors=True)
                 site.rename(final)  # atomic: a half-made folder is never seen as done

@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from matrix.cli import main  # noqa: E402
+from matrix.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

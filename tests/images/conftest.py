@@ -4,11 +4,10 @@ them at any image built from images/<family>/Dockerfile (runtime and python stag
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import uuid
+from collections.abc import Iterator
 
 import pytest
-
 from lab_checks import Cell, HttpServer, docker, start_http, start_stdio
 
 

@@ -9,7 +9,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -46,7 +45,9 @@ class Cell:
         return f"python{self.python}"
 
 
-def docker(*args: str, timeout: float = 120, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def docker(
+    *args: str, timeout: float = 120, check: bool = True, input: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["docker", *args], capture_output=True, timeout=timeout, check=check, input=input)
 
 
@@ -137,7 +138,7 @@ def start_http(cell: Cell, token: str) -> HttpServer:
         if time.monotonic() > deadline:
             logs = container_log(name)
             docker("rm", "-f", name, check=False)
-            pytest.fail(f"{cell.image} did not answer over HTTP within {READY_DEADLINE:.0f}s; its log:\n{logs}")
+            pytest.fail(
+                f"{cell.image} did not answer over HTTP within {READY_DEADLINE:.0f}s; its log:\n{logs}"
+            )
         time.sleep(0.2)
-
-

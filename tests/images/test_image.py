@@ -6,7 +6,18 @@ import json
 import subprocess
 import time
 
-from lab_checks import DISCOVER, PROTOCOL, Cell, HttpServer, docker, json_messages, labels, post, start_http, unique
+from lab_checks import (
+    DISCOVER,
+    PROTOCOL,
+    Cell,
+    HttpServer,
+    docker,
+    json_messages,
+    labels,
+    post,
+    start_http,
+    unique,
+)
 
 # The standard library, and nothing else: what `importlib.metadata` lists as installed distributions.
 LIST_DISTRIBUTIONS = (
@@ -18,7 +29,9 @@ SIZE_LIMIT = 1_000_000  # bytes the server may add to its base
 
 
 def test_python_is_the_cells(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
-    version = host.check_output(f"{cell.interpreter} -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
+    version = host.check_output(
+        f"{cell.interpreter} -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"
+    )
     assert version == cell.python
 
 
@@ -29,13 +42,26 @@ def test_entrypoint_runs_the_cells_python_as_pid_1(host, cell: Cell) -> None:  #
 
 def test_mcpserver_imports_isolated(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
     # -I: no PYTHONPATH, no user site, no script directory: only the interpreter's own sys.path.
-    where = host.check_output(f"cd / && {cell.interpreter} -I -c 'import mcpserver; print(mcpserver.__file__)'")
+    where = host.check_output(
+        f"cd / && {cell.interpreter} -I -c 'import mcpserver; print(mcpserver.__file__)'"
+    )
     assert where.startswith("/opt/mcpserver/mcpserver/"), where
 
 
 def _distributions(image: str, cell: Cell) -> set[str]:
-    out = docker("run", "--rm", *labels(), "--network", "none", "--entrypoint", cell.interpreter, image,
-                 "-I", "-c", LIST_DISTRIBUTIONS).stdout
+    out = docker(
+        "run",
+        "--rm",
+        *labels(),
+        "--network",
+        "none",
+        "--entrypoint",
+        cell.interpreter,
+        image,
+        "-I",
+        "-c",
+        LIST_DISTRIBUTIONS,
+    ).stdout
     return set(json.loads(out))
 
 
@@ -50,14 +76,20 @@ def test_no_third_party_distribution(cell: Cell) -> None:
 def test_runs_as_non_root(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
     assert host.user().uid != 0
     assert host.user().name == "mcp"
-    configured = docker("image", "inspect", "--format", "{{.Config.User}}", cell.image).stdout.decode().strip()
+    configured = (
+        docker("image", "inspect", "--format", "{{.Config.User}}", cell.image).stdout.decode().strip()
+    )
     assert configured == "mcp"
 
 
 def test_stdio_discover(cell: Cell) -> None:
     line = json.dumps(DISCOVER) + "\n"
-    done = subprocess.run(["docker", "run", "-i", "--rm", *labels(), "--network", "none", cell.image],
-                          input=line.encode(), capture_output=True, timeout=60)
+    done = subprocess.run(
+        ["docker", "run", "-i", "--rm", *labels(), "--network", "none", cell.image],
+        input=line.encode(),
+        capture_output=True,
+        timeout=60,
+    )
     answers = [json.loads(x) for x in done.stdout.decode().splitlines() if x.strip()]
     assert answers, f"no answer on stdout; stderr:\n{done.stderr.decode(errors='replace')}"
     assert PROTOCOL in answers[0]["result"]["supportedVersions"]
@@ -77,9 +109,25 @@ def test_http_without_token_is_refused(http_server: HttpServer) -> None:
 
 def test_http_public_bind_without_token_refuses_to_start(cell: Cell) -> None:
     done = subprocess.run(
-        ["docker", "run", "--rm", *labels(), "--network", "none", "-e", "MCPSERVER_TOKEN=", cell.image,
-         "--http", "--host", "0.0.0.0", "--port", "3000", "/opt/mcpserver/examples/demo.py"],
-        capture_output=True, timeout=60,
+        [
+            "docker",
+            "run",
+            "--rm",
+            *labels(),
+            "--network",
+            "none",
+            "-e",
+            "MCPSERVER_TOKEN=",
+            cell.image,
+            "--http",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "3000",
+            "/opt/mcpserver/examples/demo.py",
+        ],
+        capture_output=True,
+        timeout=60,
     )
     assert done.returncode != 0
 
@@ -105,7 +153,9 @@ def test_docker_stop_ends_http_server_fast_with_0(cell: Cell) -> None:
 def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
     name = unique("stdio")
     argv = ["docker", "run", "-i", "--name", name, *labels(), "--network", "none", cell.image]
-    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as proc:
         try:
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write((json.dumps(DISCOVER) + "\n").encode())

@@ -11,9 +11,13 @@ from matrix.model import Family, PythonFrom
 
 def test_shipped_table_loads_and_covers_the_matrix() -> None:
     cells = {c.name: c for c in load_cells()}
-    debian = {c.python for c in cells.values() if c.family is Family.DEBIAN and c.python_from is PythonFrom.DISTRO}
+    debian = {
+        c.python for c in cells.values() if c.family is Family.DEBIAN and c.python_from is PythonFrom.DISTRO
+    }
     assert debian == {"3.9", "3.11", "3.13", "3.14", "3.15"}
-    official_slim = {c.python for c in cells.values() if c.family is Family.DEBIAN and c.python_from is PythonFrom.OFFICIAL}
+    official_slim = {
+        c.python for c in cells.values() if c.family is Family.DEBIAN and c.python_from is PythonFrom.OFFICIAL
+    }
     assert official_slim == {"3.10", "3.12"}
     assert {"ubuntu-22.04-py3.10", "ubuntu-24.04-py3.12"} <= set(cells)
     assert len([c for c in cells.values() if c.family is Family.UBUNTU]) >= 3
@@ -32,7 +36,14 @@ def test_every_debian_distro_cell_can_be_bootstrapped() -> None:
 
 
 def _table(**overrides: object) -> dict[str, object]:
-    cell = {"name": "c", "family": "debian", "release": "bookworm", "python": "3.11", "base": "debian:bookworm", "python_from": "distro"}
+    cell = {
+        "name": "c",
+        "family": "debian",
+        "release": "bookworm",
+        "python": "3.11",
+        "base": "debian:bookworm",
+        "python_from": "distro",
+    }
     cell.update(overrides)
     return {"schema": 1, "cell": [cell]}
 
@@ -69,5 +80,7 @@ def test_schema_is_required() -> None:
 
 def test_builder_family_fits_the_model() -> None:
     # A family whose base is made by a builder stage (the musl+busybox cell to come) needs no new field.
-    cells = parse_cells(_table(python_from="builder", bootstrap={"method": "builder", "builder_base": "debian:bookworm"}))
+    cells = parse_cells(
+        _table(python_from="builder", bootstrap={"method": "builder", "builder_base": "debian:bookworm"})
+    )
     assert cells[0].bootstrap is not None and cells[0].bootstrap.builder_base == "debian:bookworm"

@@ -65,10 +65,13 @@ def make_tree(tmp_path: Path, files: dict[str, str] | None = None, dockerfile: s
     return root
 
 
-def run_matrix(tmp_path: Path, root: Path, *args: str, results: str = "results", timeout: float = 900) -> tuple[int, str, dict[str, Any]]:
+def run_matrix(
+    tmp_path: Path, root: Path, *args: str, results: str = "results", timeout: float = 900
+) -> tuple[int, str, dict[str, Any]]:
     out = tmp_path / results
     done = subprocess.run(
-        [*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"), "--root", str(root), "--results", str(out), *args],
+        [*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"), "--root", str(root),
+         "--results", str(out), *args],
         capture_output=True, text=True, timeout=timeout, env={**os.environ, "CI": "1"},
     )  # fmt: skip
     data = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
@@ -108,8 +111,13 @@ def test_failing_suite_comes_out_failed_with_the_test_id(tmp_path: Path, engine:
 
 
 def test_broken_dockerfile_comes_out_error_with_its_log_tail(tmp_path: Path) -> None:
-    dockerfile = (LAB_ROOT / "images/debian/Dockerfile").read_text().replace(
-        "FROM ${BASE} AS python\n", "FROM ${BASE} AS python\nRUN echo 'deliberately broken build' && exit 3\n"
+    dockerfile = (
+        (LAB_ROOT / "images/debian/Dockerfile")
+        .read_text()
+        .replace(
+            "FROM ${BASE} AS python\n",
+            "FROM ${BASE} AS python\nRUN echo 'deliberately broken build' && exit 3\n",
+        )
     )
     root = make_tree(tmp_path, dockerfile=dockerfile)
     code, output, data = run_matrix(tmp_path, root, "--cell", CONTAINER_CELL, "--suite", "unit")
@@ -124,7 +132,9 @@ def test_hanging_suite_comes_out_timeout_within_the_limit(tmp_path: Path, engine
     before = lab_containers(engine)
     root = make_tree(tmp_path, {"tests/payload/test_hang.py": HANGING})
     started = time.monotonic()
-    code, output, data = run_matrix(tmp_path, root, "--cell", CONTAINER_CELL, "--suite", "payload", "--timeout", "8")
+    code, output, data = run_matrix(
+        tmp_path, root, "--cell", CONTAINER_CELL, "--suite", "payload", "--timeout", "8"
+    )
     assert code == 1, output
     payload = suite_of(cell_of(data, CONTAINER_CELL), "payload")
     assert payload["outcome"] == "timeout"
@@ -140,7 +150,8 @@ def test_interrupted_run_leaves_no_container_and_writes_what_finished(tmp_path: 
     out = tmp_path / "results"
     proc = subprocess.Popen(
         [*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"), "--root", str(root), "--results", str(out),
-         "--cell", f"{CONTAINER_CELL},fx-host-py3.11", "--suite", "unit,payload", "--timeout", "600", "--jobs", "2"],
+         "--cell", f"{CONTAINER_CELL},fx-host-py3.11", "--suite", "unit,payload", "--timeout", "600",
+         "--jobs", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "CI": "1"},
     )  # fmt: skip
     try:
@@ -172,7 +183,8 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path: Path) -> None:
     assert whole[0] == one[0] == two[0] == 0, whole[1] + one[1] + two[1]
     assert {c["cell"] for c in one[2]["cells"]}.isdisjoint({c["cell"] for c in two[2]["cells"]})
     merged = subprocess.run(
-        [*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"), "--merge", str(tmp_path / "one"), str(tmp_path / "two"),
+        [*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"),
+         "--merge", str(tmp_path / "one"), str(tmp_path / "two"),
          "--results", str(tmp_path / "merged")],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -181,7 +193,11 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path: Path) -> None:
 
     def essence(d: dict[str, Any]) -> list[tuple[Any, ...]]:
         return [
-            (c["cell"], c["outcome"], tuple((s["suite"], s["outcome"], s["tests"], s["passed"]) for s in c["suites"]))
+            (
+                c["cell"],
+                c["outcome"],
+                tuple((s["suite"], s["outcome"], s["tests"], s["passed"]) for s in c["suites"]),
+            )
             for c in d["cells"]
         ]
 
@@ -212,7 +228,9 @@ def check_report_in_chromium(results: Path) -> Path:
     Returns the path of a screenshot."""
     page = results / "report.html"
     profile = results / "chromium-profile"  # a fresh profile: nothing from earlier runs
-    dom = subprocess.run(headless("--dump-dom", page.as_uri(), profile=profile), capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        headless("--dump-dom", page.as_uri(), profile=profile), capture_output=True, text=True, timeout=120
+    )
     assert dom.returncode == 0, dom.stderr
     data = json.loads((results / "results.json").read_text())
     for cell in data["cells"]:

@@ -17,7 +17,10 @@ def test_counts_and_failing_ids() -> None:
 
 
 def test_errors_count_apart_from_failures() -> None:
-    text = '<testsuite><testcase classname="tests.http.test_x" name="test_y"><error message="fixture broke"/></testcase></testsuite>'
+    text = (
+        '<testsuite><testcase classname="tests.http.test_x" name="test_y">'
+        '<error message="fixture broke"/></testcase></testsuite>'
+    )
     counts = parse(text)
     assert (counts.failed, counts.errors) == (0, 1)
     assert counts.failures[0].test_id == "tests/http/test_x.py::test_y"

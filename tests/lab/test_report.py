@@ -12,32 +12,54 @@ from matrix import report
 from matrix.junit import merged
 from matrix.model import CellResult, Environment, Outcome, SuiteResult, TestFailure
 
-JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
+JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites>
+<testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
 <testcase classname="tests.unit.test_proto" name="test_ok" time="0.1"/>
-<testcase classname="tests.unit.test_proto.TestTools" name="test_add[2-3]" time="0.1"><failure message="assert 6 == 5">long traceback</failure></testcase>
+<testcase classname="tests.unit.test_proto.TestTools" name="test_add[2-3]" time="0.1">
+<failure message="assert 6 == 5">long traceback</failure></testcase>
 <testcase classname="tests.unit.test_proto" name="test_skip" time="0"><skipped message="later"/></testcase>
 </testsuite></testsuites>"""
 
 ENV = Environment(engine="20.10.24", kernel="6.1", commit="abc123", date="2026-11-30T00:00:00+00:00")
+FAILING_ID = "tests/unit/test_proto.py::TestTools::test_add[2-3]"
 
 
 def results() -> list[CellResult]:
+    """One cell of every outcome."""
     passed = SuiteResult(suite="unit", outcome=Outcome.PASSED, tests=31, passed=31, junit_xml="")
     failed = SuiteResult(
-        suite="unit", outcome=Outcome.FAILED, tests=3, passed=1, failed=1, skipped=1,
-        failures=(TestFailure(test_id="tests/unit/test_proto.py::TestTools::test_add[2-3]", message="assert 6 == 5", details="tb"),),
+        suite="unit",
+        outcome=Outcome.FAILED,
+        tests=3,
+        passed=1,
+        failed=1,
+        skipped=1,
+        failures=(TestFailure(test_id=FAILING_ID, message="assert 6 == 5", details="tb"),),
         junit_xml=JUNIT_ONE_FAILURE,
-    )  # fmt: skip
+    )
+    timeout = SuiteResult(
+        suite="unit", outcome=Outcome.TIMEOUT, message="did not finish within 5s", log_tail="hanging <here>"
+    )
+    not_run = SuiteResult(suite="http", outcome=Outcome.NOT_RUN)
     return [
-        CellResult(cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0,
-                   suites=(passed, SuiteResult(suite="http", outcome=Outcome.NOT_RUN))),
+        CellResult(
+            cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0, suites=(passed, not_run)
+        ),
         CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,)),
-        CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT,
-                   suites=(SuiteResult(suite="unit", outcome=Outcome.TIMEOUT, message="did not finish within 5s", log_tail="hanging <here>"),)),
-        CellResult(cell="ubuntu-24.04-py3.12", outcome=Outcome.UNAVAILABLE, message="ubuntu:24.04: not present"),
-        CellResult(cell="alpine-3.23-py3.12", outcome=Outcome.ERROR, message="docker build of the python stage failed", log_tail="E: boom"),
-        CellResult(cell="host-py3.14", outcome=Outcome.CANCELLED, message="not finished: the run was interrupted"),
-    ]  # fmt: skip
+        CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT, suites=(timeout,)),
+        CellResult(
+            cell="ubuntu-24.04-py3.12", outcome=Outcome.UNAVAILABLE, message="ubuntu:24.04: not present"
+        ),
+        CellResult(
+            cell="alpine-3.23-py3.12",
+            outcome=Outcome.ERROR,
+            message="docker build of the python stage failed",
+            log_tail="E: boom",
+        ),
+        CellResult(
+            cell="host-py3.14", outcome=Outcome.CANCELLED, message="not finished: the run was interrupted"
+        ),
+    ]
 
 
 def test_counts_read_like_31_of_31() -> None:
@@ -88,7 +110,9 @@ def test_table_lists_failures_under_it() -> None:
     assert "    unit: tests/unit/test_proto.py::TestTools::test_add[2-3]: assert 6 == 5" in table
 
 
-def test_write_reports_atomically_and_to_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_reports_atomically_and_to_step_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     written = report.write_reports(results(), ENV, tmp_path / "out")
