@@ -1,0 +1,68 @@
+"""The official Python SDK client (mcp==2.3.0, which speaks 2026-07-28) drives every example.
+
+Its default mode probes with server/discover and silently falls back to the old initialize
+handshake on any error, so each test asserts that 2026-07-28 was really negotiated.
+"""
+
+import asyncio
+import os
+import sys
+
+import pytest
+from mcptest import DEMO, GIT, MOVIES, ROOT, HttpServer
+
+mcp = pytest.importorskip("mcp", reason="the official client needs Python 3.10+ and the dev extras")
+
+EXPECTED = {
+    DEMO: ("echo", {"text": "héllo wörld"}, "héllo wörld"),
+    MOVIES: ("book_tickets", {"movie_id": "m2", "showtime": "14:00", "adults": 2, "children": 1}, '"total_cents":2250'),
+    GIT: ("git_log", {"max_count": 1}, None),
+}
+
+
+async def drive(target, example):
+    async with mcp.Client(target) as client:
+        assert client.protocol_version == "2026-07-28"
+        tools = await client.list_tools()
+        name, arguments, expected = EXPECTED[example]
+        assert name in [tool.name for tool in tools.tools]
+        result = await client.call_tool(name, arguments)
+        assert not result.is_error, result
+        text = result.content[0].text
+        if expected is not None:
+            assert expected in text
+        return client.server_info.name if client.server_info else None, text
+
+
+@pytest.mark.parametrize("example", [DEMO, MOVIES, GIT], ids=["demo", "movies", "git"])
+def test_the_official_client_drives_each_example_over_stdio(example):
+    parameters = mcp.StdioServerParameters(command=sys.executable, args=["-m", "mcpserver", example], cwd=ROOT,
+                                           env={**os.environ})
+    name, _ = asyncio.run(drive(parameters, example))
+    assert name in ("demo", "movies", "git")
+
+
+@pytest.mark.parametrize("example", [DEMO, MOVIES, GIT], ids=["demo", "movies", "git"])
+def test_the_official_client_drives_each_example_over_http(example):
+    with HttpServer(example) as server:
+        name, _ = asyncio.run(drive(f"http://127.0.0.1:{server.port}/mcp", example))
+        assert name in ("demo", "movies", "git")
+        assert server.stop() == 0
+
+
+def test_the_official_client_reads_resources_and_prompts():
+    async def session():
+        parameters = mcp.StdioServerParameters(command=sys.executable, args=["-m", "mcpserver", MOVIES],
+                                               env={**os.environ})
+        async with mcp.Client(parameters) as client:
+            assert client.protocol_version == "2026-07-28"
+            resources = await client.list_resources()
+            assert [r.uri for r in resources.resources] == ["movies://catalogue"]
+            templates = await client.list_resource_templates()
+            assert templates.resource_templates[0].uri_template == "movies://films/{movie_id}"
+            film = await client.read_resource("movies://films/m3")
+            assert "Amélie" in film.contents[0].text
+            prompt = await client.get_prompt("recommend", {"mood": "happy", "company": "friends"})
+            assert "I feel happy" in prompt.messages[0].content.text
+
+    asyncio.run(session())
