@@ -18,10 +18,13 @@ import threading
 import zipfile
 from email.parser import Parser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from packaging.markers import Marker
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
+# packaging (from the lab extra) is imported where it is used, so that --list, --github-matrix and
+# --merge run on a bare standard-library Python (as in CI's listing and merging jobs).
 
 REQUIREMENTS = ("pytest>=7",)
 MANIFEST = "mcplab-wheels.json"  # written last: a folder without it is incomplete and is remade
@@ -47,11 +50,15 @@ def target_environment(python: str) -> dict[str, str]:
 
 
 def marker_applies(marker: str | None, python: str) -> bool:
+    from packaging.markers import Marker
+
     return marker is None or Marker(marker).evaluate(target_environment(python))
 
 
 def wheel_requirements(wheel: Path) -> list[Requirement]:
     """Requires-Dist of a wheel, without the ones behind extras."""
+    from packaging.requirements import Requirement
+
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = Parser().parsestr(archive.read(name).decode("utf-8"))
@@ -59,6 +66,9 @@ def wheel_requirements(wheel: Path) -> list[Requirement]:
 
 
 def _download(requirement: str, python: str, dest: Path) -> Path:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
     before = set(dest.iterdir())
     argv = [
         sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
@@ -85,6 +95,9 @@ def _download(requirement: str, python: str, dest: Path) -> Path:
 
 def resolve_for(python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS) -> list[Path]:
     """Download the closure of `requirements` for Python `python` into dest; returns the wheels."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
     seen: set[str] = set()
     queue = list(requirements)
     wheels: list[Path] = []
