@@ -35,6 +35,14 @@ from .wheels import PytestFolders
 
 LAB_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TIMEOUT = 600.0  # seconds per suite
+KEEP_LOG_RUNS = 20  # the newest runs' log folders are kept under .cache/lab/logs
+
+
+def prune_logs(logs: Path, *, keep: int) -> None:
+    """Run ids sort by time; drop all but the newest `keep` log folders."""
+    runs = sorted(p for p in logs.iterdir() if p.is_dir())
+    for old in runs[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +71,7 @@ class Lab:
         self.logdir = options.cache / "logs" / self.run_id
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logdir.mkdir(parents=True, exist_ok=True)
+        prune_logs(self.logdir.parent, keep=KEEP_LOG_RUNS)
         self.bases = Bases(self.engine, self.workdir, self.logdir, options.cache)
         self.builder = Builder(self.engine, self.logdir, self.run_id)
         self.pytest = PytestFolders(options.cache / "pytest")
