@@ -9,6 +9,7 @@ help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
 	@echo "make lint        ruff, and mypy --strict on server/"
+	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
@@ -26,6 +27,10 @@ test: $(VENV)/.installed
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))
 test-py39:
 	$(MAKE) test PYTHON=$(PY39) VENV=.venv-py39
+
+# The official conformance suite (npm, pinned; installs Node 22 into .cache/conformance on first use).
+conformance: $(VENV)/.installed
+	$(PY) scripts/conformance.py
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check server tests matrix scripts bench

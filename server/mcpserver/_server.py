@@ -163,17 +163,20 @@ class Server:
     def tool(self, fn: Optional[F] = None, *, name: Optional[str] = None, title: Optional[str] = None,
              description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
              output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
-             icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None) -> Any:
+             icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
+             requires_client_capabilities: Optional[dict[str, Any]] = None) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
         Literal, Enum, defaults) unless `input_schema` is given; its description from the docstring.
+        A client that lacks a capability in `requires_client_capabilities` gets -32021, not a call.
         """
 
         def register(function: F) -> F:
             self.add_tool(function_tool(function, name=name, title=title, description=description,
                                         input_schema=input_schema, output_schema=output_schema,
-                                        annotations=annotations, icons=icons, meta=meta))
+                                        annotations=annotations, icons=icons, meta=meta,
+                                        requires_client_capabilities=requires_client_capabilities))
             return function
 
         return register(fn) if fn is not None else register

@@ -65,6 +65,9 @@ class Tool:
     annotations: Optional[dict[str, Any]] = None
     icons: Optional[list[dict[str, Any]]] = None
     meta: Optional[dict[str, Any]] = None
+    # Client capabilities the tool cannot work without (e.g. {"sampling": {}}); a client that did
+    # not declare them gets -32021 instead of a call (WIRE.md §3.1).
+    requires_client_capabilities: Optional[dict[str, Any]] = None
     definition: dict[str, Any] = field(init=False, repr=False, compare=False)
     header_params: tuple[HeaderParam, ...] = field(init=False, repr=False, compare=False)
 
@@ -77,6 +80,10 @@ class Tool:
             check_schema(self.output_schema, f"{where} outputSchema")
         _check_annotations(self.annotations, where)
         _check_icons(self.icons, where)
+        needed = self.requires_client_capabilities
+        if needed is not None and not (isinstance(needed, dict) and all(isinstance(v, dict) for v in needed.values())):
+            raise ConfigError(f"{where}: requires_client_capabilities must map capability names to objects, "
+                              "e.g. {\"sampling\": {}}")
         definition: dict[str, Any] = {"name": self.name}
         for key, value in (("title", self.title), ("description", self.description),
                            ("inputSchema", self.input_schema), ("outputSchema", self.output_schema),
@@ -188,7 +195,8 @@ def _header_params(schema: dict[str, Any], where: str) -> tuple[HeaderParam, ...
 def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: Optional[str] = None,
                   description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
                   output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
-                  icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None) -> Tool:
+                  icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
+                  requires_client_capabilities: Optional[dict[str, Any]] = None) -> Tool:
     """A Tool from a Python function; the schema comes from its signature unless given."""
     tool_name = name or getattr(fn, "__name__", "")
     where = f"tool {tool_name!r}"
@@ -206,7 +214,8 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
         description = description or (inspect.getdoc(fn) or None)
         handler = run
     return Tool(name=tool_name, input_schema=input_schema, handler=handler, title=title, description=description,
-                output_schema=output_schema, annotations=annotations, icons=icons, meta=meta)
+                output_schema=output_schema, annotations=annotations, icons=icons, meta=meta,
+                requires_client_capabilities=requires_client_capabilities)
 
 
 def _runner(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:

@@ -45,6 +45,7 @@ access_log = logging.getLogger("mcpserver.http.access")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # a 5 MB payload stays under it even when JSON escaping grows it 6x
 MAX_HEADER_BYTES = 32 * 1024  # all header lines together; past it, 431
+MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is skipped to keep the connection
 DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_READ_TIMEOUT = 30.0  # seconds a client may stall while sending, or sit idle on keep-alive
 DEFAULT_GRACE_SECONDS = 10.0
@@ -155,7 +156,6 @@ class McpApp:
             return _plain("400 Bad Request", "Content-Length is not a number")
         too_large = _plain("413 Content Too Large", f"The body is larger than {self.max_body_bytes} bytes")
         if length > self.max_body_bytes:
-            environ["mcpserver.unread_body"] = True
             return too_large
         stream = environ["wsgi.input"]
         body = stream.read(length) if length >= 0 else stream.read(self.max_body_bytes + 1)
@@ -199,6 +199,10 @@ class _Input:
         self._remaining = max(length, 0)
         self._deadline = deadline
         self._connection = connection
+
+    @property
+    def remaining(self) -> int:
+        return self._remaining
 
     def read(self, size: int = -1) -> bytes:
         want = self._remaining if size < 0 else min(size, self._remaining)
@@ -271,7 +275,11 @@ class _Handler(BaseHTTPRequestHandler):
             return lambda data: None
 
         body = b"".join(self.server.app(environ, start_response))
-        if environ.get("mcpserver.unread_body") or self.server.stopping.is_set():
+        unread = environ["wsgi.input"].remaining
+        if unread:  # a request refused before its body was read: skip a small body, else hang up
+            if unread > MAX_DRAIN_BYTES or len(environ["wsgi.input"].read()) < unread:
+                self.close_connection = True
+        if self.server.stopping.is_set():
             self.close_connection = True
         head = [f"HTTP/1.1 {response['status']}", f"Server: {self.server_version}"]
         head += [f"{name}: {value}" for name, value in response["headers"]]

@@ -19,6 +19,7 @@ steps do not exist; over HTTP it maps lower-case header names to values.
     data.supported and data.requested.
  7. The method exists and the server declared its capability. Else -32601 (404).
  8. The params fit the method: unknown tool or prompt, missing resource, bad cursor. Else -32602.
+    A tool that needs a client capability the request did not declare: -32021 (400).
  9. Run it. A tool's own failure is a result with isError, not an error (WIRE.md §9.4).
 Every result carries resultType; the list methods, server/discover and resources/read carry ttlMs
 and cacheScope; every result's _meta names the server unless the server was told not to.
@@ -40,6 +41,7 @@ from .errors import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
+    MissingClientCapability,
     ParseError,
     ProtocolError,
     UnsupportedVersion,
@@ -381,6 +383,12 @@ def _call_tool(server: Server, params: dict[str, Any]) -> dict[str, Any]:
     tool = server.tools.get(name)
     if tool is None:
         raise InvalidParams(f"Unknown tool: {name}")
+    if tool.requires_client_capabilities:
+        declared = params["_meta"][META_CAPABILITIES]
+        missing = {k: v for k, v in tool.requires_client_capabilities.items() if k not in declared}
+        if missing:
+            raise MissingClientCapability(f"Missing required client capability: {', '.join(missing)}",
+                                          data={"requiredCapabilities": missing})
     return tool.call(arguments)
 
 

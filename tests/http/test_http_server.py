@@ -123,7 +123,9 @@ def test_the_access_log_has_one_line_per_request_and_no_bodies(demo):
 def test_a_body_over_the_limit_is_413_and_the_server_goes_on():
     with HttpServer(DEMO, "--max-body-bytes", "10000") as server:
         status, headers, _ = server.post(call("echo", text="x" * 20_000))
-        assert status == 413 and headers.get("connection") == "close"
+        assert status == 413 and headers.get("connection") is None  # small: skipped, connection kept
+        status, headers, _ = server.post(call("echo", text="x" * 200_000))
+        assert status == 413 and headers.get("connection") == "close"  # large: not read, so hung up
         assert server.post(call("echo", text="fits"))[0] == 200
 
 
@@ -268,3 +270,17 @@ def test_the_same_app_under_gunicorn_with_two_workers(slow_target):
         process.send_signal(signal.SIGTERM)
         process.wait(20)
         process.stderr.close()
+
+
+@pytest.mark.parametrize("refusal", [{"Host": "evil.example.com"}, {"Origin": "https://evil.example.com"},
+                                     {"Content-Type": "text/plain"}, {"Accept": "text/html"}])
+def test_a_refused_request_does_not_poison_its_keep_alive_connection(demo, refusal):
+    """Refused before its body was read, the body must not be parsed as the next request (seen: 501)."""
+    connection = demo.connection()
+    try:
+        message = request("tools/list")
+        status, _, _ = demo.post(message, headers=dict(mcp_headers(message), **refusal), connection=connection)
+        assert status in (403, 406, 415)
+        assert demo.post(request("tools/list", id=2), connection=connection)[2]["id"] == 2
+    finally:
+        connection.close()

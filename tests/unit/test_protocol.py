@@ -503,3 +503,15 @@ def test_a_lone_surrogate_survives_escaped(server):
 
 def test_an_unencodable_response_becomes_an_internal_error():
     assert json.loads(encode({"jsonrpc": "2.0", "id": 3, "result": {"x": object()}}))["error"]["code"] == -32603
+
+
+def test_a_tool_needing_an_undeclared_client_capability_is_32021():
+    server = Server("needs")
+    server.tool(lambda: "sampled", name="summarise", requires_client_capabilities={"sampling": {}})
+    reply = dispatch(call("summarise"), server)
+    assert reply.status == 400
+    assert error_of(reply) == {"code": -32021, "message": "Missing required client capability: sampling",
+                               "data": {"requiredCapabilities": {"sampling": {}}}}
+    declared = dict(META, **{"io.modelcontextprotocol/clientCapabilities": {"sampling": {}}})
+    assert handle(request("tools/call", meta=declared, name="summarise"), server)["result"]["content"][0]["text"] \
+        == "sampled"
