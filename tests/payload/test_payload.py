@@ -1,0 +1,163 @@
+"""Large payloads arrive intact through every path, on every platform (issue: MAX_ARG_STRLEN).
+
+Linux refuses any single argv or environment string over 128 KiB with E2BIG; other systems do not,
+so a tool passing data through argv works on a laptop and dies in production. These tests move
+500 KB and 5 MB texts through every path the server has and check each by sha256 and length; the
+canaries prove the limit this suite guards is really there.
+"""
+
+import errno
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from mcptest import HttpServer, StdioServer, call, line, mcp_headers, request
+from payloads import SHAPES, SIZES, fingerprint, payload
+
+from mcpserver import ConfigError, Server
+
+TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "payload_server.py")
+CASES = [(shape, size) for size in SIZES for shape in SHAPES]
+IDS = [f"{shape}-{size}" for shape, size in CASES]
+ON_LINUX = sys.platform.startswith("linux")
+
+
+@pytest.fixture(scope="module")
+def stdio():
+    with StdioServer(TARGET) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def http():
+    with HttpServer(TARGET) as server:
+        yield server
+
+
+def text_of(response):
+    assert "result" in response, str(response)[:500]
+    result = response["result"]
+    assert not result.get("isError"), result["content"][0]["text"][:500]
+    return result["content"][0]["text"]
+
+
+def test_the_payloads_are_what_they_claim():
+    for shape, size in CASES:
+        text = payload(shape, SIZES[size])
+        characters, data_bytes, _ = fingerprint(text)
+        assert data_bytes == SIZES[size]
+        assert (characters == data_bytes) == (shape != "utf8")
+    assert any(ord(c) > 0xFFFF for c in payload("utf8", 1000))
+    assert set("\n\t\"\\\x00\x1f\x7f") <= set(payload("escapes", 1000))
+
+
+@pytest.mark.parametrize("shape, size", CASES, ids=IDS)
+def test_stdio_argument_echoed_back(stdio, shape, size):
+    text = payload(shape, SIZES[size])
+    assert fingerprint(text_of(stdio.ask(call("echo", text=text)))) == fingerprint(text)
+
+
+@pytest.mark.parametrize("shape, size", CASES, ids=IDS)
+def test_stdio_tool_result(stdio, shape, size):
+    expected = payload(shape, SIZES[size])
+    answer = text_of(stdio.ask(call("produce", shape=shape, size=SIZES[size])))
+    assert fingerprint(answer) == fingerprint(expected)
+
+
+@pytest.mark.parametrize("shape, size", CASES, ids=IDS)
+def test_http_request_body_and_response(http, shape, size):
+    text = payload(shape, SIZES[size])
+    status, _, body = http.post(call("echo", text=text))
+    assert status == 200 and fingerprint(text_of(body)) == fingerprint(text)
+    status, _, body = http.post(call("produce", shape=shape, size=SIZES[size]))
+    assert status == 200 and fingerprint(text_of(body)) == fingerprint(text)
+
+
+@pytest.mark.parametrize("shape, size", CASES, ids=IDS)
+def test_command_tool_gets_it_on_stdin_and_returns_it_on_stdout(stdio, shape, size):
+    text = payload(shape, SIZES[size])
+    characters, data_bytes, digest = fingerprint(text)
+    assert fingerprint(text_of(stdio.ask(call("cat_text", text=text)))) == (characters, data_bytes, digest)
+    assert text_of(stdio.ask(call("count_bytes", text=text))).split()[0] == str(data_bytes)
+    assert text_of(stdio.ask(call("hash_text", text=text))).split()[0] == digest
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_command_tool_gets_the_whole_arguments_object_as_json(stdio, shape):
+    text = payload(shape, SIZES["500KB"])
+    echoed = json.loads(text_of(stdio.ask(call("cat_json", text=text))))
+    assert fingerprint(echoed["text"]) == fingerprint(text)
+
+
+def test_python_and_command_tools_both_return_5mb_over_http(http):
+    text = payload("utf8", SIZES["5MB"])
+    status, _, body = http.post(call("produce", shape="utf8", size=SIZES["5MB"]))
+    assert status == 200 and fingerprint(text_of(body)) == fingerprint(text)
+    status, _, body = http.post(call("cat_text", text=text))
+    assert status == 200 and fingerprint(text_of(body)) == fingerprint(text)
+
+
+def test_5mb_each_way_on_one_keep_alive_connection(http):
+    connection = http.connection()
+    try:
+        for i, shape in enumerate(SHAPES):
+            text = payload(shape, SIZES["5MB"])
+            _, _, body = http.post(call("echo", id=i, text=text), connection=connection)
+            assert body["id"] == i and fingerprint(text_of(body)) == fingerprint(text)
+    finally:
+        connection.close()
+
+
+# --- the canaries: the limit this suite guards against must really exist -----------------------
+
+
+@pytest.mark.skipif(not ON_LINUX, reason="MAX_ARG_STRLEN (128 KiB per argv/env string) is a Linux limit")
+def test_canary_a_500kb_argv_entry_fails_with_e2big():
+    with pytest.raises(OSError) as caught:
+        subprocess.run([sys.executable, "-c", "pass", "x" * 500_000], check=False)
+    assert caught.value.errno == errno.E2BIG
+
+
+@pytest.mark.skipif(not ON_LINUX, reason="MAX_ARG_STRLEN (128 KiB per argv/env string) is a Linux limit")
+def test_canary_a_500kb_environment_variable_fails_with_e2big():
+    with pytest.raises(OSError) as caught:
+        subprocess.run([sys.executable, "-c", "pass"], env=dict(os.environ, BIG="x" * 500_000), check=False)
+    assert caught.value.errno == errno.E2BIG
+
+
+@pytest.mark.skipif(not ON_LINUX, reason="MAX_ARG_STRLEN (128 KiB per argv/env string) is a Linux limit")
+def test_canary_the_limit_is_per_string_not_in_total():
+    """Four 100 KB entries (400 KB in all) start fine: it is the single-string cap that bites."""
+    done = subprocess.run([sys.executable, "-c", "import sys; print(len(sys.argv))", *["y" * 100_000] * 4],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "5"
+
+
+# --- the guard in the code: unbounded request values never reach argv or the environment --------
+
+
+@pytest.mark.parametrize("command, env", [(["echo", "{text}"], None), (["echo", "--data={text}"], None),
+                                          (["env"], {"DATA": "{text}"})])
+def test_a_command_tool_cannot_be_configured_to_put_unbounded_text_in_argv(command, env):
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    with pytest.raises(ConfigError, match="unbounded; Linux refuses a single argv/env string over 128 KiB"):
+        Server("guarded").command("leaky", command, input_schema=schema, env=env)
+
+
+def test_a_manifest_that_would_leak_refuses_to_start(tmp_path):
+    manifest = tmp_path / "leaky.json"
+    manifest.write_text(json.dumps({"name": "leaky", "tools": [{
+        "name": "leaky", "command": ["echo", "{text}"],
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]}))
+    done = subprocess.run([sys.executable, "-m", "mcpserver", str(manifest)], input=line(request("tools/list")),
+                          capture_output=True, timeout=30)
+    assert done.returncode == 1 and done.stdout == b""
+    assert b"argument 'text' would go into argv or the environment unbounded" in done.stderr
+
+
+def test_http_headers_for_large_calls_stay_small(http):
+    """Only the tool name travels in a header; the payload stays in the body."""
+    headers = mcp_headers(call("echo", text=payload("ascii", SIZES["500KB"])))
+    assert sum(len(k) + len(v) for k, v in headers.items()) < 300
