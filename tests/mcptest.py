@@ -172,7 +172,8 @@ class HttpServer:
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def post(self, message: Any = None, *, headers: Optional[dict[str, str]] = None, body: Optional[bytes] = None,
-             method: str = "POST", path: Optional[str] = None, connection: Any = None) -> tuple[int, dict[str, str], Any]:
+             method: str = "POST", path: Optional[str] = None,
+             connection: Any = None) -> tuple[int, dict[str, str], Any]:
         """One request; returns (status, headers with lower-case names, decoded JSON body or raw bytes)."""
         own = connection is None
         connection = connection or self.connection()

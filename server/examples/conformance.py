@@ -9,9 +9,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from demo import server as demo  # noqa: E402
-
-from mcpserver import Server  # noqa: E402
+from demo import server as demo
+from mcpserver import Server
 
 server = Server("demo-conformance", demo.version, instructions=demo.instructions)
 for tool in demo.tools.values():

@@ -130,9 +130,10 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
                     check_template(sub, frozenset({condition}))
             else:
                 check_template(item, frozenset())
-        program = spec.command[0]
-        if not isinstance(program, str) or _placeholders(program, where):
+        first = spec.command[0]
+        if not isinstance(first, str) or _placeholders(first, where):
             raise ConfigError(f"{where}: the program (argv[0]) must be fixed text")
+        program = first
     for variable, template in spec.env.items():
         check_template(template, frozenset())
         if variable == TOKEN_ENVIRONMENT:
@@ -328,10 +329,10 @@ def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    for stream in (process.stdin, process.stdout, process.stderr):
-        if stream is not None and not stream.closed:
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None and not pipe.closed:
             try:
-                stream.close()
+                pipe.close()
             except OSError:
                 pass
     returncode = process.wait()
@@ -349,8 +350,8 @@ def command_tool(name: str, command: Union[list[ArgvItem], str], *, input_schema
     schema = input_schema if input_schema is not None else {"type": "object", "additionalProperties": False}
     spec = CommandSpec(command=command if isinstance(command, str) else tuple(command), stdin=stdin,
                        timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-                       max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES if max_output_bytes is None else max_output_bytes, cwd=cwd, env=dict(env or {}),
-                       shell=shell, output=output)
+                       max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES if max_output_bytes is None else max_output_bytes,
+                       cwd=cwd, env=dict(env or {}), shell=shell, output=output)
     if not isinstance(schema, dict):
         raise ConfigError(f"command tool {name!r}: inputSchema must be an object")
     _check_spec(name, spec, schema, base_dir)

@@ -306,9 +306,8 @@ def validate(value: Any, schema: Any, *, path: str = "") -> list[str]:
 
 def check_schema(schema: Any, where: str, *, root_object: bool = False) -> None:
     """Refuse a schema the validator cannot honour; raise ConfigError naming `where`."""
-    if root_object:
-        if not isinstance(schema, dict) or schema.get("type") != "object":
-            raise ConfigError(f"{where}: an inputSchema must be a JSON object with \"type\": \"object\"")
+    if root_object and (not isinstance(schema, dict) or schema.get("type") != "object"):
+        raise ConfigError(f"{where}: an inputSchema must be a JSON object with \"type\": \"object\"")
     dialect = schema.get("$schema") if isinstance(schema, dict) else None
     if dialect is not None and str(dialect).rstrip("#") not in _DIALECTS:
         raise ConfigError(f"{where}: unsupported JSON Schema dialect {dialect!r}; use 2020-12 or draft-07")
@@ -483,11 +482,11 @@ class _UnionOperator(ast.NodeTransformer):
 def _evaluate(source: str, namespace: dict[str, Any]) -> Any:
     """Evaluate one string annotation; on 3.9 `X | Y` (at any depth) becomes Union[X, Y]."""
     try:
-        return eval(source, namespace)  # noqa: S307 - the tool author's own annotation text
+        return eval(source, namespace)
     except TypeError:
         tree = _UnionOperator().visit(ast.parse(source, mode="eval"))
         code = compile(ast.fix_missing_locations(tree), "<annotation>", "eval")
-        return eval(code, {**namespace, "__Union__": Union})  # noqa: S307
+        return eval(code, {**namespace, "__Union__": Union})
 
 
 def resolve_annotations(fn: Callable[..., Any], where: str) -> dict[str, Any]:

@@ -198,9 +198,10 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
                   icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
                   requires_client_capabilities: Optional[dict[str, Any]] = None) -> Tool:
     """A Tool from a Python function; the schema comes from its signature unless given."""
-    tool_name = name or getattr(fn, "__name__", "")
+    tool_name = name or str(getattr(fn, "__name__", ""))
     where = f"tool {tool_name!r}"
     run = _runner(fn)
+    handler: Callable[[dict[str, Any]], Any]
     if input_schema is None:
         derived = schema_from_function(fn, where)
         input_schema = derived.input_schema
@@ -231,7 +232,7 @@ def _check_signature_accepts(fn: Callable[..., Any], schema: dict[str, Any], whe
     parameters = inspect.signature(fn).parameters
     if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
         return
-    properties = set((schema.get("properties") or {}))
+    properties = set(schema.get("properties") or {})
     unknown = sorted(properties - set(parameters))
     if unknown:
         raise ConfigError(f"{where}: inputSchema property {unknown[0]!r} is not a parameter of {fn.__name__}()")

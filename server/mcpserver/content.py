@@ -16,7 +16,8 @@ class ContentBlock(dict):  # type: ignore[type-arg]
     """One content block in wire form. The type marks it as content, not structured data."""
 
 
-def _block(fields: dict[str, Any], annotations: Optional[dict[str, Any]], meta: Optional[dict[str, Any]]) -> ContentBlock:
+def _block(fields: dict[str, Any], annotations: Optional[dict[str, Any]],
+           meta: Optional[dict[str, Any]]) -> ContentBlock:
     block = ContentBlock(fields)
     if annotations:
         block["annotations"] = annotations

@@ -139,9 +139,9 @@ class McpApp:
         body_or_error = self._read_body(environ)
         if isinstance(body_or_error, tuple):
             return body_or_error
-        headers = {key[5:].lower().replace("_", "-"): value for key, value in environ.items()
-                   if key.startswith("HTTP_")}
-        reply = protocol.dispatch_bytes(body_or_error, self.server, headers)
+        mirrored = {key[5:].lower().replace("_", "-"): value for key, value in environ.items()
+                    if key.startswith("HTTP_")}
+        reply = protocol.dispatch_bytes(body_or_error, self.server, mirrored)
         if reply.response is None:
             return "202 Accepted", [("Content-Type", "text/plain"), ("Content-Length", "0")], b""
         data = protocol.encode(reply.response)
@@ -252,14 +252,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _run_app(self) -> None:
         path, _, query = self.path.partition("?")
-        length = self.headers.get("Content-Length")
+        length = self.headers.get("Content-Length") or ""
         environ: dict[str, Any] = {
             "REQUEST_METHOD": self.command, "SCRIPT_NAME": "", "PATH_INFO": unquote(path, "latin-1"),
             "QUERY_STRING": query, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": length or "", "SERVER_NAME": self.server.server_name,
+            "CONTENT_LENGTH": length, "SERVER_NAME": self.server.server_name,
             "SERVER_PORT": str(self.server.server_port), "SERVER_PROTOCOL": self.request_version,
             "REMOTE_ADDR": self.client_address[0], "wsgi.version": (1, 0), "wsgi.url_scheme": "http",
-            "wsgi.input": _Input(self.rfile, int(length) if (length or "").isdigit() else 0,
+            "wsgi.input": _Input(self.rfile, int(length) if length.isdigit() else 0,
                                  time.monotonic() + self.server.read_timeout, self.connection),
             "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False,
             "wsgi.run_once": False,
@@ -276,9 +276,9 @@ class _Handler(BaseHTTPRequestHandler):
 
         body = b"".join(self.server.app(environ, start_response))
         unread = environ["wsgi.input"].remaining
-        if unread:  # a request refused before its body was read: skip a small body, else hang up
-            if unread > MAX_DRAIN_BYTES or len(environ["wsgi.input"].read()) < unread:
-                self.close_connection = True
+        # A request refused before its body was read: skip a small body, else hang up.
+        if unread and (unread > MAX_DRAIN_BYTES or len(environ["wsgi.input"].read()) < unread):
+            self.close_connection = True
         if self.server.stopping.is_set():
             self.close_connection = True
         head = [f"HTTP/1.1 {response['status']}", f"Server: {self.server_version}"]
@@ -387,8 +387,8 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
         httpd = _Server((host, port), app, max_connections=max_connections, read_timeout=read_timeout)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    bound_host, bound_port = httpd.server_address[:2]
-    shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
+    bound_host, bound_port = str(httpd.server_address[0]), int(httpd.server_address[1])
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     auth = ("bearer token required" if token else
             "WARNING: no authentication (--insecure-no-auth)" if not loopback else "loopback only, no token")
     print(f"mcpserver: serving {server.name} {server.version} at http://{shown}:{bound_port}{path} ({auth})",

@@ -62,7 +62,7 @@ def _protocol_stream() -> BinaryIO:
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
-    sys.stdout = _LogWriter(logging.getLogger("mcpserver.tool.stdout"))  # type: ignore[assignment]
+    sys.stdout = _LogWriter(logging.getLogger("mcpserver.tool.stdout"))
     return os.fdopen(protocol_fd, "wb", buffering=1024 * 1024)
 
 

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from mcptest import DEMO, GIT, MOVIES, META, ROOT, HttpServer, StdioServer, call, mcp_headers, request
+from mcptest import DEMO, GIT, META, MOVIES, ROOT, HttpServer, StdioServer, call, mcp_headers, request
 
 jsonschema = pytest.importorskip("jsonschema")
 

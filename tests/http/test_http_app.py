@@ -7,10 +7,9 @@ from wsgiref.util import setup_testing_defaults
 from wsgiref.validate import validator
 
 import pytest
-from mcptest import META, VERSION, call, mcp_headers, request
-
 from mcpserver import Server
 from mcpserver.http import McpApp
+from mcptest import META, call, mcp_headers, request
 
 
 @pytest.fixture
@@ -110,9 +109,11 @@ def test_a_body_over_the_limit_is_413(server):
 
 
 @pytest.mark.parametrize("body, code", [(b"{oops", -32700), (b"\xff", -32700), (b"[]", -32600),
-                                        (b'{"jsonrpc":"2.0","id":1}', -32600), (b'{"jsonrpc":"2.0","id":1,"result":{}}', -32600)])
+                                        (b'{"jsonrpc":"2.0","id":1}', -32600),
+                                        (b'{"jsonrpc":"2.0","id":1,"result":{}}', -32600)])
 def test_parse_and_envelope_errors_are_400_without_id(app, body, code):
-    status, _, answer = send(app, body=body, headers=mcp_headers({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    headers = mcp_headers({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    status, _, answer = send(app, body=body, headers=headers)
     assert status == 400 and answer["error"]["code"] == code
 
 
@@ -136,7 +137,8 @@ def test_a_missing_header_is_400_and_32020(app, drop):
 
 
 def test_header_names_are_case_insensitive(app):
-    headers = {k.upper() if k.startswith("Mcp") else k.lower(): v for k, v in mcp_headers(call("echo", text="x")).items()}
+    sent = mcp_headers(call("echo", text="x"))
+    headers = {k.upper() if k.startswith("Mcp") else k.lower(): v for k, v in sent.items()}
     assert send(app, call("echo", text="x"), headers=headers)[0] == 200
 
 

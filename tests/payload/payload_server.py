@@ -10,9 +10,8 @@ from typing import Literal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from payloads import payload as make_payload  # noqa: E402
-
-from mcpserver import Server  # noqa: E402
+from mcpserver import Server
+from payloads import payload as make_payload
 
 server = Server("payload", "1.0.0")
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"],

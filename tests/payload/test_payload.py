@@ -13,10 +13,9 @@ import subprocess
 import sys
 
 import pytest
+from mcpserver import ConfigError, Server
 from mcptest import HttpServer, StdioServer, call, line, mcp_headers, request
 from payloads import SHAPES, SIZES, fingerprint, payload
-
-from mcpserver import ConfigError, Server
 
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "payload_server.py")
 CASES = [(shape, size) for size in SIZES for shape in SHAPES]

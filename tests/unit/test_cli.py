@@ -5,9 +5,8 @@ import sys
 import textwrap
 
 import pytest
-from mcptest import DEMO, EXAMPLES, GIT, MOVIES, line, request, responses, server_command
-
 from mcpserver import __version__
+from mcptest import DEMO, EXAMPLES, GIT, MOVIES, line, request, responses, server_command
 
 
 def cli(*args, cwd=None, timeout=30):
@@ -53,7 +52,8 @@ def write(tmp_path, name, source):
     ("from mcpserver import Server\na = Server('a')\nb = Server('b')\n", "defines several servers"),
     ("import no_such_module_here\n", "No module named 'no_such_module_here'"),
     ("def broken(:\n", "SyntaxError"),
-    ("from mcpserver import Server\ns = Server('s')\ns.tool(lambda: '', name='bad name')\n", "invalid tool name 'bad name'"),
+    ("from mcpserver import Server\ns = Server('s')\ns.tool(lambda: '', name='bad name')\n",
+     "invalid tool name 'bad name'"),
     ("from mcpserver import Server\ns = Server('s')\ns.command('gone', ['no-such-program-x'])\n",
      "program 'no-such-program-x' is not on PATH"),
 ])

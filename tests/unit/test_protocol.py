@@ -5,10 +5,9 @@ import json
 import logging
 
 import pytest
-from mcptest import META, VERSION, call, request
-
 from mcpserver import Server, ToolError, ToolResult, content
 from mcpserver.protocol import dispatch, dispatch_bytes, encode, handle
+from mcptest import META, VERSION, call, request
 
 HEADERS = {"mcp-protocol-version": VERSION}
 
@@ -144,7 +143,8 @@ def test_retired_methods_are_32601_and_name_the_supported_version(server, method
 
 def test_legacy_initialize_without_meta_learns_the_supported_versions(server):
     message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-               "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}}
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "old", "version": "1"}}}
     error = handle(message, server)["error"]
     assert error["code"] == -32602
     assert error["data"] == {"supported": [VERSION]}
@@ -389,9 +389,11 @@ def test_none_is_empty_content(returns):
 
 
 def test_content_blocks_pass_as_they_are(returns):
-    assert result_of(returns, "picture") == {"content": [{"type": "image", "data": "iVBORw==", "mimeType": "image/png"}]}
+    picture = {"type": "image", "data": "iVBORw==", "mimeType": "image/png"}
+    assert result_of(returns, "picture") == {"content": [picture]}
     blocks = result_of(returns, "blocks")["content"]
-    assert blocks[1] == {"type": "resource", "resource": {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "A"}}
+    embedded = {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "A"}
+    assert blocks[1] == {"type": "resource", "resource": embedded}
 
 
 def test_tool_result_gives_full_control(returns):

@@ -6,7 +6,6 @@ from typing import Any, Optional
 import pytest
 import signatures_future
 import signatures_plain
-
 from mcpserver import ConfigError, Server
 from mcpserver._schema import check_schema, parse_docstring, schema_from_function, validate
 
@@ -76,7 +75,8 @@ def test_arguments_are_converted_to_the_annotated_types():
         seen.update(n=n, colour=colour, m=m)
         return "ok"
 
-    assert server.tools["f"].call({"n": 3.0, "colour": "green", "m": 2.0}) == {"content": [{"type": "text", "text": "ok"}]}
+    result = server.tools["f"].call({"n": 3.0, "colour": "green", "m": 2.0})
+    assert result == {"content": [{"type": "text", "text": "ok"}]}
     assert seen == {"n": 3, "colour": signatures_plain.Colour.GREEN, "m": 2}
     assert type(seen["n"]) is int and type(seen["m"]) is int
 

@@ -10,9 +10,8 @@ import textwrap
 import time
 
 import pytest
-from mcptest import DEMO, MOVIES, StdioServer, call, line, request, responses, run_once, server_command
-
 from mcpserver import Server, stdio
+from mcptest import DEMO, MOVIES, StdioServer, call, line, request, responses, run_once, server_command
 
 
 @pytest.fixture
@@ -156,7 +155,8 @@ def test_a_closed_stdout_ends_the_server_quietly():
 def test_an_oversized_line_is_refused_and_the_next_one_served(monkeypatch):
     monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 1000)
     server = Server("small")
-    server.tool(lambda text: text, name="echo", input_schema={"type": "object", "properties": {"text": {}}, "required": ["text"]})
+    schema = {"type": "object", "properties": {"text": {}}, "required": ["text"]}
+    server.tool(lambda text: text, name="echo", input_schema=schema)
     out = io.BytesIO()
     data = line(call("echo", text="x" * 5000)) + line(call("echo", id=2, text="fits"))
     assert stdio.serve_stdio(server, io.BytesIO(data), out) == 0

@@ -5,10 +5,9 @@ import os
 import time
 
 import pytest
-from mcptest import GIT, ROOT, call
-
 from mcpserver import ConfigError, Server
 from mcpserver.protocol import handle
+from mcptest import GIT, ROOT, call
 
 TEXT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
