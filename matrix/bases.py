@@ -64,9 +64,7 @@ def bootstrap_tag(cell: Cell, mirror: str) -> str:
     """mcplab/base:<family>-<suite or release>-<hash of the inputs>."""
     boot = cell.bootstrap
     assert boot is not None
-    inputs = "\0".join(
-        (BOOTSTRAP_VERSION, boot.method, boot.suite, boot.release, mirror, boot.keyring, boot.script)
-    )
+    inputs = "\0".join((BOOTSTRAP_VERSION, boot.method, boot.suite, boot.release, mirror, boot.keyring, boot.script))
     digest = hashlib.sha256(inputs.encode()).hexdigest()[:12]
     return f"{BASE_REPO}:{cell.family.value}-{boot.suite or boot.release}-{digest}"
 
@@ -126,14 +124,10 @@ def plan_base(cell: Cell, facts: BaseFacts) -> tuple[BaseStep, ...]:
     elif boot.method == "apk":
         if mirror:
             steps.append(
-                BaseStep(
-                    action="apk", image=tag, source=mirror, reason=f"apk.static from {mirror}", bootstrap=boot
-                )
+                BaseStep(action="apk", image=tag, source=mirror, reason=f"apk.static from {mirror}", bootstrap=boot)
             )
         else:
-            reasons.append(
-                f"no Alpine mirror configured (set {boot.mirror_env} to bootstrap it with apk.static)"
-            )
+            reasons.append(f"no Alpine mirror configured (set {boot.mirror_env} to bootstrap it with apk.static)")
     elif boot.method == "builder":
         # The family's Dockerfile builds the interpreter itself on top of another base (e.g. musl on a
         # Debian builder); that base is planned as its own cell's base.
@@ -198,9 +192,7 @@ def gather_facts(engine: Engine, cells: tuple[Cell, ...], env: Mapping[str, str]
     missing = sorted(c.base for c in cells if c.family.in_container and c.base not in present)
     registry = probe_registry(engine, env, missing[0]) if missing else ""
     keyrings = frozenset(
-        c.bootstrap.keyring
-        for c in cells
-        if c.bootstrap and c.bootstrap.keyring and Path(c.bootstrap.keyring).exists()
+        c.bootstrap.keyring for c in cells if c.bootstrap and c.bootstrap.keyring and Path(c.bootstrap.keyring).exists()
     )
     return BaseFacts(
         engine="",

@@ -74,25 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fail-fast", action="store_true", help="stop at the first cell that does not pass")
     run.add_argument("--keep", action="store_true", help="leave a failed suite's container for debugging")
     run.add_argument("--strict", action="store_true", help="also fail when a cell is unavailable")
+    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per suite (default %(default)s)")
     run.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per suite (default %(default)s)"
+        "--no-cache",
+        action="store_true",
+        help="run every suite, even one that passed before with exactly the same inputs",
     )
-    run.add_argument(
-        "--merge", nargs="+", metavar="DIR", help="join the results.json of shards into one report"
-    )
+    run.add_argument("--merge", nargs="+", metavar="DIR", help="join the results.json of shards into one report")
     paths = p.add_argument_group("paths (for tests and odd layouts)")
-    paths.add_argument(
-        "--cells", type=Path, default=CELLS_TOML, help="the cell table (default matrix/cells.toml)"
-    )
-    paths.add_argument(
-        "--root", type=Path, default=LAB_ROOT, help="source tree with server/, tests/, images/"
-    )
-    paths.add_argument(
-        "--cache", type=Path, default=Path(os.environ.get("LAB_CACHE", LAB_ROOT / ".cache" / "lab"))
-    )
-    paths.add_argument(
-        "--results", type=Path, default=LAB_ROOT / "matrix" / "results", help="where reports go"
-    )
+    paths.add_argument("--cells", type=Path, default=CELLS_TOML, help="the cell table (default matrix/cells.toml)")
+    paths.add_argument("--root", type=Path, default=LAB_ROOT, help="source tree with server/, tests/, images/")
+    paths.add_argument("--cache", type=Path, default=Path(os.environ.get("LAB_CACHE", LAB_ROOT / ".cache" / "lab")))
+    paths.add_argument("--results", type=Path, default=LAB_ROOT / "matrix" / "results", help="where reports go")
     return p
 
 
@@ -142,6 +135,7 @@ def _main(argv: list[str]) -> int:
         cache=args.cache.resolve(),
         results=args.results.resolve(),
         shard=which,
+        use_cache=not args.no_cache,
     )
     return _run(chosen, options)
 
@@ -228,9 +222,7 @@ def _merge(args: argparse.Namespace) -> int:
         date=first.date,
         host=first.host,
         shard=f"merged {len(envs)} shards",
-        extra={
-            f"shard {e.shard or i + 1}": f"{e.host}, engine {e.engine}, {e.date}" for i, e in enumerate(envs)
-        },
+        extra={f"shard {e.shard or i + 1}": f"{e.host}, engine {e.engine}, {e.date}" for i, e in enumerate(envs)},
     )
     report.write_reports(merged, environ, args.results.resolve(), suites=suites)
     print(report.to_table(merged, suites=suites), end="")

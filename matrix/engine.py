@@ -110,9 +110,7 @@ class Engine:
     def run_bytes(self, args: Sequence[str], *, timeout: float | None = None) -> bytes:
         """stdout of `docker ARGS` as bytes (e.g. the tar that `docker cp SRC -` writes); b'' on failure."""
         try:
-            done = subprocess.run(
-                [self.docker, *args], capture_output=True, timeout=timeout, start_new_session=True
-            )
+            done = subprocess.run([self.docker, *args], capture_output=True, timeout=timeout, start_new_session=True)
         except subprocess.TimeoutExpired:
             return b""
         return done.stdout if done.returncode == 0 else b""

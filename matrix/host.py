@@ -30,9 +30,7 @@ def candidates(python: str, env: Mapping[str, str]) -> list[str]:
             return (int(tail[0]) if tail[0].isdigit() else -1,)
 
         dirs = sorted(versions.glob(f"{python}.*"), key=patch, reverse=True)
-        found += [
-            str(d / "bin" / f"python{python}") for d in dirs if (d / "bin" / f"python{python}").exists()
-        ]
+        found += [str(d / "bin" / f"python{python}") for d in dirs if (d / "bin" / f"python{python}").exists()]
     return found
 
 
@@ -42,9 +40,7 @@ def find_interpreter(python: str, env: Mapping[str, str] | None = None) -> str:
     env = dict(os.environ) if env is None else dict(env)
     for candidate in candidates(python, env):
         try:
-            done = subprocess.run(
-                [candidate, "-c", PROBE], capture_output=True, text=True, timeout=30, env=env
-            )
+            done = subprocess.run([candidate, "-c", PROBE], capture_output=True, text=True, timeout=30, env=env)
         except (OSError, subprocess.TimeoutExpired):
             continue
         lines = done.stdout.split()

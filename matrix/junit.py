@@ -88,9 +88,7 @@ def merged(results: Sequence[CellResult]) -> bytes:
             if skipped:
                 ET.SubElement(case, "skipped", message=f"{result.outcome.value}: {result.message}")
             else:
-                ET.SubElement(
-                    case, "error", message=f"{result.outcome.value}: {result.message}"
-                ).text = result.log_tail
+                ET.SubElement(case, "error", message=f"{result.outcome.value}: {result.message}").text = result.log_tail
             continue
         for suite in suites:
             if suite.outcome is Outcome.NOT_RUN:
@@ -113,9 +111,7 @@ def merged(results: Sequence[CellResult]) -> bytes:
                 ET.SubElement(case, "skipped", message=f"{suite.outcome.value}: {suite.message}")
             else:
                 element.set("errors", "1")
-                ET.SubElement(
-                    case, "error", message=f"{suite.outcome.value}: {suite.message}"
-                ).text = suite.log_tail
+                ET.SubElement(case, "error", message=f"{suite.outcome.value}: {suite.message}").text = suite.log_tail
     ET.indent(out)
     data: bytes = ET.tostring(out, encoding="utf-8", xml_declaration=True)
     return data

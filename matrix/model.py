@@ -116,13 +116,16 @@ class SuiteResult:
     message: str = ""  # why, for error/timeout/unavailable/cancelled
     log_tail: str = ""
     junit_xml: str = ""  # the suite's own JUnit XML, kept to merge into junit.xml
+    cached: bool = False  # an identical run (same image or interpreter, code, suite) passed before
 
     @property
     def counts(self) -> str:
         """ "31/31", or "30/31 (1 skipped)": passed over tests that ran."""
         ran = self.tests - self.skipped
         text = f"{self.passed}/{ran}"
-        return f"{text} ({self.skipped} skipped)" if self.skipped else text
+        notes = [f"{self.skipped} skipped"] if self.skipped else []
+        notes += ["cached"] if self.cached else []
+        return f"{text} ({', '.join(notes)})" if notes else text
 
 
 @dataclass(frozen=True, kw_only=True)

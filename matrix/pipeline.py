@@ -27,6 +27,7 @@ from . import host as hostcells
 from .bases import Bases, BaseStep, gather_facts, plan_base
 from .build import Builder, BuildFailure, plan_build
 from .engine import RUN_LABEL, Engine, tail
+from .memo import SuiteMemo, files_digest, memo_key
 from .model import Cell, CellResult, Environment, Family, Outcome, SuiteResult
 from .plan import Selection, Shard, cell_outcome, should_stop
 from .progress import Progress
@@ -57,6 +58,7 @@ class Options:
     cache: Path = LAB_ROOT / ".cache" / "lab"
     results: Path = LAB_ROOT / "matrix" / "results"
     shard: Shard | None = None
+    use_cache: bool = True  # report an identical earlier pass instead of running the suite again
 
 
 class Lab:
@@ -75,10 +77,20 @@ class Lab:
         self.bases = Bases(self.engine, self.workdir, self.logdir, options.cache)
         self.builder = Builder(self.engine, self.logdir, self.run_id)
         self.pytest = PytestFolders(options.cache / "pytest")
+        self.memo = SuiteMemo(options.cache / "passed", enabled=options.use_cache)
         self.stop = threading.Event()
         self.stop_reason = ""
         self.kept: list[str] = []
         self._lock = threading.Lock()
+
+    def remembered(self, key: str, run: Callable[[], SuiteResult]) -> SuiteResult:
+        """An identical earlier pass (see memo.py), or run the suite and remember it if it passes."""
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        result = run()
+        self.memo.put(key, result)
+        return result
 
     def request_stop(self, reason: str) -> None:
         with self._lock:
@@ -129,9 +141,7 @@ def environment(engine: Engine, root: Path, shard: Shard | None) -> Environment:
 # --- availability (for --list, and the first step of a run) -------------------------------------------
 
 
-def base_plans(
-    cells: Sequence[Cell], engine: Engine, env: Mapping[str, str]
-) -> dict[str, tuple[BaseStep, ...]]:
+def base_plans(cells: Sequence[Cell], engine: Engine, env: Mapping[str, str]) -> dict[str, tuple[BaseStep, ...]]:
     containers = tuple(c for c in cells if c.family.in_container)
     if not containers:
         return {}
@@ -139,9 +149,7 @@ def base_plans(
     return {c.name: plan_base(c, facts) for c in containers}
 
 
-def availability(
-    cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Mapping[str, str]
-) -> tuple[bool, str]:
+def availability(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Mapping[str, str]) -> tuple[bool, str]:
     """(available, how or why not) for --list, without building anything."""
     if cell.family is Family.HOST:
         found = hostcells.find_interpreter(cell.python, env)
@@ -194,9 +202,7 @@ def _run_suites(
     results = []
     for suite in chosen:
         if lab.stop.is_set():
-            results.append(
-                SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}")
-            )
+            results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}"))
             continue
         if suite != "images" and not (lab.options.root / "tests" / suite).is_dir():
             message = f"tests/{suite} does not exist in {lab.options.root}; nothing to run"
@@ -213,26 +219,31 @@ def _run_host_cell(
     say("finding interpreter")
     interpreter = hostcells.find_interpreter(cell.python)
     if not interpreter:
-        return replace(
-            record, outcome=Outcome.UNAVAILABLE, message=f"no python{cell.python} on PATH or in pyenv"
-        )
+        return replace(record, outcome=Outcome.UNAVAILABLE, message=f"no python{cell.python} on PATH or in pyenv")
     say("pytest folder")
     folder = lab.pytest.folder(cell.python)
-    venv_python = hostcells.prepare_venv(
-        interpreter, cell.python, lab.options.root, lab.options.cache / "host"
+    venv_python = hostcells.prepare_venv(interpreter, cell.python, lab.options.root, lab.options.cache / "host")
+
+    root = lab.options.root
+    inputs = files_digest(
+        [root / "server/mcpserver", root / "server/examples", root / "pyproject.toml"]
+        + [p for p in sorted((root / "tests").glob("*")) if p.is_file()]
     )
+    wheels = ",".join(lab.pytest.wheels(folder))
 
     def one(suite: str) -> SuiteResult:
-        return run_on_host(
-            venv_python=venv_python, pytest_folder=folder, root=lab.options.root, cell=cell.name, suite=suite,
-            timeout=lab.options.timeout, logdir=lab.logdir, workdir=lab.workdir, tracker=lab.engine,
+        key = memo_key("host", interpreter, cell.python, inputs, files_digest([root / "tests" / suite]), wheels)
+        return lab.remembered(
+            key,
+            lambda: run_on_host(
+                venv_python=venv_python, pytest_folder=folder, root=root, cell=cell.name, suite=suite,
+                timeout=lab.options.timeout, logdir=lab.logdir, workdir=lab.workdir, tracker=lab.engine,
+            ),
         )  # fmt: skip
 
     suites = _run_suites(lab, cell, chosen, say, one)
     suites += _not_run(cell.suites, chosen)
-    return replace(
-        record, outcome=cell_outcome(suites), suites=_ordered(suites, cell), base=f"host {interpreter}"
-    )
+    return replace(record, outcome=cell_outcome(suites), suites=_ordered(suites, cell), base=f"host {interpreter}")
 
 
 def _ordered(suites: Sequence[SuiteResult], cell: Cell) -> tuple[SuiteResult, ...]:
@@ -257,9 +268,7 @@ def _run_container_cell(
     plan = plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image))
     built = lab.builder.build(plan, on_stage=lambda stage: say(f"build {stage}"))
     if isinstance(built, BuildFailure):
-        return replace(
-            record, outcome=Outcome.ERROR, message=built.message, log_tail=built.log_tail, base=base.how
-        )
+        return replace(record, outcome=Outcome.ERROR, message=built.message, log_tail=built.log_tail, base=base.how)
     needs_pytest = any(s != "images" for s in chosen)
     volume = ""
     if needs_pytest:
@@ -269,11 +278,22 @@ def _run_container_cell(
 
     def one(suite: str) -> SuiteResult:
         if suite == "images":
-            return run_image_checks(
-                run_id=lab.run_id, cell=cell.name, python=cell.python, python_from=cell.python_from.value,
-                runtime_image=built.runtime, python_image=built.python, timeout=lab.options.timeout,
-                logdir=lab.logdir, workdir=lab.workdir, tracker=lab.engine,
+            key = memo_key(
+                "images", lab.engine.image_id(built.runtime), lab.engine.image_id(built.python),
+                files_digest([LAB_ROOT / "tests" / "images"]), cell.python, cell.python_from.value,
             )  # fmt: skip
+            return lab.remembered(
+                key,
+                lambda: run_image_checks(
+                    run_id=lab.run_id, cell=cell.name, python=cell.python, python_from=cell.python_from.value,
+                    runtime_image=built.runtime, python_image=built.python, timeout=lab.options.timeout,
+                    logdir=lab.logdir, workdir=lab.workdir, tracker=lab.engine,
+                ),
+            )  # fmt: skip
+        key = memo_key("container", lab.engine.image_id(built.test), suite, volume)
+        return lab.remembered(key, lambda: in_container(suite))
+
+    def in_container(suite: str) -> SuiteResult:
         result, kept = run_in_container(
             lab.engine, run_id=lab.run_id, cell=cell.name, suite=suite, image=built.test, volume=volume,
             timeout=lab.options.timeout, logdir=lab.logdir, keep=lab.options.keep,
@@ -324,9 +344,7 @@ def run_matrix(
     results: dict[str, CellResult] = {}
     interrupted = False
     try:
-        lab.progress.say(
-            f"run {lab.run_id}: {len(cells)} cells, {lab.options.jobs} at a time; logs in {lab.logdir}"
-        )
+        lab.progress.say(f"run {lab.run_id}: {len(cells)} cells, {lab.options.jobs} at a time; logs in {lab.logdir}")
         plans = base_plans(cells, lab.engine, env)
         # Bases and pytest folders are fetched side by side in the background while cells that need
         # nothing fetched start at once; a cell whose base is still coming waits for it in Bases.

@@ -84,9 +84,7 @@ def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
             if not any(matches(pattern, c) for c in cells):
                 raise UsageError(f"{option} {pattern} matches no cell. {_what_exists(cells, option)}")
     chosen = tuple(
-        c
-        for c in cells
-        if all(not patterns or any(matches(p, c) for p in patterns) for _, patterns, matches in checks)
+        c for c in cells if all(not patterns or any(matches(p, c) for p in patterns) for _, patterns, matches in checks)
     )
     if not chosen:
         raise UsageError(

@@ -22,9 +22,7 @@ def wants_live(stream: TextIO, env: dict[str, str] | None = None) -> bool:
 
 
 class Progress:
-    def __init__(
-        self, names: Sequence[str], stream: TextIO = sys.stderr, *, live: bool | None = None
-    ) -> None:
+    def __init__(self, names: Sequence[str], stream: TextIO = sys.stderr, *, live: bool | None = None) -> None:
         self.stream = stream
         self.live = wants_live(stream) if live is None else live
         self._names = list(names)

@@ -40,9 +40,7 @@ def _cell_dict(result: CellResult) -> dict[str, Any]:
     data = asdict(result)
     data["outcome"] = result.outcome.value
     for suite in data["suites"]:
-        suite["outcome"] = (
-            suite["outcome"].value if isinstance(suite["outcome"], Outcome) else suite["outcome"]
-        )
+        suite["outcome"] = suite["outcome"].value if isinstance(suite["outcome"], Outcome) else suite["outcome"]
     return data
 
 
@@ -60,17 +58,19 @@ def from_json(
     return results, env, tuple(data.get("suites", SUITES))
 
 
+def suite_to_dict(suite: SuiteResult) -> dict[str, Any]:
+    data = asdict(suite)
+    data["outcome"] = suite.outcome.value
+    return data
+
+
+def suite_from_dict(data: dict[str, Any]) -> SuiteResult:
+    failures = tuple(TestFailure(**f) for f in data.get("failures", ()))
+    return SuiteResult(**{**data, "outcome": Outcome(data["outcome"]), "failures": failures})
+
+
 def _cell_from(data: dict[str, Any]) -> CellResult:
-    suites = tuple(
-        SuiteResult(
-            **{
-                **s,
-                "outcome": Outcome(s["outcome"]),
-                "failures": tuple(TestFailure(**f) for f in s.get("failures", ())),
-            }
-        )
-        for s in data.get("suites", ())
-    )
+    suites = tuple(suite_from_dict(s) for s in data.get("suites", ()))
     return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites})
 
 
@@ -129,9 +129,7 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     failures = [(r, s, f) for r in results for s in r.suites for f in s.failures]
     if failures:
         lines += ["", "Failing tests:", ""]
-        lines += [
-            f"- `{r.cell}` {s.suite}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures
-        ]
+        lines += [f"- `{r.cell}` {s.suite}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures]
     lines += [
         "",
         f"Engine {env.engine or '-'}, kernel {env.kernel or '-'}, commit {env.commit or '-'}, {env.date}.",
@@ -142,10 +140,7 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
 def to_table(results: Sequence[CellResult], *, suites: Sequence[str] = SUITES) -> str:
     """The plain-text table printed at the end of a run."""
     header = ["cell", "outcome", *suites, "time"]
-    rows = [
-        [r.cell, r.outcome.value, *(suite_text(r.suite(s)) for s in suites), f"{r.duration:.0f}s"]
-        for r in results
-    ]
+    rows = [[r.cell, r.outcome.value, *(suite_text(r.suite(s)) for s in suites), f"{r.duration:.0f}s"] for r in results]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
@@ -154,10 +149,7 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[str] = SUITES) -
             continue
         out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
         for s in r.suites:
-            out += [
-                f"    {s.suite}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}"
-                for f in s.failures
-            ]
+            out += [f"    {s.suite}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}" for f in s.failures]
     return "\n".join(out) + "\n"
 
 
@@ -198,9 +190,7 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         "<div class=legend>"
         + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN)
         + "</div><br>",
-        "<table><tr><th>cell</th><th>outcome</th>"
-        + "".join(f"<th>{e(s)}</th>" for s in suites)
-        + "<th>time</th></tr>",
+        "<table><tr><th>cell</th><th>outcome</th>" + "".join(f"<th>{e(s)}</th>" for s in suites) + "<th>time</th></tr>",
     ]
     body = []
     for r in results:
@@ -223,17 +213,14 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
             if s.outcome in (Outcome.PASSED, Outcome.NOT_RUN):
                 continue
             details.append(
-                f"<p><b>{e(s.suite)}</b>: {s.outcome.value} {e(s.counts if s.tests else '')}"
-                f" {e(s.message)}</p>"
+                f"<p><b>{e(s.suite)}</b>: {s.outcome.value} {e(s.counts if s.tests else '')} {e(s.message)}</p>"
             )
             for f in s.failures:
                 details.append(
                     f"<details><summary>{e(f.test_id)}</summary><p>{e(f.message)}</p><pre>{e(f.details)}</pre></details>"
                 )
             if s.log_tail:
-                details.append(
-                    f"<details><summary>{e(s.suite)} log tail</summary><pre>{e(s.log_tail)}</pre></details>"
-                )
+                details.append(f"<details><summary>{e(s.suite)} log tail</summary><pre>{e(s.log_tail)}</pre></details>")
     return "\n".join(head + body + details) + "\n</body></html>\n"
 
 

@@ -119,9 +119,7 @@ def pytest_volume(engine: Engine, python: str, folder: Path, wheels: list[str], 
             return name
         for source in (f"{folder}/.", str(folder / MANIFEST)):
             # The manifest goes again under the name COMPLETE, last, as the mark of a full copy.
-            target = (
-                f"{holder}:{PYTEST_MOUNT}/" if source.endswith(".") else f"{holder}:{PYTEST_MOUNT}/{COMPLETE}"
-            )
+            target = f"{holder}:{PYTEST_MOUNT}/" if source.endswith(".") else f"{holder}:{PYTEST_MOUNT}/{COMPLETE}"
             copied = engine.run(["cp", source, target], timeout=300)
             if copied.returncode != 0:
                 raise RuntimeError(f"cannot fill {name}: {tail(copied.output, 3)}")
@@ -167,9 +165,7 @@ def run_in_container(
         oom = engine.run(["inspect", "--format", "{{.State.OOMKilled}}", name], timeout=60).output.strip()
         if oom == "true":
             output += f"\nmcplab: the container was killed for using more than {MEMORY_LIMIT} of memory\n"
-    attempt = Attempt(
-        returncode=done.returncode, output=output, junit=junit, duration=duration, timeout=timeout
-    )
+    attempt = Attempt(returncode=done.returncode, output=output, junit=junit, duration=duration, timeout=timeout)
     result = judge(suite, attempt)
     if "mcplab: the container was killed for using more" in output:
         result = replace(
@@ -229,9 +225,7 @@ def run_on_host(
     text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
     return judge(
         suite,
-        Attempt(
-            returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout
-        ),
+        Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout),
     )
 
 
@@ -272,7 +266,5 @@ def run_image_checks(
     text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
     return judge(
         "images",
-        Attempt(
-            returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout
-        ),
+        Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout),
     )

@@ -36,9 +36,7 @@ def test_on_this_machine_debian_is_bootstrapped_and_the_rest_unavailable_with_re
             assert [s.action for s in steps] == ["debootstrap", "unavailable"], name
         else:
             assert [s.action for s in steps] == ["unavailable"], name
-            assert steps[0].reason.startswith(f"{cell.base}: not present, no registry reachable"), steps[
-                0
-            ].reason
+            assert steps[0].reason.startswith(f"{cell.base}: not present, no registry reachable"), steps[0].reason
 
 
 def test_unavailable_reasons_say_what_to_set() -> None:
@@ -54,9 +52,7 @@ def test_unavailable_reasons_say_what_to_set() -> None:
 
 
 def test_present_base_wins() -> None:
-    facts = BaseFacts(
-        present=frozenset({"debian:bookworm"}), registry="", debootstrap=True, root=True, env={}
-    )
+    facts = BaseFacts(present=frozenset({"debian:bookworm"}), registry="", debootstrap=True, root=True, env={})
     assert actions("debian-bookworm-py3.11", facts) == ["present"]
 
 
@@ -91,9 +87,7 @@ def test_registry_mirror_is_honoured() -> None:
 
 def test_ubuntu_bootstraps_once_a_mirror_and_keyring_exist() -> None:
     env = {"LAB_UBUNTU_MIRROR": "http://ubuntu.mirror.invalid/ubuntu/"}
-    facts = BaseFacts(
-        registry="x", debootstrap=True, root=True, env=env, keyrings=frozenset({UBUNTU_KEYRING})
-    )
+    facts = BaseFacts(registry="x", debootstrap=True, root=True, env=env, keyrings=frozenset({UBUNTU_KEYRING}))
     step = plan_base(CELLS["ubuntu-22.04-py3.10"], facts)[0]
     assert (step.action, step.source) == ("debootstrap", "http://ubuntu.mirror.invalid/ubuntu")
     no_keyring = BaseFacts(registry="x", debootstrap=True, root=True, env=env)
@@ -126,8 +120,7 @@ def test_bootstrap_tags_are_deterministic_and_move_with_the_mirror() -> None:
 
 
 SID_RELEASE = (
-    "Origin: Debian\nSuite: unstable\nDate: Fri, 30 Oct 2026 08:08:01 UTC\n"
-    "Valid-Until: Fri, 06 Nov 2026 08:08:01 UTC\n"
+    "Origin: Debian\nSuite: unstable\nDate: Fri, 30 Oct 2026 08:08:01 UTC\nValid-Until: Fri, 06 Nov 2026 08:08:01 UTC\n"
 )
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 
@@ -135,9 +128,7 @@ NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 def test_expired_snapshots_are_detected() -> None:
     assert snapshot_expired(SID_RELEASE, NOW)
     assert not snapshot_expired(SID_RELEASE, datetime(2026, 11, 1, tzinfo=timezone.utc))
-    assert not snapshot_expired(
-        "Suite: stable\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n", NOW
-    )  # stable has none
+    assert not snapshot_expired("Suite: stable\nDate: Sat, 11 Jul 2026 10:16:37 UTC\n", NOW)  # stable has none
 
 
 def test_prepare_rootfs_disables_valid_until_only_when_expired(tmp_path: Path) -> None:
@@ -151,10 +142,7 @@ def test_prepare_rootfs_disables_valid_until_only_when_expired(tmp_path: Path) -
         conf = root / "etc/apt/apt.conf.d/99mcplab-snapshot"
         assert conf.exists() == (name == "sid")
         assert not list(lists.glob("*")), "package lists are dropped from the base"
-    assert (
-        'Acquire::Check-Valid-Until "false";'
-        in (tmp_path / "sid/etc/apt/apt.conf.d/99mcplab-snapshot").read_text()
-    )
+    assert 'Acquire::Check-Valid-Until "false";' in (tmp_path / "sid/etc/apt/apt.conf.d/99mcplab-snapshot").read_text()
 
 
 def test_apk_index_lookup() -> None:

@@ -11,9 +11,7 @@ from matrix.model import Family, PythonFrom
 
 def test_shipped_table_loads_and_covers_the_matrix() -> None:
     cells = {c.name: c for c in load_cells()}
-    debian = {
-        c.python for c in cells.values() if c.family is Family.DEBIAN and c.python_from is PythonFrom.DISTRO
-    }
+    debian = {c.python for c in cells.values() if c.family is Family.DEBIAN and c.python_from is PythonFrom.DISTRO}
     assert debian == {"3.9", "3.11", "3.13", "3.14", "3.15"}
     official_slim = {
         c.python for c in cells.values() if c.family is Family.DEBIAN and c.python_from is PythonFrom.OFFICIAL

@@ -132,9 +132,7 @@ def test_hanging_suite_comes_out_timeout_within_the_limit(tmp_path: Path, engine
     before = lab_containers(engine)
     root = make_tree(tmp_path, {"tests/payload/test_hang.py": HANGING})
     started = time.monotonic()
-    code, output, data = run_matrix(
-        tmp_path, root, "--cell", CONTAINER_CELL, "--suite", "payload", "--timeout", "8"
-    )
+    code, output, data = run_matrix(tmp_path, root, "--cell", CONTAINER_CELL, "--suite", "payload", "--timeout", "8")
     assert code == 1, output
     payload = suite_of(cell_of(data, CONTAINER_CELL), "payload")
     assert payload["outcome"] == "timeout"
@@ -260,11 +258,16 @@ def test_unchanged_rerun_builds_nothing_and_a_code_change_rebuilds_only_code_lay
     assert again[0] == 0, again[1]
     logs = Path(again[2]["environment"]["extra"]["logs"])
     assert not list(logs.glob("build-*.log")), "an unchanged rerun built something"
+    assert suite_of(cell_of(again[2], CONTAINER_CELL), "unit")["cached"] is True
+    forced = run_matrix(tmp_path, root, *args, "--no-cache", results="forced")
+    assert suite_of(cell_of(forced[2], CONTAINER_CELL), "unit")["cached"] is False
     init = root / "server/mcpserver/__init__.py"
-    init.write_text(init.read_text() + "# a one-line change\n")
+    # Unique per run: the lab remembers passes across runs, and this change must be new to it.
+    init.write_text(init.read_text() + f"# a one-line change {time.time_ns()}\n")
     changed = run_matrix(tmp_path, root, *args, results="changed")
     assert changed[0] == 0, changed[1]
     logs = Path(changed[2]["environment"]["extra"]["logs"])
+    assert suite_of(cell_of(changed[2], CONTAINER_CELL), "unit")["cached"] is False
     built = sorted(p.name for p in logs.glob("build-*.log"))
     assert built == [f"build-{CONTAINER_CELL}-runtime.log", f"build-{CONTAINER_CELL}-test.log"]
     runtime_log = (logs / f"build-{CONTAINER_CELL}-runtime.log").read_text()

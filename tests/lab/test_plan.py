@@ -44,9 +44,7 @@ def test_distro_selects_a_family() -> None:
 
 
 def test_python_accepts_plain_and_prefixed_versions() -> None:
-    assert names(select(CELLS, Selection(pythons=("3.15",)))) == names(
-        select(CELLS, Selection(pythons=("py3.15",)))
-    )
+    assert names(select(CELLS, Selection(pythons=("3.15",)))) == names(select(CELLS, Selection(pythons=("py3.15",))))
     assert {c.python for c in select(CELLS, Selection(pythons=("3.1?",)))} >= {"3.10", "3.15"}
 
 

@@ -42,23 +42,17 @@ def results() -> list[CellResult]:
     )
     not_run = SuiteResult(suite="http", outcome=Outcome.NOT_RUN)
     return [
-        CellResult(
-            cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0, suites=(passed, not_run)
-        ),
+        CellResult(cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0, suites=(passed, not_run)),
         CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,)),
         CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT, suites=(timeout,)),
-        CellResult(
-            cell="ubuntu-24.04-py3.12", outcome=Outcome.UNAVAILABLE, message="ubuntu:24.04: not present"
-        ),
+        CellResult(cell="ubuntu-24.04-py3.12", outcome=Outcome.UNAVAILABLE, message="ubuntu:24.04: not present"),
         CellResult(
             cell="alpine-3.23-py3.12",
             outcome=Outcome.ERROR,
             message="docker build of the python stage failed",
             log_tail="E: boom",
         ),
-        CellResult(
-            cell="host-py3.14", outcome=Outcome.CANCELLED, message="not finished: the run was interrupted"
-        ),
+        CellResult(cell="host-py3.14", outcome=Outcome.CANCELLED, message="not finished: the run was interrupted"),
     ]
 
 
@@ -110,9 +104,7 @@ def test_table_lists_failures_under_it() -> None:
     assert "    unit: tests/unit/test_proto.py::TestTools::test_add[2-3]: assert 6 == 5" in table
 
 
-def test_write_reports_atomically_and_to_step_summary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_write_reports_atomically_and_to_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     written = report.write_reports(results(), ENV, tmp_path / "out")
