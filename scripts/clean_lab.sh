@@ -16,8 +16,17 @@ if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
             [ -n "$ref" ] && docker rmi "$ref" >/dev/null 2>&1 && say "removed pulled base $ref"
         done < "$CACHE/pulled.txt"
     fi
-    ids=$(docker images -q --filter "label=$LABEL" | sort -u)
-    [ -z "$ids" ] || { say "removing $(echo "$ids" | wc -l) images"; docker rmi -f $ids >/dev/null 2>&1; }
+    # Newest first (children before the images they build on); a second pass takes what a first one
+    # could not remove while a child still stood.
+    ids=$(docker images -q --filter "label=$LABEL" | awk '!seen[$0]++')
+    [ -z "$ids" ] || say "removing $(echo "$ids" | wc -l) images"
+    for pass in 1 2 3; do
+        ids=$(docker images -q --filter "label=$LABEL" | awk '!seen[$0]++')
+        [ -z "$ids" ] && break
+        docker rmi -f $ids >/dev/null 2>&1
+    done
+    left=$(docker images -q --filter "label=$LABEL" | wc -l)
+    [ "$left" = 0 ] || say "$left labelled images could not be removed: see docker images --filter label=$LABEL"
     # The legacy builder's intermediate images of lab builds, now untagged.
     docker image prune -f --filter "label=$LABEL" >/dev/null
     vols=$(docker volume ls -q --filter "label=$LABEL")
