@@ -1,6 +1,7 @@
 # `make test` runs the host suites; `make matrix` runs them in every lab cell (see README.md).
 PYTHON ?= python3
 VENV ?= .venv
+EXTRAS ?= dev
 PY := $(VENV)/bin/python
 
 .PHONY: test test-py39 lint conformance help
@@ -17,7 +18,7 @@ help:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
 test: $(VENV)/.installed
@@ -26,7 +27,7 @@ test: $(VENV)/.installed
 # pyenv's python3.9 shim refuses to run unless asked; this asks.
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))
 test-py39:
-	$(MAKE) test PYTHON=$(PY39) VENV=.venv-py39
+	$(MAKE) test PYTHON=$(PY39) VENV=.venv-py39 EXTRAS=test
 
 # The official conformance suite (npm, pinned; installs Node 22 into .cache/conformance on first use).
 conformance: $(VENV)/.installed
