@@ -40,25 +40,45 @@ def server_command(target: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "mcpserver", *extra, target]
 
 
-class StdioServer:
-    """`python -m mcpserver TARGET` on real pipes; stderr is collected in the background."""
+class _ServerProcess:
+    """A server process whose stderr is collected line by line in the background."""
 
-    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None):
-        self.process = subprocess.Popen(server_command(target, *extra), stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    def __init__(self, argv: list[str], env: Optional[dict[str, str]], stdin: Any, stdout: Any):
+        self.process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
                                         env={**os.environ, **(env or {})})
-        self._stderr: list[bytes] = []
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
+        self._stderr: list[str] = []
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _drain(self) -> None:
         assert self.process.stderr is not None
-        for chunk in iter(lambda: self.process.stderr.read1(65536), b""):  # type: ignore[union-attr]
-            self._stderr.append(chunk)
+        for raw in self.process.stderr:
+            self._stderr.append(raw.decode("utf-8", "replace"))
+            self.on_stderr_line(self._stderr[-1])
+        self.on_stderr_line("")
+
+    def on_stderr_line(self, text: str) -> None:
+        """Called for each stderr line, and with "" at EOF."""
 
     @property
     def stderr(self) -> str:
-        return b"".join(self._stderr).decode("utf-8", "replace")
+        return "".join(self._stderr)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self._drainer.join(5)
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class StdioServer(_ServerProcess):
+    """`python -m mcpserver TARGET` on real pipes."""
+
+    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None):
+        super().__init__(server_command(target, *extra), env, subprocess.PIPE, subprocess.PIPE)
 
     def send(self, data: bytes) -> None:
         assert self.process.stdin is not None
@@ -83,23 +103,11 @@ class StdioServer:
             self.process.stdin.close()
         rest = self.process.stdout.read()
         code = self.process.wait(timeout)
-        self._reader.join(5)
+        self._drainer.join(5)
         return code, rest
 
     def __enter__(self) -> StdioServer:
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        if getattr(self, "_drainer", None) is not None:
-            self._drainer.join(5)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def run_once(target: str, data: bytes, *extra: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
@@ -130,20 +138,15 @@ def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
     return headers
 
 
-class HttpServer:
+class HttpServer(_ServerProcess):
     """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""
 
     def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20):
         import re
-        import time
 
-        self.process = subprocess.Popen(server_command(target, "--http", "--port", "0", *extra),
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
-        self._stderr: list[str] = []
         self._ready = threading.Event()
-        self._drainer = threading.Thread(target=self._drain, daemon=True)
-        self._drainer.start()
+        super().__init__(server_command(target, "--http", "--port", "0", *extra), env, subprocess.DEVNULL,
+                         subprocess.DEVNULL)
         if not self._ready.wait(startup):
             self.process.kill()
             raise RuntimeError(f"server did not start; stderr:\n{self.stderr}")
@@ -152,19 +155,10 @@ class HttpServer:
             self.process.kill()
             raise RuntimeError(f"server did not print its URL; stderr:\n{self.stderr}")
         self.host, self.port, self.path = match.group(1).strip("[]"), int(match.group(2)), match.group(3)
-        self.started = time.monotonic()
 
-    def _drain(self) -> None:
-        assert self.process.stderr is not None
-        for raw in self.process.stderr:
-            self._stderr.append(raw.decode("utf-8", "replace"))
-            if " at http://" in self._stderr[-1]:
-                self._ready.set()
-        self._ready.set()
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self._stderr)
+    def on_stderr_line(self, text: str) -> None:
+        if " at http://" in text or not text:
+            self._ready.set()
 
     def connection(self, timeout: float = 30) -> Any:
         import http.client
@@ -199,12 +193,3 @@ class HttpServer:
 
     def __enter__(self) -> HttpServer:
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        if getattr(self, "_drainer", None) is not None:
-            self._drainer.join(5)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
