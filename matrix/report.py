@@ -166,6 +166,7 @@ th{background:#f6f8fa} td.s{text-align:center;font-variant-numeric:tabular-nums;
 .unavailable{background:#eaeef2;color:#57606a} .cancelled{background:#e8e0f7} .not-run{color:#8c959f}
 details{margin:6px 0 12px} summary{cursor:pointer;font-weight:600}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;white-space:pre-wrap}
+td.why{color:#57606a;font-size:12px;max-width:420px}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px;border:1px solid #d0d7de}
 """
 
@@ -190,14 +191,17 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         "<div class=legend>"
         + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN)
         + "</div><br>",
-        "<table><tr><th>cell</th><th>outcome</th>" + "".join(f"<th>{e(s)}</th>" for s in suites) + "<th>time</th></tr>",
+        "<table><tr><th>cell</th><th>outcome</th>"
+        + "".join(f"<th>{e(s)}</th>" for s in suites)
+        + "<th>time</th><th>why</th></tr>",
     ]
     body = []
     for r in results:
         cells = "".join(f"<td class='s {_css(r.suite(s))}'>{e(suite_text(r.suite(s)))}</td>" for s in suites)
         body.append(
             f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td>"
-            f"<td class={r.outcome.value}>{r.outcome.value}</td>{cells}<td>{r.duration:.0f}s</td></tr>"
+            f"<td class={r.outcome.value} title='{e(_why(r))}'>{r.outcome.value}</td>{cells}"
+            f"<td>{r.duration:.0f}s</td><td class=why>{e(_why(r)[:160])}</td></tr>"
         )
     body.append("</table>")
     details = ["<h2>Details</h2>"]
