@@ -126,7 +126,7 @@ def _main(argv: list[str]) -> int:
         raise UsageError(f"shard {which} of this selection is empty; use fewer shards.")
     options = Options(
         selection=selection,
-        jobs=parse_jobs(args.jobs, jobs_auto() // 2) if args.jobs != "auto" else jobs_auto(),
+        jobs=parse_jobs(args.jobs, jobs_auto()),
         fail_fast=args.fail_fast,
         keep=args.keep,
         strict=args.strict,
