@@ -21,7 +21,7 @@ import tempfile
 import threading
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -67,6 +67,10 @@ def bootstrap_tag(cell: Cell, mirror: str) -> str:
     inputs = "\0".join((BOOTSTRAP_VERSION, boot.method, boot.suite, boot.release, mirror, boot.keyring, boot.script))
     digest = hashlib.sha256(inputs.encode()).hexdigest()[:12]
     return f"{BASE_REPO}:{cell.family.value}-{boot.suite or boot.release}-{digest}"
+
+
+def keyring_for(boot: Bootstrap, env: Mapping[str, str]) -> str:
+    return (env.get(boot.keyring_env, "").strip() if boot.keyring_env else "") or boot.keyring
 
 
 def mirror_for(boot: Bootstrap, env: Mapping[str, str]) -> str:
@@ -118,7 +122,7 @@ def plan_base(cell: Cell, facts: BaseFacts) -> tuple[BaseStep, ...]:
                     image=tag,
                     source=mirror,
                     reason=f"debootstrapped from {where}",
-                    bootstrap=boot,
+                    bootstrap=replace(boot, keyring=keyring_for(boot, env)),
                 )
             )
     elif boot.method == "apk":
@@ -146,8 +150,10 @@ def _debootstrap_blocker(cell: Cell, boot: Bootstrap, mirror: str, facts: BaseFa
         return "debootstrap is not installed (apt-get install debootstrap)"
     if not facts.root:
         return "debootstrap needs root"
-    if boot.keyring and boot.keyring not in facts.keyrings:
-        return f"keyring {boot.keyring} is missing (apt-get install ubuntu-keyring)"
+    keyring = keyring_for(boot, facts.env or {})
+    if keyring and keyring not in facts.keyrings:
+        where = f", or set {boot.keyring_env} to the archive keyring file" if boot.keyring_env else ""
+        return f"keyring {keyring} is missing (install the distribution's archive keyring{where})"
     return ""
 
 
@@ -191,9 +197,8 @@ def gather_facts(engine: Engine, cells: tuple[Cell, ...], env: Mapping[str, str]
     present = frozenset(ref for ref in sorted(candidates) if engine.image_id(ref))
     missing = sorted(c.base for c in cells if c.family.in_container and c.base not in present)
     registry = probe_registry(engine, env, missing[0]) if missing else ""
-    keyrings = frozenset(
-        c.bootstrap.keyring for c in cells if c.bootstrap and c.bootstrap.keyring and Path(c.bootstrap.keyring).exists()
-    )
+    wanted = {keyring_for(c.bootstrap, env) for c in cells if c.bootstrap}
+    keyrings = frozenset(k for k in wanted if k and Path(k).exists())
     return BaseFacts(
         engine="",
         present=present,

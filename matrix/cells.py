@@ -17,7 +17,7 @@ else:  # pragma: no cover - the lab venv installs tomli below 3.11
 CELLS_TOML = Path(__file__).with_name("cells.toml")
 SCHEMA = 1
 _CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "bootstrap"}
-_BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "script", "builder_base"}
+_BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "keyring_env", "script", "builder_base"}
 _BOOTSTRAP_METHODS = {"debootstrap", "apk", "builder"}
 
 

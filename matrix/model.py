@@ -51,6 +51,7 @@ class Bootstrap:
     release: str = ""
     mirror_env: str = ""
     keyring: str = ""
+    keyring_env: str = ""  # an environment variable that, when set, names the keyring file instead
     script: str = ""
     builder_base: str = ""
 

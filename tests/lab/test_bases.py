@@ -91,7 +91,11 @@ def test_ubuntu_bootstraps_once_a_mirror_and_keyring_exist() -> None:
     step = plan_base(CELLS["ubuntu-22.04-py3.10"], facts)[0]
     assert (step.action, step.source) == ("debootstrap", "http://ubuntu.mirror.invalid/ubuntu")
     no_keyring = BaseFacts(registry="x", debootstrap=True, root=True, env=env)
-    assert "keyring" in plan_base(CELLS["ubuntu-22.04-py3.10"], no_keyring)[-1].reason
+    assert "set LAB_UBUNTU_KEYRING" in plan_base(CELLS["ubuntu-22.04-py3.10"], no_keyring)[-1].reason
+    own = {**env, "LAB_UBUNTU_KEYRING": "/srv/ubuntu.gpg"}
+    facts = BaseFacts(registry="x", debootstrap=True, root=True, env=own, keyrings=frozenset({"/srv/ubuntu.gpg"}))
+    step = plan_base(CELLS["ubuntu-22.04-py3.10"], facts)[0]
+    assert step.bootstrap is not None and step.bootstrap.keyring == "/srv/ubuntu.gpg"
 
 
 def test_alpine_bootstraps_from_a_configured_mirror() -> None:
