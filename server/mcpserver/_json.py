@@ -28,6 +28,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# Built once: json.loads and json.dumps with any keyword argument build a new decoder or encoder on every
+# call, which costs more than decoding or encoding a small message. Both are safe to share between threads.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def nesting_depth(text: str) -> int:
     """The deepest array/object nesting in `text`, brackets inside strings not counted."""
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
@@ -52,12 +58,14 @@ def loads(text: str) -> Any:
         depth = nesting_depth(text)
         if depth > MAX_JSON_DEPTH:
             raise JSONTooDeep(f"JSON nested {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
+    if text.startswith("\ufeff"):  # what json.loads says, which _DECODER.decode would not
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _DECODER.decode(text)
     except RecursionError:  # only reachable if MAX_JSON_DEPTH was raised too far
         raise JSONTooDeep("JSON nested too deeply") from None
 
 
 def dumps(value: Any) -> str:
     """Compact single-line JSON, UTF-8 characters kept as they are."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(value)
