@@ -345,6 +345,9 @@ def run_matrix(
     interrupted = False
     try:
         lab.progress.say(f"run {lab.run_id}: {len(cells)} cells, {lab.options.jobs} at a time; logs in {lab.logdir}")
+        if on_result:
+            # A results.json from the first second on: a crash of the harness still leaves one.
+            on_result(_with_pending(cells, results, "not started yet"))
         plans = base_plans(cells, lab.engine, env)
         # Bases and pytest folders are fetched side by side in the background while cells that need
         # nothing fetched start at once; a cell whose base is still coming waits for it in Bases.
