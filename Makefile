@@ -14,6 +14,7 @@ help:
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
+	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,3 +72,27 @@ lab-browser:
 
 clean-lab:
 	@sh scripts/clean_lab.sh
+
+# --- benchmarks (bench/; see docs/performance.md) -----------------------------------------------------------
+# The peers (the official SDK, gunicorn) live in their own venv, from bench/requirements.txt;
+# wrk comes from Debian's packages. The driver itself needs only the standard library.
+BENCH_VENV ?= .cache/bench-venv
+BENCH_PY := $(BENCH_VENV)/bin/python
+ROUNDS ?= 5
+BENCH_ARGS ?=
+
+.PHONY: bench bench-tools
+
+$(BENCH_VENV)/.installed: bench/requirements.txt
+	@echo "bench: creating $(BENCH_VENV) with bench/requirements.txt (the official SDK, gunicorn)"
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install --quiet -r bench/requirements.txt
+	touch $@
+
+bench-tools:
+	@command -v wrk >/dev/null 2>&1 || { echo "bench: installing wrk (apt-get install wrk)"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends wrk >/dev/null 2>&1 \
+	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends wrk >/dev/null; }; }
+
+bench: $(BENCH_VENV)/.installed bench-tools
+	$(PYTHON) bench/run.py --venv $(BENCH_VENV) --rounds $(ROUNDS) $(BENCH_ARGS)

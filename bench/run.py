@@ -1,0 +1,294 @@
+"""The benchmark driver: every system, every metric, interleaved, for N rounds; then docs/performance.md.
+
+    python bench/run.py --venv .cache/bench-venv [--rounds 5] [--quick]
+
+Each round starts every server afresh and runs each metric across the systems in an order that
+rotates from round to round, so that every figure can be divided by its peer's figure from the same
+round. Failures (a wrong, missing or late answer) are recorded for the system and round, never
+turned into numbers, and never stop the run. Raw results go to bench/results/ (not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+import measure
+import profile_hot_path
+import report
+import systems
+from clients import Timeout, WrongAnswer
+
+RESULTS = os.path.join(systems.BENCH, "results")
+DOC = os.path.join(systems.ROOT, "docs", "performance.md")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--venv", required=True, help="the benchmark venv with mcp==2.3.0 and gunicorn")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pipelined", type=int, default=2000, help="stdio requests written ahead")
+    parser.add_argument("--lockstep", type=int, default=1000, help="stdio lock-step round trips")
+    parser.add_argument("--sequential", type=int, default=1000, help="HTTP keep-alive requests per system")
+    parser.add_argument("--wrk-seconds", type=float, default=5.0)
+    parser.add_argument("--wrk-connections", type=int, default=32)
+    parser.add_argument("--wrk-threads", type=int, default=1)
+    parser.add_argument("--cold-starts", type=int, default=3, help="spawns per system per round")
+    parser.add_argument("--echo-pipes", type=int, default=4, help="`echo REQUEST | server` runs per system per round")
+    parser.add_argument("--payload-repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="2 rounds, smaller counts: to try the driver")
+    parser.add_argument("--only", choices=["stdio", "http"], help="run one transport only")
+    parser.add_argument("--doc", default=DOC, help="where to write the report (default docs/performance.md)")
+    parser.add_argument("--no-doc", action="store_true", help="keep the results, leave the report alone")
+    return parser
+
+
+def attempt(step: Callable[..., Any], *args: Any) -> dict[str, Any]:
+    try:
+        return {"value": step(*args)}
+    except (WrongAnswer, Timeout, RuntimeError, OSError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def rotated(items: list[Any], round_index: int) -> list[Any]:
+    if not items:
+        return items
+    shift = round_index % len(items)
+    return items[shift:] + items[:shift]
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.python = systems.python_executable()
+        self.venv_python = os.path.join(os.path.abspath(args.venv), "bin", "python")
+        self.log_dir = os.path.join(RESULTS, "logs")
+        self.metrics: dict[str, dict[str, list[dict[str, Any]]]] = {}
+
+    def record(self, metric: str, key: str, round_index: int, outcome: dict[str, Any]) -> None:
+        outcome["round"] = round_index
+        self.metrics.setdefault(metric, {}).setdefault(key, []).append(outcome)
+        shown = outcome.get("value", outcome.get("error"))
+        if isinstance(shown, dict):
+            shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
+        print(f"  [{round_index + 1}] {metric:<24} {key:<20} {shown}", flush=True)
+
+    # -- stdio ----------------------------------------------------------------------------------
+
+    def stdio_round(self, r: int) -> None:
+        args = self.args
+        every = rotated(systems.stdio_systems(self.python, self.venv_python), r)
+        for _ in range(args.cold_starts):
+            for system in every:
+                self._sample("stdio.cold_start", system, r, measure.cold_start, system, self.log_dir)
+        for _ in range(args.echo_pipes):
+            for system in every:
+                self._sample("stdio.echo_pipe", system, r, measure.echo_pipe, system, self.log_dir)
+        sessions: dict[str, measure.StdioSession] = {}
+        for system in every:
+            started = attempt(systems.start, system, self.log_dir)
+            if "error" in started:
+                for metric in ("stdio.pipelined", "stdio.lockstep", "stdio.payload_result", "stdio.payload_argument"):
+                    self.record(metric, system.key, r, dict(started))
+                continue
+            session = measure.StdioSession(started["value"])
+            warmed = attempt(measure.warm_up, session)
+            if "error" in warmed:
+                self.record("stdio.pipelined", system.key, r, warmed)
+            sessions[system.key] = session
+        try:
+            order = [s for s in every if s.key in sessions]
+            for system in order:
+                self.record("stdio.pipelined", system.key, r,
+                            attempt(measure.stdio_pipelined, sessions[system.key], args.pipelined))
+            for system in order:
+                self.record("stdio.lockstep", system.key, r,
+                            attempt(measure.stdio_lockstep, sessions[system.key], args.lockstep))
+            for system in order:
+                self.record("stdio.rss_echo", system.key, r, self._rss(sessions[system.key].running))
+            for kind in ("result", "argument"):
+                for system in order:
+                    self.record(f"stdio.payload_{kind}", system.key, r,
+                                attempt(measure.stdio_payload, sessions[system.key], kind, args.payload_repeats))
+            for system in order:
+                self.record("stdio.rss_payload", system.key, r, self._rss(sessions[system.key].running))
+        finally:
+            for session in sessions.values():
+                systems.stop(session.running)
+
+    def _sample(self, metric: str, system: systems.System, r: int, step: Callable[..., float], *args: Any) -> None:
+        """Several samples per round: the round's figure is their median; any failure is kept."""
+        outcome = attempt(step, *args)
+        entries = self.metrics.setdefault(metric, {}).setdefault(system.key, [])
+        entry = next((e for e in entries if e["round"] == r), None)
+        if entry is None:
+            entry = {"round": r, "samples": [], "errors": []}
+            entries.append(entry)
+        if "error" in outcome:
+            entry["errors"].append(outcome["error"])
+        else:
+            entry["samples"].append(outcome["value"])
+        if entry["samples"]:
+            entry["value"] = {"ms": measure.percentile(entry["samples"], 0.5)}
+        if entry["errors"]:
+            entry["error"] = f"{len(entry['errors'])} of {len(entry['samples']) + len(entry['errors'])} " \
+                             f"failed: {entry['errors'][0]}"
+        shown = outcome.get("value", outcome.get("error"))
+        print(f"  [{r + 1}] {metric:<24} {system.key:<20} {shown:.4g}" if isinstance(shown, float)
+              else f"  [{r + 1}] {metric:<24} {system.key:<20} {shown}", flush=True)
+
+    def _rss(self, running: systems.Running) -> dict[str, Any]:
+        if running.process.poll() is not None:
+            return {"error": f"the process had exited ({running.process.returncode})"}
+        return {"value": {"mib": systems.peak_rss_kib(running.process.pid) / 1024}}
+
+    # -- HTTP -----------------------------------------------------------------------------------
+
+    def http_round(self, r: int) -> None:
+        args = self.args
+        every = rotated(systems.http_systems(self.python, self.venv_python), r)
+        servers: dict[str, systems.Running] = {}
+        plans = {
+            "http.sequential": [systems.BARE, systems.OURS, systems.OURS_LOGGED, systems.OURS_GUNICORN,
+                                systems.OURS_WSGIREF, systems.SDK],
+            "http.concurrent": [systems.BARE, systems.OURS, systems.OURS_LOGGED, systems.OURS_GUNICORN, systems.SDK],
+            "http.payload_result": [systems.BARE, systems.OURS, systems.OURS_GUNICORN, systems.SDK],
+            "http.payload_argument": [systems.BARE, systems.OURS, systems.OURS_GUNICORN, systems.SDK],
+            "http.rss": [systems.BARE, systems.OURS, systems.OURS_GUNICORN, systems.SDK],
+        }
+        try:
+            for system in every:
+                started = attempt(systems.start, system, self.log_dir)
+                if "error" in started:
+                    for metric, keys in plans.items():
+                        if system.key in keys:
+                            self.record(metric, system.key, r, dict(started))
+                else:
+                    servers[system.key] = started["value"]
+
+            def each(metric: str) -> list[systems.Running]:
+                return [servers[s.key] for s in every if s.key in servers and s.key in plans[metric]]
+
+            for running in each("http.sequential"):
+                self.record("http.sequential", running.system.key, r,
+                            attempt(measure.http_sequential, running, args.sequential))
+            for running in each("http.concurrent"):
+                self.record("http.concurrent", running.system.key, r,
+                            attempt(measure.http_wrk, running, args.wrk_seconds, args.wrk_connections,
+                                    args.wrk_threads))
+            for kind in ("result", "argument"):
+                for running in each(f"http.payload_{kind}"):
+                    self.record(f"http.payload_{kind}", running.system.key, r,
+                                attempt(measure.http_payload, running, kind, args.payload_repeats))
+            for running in each("http.rss"):
+                self.record("http.rss", running.system.key, r, self._rss(running))
+        finally:
+            for running in servers.values():
+                systems.stop(running)
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"cores": os.cpu_count(), "kernel": platform.release(),
+                            "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            info["cpu"] = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
+                               platform.machine())
+        with open("/proc/meminfo") as meminfo:
+            info["memory_gib"] = round(int(meminfo.readline().split()[1]) / 1024 / 1024, 1)
+        with open("/etc/os-release") as release:
+            info["os"] = next((line.split("=", 1)[1].strip().strip('"') for line in release
+                               if line.startswith("PRETTY_NAME=")), "")
+    except OSError:
+        pass
+    return info
+
+
+def versions(venv_python: str) -> dict[str, str]:
+    found = {}
+    script = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
+              "('mcp', 'gunicorn', 'uvicorn', 'starlette', 'pydantic')}))")
+    done = subprocess.run([venv_python, "-c", script], capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        found.update(json.loads(done.stdout))
+    wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True, check=False)
+    found["wrk"] = (wrk.stdout or wrk.stderr).split()[1] if (wrk.stdout or wrk.stderr).startswith("wrk ") else "?"
+    git = subprocess.run(["git", "-C", systems.ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         check=False)
+    found["mcpserver_commit"] = git.stdout.strip() or "?"
+    dirty = subprocess.run(["git", "-C", systems.ROOT, "status", "--porcelain", "--", "server/mcpserver"],
+                           capture_output=True, text=True, check=False)
+    if dirty.stdout.strip():
+        found["mcpserver_commit"] += " (server/mcpserver modified)"
+    return found
+
+
+def preflight(args: argparse.Namespace) -> str:
+    """What is missing, in words, or an empty string."""
+    venv_python = os.path.join(args.venv, "bin", "python")
+    problems = []
+    if not os.path.exists(venv_python):
+        problems.append(f"no benchmark venv at {args.venv} (make bench creates it)")
+    elif not os.path.exists(os.path.join(args.venv, "bin", "gunicorn")):
+        problems.append(f"gunicorn is missing from {args.venv}")
+    if shutil.which("wrk") is None and args.only != "stdio":
+        problems.append("wrk is not installed (make bench installs it: apt-get install wrk)")
+    return "; ".join(problems)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.quick:
+        args.rounds, args.pipelined, args.lockstep, args.sequential = 2, 500, 200, 200
+        args.wrk_seconds, args.cold_starts, args.echo_pipes, args.payload_repeats = 2.0, 1, 1, 1
+    problem = preflight(args)
+    if problem:
+        print(f"bench: {problem}", file=sys.stderr)
+        return 2
+    run = Run(args)
+    os.makedirs(RESULTS, exist_ok=True)
+    shutil.rmtree(run.log_dir, ignore_errors=True)
+    began = time.time()
+    load_before = os.getloadavg()
+    print(f"bench: {args.rounds} rounds; servers' logs in {os.path.relpath(run.log_dir, systems.ROOT)}", flush=True)
+    for r in range(args.rounds):
+        print(f"bench: round {r + 1} of {args.rounds}", flush=True)
+        if args.only != "http":
+            run.stdio_round(r)
+        if args.only != "stdio":
+            run.http_round(r)
+    print("bench: profiling mcpserver's hot paths (cProfile)", flush=True)
+    profile = profile_hot_path.profile_all()
+    results = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "seconds": round(time.time() - began),
+        "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
+        "machine": machine(),
+        "versions": versions(run.venv_python),
+        "config": {k: v for k, v in vars(args).items() if k not in ("doc", "no_doc", "venv")},
+        "metrics": run.metrics,
+        "profile": profile,
+    }
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for name in (f"results-{stamp}.json", "latest.json"):
+        with open(os.path.join(RESULTS, name), "w") as out:
+            json.dump(results, out, indent=1)
+    print(f"bench: results in bench/results/results-{stamp}.json ({results['seconds']} s)", flush=True)
+    if not args.no_doc:
+        lab_times = os.path.join(systems.BENCH, "lab_times.json")
+        with open(args.doc, "w") as out:
+            out.write(report.render(results, lab_times))
+        print(f"bench: wrote {os.path.relpath(args.doc, systems.ROOT)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The official Python SDK's server (PyPI mcp==2.3.0) with the same tools as server/examples/demo.py.
+
+Runs from the benchmark's own environment (.cache/bench-venv), never from the project's:
+
+    .cache/bench-venv/bin/python bench/sdk_server.py                 # stdio
+    .cache/bench-venv/bin/python bench/sdk_server.py --http PORT     # uvicorn, stateless JSON responses
+
+Over HTTP it is served the way the SDK documents for stateless deployments: its Starlette app
+(stateless_http, json_response) under uvicorn, with uvicorn's access log off like every other
+server in the benchmark.
+"""
+
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("sdkdemo")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def big(size: int = 500_000) -> str:
+    """Return a text of `size` "x" characters."""
+    return "x" * size
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        import uvicorn
+
+        app = server.streamable_http_app(stateless_http=True, json_response=True)
+        uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()

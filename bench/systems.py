@@ -1,0 +1,187 @@
+"""The systems under test, and starting and stopping them.
+
+Every Python process runs on the same interpreter binary: the ceilings and mcpserver on the one that
+runs the driver, the official SDK (and gunicorn) from .cache/bench-venv, a venv of that same binary.
+Nothing logs per request: mcpserver runs with --log-level warning over HTTP, uvicorn with its access
+log off, gunicorn without one, the ceilings never log. One extra HTTP system keeps mcpserver's access
+log on (its default) to show what the log costs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+DEMO = os.path.join(ROOT, "server", "examples", "demo.py")
+_SERVING = re.compile(rb"http://127\.0\.0\.1:(\d+)/mcp")
+
+# Keys of the systems; the report's tables and ratios name them.
+BARE = "bare"
+OURS = "mcpserver"
+OURS_LOGGED = "mcpserver-log"
+OURS_GUNICORN = "mcpserver-gunicorn"
+OURS_WSGIREF = "mcpserver-wsgiref"
+SDK = "sdk"
+
+
+@dataclass(frozen=True)
+class System:
+    key: str
+    label: str
+    transport: str  # "stdio" or "http"
+    argv: tuple[str, ...]  # "{port}" is replaced by a free port for HTTP systems that cannot pick one
+    note: str = ""
+
+
+@dataclass
+class Running:
+    system: System
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+    port: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def environment() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    env["PYTHONPATH"] = os.path.join(ROOT, "server")
+    return env
+
+
+def stdio_systems(python: str, venv_python: str) -> list[System]:
+    return [
+        System(BARE, "bare-stdlib loop", "stdio", (python, os.path.join(BENCH, "ceiling_stdio.py")),
+               "json.loads, a dict, json.dumps, write, flush"),
+        System(OURS, "mcpserver", "stdio", (python, "-m", "mcpserver", DEMO), "python -m mcpserver demo.py"),
+        System(SDK, "official SDK", "stdio", (venv_python, os.path.join(BENCH, "sdk_server.py")),
+               "mcp==2.3.0 MCPServer, stdio"),
+    ]
+
+
+def http_systems(python: str, venv_python: str) -> list[System]:
+    gunicorn = os.path.join(os.path.dirname(venv_python), "gunicorn")
+    return [
+        System(BARE, "bare ThreadingHTTPServer", "http", (python, os.path.join(BENCH, "ceiling_http.py")),
+               "http.server POST handler: json.loads, a dict, json.dumps"),
+        System(OURS, "mcpserver", "http",
+               (python, "-m", "mcpserver", "--http", "--port", "0", "--log-level", "warning", DEMO),
+               "python -m mcpserver --http (stdlib threaded server), access log off"),
+        System(OURS_LOGGED, "mcpserver, access log on", "http",
+               (python, "-m", "mcpserver", "--http", "--port", "0", DEMO),
+               "the same with its default --log-level info: one access-log line per request to stderr"),
+        System(OURS_GUNICORN, "mcpserver on gunicorn -w 2", "http",
+               (gunicorn, "-w", "2", "-b", "127.0.0.1:{port}", "--graceful-timeout", "3",
+                f'mcpserver.http:create_app("{DEMO}")'),
+               "gunicorn 2 sync workers serving mcpserver.http:create_app"),
+        System(OURS_WSGIREF, "mcpserver on wsgiref", "http",
+               (python, os.path.join(BENCH, "wsgiref_server.py"), DEMO, "{port}"),
+               "reference: the WSGI app under wsgiref.simple_server (one request at a time, HTTP/1.0)"),
+        System(SDK, "official SDK", "http", (venv_python, os.path.join(BENCH, "sdk_server.py"), "--http", "{port}"),
+               "mcp==2.3.0 MCPServer streamable_http_app(stateless_http, json_response) on uvicorn"),
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(system: System, log_dir: str, timeout: float = 60.0) -> Running:
+    """Start a server; for HTTP, return once it accepts connections."""
+    os.makedirs(log_dir, exist_ok=True)
+    log = open(os.path.join(log_dir, f"{system.transport}-{system.key}.log"), "ab")  # noqa: SIM115
+    port = free_port() if any("{port}" in a for a in system.argv) else 0
+    argv = [a.replace("{port}", str(port)) for a in system.argv]
+    log.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(argv)}\n".encode())
+    log.flush()
+    stdin = subprocess.PIPE if system.transport == "stdio" else subprocess.DEVNULL
+    stdout = subprocess.PIPE if system.transport == "stdio" else log
+    process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=log, cwd=ROOT, env=environment())
+    running = Running(system, process, log, port)
+    if system.transport == "http":
+        _wait_ready(running, timeout)
+    return running
+
+
+def _wait_ready(running: Running, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    offset = running.log.tell()
+    while time.monotonic() < deadline:
+        if running.process.poll() is not None:
+            raise RuntimeError(f"{running.system.label} exited with {running.process.returncode} while starting; "
+                               f"see {running.log.name}")
+        if not running.port:
+            with open(running.log.name, "rb") as log:
+                log.seek(offset)
+                found = _SERVING.search(log.read())
+            if found:
+                running.port = int(found.group(1))
+        if running.port:
+            try:
+                socket.create_connection(("127.0.0.1", running.port), timeout=1).close()
+                return
+            except OSError:
+                pass
+        time.sleep(0.02)
+    stop(running)
+    raise RuntimeError(f"{running.system.label} did not start listening within {timeout:.0f} s; see {running.log.name}")
+
+
+def stop(running: Running, timeout: float = 15.0) -> None:
+    process = running.process
+    if process.poll() is None:
+        if process.stdin is not None:
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+        else:
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
+    running.log.close()
+
+
+def peak_rss_kib(pid: int) -> int:
+    """VmHWM of a process plus its descendants (gunicorn: master and workers)."""
+    total = 0
+    for each in [pid, *_descendants(pid)]:
+        try:
+            with open(f"/proc/{each}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            for child in children.read().split():
+                found += [int(child), *_descendants(int(child))]
+    except OSError:
+        pass
+    return found
+
+
+def python_executable() -> str:
+    """The real interpreter binary behind the driver (never a shim script)."""
+    return os.path.realpath(sys.executable)
