@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO, Optional, Union
 
 from . import protocol
 from ._server import Server
@@ -28,6 +28,9 @@ __all__ = ["MAX_LINE_BYTES", "serve_stdio"]
 log = logging.getLogger("mcpserver.stdio")
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # room for a 5 MB payload even when JSON escapes make it 6x longer
+
+
+Writer = Union[BinaryIO, "_FdWriter"]
 
 
 class _Stop(Exception):
@@ -57,16 +60,36 @@ class _LogWriter:
         return False
 
 
-def _protocol_stream() -> BinaryIO:
+class _FdWriter:
+    """Unbuffered writes of whole messages to a file descriptor.
+
+    Every message is flushed at once anyway, and a buffer left holding an unsent response when the
+    reader has gone makes Python 3.13+ report an ignored BrokenPipeError at exit.
+    """
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def _protocol_stream() -> _FdWriter:
     """Take fd 1 for the protocol alone and point fd 1 (and sys.stdout) at the log."""
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = _LogWriter(logging.getLogger("mcpserver.tool.stdout"))
-    return os.fdopen(protocol_fd, "wb", buffering=1024 * 1024)
+    return _FdWriter(protocol_fd)
 
 
-def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Optional[BinaryIO] = None) -> int:
+def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Optional[Writer] = None) -> int:
     """Serve `server` on stdin/stdout until EOF or a signal; return the exit status (0).
 
     With the default streams the process's own fd 1 is taken over (see the module docstring);
@@ -116,7 +139,7 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
     return 0
 
 
-def _answer(line: bytes, reader: BinaryIO, writer: BinaryIO, server: Server) -> bool:
+def _answer(line: bytes, reader: BinaryIO, writer: Writer, server: Server) -> bool:
     """Answer one line; False when stdout is gone and serving should end."""
     if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
         while True:  # discard the rest of the oversized line
@@ -132,9 +155,13 @@ def _answer(line: bytes, reader: BinaryIO, writer: BinaryIO, server: Server) -> 
         reply = protocol.dispatch_bytes(line, server)
     if reply.response is None:
         return True
+    data = protocol.encode(reply.response)
     try:
-        writer.write(protocol.encode(reply.response))
-        writer.write(b"\n")
+        if len(data) < 65536:  # one write for the common case; no copy of a large one
+            writer.write(data + b"\n")
+        else:
+            writer.write(data)
+            writer.write(b"\n")
         writer.flush()
     except (BrokenPipeError, ValueError, OSError) as exc:
         log.info("stdout closed (%s); exiting", exc.__class__.__name__)

@@ -29,12 +29,18 @@ def new_modules(target, walk=False):
 
 
 def is_stdlib(name):
+    """Listed as standard library, or living in the interpreter's own library directories.
+
+    Location matters too: 3.9 has no stdlib_module_names, and 3.15's traceback imports
+    _missing_stdlib_info, a generated stdlib file the list does not name.
+    """
     top = name.split(".")[0]
-    if hasattr(sys, "stdlib_module_names"):
-        return top in sys.stdlib_module_names
-    module = sys.modules.get(top) or __import__(top)  # Python 3.9: judge by where the module lives
+    if top in getattr(sys, "stdlib_module_names", ()):
+        return True
+    module = sys.modules.get(top) or __import__(top)
     location = getattr(module, "__file__", None)
-    return location is None or location.startswith(sysconfig.get_paths()["stdlib"])
+    paths = sysconfig.get_paths()
+    return location is None or location.startswith((paths["stdlib"], paths["platstdlib"]))
 
 
 def test_importing_every_module_loads_only_the_standard_library():
