@@ -28,10 +28,14 @@ apt_install() {
     say "installing $* from the distribution (apt-get)"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
     # policy-rc.d keeps the package scripts from starting services we start ourselves below.
-    had_policy=0; [ -e /usr/sbin/policy-rc.d ] && had_policy=1
-    [ "$had_policy" = 1 ] || printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-    [ "$had_policy" = 1 ] || rm -f /usr/sbin/policy-rc.d
+    if [ -e /usr/sbin/policy-rc.d ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    else
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+        rm -f /usr/sbin/policy-rc.d
+    fi
 }
 
 if engine_answers; then
@@ -41,7 +45,7 @@ else
         die "DOCKER_HOST=${DOCKER_HOST} does not answer. Start that engine, or unset DOCKER_HOST to let the lab start a local one."
     fi
     if [ "$(id -u)" != 0 ] || ! is_debian_like; then
-        die "no Docker engine answers and this host is not a Debian/Ubuntu machine where we are root, so the lab will not install one. Start a Docker engine (or point DOCKER_HOST at one), make sure 'docker info' works for this user, then run 'make matrix' again."
+        die "no Docker engine answers and this host is not a Debian/Ubuntu machine where we are root, so the lab will not install one. Start a Docker engine (or point DOCKER_HOST at one), make sure 'docker info' works for this user (for a local engine: add the user to the docker group), then run 'make matrix' again."
     fi
     missing=""
     command -v dockerd >/dev/null 2>&1 || missing="docker.io"
