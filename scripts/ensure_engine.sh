@@ -33,8 +33,10 @@ apt_install() {
     else
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
         chmod +x /usr/sbin/policy-rc.d
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT  # never leave it behind, even if the install fails
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
         rm -f /usr/sbin/policy-rc.d
+        trap - EXIT
     fi
 }
 
