@@ -17,7 +17,7 @@ import hashlib
 import io
 import tarfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,14 +191,14 @@ class Builder:
         self._locks: dict[str, threading.Lock] = {}
         self._failed: dict[str, BuildFailure] = {}
 
-    def build(self, plan: BuildPlan, on_stage: object = None) -> Images | BuildFailure:
+    def build(self, plan: BuildPlan, on_stage: Callable[[str], None] | None = None) -> Images | BuildFailure:
         if not plan.dockerfile:
             path = f"images/{plan.cell.family.value}/Dockerfile"
             return BuildFailure(stage="python", message=f"{path} does not exist", log_tail="")
         tags = plan.tags()
         for stage in STAGES:
             tag = getattr(tags, stage)
-            if callable(on_stage):
+            if on_stage is not None:
                 on_stage(stage)
             failure = self._build_stage(plan, stage, tag)
             if failure:

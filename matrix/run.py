@@ -14,6 +14,7 @@ import io
 import os
 import sys
 import tarfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
@@ -106,6 +107,17 @@ def pytest_volume(engine: Engine, python: str, folder: Path, wheels: list[str], 
     """
     key = hashlib.sha256("\n".join(sorted(wheels)).encode()).hexdigest()[:12]
     name = f"mcplab-pytest-py{python}-{key}"
+    with _VOLUME_LOCKS_GUARD:
+        lock = _VOLUME_LOCKS.setdefault(name, threading.Lock())
+    with lock:  # cells of one Python fill their shared volume once
+        return _fill_volume(engine, name, folder, image)
+
+
+_VOLUME_LOCKS: dict[str, threading.Lock] = {}
+_VOLUME_LOCKS_GUARD = threading.Lock()
+
+
+def _fill_volume(engine: Engine, name: str, folder: Path, image: str) -> str:
     holder = f"mcplab-fill-{name}-{os.getpid()}"
     engine.run(["volume", "create", "--label", f"{LABEL}=1", name], timeout=60)
     try:
