@@ -300,6 +300,67 @@ def validate(value: Any, schema: Any, *, path: str = "") -> list[str]:
     return validator.errors[:MAX_ERRORS]
 
 
+_QUICK_ROOT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "title", "description",
+                        "$schema", "$comment"}
+_QUICK_PROPERTY_KEYWORDS = {"type", "title", "description", "default", "examples", "format", "$comment",
+                            "deprecated", "readOnly", "writeOnly"}
+_QUICK_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda value: isinstance(value, str),
+    "boolean": lambda value: value is True or value is False,
+    "null": lambda value: value is None,
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, (list, tuple)),
+    "number": lambda value: _is_type(value, "number"),
+    "integer": lambda value: _is_type(value, "integer"),
+}
+
+
+def quick_validator(schema: Any) -> Optional[Callable[[Any], bool]]:
+    """A fast check for the flat object schemas that signatures produce, or None for any other schema.
+
+    The check returns True only for values that `validate` accepts, so a True skips `validate`; False
+    means "not sure": call `validate` for the verdict and the messages. Built once per tool, it saves
+    the general validator's walk over every keyword on every call.
+    """
+    if not isinstance(schema, dict) or set(schema) - _QUICK_ROOT_KEYWORDS or schema.get("type") != "object":
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    closed = schema.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not isinstance(required, list) or closed not in (True, False):
+        return None
+    checks: dict[str, Optional[tuple[Callable[[Any], bool], ...]]] = {}
+    for name, sub in properties.items():
+        if sub is True or sub == {}:
+            checks[name] = None  # anything goes
+            continue
+        if not isinstance(sub, dict) or set(sub) - _QUICK_PROPERTY_KEYWORDS or "type" not in sub:
+            return None
+        names = sub["type"] if isinstance(sub["type"], list) else [sub["type"]]
+        if not names or any(n not in _QUICK_TYPES for n in names):
+            return None
+        checks[name] = tuple(_QUICK_TYPES[n] for n in names)
+    needed = tuple(required)
+    rejects_others = closed is False
+
+    def quick(value: Any) -> bool:
+        if not isinstance(value, dict):
+            return False
+        for name in needed:
+            if name not in value:
+                return False
+        for name, item in value.items():
+            if name in checks:
+                allowed = checks[name]
+                if allowed is not None and not any(test(item) for test in allowed):
+                    return False
+            elif rejects_others:
+                return False
+        return True
+
+    return quick
+
+
 # ---------------------------------------------------------------------------------------------
 # Start-up checks of schemas
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import _json
-from ._schema import check_schema, schema_from_function, validate
+from ._schema import check_schema, quick_validator, schema_from_function, validate
 from .content import ContentBlock
 from .errors import ConfigError
 
@@ -70,6 +70,9 @@ class Tool:
     requires_client_capabilities: Optional[dict[str, Any]] = None
     definition: dict[str, Any] = field(init=False, repr=False, compare=False)
     header_params: tuple[HeaderParam, ...] = field(init=False, repr=False, compare=False)
+    # Fast yes-checks for the common flat schemas (None: always use the full validator); see quick_validator.
+    _quick_input: Optional[Callable[[Any], bool]] = field(init=False, repr=False, compare=False)
+    _quick_output: Optional[Callable[[Any], bool]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = f"tool {self.name!r}"
@@ -96,12 +99,16 @@ class Tool:
             raise ConfigError(f"{where}: its definition is not JSON: {exc}") from None
         object.__setattr__(self, "definition", definition)
         object.__setattr__(self, "header_params", _header_params(self.input_schema, where))
+        object.__setattr__(self, "_quick_input", quick_validator(self.input_schema))
+        object.__setattr__(self, "_quick_output", quick_validator(self.output_schema))
 
     def call(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run the tool; the CallToolResult without resultType and _meta."""
-        errors = validate(arguments, self.input_schema)
-        if errors:
-            return error_result(f"Invalid arguments for tool {self.name}: " + "; ".join(errors))
+        quick = self._quick_input
+        if quick is None or not quick(arguments):
+            errors = validate(arguments, self.input_schema)
+            if errors:
+                return error_result(f"Invalid arguments for tool {self.name}: " + "; ".join(errors))
         try:
             value = self.handler(arguments)
         except ToolError as exc:
@@ -138,7 +145,9 @@ class Tool:
         if self.output_schema is not None:
             if structured is None:
                 return error_result(f"Tool {self.name} declares an outputSchema but returned no structured value")
-            problems = validate(structured, self.output_schema, path="result")
+            quick = self._quick_output
+            problems = [] if quick is not None and quick(structured) else validate(structured, self.output_schema,
+                                                                                  path="result")
             if problems:
                 log.error("tool %s broke its outputSchema: %s", self.name, "; ".join(problems))
                 return error_result(f"Tool {self.name} returned a result that does not match its outputSchema: "
