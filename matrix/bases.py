@@ -231,6 +231,11 @@ class Bases:
         self._locks: dict[tuple[BaseStep, ...], threading.Lock] = {}
         self._done: dict[tuple[BaseStep, ...], BaseOutcome] = {}
 
+    def done(self, steps: tuple[BaseStep, ...]) -> bool:
+        """Whether that base has been dealt with (made, found, or given up on) in this run."""
+        with self._lock:
+            return steps in self._done
+
     def obtain(self, steps: tuple[BaseStep, ...]) -> BaseOutcome:
         with self._lock:
             lock = self._locks.setdefault(steps, threading.Lock())

@@ -29,7 +29,7 @@ from .build import Builder, BuildFailure, plan_build
 from .engine import RUN_LABEL, Engine, tail
 from .memo import SuiteMemo, files_digest, memo_key
 from .model import Cell, CellResult, Environment, Family, Outcome, SuiteResult
-from .plan import Selection, Shard, cell_outcome, should_stop
+from .plan import Selection, Shard, cell_outcome, pick_next, should_stop
 from .progress import Progress
 from .run import pytest_volume, run_image_checks, run_in_container, run_on_host
 from .wheels import PytestFolders
@@ -353,12 +353,26 @@ def run_matrix(
         # nothing fetched start at once; a cell whose base is still coming waits for it in Bases.
         prefetch = _start_prefetch(lab, _prefetch_work(lab, cells, plans))
         with prefetch, cf.ThreadPoolExecutor(max_workers=lab.options.jobs, thread_name_prefix="cell") as pool:
-            ready_first = sorted(cells, key=lambda c: 0 if _ready(plans.get(c.name)) else 1)
-            pending = {pool.submit(run_cell, lab, c, plans.get(c.name, ())) for c in ready_first}
+            waiting = list(cells)
+            running: dict[cf.Future[CellResult], Cell] = {}
+
+            def is_ready(cell: Cell) -> bool:
+                steps = plans.get(cell.name)
+                return steps is None or steps[0].action in ("present", "unavailable") or lab.bases.done(steps)
+
             try:
-                while pending:
-                    done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                while waiting or running:
+                    # Fill free slots as cells become ready: host cells run while bases are bootstrapped,
+                    # container cells take the next free slots as soon as their base exists.
+                    while len(running) < lab.options.jobs and waiting:
+                        pick = pick_next(waiting, is_ready, anything_running=bool(running))
+                        if pick is None:
+                            break
+                        waiting.remove(pick)
+                        running[pool.submit(run_cell, lab, pick, plans.get(pick.name, ()))] = pick
+                    done, _ = cf.wait(running, timeout=0.5, return_when=cf.FIRST_COMPLETED)
                     for future in done:
+                        del running[future]
                         result = future.result()
                         results[result.cell] = result
                         if should_stop(result, fail_fast=lab.options.fail_fast):
@@ -382,11 +396,6 @@ def run_matrix(
         lab.cleanup()
     final = _with_pending(cells, results, f"not finished: {lab.stop_reason or 'the run stopped'}")
     return final, interrupted
-
-
-def _ready(steps: tuple[BaseStep, ...] | None) -> bool:
-    """Host cells and cells whose base is already there (or will never be) need not wait."""
-    return steps is None or steps[0].action in ("present", "unavailable")
 
 
 def _start_prefetch(lab: Lab, work: Sequence[Callable[[], object]]) -> cf.ThreadPoolExecutor:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import UsageError
@@ -165,6 +165,22 @@ def counts(results: Sequence[CellResult]) -> dict[str, int]:
 
 def should_stop(result: CellResult, *, fail_fast: bool) -> bool:
     return fail_fast and result.outcome in BAD - {Outcome.CANCELLED}
+
+
+def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anything_running: bool) -> Cell | None:
+    """The next cell to start, or None to wait for a slot's work to finish first.
+
+    Ready cells first (their base is there); among them container cells before host cells, since they
+    take longest (build + four suites) and the run ends with its longest cell. A cell whose base is still
+    being made is started only when nothing else runs, so a free slot never idles forever.
+    """
+    ready = [c for c in waiting if is_ready(c)]
+    ready.sort(key=lambda c: 0 if c.family.in_container else 1)
+    if ready:
+        return ready[0]
+    if waiting and not anything_running:
+        return waiting[0]
+    return None
 
 
 def github_matrix(cells: Sequence[Cell]) -> str:

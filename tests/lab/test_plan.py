@@ -20,6 +20,7 @@ from matrix.plan import (
     parse_jobs,
     parse_shard,
     parse_suites,
+    pick_next,
     pytest_outcome,
     select,
     shard,
@@ -196,3 +197,17 @@ def test_merge_refuses_overlapping_shards_and_orders_by_table() -> None:
 def test_host_cells_have_no_image_suite() -> None:
     host = Cell(name="h", family=Family.HOST, release="host", python="3.11", python_from=PythonFrom.HOST)
     assert "images" not in host.suites
+
+
+def test_scheduler_prefers_ready_container_cells_and_never_idles() -> None:
+    bookworm, host = CELLS[1], next(c for c in CELLS if c.family is Family.HOST)
+    assert bookworm.family is Family.DEBIAN
+    # Both ready: the longer container cell first.
+    assert pick_next([host, bookworm], lambda c: True, anything_running=True) is bookworm
+    # The base is still being made: the host cell runs meanwhile.
+    assert pick_next([bookworm, host], lambda c: c is host, anything_running=True) is host
+    # Nothing ready while others run: wait for a slot's work instead of blocking a slot on a base.
+    assert pick_next([bookworm], lambda c: False, anything_running=True) is None
+    # Nothing ready and nothing running: start it anyway (it waits for its base in its slot).
+    assert pick_next([bookworm], lambda c: False, anything_running=False) is bookworm
+    assert pick_next([], lambda c: True, anything_running=False) is None
