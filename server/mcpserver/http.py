@@ -154,16 +154,18 @@ class McpApp:
             length = int(environ.get("CONTENT_LENGTH") or -1)
         except ValueError:
             return _plain("400 Bad Request", "Content-Length is not a number")
-        too_large = _plain("413 Content Too Large", f"The body is larger than {self.max_body_bytes} bytes")
         if length > self.max_body_bytes:
-            return too_large
+            return self._too_large()
         stream = environ["wsgi.input"]
         body = stream.read(length) if length >= 0 else stream.read(self.max_body_bytes + 1)
         if len(body) > self.max_body_bytes:
-            return too_large
+            return self._too_large()
         if length >= 0 and len(body) < length:
             return _plain("400 Bad Request", "The body ended before Content-Length bytes")
         return bytes(body)
+
+    def _too_large(self) -> tuple[str, list[tuple[str, str]], bytes]:
+        return _plain("413 Content Too Large", f"The body is larger than {self.max_body_bytes} bytes")
 
 
 _STATUS_LINES = {200: "200 OK", 400: "400 Bad Request", 404: "404 Not Found", 500: "500 Internal Server Error"}
@@ -236,26 +238,33 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug(format, *args)
 
     def _serve(self) -> None:
-        header_bytes = sum(len(k) + len(v) + 4 for k, v in self.headers.items())
+        # One pass over the parsed header lines. http.client decodes them as latin-1, which yields no
+        # surrogates, so raw_items() gives exactly what items() and get() would, without the email
+        # package's per-call policy work (measured: a fifth of this handler's time).
+        fields = list(self.headers.raw_items())
+        header_bytes = sum(len(k) + len(v) + 4 for k, v in fields)
         if header_bytes > MAX_HEADER_BYTES:
             self.close_connection = True
             self.send_error(431, f"Request headers larger than {MAX_HEADER_BYTES} bytes")
             return
-        if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
+        first: dict[str, str] = {}  # lower-case name -> its first value, as Message.get gives it
+        for name, value in fields:
+            first.setdefault(name.lower(), value)
+        if first.get("transfer-encoding", "").lower() not in ("", "identity"):
             self.close_connection = True
             self.send_error(411, "Send a Content-Length; chunked bodies are not accepted")
             return
         with self.server.track_request():
-            self._run_app()
+            self._run_app(fields, first)
 
     do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
 
-    def _run_app(self) -> None:
+    def _run_app(self, fields: list[tuple[str, str]], first: dict[str, str]) -> None:
         path, _, query = self.path.partition("?")
-        length = self.headers.get("Content-Length") or ""
+        length = first.get("content-length") or ""
         environ: dict[str, Any] = {
             "REQUEST_METHOD": self.command, "SCRIPT_NAME": "", "PATH_INFO": unquote(path, "latin-1"),
-            "QUERY_STRING": query, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "QUERY_STRING": query, "CONTENT_TYPE": first.get("content-type", ""),
             "CONTENT_LENGTH": length, "SERVER_NAME": self.server.server_name,
             "SERVER_PORT": str(self.server.server_port), "SERVER_PROTOCOL": self.request_version,
             "REMOTE_ADDR": self.client_address[0], "wsgi.version": (1, 0), "wsgi.url_scheme": "http",
@@ -264,7 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
             "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False,
             "wsgi.run_once": False,
         }
-        for name, value in self.headers.items():
+        for name, value in fields:
             key = "HTTP_" + name.upper().replace("-", "_")
             if key not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"):
                 environ[key] = f"{environ[key]},{value}" if key in environ else value

@@ -31,6 +31,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _json
@@ -75,6 +76,7 @@ _RETIRED = {
     "resources/unsubscribe": "this server offers no resource subscriptions",
 }
 _BASE64_OPEN, _BASE64_CLOSE = "=?base64?", "?="
+_VISIBLE = re.compile(r"[\t -~]*")  # what a header value may hold: visible ASCII, space and tab
 
 
 class Reply(NamedTuple):
@@ -188,7 +190,7 @@ def _header(headers: dict[str, str], name: str) -> Optional[str]:
     if value is None:
         return None
     value = value.strip(" \t")
-    if any(not (" " <= char <= "~" or char == "\t") for char in value):
+    if not _VISIBLE.fullmatch(value):
         raise HeaderMismatch(f"Header mismatch: {name} contains characters that are not allowed")
     return value
 
