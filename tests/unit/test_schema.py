@@ -185,3 +185,35 @@ def test_schemas_the_validator_cannot_honour_are_refused_at_start_up(schema, mes
                                      "http://json-schema.org/draft-07/schema#"])
 def test_both_dialects_of_the_spec_examples_are_accepted(dialect):
     check_schema({"$schema": dialect, "type": "object"}, "t", root_object=True)
+
+
+def test_the_quick_validator_never_accepts_what_the_full_one_rejects():
+    """quick_validator is a shortcut for common flat schemas: its True must always be validate()'s verdict."""
+    import random
+
+    from mcpserver._schema import quick_validator
+
+    rng = random.Random(20261130)
+    types = ["string", "integer", "number", "boolean", "null", "object", "array"]
+    samples = [None, True, False, 0, 1, -7, 2.5, 3.0, "", "x", [], [1], {}, {"a": 1}, 10**20, float("1e300")]
+    tried = 0
+    for _ in range(1500):
+        names = rng.sample(["a", "b", "c", "d"], rng.randint(0, 4))
+        properties = {}
+        for name in names:
+            kind = rng.choice([rng.choice(types), rng.sample(types, 2), None])
+            properties[name] = {} if kind is None else {"type": kind}
+        schema = {"type": "object", "properties": properties,
+                  "required": rng.sample(names, rng.randint(0, len(names))),
+                  "additionalProperties": rng.choice([True, False])}
+        quick = quick_validator(schema)
+        assert quick is not None, schema
+        for _ in range(20):
+            keys = rng.sample(["a", "b", "c", "d", "e"], rng.randint(0, 5))
+            value = {key: rng.choice(samples) for key in keys}
+            if quick(value):
+                tried += 1
+                assert validate(value, schema) == [], (schema, value)
+    assert tried > 1000  # the shortcut really is taken
+    assert quick_validator(schema_from_function(signatures_plain.everything, "f").input_schema) is None
+    assert quick_validator({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}) is None
