@@ -105,7 +105,7 @@ def _why(result: CellResult) -> str:
 
 def _failed_count(suite: SuiteResult) -> str:
     if suite.outcome is Outcome.FAILED:
-        return f"{suite.failed + suite.errors} of {suite.tests} failed"
+        return f"{suite.failed + suite.errors} of {suite.tests - suite.skipped} failed"
     return str(suite.outcome.value)
 
 
