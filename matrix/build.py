@@ -214,7 +214,8 @@ class Builder:
             if self.engine.image_id(tag):
                 return None
             log = self.logdir / f"build-{plan.cell.name}-{stage}.log"
-            argv = ["build", "--target", stage, "--label", f"{LABEL}=1", "--tag", tag]
+            # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
+            argv = ["build", "--force-rm", "--target", stage, "--label", f"{LABEL}=1", "--tag", tag]
             for arg in plan.build_args:
                 argv += ["--build-arg", arg]
             argv.append("-")

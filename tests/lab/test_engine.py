@@ -110,7 +110,8 @@ def test_failing_suite_comes_out_failed_with_the_test_id(tmp_path: Path, engine:
     assert lab_containers(engine) == before
 
 
-def test_broken_dockerfile_comes_out_error_with_its_log_tail(tmp_path: Path) -> None:
+def test_broken_dockerfile_comes_out_error_with_its_log_tail(tmp_path: Path, engine: Engine) -> None:
+    before = lab_containers(engine)
     dockerfile = (
         (LAB_ROOT / "images/debian/Dockerfile")
         .read_text()
@@ -126,6 +127,7 @@ def test_broken_dockerfile_comes_out_error_with_its_log_tail(tmp_path: Path) -> 
     assert cell["outcome"] == "error"
     assert "docker build of the python stage failed" in cell["message"]
     assert "deliberately broken build" in cell["log_tail"]
+    assert lab_containers(engine) == before, "the failed build left its container behind"
 
 
 def test_hanging_suite_comes_out_timeout_within_the_limit(tmp_path: Path, engine: Engine) -> None:
