@@ -4,6 +4,11 @@ A plain line loop: json.loads, a dict, json.dumps, write, flush. It checks nothi
 (echo and big), so no real server can be faster on the same interpreter; the benchmark divides by it.
 
     python bench/ceiling_stdio.py < requests.jsonl
+    python bench/ceiling_stdio.py --imports argparse,inspect,... < requests.jsonl
+
+With --imports it first imports the standard-library modules named (the driver passes those that
+mcpserver's own start-up imports), to show how much of mcpserver's cold start is the standard
+library's import time rather than mcpserver's own work.
 """
 
 import json
@@ -23,6 +28,9 @@ def serve(stdin, out):  # no annotations: importing typing would slow the start
 
 
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--imports":
+        for name in sys.argv[2].split(","):
+            __import__(name)
     serve(sys.stdin.buffer, sys.stdout.buffer)
 
 

@@ -243,7 +243,9 @@ def http_wrk(running: systems.Running, seconds: float, connections: int, threads
     """wrk with `connections` connections for `seconds`; every answer is checked by wrk.lua."""
     argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "10s", "-s", WRK_SCRIPT,
             f"http://127.0.0.1:{running.port}/mcp"]
+    cpu_before = systems.cpu_seconds(running.process.pid)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    cpu_used = systems.cpu_seconds(running.process.pid) - cpu_before
     summary: Optional[dict[str, Any]] = None
     for line in done.stdout.splitlines():
         if line.startswith("WRK_JSON "):
@@ -257,4 +259,5 @@ def http_wrk(running: systems.Running, seconds: float, connections: int, threads
     if not summary["good"]:
         raise WrongAnswer("no answers")
     return {"rps": summary["good"] / (summary["duration_us"] / 1e6), "p50_us": summary["p50_us"],
-            "p99_us": summary["p99_us"], "socket_errors": sum(errors.values())}
+            "p99_us": summary["p99_us"], "socket_errors": sum(errors.values()),
+            "cpu_us": cpu_used / summary["good"] * 1e6}

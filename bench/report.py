@@ -19,7 +19,8 @@ from typing import Any, Optional
 PAYLOAD_CHARS = 500_000
 
 LABELS = {
-    "stdio": {"bare": "bare-stdlib loop", "mcpserver": "mcpserver", "sdk": "official SDK (mcp 2.3.0)"},
+    "stdio": {"bare": "bare-stdlib loop", "bare-imports": "bare loop + mcpserver's stdlib imports (reference)",
+              "mcpserver": "mcpserver", "sdk": "official SDK (mcp 2.3.0)"},
     "http": {"bare": "bare ThreadingHTTPServer", "mcpserver": "mcpserver (stdlib server)",
              "mcpserver-log": "mcpserver, access log on", "mcpserver-gunicorn": "mcpserver on gunicorn -w 2",
              "mcpserver-wsgiref": "mcpserver on wsgiref (reference)", "sdk": "official SDK (mcp 2.3.0, uvicorn)"},
@@ -223,9 +224,10 @@ def render(results: dict[str, Any], lab_times_path: Optional[str] = None) -> str
          f"- Versions: mcpserver at commit {v.get('mcpserver_commit')}; official SDK mcp {v.get('mcp')} "
          f"(uvicorn {v.get('uvicorn')}, starlette {v.get('starlette')}, pydantic {v.get('pydantic')}); "
          f"gunicorn {v.get('gunicorn')}; wrk {v.get('wrk')}.",
-         "- Every Python process runs on the same interpreter binary. The official SDK and gunicorn come from a "
-         "separate environment (`.cache/bench-venv`, from `bench/requirements.txt`); the bare ceilings and "
-         "mcpserver use the interpreter alone, mcpserver from `server/` on PYTHONPATH.",
+         "- Every Python process runs on the same interpreter, that of a separate environment "
+         "(`.cache/bench-venv`, from `bench/requirements.txt`) where the official SDK and gunicorn are installed. "
+         "The bare ceilings and mcpserver (from `server/`, on PYTHONPATH) import nothing from it, and every "
+         "system starts with the same clean site-packages.",
          "- The systems: the bare ceilings in `bench/ceiling_stdio.py` (a line loop: json.loads, a dict, json.dumps, "
          "write, flush) and `bench/ceiling_http.py` (a ThreadingHTTPServer POST handler, HTTP/1.1 keep-alive, "
          "TCP_NODELAY); the official SDK's `MCPServer` with the same echo and big tools (`bench/sdk_server.py`; over "
@@ -253,6 +255,10 @@ def render(results: dict[str, Any], lab_times_path: Optional[str] = None) -> str
                  _table(results, "stdio.cold_start", "stdio", [("min ms", "ms", "min"), ("median ms", "ms", "median")])
                  + _ratio_lines(results, "stdio.cold_start", "ms", [
                      ("mcpserver", "bare", "mcpserver ÷ bare loop (target ≤ 2x)"),
+                     ("bare-imports", "bare", "bare loop + mcpserver's stdlib imports ÷ bare loop: the floor that "
+                      "importing the same standard-library modules sets"),
+                     ("mcpserver", "bare-imports", "mcpserver ÷ (bare loop + its stdlib imports): mcpserver's own "
+                      "modules, argument parsing and tool registration"),
                      ("sdk", "bare", "official SDK ÷ bare loop (the issue expects about 30x)")])))
     add(["### `echo REQUEST | server`", "",
          "The request is the whole of stdin: the server sees EOF right after it. Answered means the answer was on "
@@ -312,12 +318,14 @@ def render(results: dict[str, Any], lab_times_path: Optional[str] = None) -> str
                      ("mcpserver", "sdk", "mcpserver ÷ official SDK (target ≥ 2x)"),
                      ("mcpserver-log", "mcpserver", "access log on ÷ off")])))
     add(_section(f"Concurrent load (wrk, {c['wrk_connections']} connections)",
-                 "Requests per second that got a correct answer, and wrk's latency percentiles. Higher throughput "
-                 "is better.",
+                 "Requests per second that got a correct answer, wrk's latency percentiles, and the server's CPU "
+                 "time (user + system, all threads and worker processes, read from /proc) per answered request. "
+                 "Higher throughput is better.",
                  _table(results, "http.concurrent", "http", [("min req/s", "rps", "min"),
                                                              ("median req/s", "rps", "median"),
                                                              ("p50 median µs", "p50_us", "median"),
-                                                             ("p99 median µs", "p99_us", "median")])
+                                                             ("p99 median µs", "p99_us", "median"),
+                                                             ("CPU µs/request, median", "cpu_us", "median")])
                  + _ratio_lines(results, "http.concurrent", "rps", [
                      ("mcpserver-gunicorn", "mcpserver", "gunicorn -w 2 ÷ mcpserver's own server (target > 1)"),
                      ("mcpserver", "bare", "mcpserver ÷ bare ThreadingHTTPServer"),

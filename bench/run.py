@@ -68,8 +68,11 @@ def rotated(items: list[Any], round_index: int) -> list[Any]:
 class Run:
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.python = systems.python_executable()
+        # One interpreter for every system: the venv's, so that no system pays for what the base
+        # installation's site-packages does at start-up (.pth files) and every one pays the same.
         self.venv_python = os.path.join(os.path.abspath(args.venv), "bin", "python")
+        self.python = self.venv_python
+        self.cold_reference = systems.cold_start_reference(self.python)
         self.log_dir = os.path.join(RESULTS, "logs")
         self.metrics: dict[str, dict[str, list[dict[str, Any]]]] = {}
 
@@ -86,8 +89,9 @@ class Run:
     def stdio_round(self, r: int) -> None:
         args = self.args
         every = rotated(systems.stdio_systems(self.python, self.venv_python), r)
+        with_reference = rotated([*systems.stdio_systems(self.python, self.venv_python), self.cold_reference], r)
         for _ in range(args.cold_starts):
-            for system in every:
+            for system in with_reference:
                 self._sample("stdio.cold_start", system, r, measure.cold_start, system, self.log_dir)
         for _ in range(args.echo_pipes):
             for system in every:

@@ -1,7 +1,9 @@
 """The systems under test, and starting and stopping them.
 
-Every Python process runs on the same interpreter binary: the ceilings and mcpserver on the one that
-runs the driver, the official SDK (and gunicorn) from .cache/bench-venv, a venv of that same binary.
+Every Python process runs on the same interpreter, the one of .cache/bench-venv: the official SDK and
+gunicorn are installed there; the ceilings and mcpserver (from server/, on PYTHONPATH) import nothing
+from it, but start with the same (clean) site-packages, so no system pays for .pth files that a base
+installation may carry and the others do not.
 Nothing logs per request: mcpserver runs with --log-level warning over HTTP, uvicorn with its access
 log off, gunicorn without one, the ceilings never log. One extra HTTP system keeps mcpserver's access
 log on (its default) to show what the log costs.
@@ -14,7 +16,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -26,6 +27,7 @@ _SERVING = re.compile(rb"http://127\.0\.0\.1:(\d+)/mcp")
 
 # Keys of the systems; the report's tables and ratios name them.
 BARE = "bare"
+BARE_IMPORTS = "bare-imports"
 OURS = "mcpserver"
 OURS_LOGGED = "mcpserver-log"
 OURS_GUNICORN = "mcpserver-gunicorn"
@@ -55,6 +57,29 @@ def environment() -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     env["PYTHONPATH"] = os.path.join(ROOT, "server")
     return env
+
+
+# What mcpserver's stdio start-up imports from the standard library, printed by the venv's interpreter.
+_PROBE = """
+import json, sys
+base = set(sys.modules)
+import mcpserver.__main__, mcpserver.stdio, mcpserver._loader
+mcpserver._loader.load_target(sys.argv[1])
+print(",".join(sorted(m for m in set(sys.modules) - base
+                      if not m.startswith("mcpserver") and m.split(".")[0] in sys.stdlib_module_names)))
+"""
+
+
+def stdlib_imports(python: str) -> str:
+    done = subprocess.run([python, "-c", _PROBE, DEMO], capture_output=True, text=True, env=environment(), check=True)
+    return done.stdout.strip()
+
+
+def cold_start_reference(python: str) -> System:
+    """The bare loop after importing what mcpserver imports from the standard library."""
+    return System(BARE_IMPORTS, "bare loop + mcpserver's stdlib imports", "stdio",
+                  (python, os.path.join(BENCH, "ceiling_stdio.py"), "--imports", stdlib_imports(python)),
+                  "reference for cold start only")
 
 
 def stdio_systems(python: str, venv_python: str) -> list[System]:
@@ -171,6 +196,19 @@ def peak_rss_kib(pid: int) -> int:
     return total
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (all its threads) and its live descendants."""
+    ticks = 0
+    for each in [pid, *_descendants(pid)]:
+        try:
+            with open(f"/proc/{each}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _descendants(pid: int) -> list[int]:
     found = []
     try:
@@ -180,8 +218,3 @@ def _descendants(pid: int) -> list[int]:
     except OSError:
         pass
     return found
-
-
-def python_executable() -> str:
-    """The real interpreter binary behind the driver (never a shim script)."""
-    return os.path.realpath(sys.executable)
