@@ -64,6 +64,16 @@ class _ServerProcess:
     def stderr(self) -> str:
         return "".join(self._stderr)
 
+    def wait_for_stderr(self, text: str, timeout: float = 30) -> None:
+        """Block until `text` appears on the server's stderr (evidence, not a guess by sleeping)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while text not in self.stderr:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise AssertionError(f"{text!r} never appeared on stderr:\n{self.stderr}")
+            time.sleep(0.01)
+
     def __exit__(self, *exc: Any) -> None:
         if self.process.poll() is None:
             self.process.kill()

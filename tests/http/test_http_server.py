@@ -15,18 +15,25 @@ import pytest
 from mcptest import DEMO, HttpServer, call, mcp_headers, request, server_command
 
 SLOW_TARGET = textwrap.dedent("""
-    import os, time
+    import os, sys, time
     from mcpserver import Server
 
     server = Server("slow")
 
     @server.tool()
     def slow(seconds: float) -> str:
+        sys.stderr.write("slow: started\\n")
+        sys.stderr.flush()
         time.sleep(seconds)
         return "slept"
 
     @server.tool()
     def pid() -> str:
+        return str(os.getpid())
+
+    @server.tool()
+    def slow_pid(seconds: float) -> str:
+        time.sleep(seconds)
         return str(os.getpid())
 """)
 
@@ -114,7 +121,7 @@ def test_deep_nesting_is_a_clean_400_and_serving_goes_on(demo):
 
 def test_the_access_log_has_one_line_per_request_and_no_bodies(demo):
     demo.post(call("echo", text="secret-payload-never-logged"))
-    time.sleep(0.2)
+    demo.wait_for_stderr('"POST /mcp" 200 tools/call')
     lines = [line for line in demo.stderr.splitlines() if '"POST /mcp" 200 tools/call' in line]
     assert lines and lines[-1].rstrip().endswith("ms")
     assert "secret-payload-never-logged" not in demo.stderr
@@ -150,16 +157,24 @@ def test_a_client_that_stalls_is_dropped_and_others_are_served():
 
 def test_connections_beyond_the_limit_are_refused_with_503():
     with HttpServer(DEMO, "--max-connections", "2") as server:
-        held = [raw_connection(server) for _ in range(2)]
-        time.sleep(0.3)
+        held = [server.connection() for _ in range(2)]
+        for connection in held:  # a full exchange proves each holds a slot; keep-alive keeps it
+            assert server.post(request("tools/list"), connection=connection)[0] == 200
         extra = raw_connection(server)
         extra.sendall(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n")
         assert extra.recv(1024).startswith(b"HTTP/1.1 503")
         extra.close()
         for connection in held:
             connection.close()
-        time.sleep(0.3)
-        assert server.post(request("tools/list"))[0] == 200
+        deadline = time.monotonic() + 10  # the slots free once the server sees the connections close
+        while True:
+            try:
+                if server.post(request("tools/list"))[0] == 200:
+                    break
+            except (ConnectionError, OSError):
+                pass
+            assert time.monotonic() < deadline, "slots were not released"
+            time.sleep(0.05)
 
 
 def test_a_client_that_disconnects_mid_response_disturbs_no_one(demo):
@@ -180,7 +195,7 @@ def test_sigterm_during_a_slow_call_lets_it_finish_then_exits_0(slow_target):
         answer = {}
         caller = threading.Thread(target=lambda: answer.update(reply=server.post(call("slow", seconds=1.5))))
         caller.start()
-        time.sleep(0.5)
+        server.wait_for_stderr("slow: started")
         server.process.send_signal(signal.SIGTERM)
         caller.join(15)
         status, headers, body = answer["reply"]
@@ -248,21 +263,24 @@ def test_the_same_app_under_gunicorn_with_two_workers(slow_target):
                 assert time.monotonic() < deadline, "gunicorn did not start"
                 time.sleep(0.2)
         assert status == 200
+        # A sync worker serves one request at a time, so concurrent slow calls must spread over both
+        # once both have booted; keep asking (with a deadline) until both have answered.
         pids, failures = set(), []
 
         def client():
-            for _ in range(10):
-                status, _, body = server.post(call("pid"))
-                if status != 200:
-                    failures.append(status)
-                else:
-                    pids.add(body["result"]["content"][0]["text"])
+            status, _, body = server.post(call("slow_pid", seconds=0.2))
+            if status != 200:
+                failures.append(status)
+            else:
+                pids.add(body["result"]["content"][0]["text"])
 
-        threads = [threading.Thread(target=client) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        deadline = time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline:
+            threads = [threading.Thread(target=client) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
         assert failures == []
         assert len(pids) == 2, "both workers should have served requests"
         assert server.post(request("tools/list"), method="GET")[0] == 405

@@ -34,6 +34,8 @@ def tools_file(tmp_path):
 
         @server.tool()
         def slow(seconds: float) -> str:
+            sys.stderr.write("slow: started\\n")
+            sys.stderr.flush()
             time.sleep(seconds)
             return "slept"
     """))
@@ -132,7 +134,7 @@ def test_a_signal_while_idle_exits_promptly_and_cleanly(signum):
 def test_a_signal_during_a_call_lets_the_answer_out_first(tools_file):
     with StdioServer(tools_file) as server:
         server.send(line(call("slow", seconds=1.0)))
-        time.sleep(0.3)
+        server.wait_for_stderr("slow: started")
         server.process.send_signal(signal.SIGTERM)
         assert server.receive()["result"]["content"][0]["text"] == "slept"
         assert server.process.wait(5) == 0
