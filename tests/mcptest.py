@@ -64,6 +64,10 @@ class _ServerProcess:
     def stderr(self) -> str:
         return "".join(self._stderr)
 
+    def finish_stderr(self) -> None:
+        """After the process exited: wait until everything it wrote to stderr has been collected."""
+        self._drainer.join(10)
+
     def wait_for_stderr(self, text: str, timeout: float = 30) -> None:
         """Block until `text` appears on the server's stderr (evidence, not a guess by sleeping)."""
         import time

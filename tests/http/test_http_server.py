@@ -211,7 +211,7 @@ def test_a_signal_while_idle_exits_0_promptly(signum):
         started = time.monotonic()
         assert server.stop(signum) == 0
         assert time.monotonic() - started < 3
-        time.sleep(0.2)
+        server.finish_stderr()
         assert "Traceback" not in server.stderr
 
 

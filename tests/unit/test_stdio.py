@@ -127,7 +127,7 @@ def test_a_signal_while_idle_exits_promptly_and_cleanly(signum):
         server.process.send_signal(signum)
         assert server.process.wait(5) == 0
         assert time.monotonic() - started < 2
-        time.sleep(0.1)
+        server.finish_stderr()
         assert "Traceback" not in server.stderr
 
 
