@@ -243,9 +243,11 @@ def http_wrk(running: systems.Running, seconds: float, connections: int, threads
     """wrk with `connections` connections for `seconds`; every answer is checked by wrk.lua."""
     argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "10s", "-s", WRK_SCRIPT,
             f"http://127.0.0.1:{running.port}/mcp"]
-    cpu_before = systems.cpu_seconds(running.process.pid)
+    cpu_before, machine_before = systems.cpu_seconds(running.process.pid), systems.machine_cpu()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
     cpu_used = systems.cpu_seconds(running.process.pid) - cpu_before
+    busy, idle = (after - before for after, before in zip(systems.machine_cpu(), machine_before))
+    wall = (busy + idle) / (os.cpu_count() or 1)  # seconds that passed, as the kernel counted them
     summary: Optional[dict[str, Any]] = None
     for line in done.stdout.splitlines():
         if line.startswith("WRK_JSON "):
@@ -260,4 +262,4 @@ def http_wrk(running: systems.Running, seconds: float, connections: int, threads
         raise WrongAnswer("no answers")
     return {"rps": summary["good"] / (summary["duration_us"] / 1e6), "p50_us": summary["p50_us"],
             "p99_us": summary["p99_us"], "socket_errors": sum(errors.values()),
-            "cpu_us": cpu_used / summary["good"] * 1e6}
+            "cpu_us": cpu_used / summary["good"] * 1e6, "server_cores": cpu_used / wall, "idle_cores": idle / wall}

@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--payload-repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="2 rounds, smaller counts: to try the driver")
     parser.add_argument("--only", choices=["stdio", "http"], help="run one transport only")
+    parser.add_argument("--server-dir", help="import mcpserver from this directory instead of server/ (to compare "
+                        "another checkout; the report then says so)")
+    parser.add_argument("--no-profile", action="store_true", help="skip the in-process profile of mcpserver")
     parser.add_argument("--doc", default=DOC, help="where to write the report (default docs/performance.md)")
     parser.add_argument("--no-doc", action="store_true", help="keep the results, leave the report alone")
     return parser
@@ -216,7 +219,7 @@ def machine() -> dict[str, Any]:
     return info
 
 
-def versions(venv_python: str) -> dict[str, str]:
+def versions(venv_python: str, server_dir: str) -> dict[str, str]:
     found = {}
     script = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
               "('mcp', 'gunicorn', 'uvicorn', 'starlette', 'pydantic')}))")
@@ -225,13 +228,15 @@ def versions(venv_python: str) -> dict[str, str]:
         found.update(json.loads(done.stdout))
     wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True, check=False)
     found["wrk"] = (wrk.stdout or wrk.stderr).split()[1] if (wrk.stdout or wrk.stderr).startswith("wrk ") else "?"
-    git = subprocess.run(["git", "-C", systems.ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+    git = subprocess.run(["git", "-C", server_dir, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          check=False)
     found["mcpserver_commit"] = git.stdout.strip() or "?"
-    dirty = subprocess.run(["git", "-C", systems.ROOT, "status", "--porcelain", "--", "server/mcpserver"],
+    dirty = subprocess.run(["git", "-C", server_dir, "status", "--porcelain", "--", "mcpserver"],
                            capture_output=True, text=True, check=False)
     if dirty.stdout.strip():
         found["mcpserver_commit"] += " (server/mcpserver modified)"
+    if os.path.realpath(server_dir) != os.path.realpath(os.path.join(systems.ROOT, "server")):
+        found["mcpserver_commit"] += f" imported from {server_dir}"
     return found
 
 
@@ -257,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"bench: {problem}", file=sys.stderr)
         return 2
+    if args.server_dir:
+        systems.SERVER_DIR = os.path.abspath(args.server_dir)
     run = Run(args)
     os.makedirs(RESULTS, exist_ok=True)
     shutil.rmtree(run.log_dir, ignore_errors=True)
@@ -269,14 +276,16 @@ def main(argv: list[str] | None = None) -> int:
             run.stdio_round(r)
         if args.only != "stdio":
             run.http_round(r)
-    print("bench: profiling mcpserver's hot paths (cProfile)", flush=True)
-    profile = profile_hot_path.profile_all()
+    profile = None
+    if not args.no_profile and not args.server_dir:  # the profile imports server/ in this process
+        print("bench: profiling mcpserver's hot paths (cProfile)", flush=True)
+        profile = profile_hot_path.profile_all()
     results = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "seconds": round(time.time() - began),
         "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
         "machine": machine(),
-        "versions": versions(run.venv_python),
+        "versions": versions(run.venv_python, systems.SERVER_DIR),
         "config": {k: v for k, v in vars(args).items() if k not in ("doc", "no_doc", "venv")},
         "metrics": run.metrics,
         "profile": profile,

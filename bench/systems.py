@@ -53,9 +53,13 @@ class Running:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# Where mcpserver is imported from; run.py --server-dir points it at another checkout (before/after runs).
+SERVER_DIR = os.path.join(ROOT, "server")
+
+
 def environment() -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
-    env["PYTHONPATH"] = os.path.join(ROOT, "server")
+    env["PYTHONPATH"] = SERVER_DIR
     return env
 
 
@@ -207,6 +211,14 @@ def cpu_seconds(pid: int) -> float:
         except (OSError, IndexError, ValueError):
             pass
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine since boot, summed over its cores."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK"), idle / os.sysconf("SC_CLK_TCK")
 
 
 def _descendants(pid: int) -> list[int]:
