@@ -49,6 +49,7 @@ MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is ski
 DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_READ_TIMEOUT = 30.0  # seconds a client may stall while sending, or sit idle on keep-alive
 DEFAULT_GRACE_SECONDS = 10.0
+DEADLINE_SLACK = 0.001  # seconds a body read may end past its deadline, to skip a settimeout() system call
 THREAD_STACK_BYTES = 8 * 1024 * 1024  # what glibc gives threads; musl's 128 KiB default is too small for tools
 TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
@@ -194,13 +195,20 @@ def create_app(target: Union[Server, str], **options: Any) -> McpApp:
 
 
 class _Input:
-    """wsgi.input for one request: at most Content-Length bytes, the whole body within the deadline."""
+    """wsgi.input for one request: at most Content-Length bytes, the whole body within the deadline.
 
-    def __init__(self, rfile: Any, length: int, deadline: float, connection: socket.socket):
+    The connection's timeout is `timeout` when the request starts. It is lowered to the time left
+    only when the deadline is nearer than that by more than DEADLINE_SLACK, so a body that arrives
+    with its headers costs no system call to set a timeout, and none to restore it.
+    """
+
+    def __init__(self, rfile: Any, length: int, deadline: float, connection: socket.socket, timeout: float):
         self._rfile = rfile
         self._remaining = max(length, 0)
         self._deadline = deadline
         self._connection = connection
+        self._timeout = timeout
+        self.timeout_changed = False
 
     @property
     def remaining(self) -> int:
@@ -213,7 +221,10 @@ class _Input:
             left = self._deadline - time.monotonic()
             if left <= 0:
                 raise socket.timeout("the client sent its body too slowly")
-            self._connection.settimeout(left)
+            if left < self._timeout - DEADLINE_SLACK:
+                self._connection.settimeout(left)
+                self._timeout = left
+                self.timeout_changed = True
             chunk = self._rfile.read1(min(want, 1 << 20)) if hasattr(self._rfile, "read1") else self._rfile.read(want)
             if not chunk:
                 break
@@ -262,14 +273,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _run_app(self, fields: list[tuple[str, str]], first: dict[str, str]) -> None:
         path, _, query = self.path.partition("?")
         length = first.get("content-length") or ""
+        body = _Input(self.rfile, int(length) if length.isdigit() else 0, time.monotonic() + self.server.read_timeout,
+                      self.connection, self.server.read_timeout)
         environ: dict[str, Any] = {
             "REQUEST_METHOD": self.command, "SCRIPT_NAME": "", "PATH_INFO": unquote(path, "latin-1"),
             "QUERY_STRING": query, "CONTENT_TYPE": first.get("content-type", ""),
             "CONTENT_LENGTH": length, "SERVER_NAME": self.server.server_name,
             "SERVER_PORT": str(self.server.server_port), "SERVER_PROTOCOL": self.request_version,
             "REMOTE_ADDR": self.client_address[0], "wsgi.version": (1, 0), "wsgi.url_scheme": "http",
-            "wsgi.input": _Input(self.rfile, int(length) if length.isdigit() else 0,
-                                 time.monotonic() + self.server.read_timeout, self.connection),
+            "wsgi.input": body,
             "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False,
             "wsgi.run_once": False,
         }
@@ -283,10 +295,10 @@ class _Handler(BaseHTTPRequestHandler):
             response["status"], response["headers"] = status, headers
             return lambda data: None
 
-        body = b"".join(self.server.app(environ, start_response))
-        unread = environ["wsgi.input"].remaining
+        output = b"".join(self.server.app(environ, start_response))
+        unread = body.remaining
         # A request refused before its body was read: skip a small body, else hang up.
-        if unread and (unread > MAX_DRAIN_BYTES or len(environ["wsgi.input"].read()) < unread):
+        if unread and (unread > MAX_DRAIN_BYTES or len(body.read()) < unread):
             self.close_connection = True
         if self.server.stopping.is_set():
             self.close_connection = True
@@ -295,14 +307,15 @@ class _Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             head.append("Connection: close")
         data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
-        self.connection.settimeout(self.server.read_timeout)
+        if body.timeout_changed:
+            self.connection.settimeout(self.server.read_timeout)
         if self.command == "HEAD":
-            body = b""
-        if len(body) < 65536:  # one send for the common case
-            self.wfile.write(data + body)
+            output = b""
+        if len(output) < 65536:  # one send for the common case
+            self.wfile.write(data + output)
         else:
             self.wfile.write(data)
-            self.wfile.write(body)
+            self.wfile.write(output)
 
     def handle(self) -> None:
         try:
