@@ -97,7 +97,11 @@ def _why_missed(key: str, results: dict[str, Any]) -> str:
     if key == "pipelined-bare":
         return ("the bare loop does four calls per request; mcpserver also validates the envelope, the version "
                 "and the arguments against the tool's inputSchema and builds the full result (resultType, "
-                "serverInfo). The in-process profile below shows its Python cost per request against the loop's.")
+                "serverInfo): in-process it costs about 1.7x the loop's Python time (see the profile below), "
+                "which leaves little room above 0.5x once both pay the same pipe writes. Pipelined throughput "
+                "also swings with scheduling: when the reading client keeps up with a server, every answer "
+                "wakes it, which costs the server more per answer than when answers pile up; a round on a busy "
+                "machine can fall on either side.")
     if key == "http-bare":
         return ("both servers pay http.server's header parsing (the email package); mcpserver also builds a WSGI "
                 "environ and checks Host, Origin, media types and the MCP headers against the body.")
@@ -158,7 +162,9 @@ def verdict(target: Target, values: list[float]) -> str:
     if target.key == "gunicorn":
         met = measured > target.bound
     if met:
-        return "met"
+        below = sum(1 for v in values if not (v > target.bound if target.key == "gunicorn" else
+                                              v >= target.bound if target.at_least else v <= target.bound))
+        return "met" if not below else f"met in the median; missed in {below} of {len(values)} rounds"
     if target.at_least:
         return f"**missed**: {_ratio(measured)} is {(1 - measured / target.bound) * 100:.0f}% below {target.bound:g}x"
     return f"**missed**: {_ratio(measured)} is {(measured / target.bound - 1) * 100:.0f}% above {target.bound:g}x"
@@ -226,7 +232,7 @@ def render(results: dict[str, Any], lab_times_path: Optional[str] = None) -> str
     for target in TARGETS:
         values = ratios(results, target.metric, target.field, target.numerator, target.denominator, target.scale)
         result = verdict(target, values)
-        if "missed" in result:
+        if "missed" in result:  # in the median, or in some rounds
             missed.append(target)
         add([f"| {target.text} | {_spread(values)} | {result} |"])
     pipes = results["metrics"].get("stdio.echo_pipe", {})
@@ -240,7 +246,7 @@ def render(results: dict[str, Any], lab_times_path: Optional[str] = None) -> str
     add([f"| a rerun of `make matrix` with nothing changed ≥ 5x faster than the first run | {lab[0]} | {lab[1]} |"])
     add([""])
     if missed:
-        add(["Where a target is missed, why:", ""])
+        add(["Where a target is missed, in the median or in some rounds, why:", ""])
         for target in missed:
             add([f"- {target.text}: {_why_missed(target.key, results)}"])
         add([""])
