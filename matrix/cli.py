@@ -100,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LabError as exc:
         print(f"run_matrix: {exc.message}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # `--list | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
 
 
 def _main(argv: list[str]) -> int:
