@@ -90,6 +90,10 @@ def plan_base(cell: Cell, facts: BaseFacts) -> tuple[BaseStep, ...]:
     """The ways to get `cell`'s base, in the order to try them. Ends with `unavailable` when nothing
     can work; every earlier step that is skipped adds its reason to that final message."""
     env = facts.env or {}
+    if cell.base_cell is not None:
+        # A builder cell's base only hosts its builder stage: had exactly as the cell it shares it with has
+        # it, so the two plans are equal and the base is made once (Bases keys on the plan).
+        return plan_base(cell.base_cell, facts)
     if facts.engine:
         return (BaseStep(action="unavailable", image="", reason=f"{cell.base}: {facts.engine}"),)
     if cell.base in facts.present:
@@ -133,9 +137,8 @@ def plan_base(cell: Cell, facts: BaseFacts) -> tuple[BaseStep, ...]:
         else:
             reasons.append(f"no Alpine mirror configured (set {boot.mirror_env} to bootstrap it with apk.static)")
     elif boot.method == "builder":
-        # The family's Dockerfile builds the interpreter itself on top of another base (e.g. musl on a
-        # Debian builder); that base is planned as its own cell's base.
-        steps.append(BaseStep(action="present", image=boot.builder_base, reason="built by a builder stage"))
+        # Only reached for a Cell built by hand without `base_cell` (cells.py always sets it).
+        reasons.append("a builder cell's base is had like another cell's, and none was given")
 
     steps.append(BaseStep(action="unavailable", image="", reason=f"{cell.base}: " + ", ".join(reasons)))
     return tuple(steps)
@@ -187,17 +190,17 @@ def gather_facts(engine: Engine, cells: tuple[Cell, ...], env: Mapping[str, str]
     why = engine.available()
     if why:
         return BaseFacts(engine=why, env=dict(env))
+    # A builder cell's base is had like its base cell's: plan with that cell's recipe.
+    recipes = [cell.base_cell or cell for cell in cells if cell.family.in_container]
     candidates: set[str] = set()
-    for cell in cells:
-        if not cell.family.in_container:
-            continue
+    for cell in recipes:
         candidates.add(cell.base)
         if cell.bootstrap and cell.bootstrap.method != "builder":
             candidates.add(bootstrap_tag(cell, mirror_for(cell.bootstrap, env)))
     present = frozenset(ref for ref in sorted(candidates) if engine.image_id(ref))
-    missing = sorted(c.base for c in cells if c.family.in_container and c.base not in present)
+    missing = sorted(c.base for c in recipes if c.base not in present)
     registry = probe_registry(engine, env, missing[0]) if missing else ""
-    wanted = {keyring_for(c.bootstrap, env) for c in cells if c.bootstrap}
+    wanted = {keyring_for(c.bootstrap, env) for c in recipes if c.bootstrap}
     keyrings = frozenset(k for k in wanted if k and Path(k).exists())
     return BaseFacts(
         engine="",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ else:  # pragma: no cover - the lab venv installs tomli below 3.11
 CELLS_TOML = Path(__file__).with_name("cells.toml")
 SCHEMA = 1
 _CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "bootstrap"}
-_BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "keyring_env", "script", "builder_base"}
+_BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "keyring_env", "script"}
 _BOOTSTRAP_METHODS = {"debootstrap", "apk", "builder"}
 
 
@@ -42,7 +43,34 @@ def parse_cells(data: dict[str, Any], *, source: str = "cells.toml") -> tuple[Ce
         if cell.name in seen:
             raise ConfigError(f"{source}: two cells are named {cell.name!r}; names must be unique.")
         seen.add(cell.name)
-    return cells
+    return tuple(_with_base_cell(cell, cells, source) for cell in cells)
+
+
+def _base_cell_for(cell: Cell, cells: tuple[Cell, ...]) -> Cell | None:
+    """For a cell whose bootstrap method is "builder": the first other container cell with the same `base`
+    that is not a builder cell itself; its way of getting the base is the builder cell's too."""
+    return next(
+        (
+            other
+            for other in cells
+            if other.base == cell.base
+            and other.family.in_container
+            and not (other.bootstrap and other.bootstrap.method == "builder")
+        ),
+        None,
+    )
+
+
+def _with_base_cell(cell: Cell, cells: tuple[Cell, ...], source: str) -> Cell:
+    if not (cell.bootstrap and cell.bootstrap.method == "builder"):
+        return cell
+    donor = _base_cell_for(cell, cells)
+    if donor is None:
+        raise ConfigError(
+            f"{source}: cell {cell.name!r} builds on {cell.base!r} (bootstrap method 'builder'), but no other "
+            f"cell has that base to say how to get it; add one, or change `base`."
+        )
+    return replace(cell, base_cell=donor)
 
 
 def _parse_cell(entry: Any, index: int, source: str) -> Cell:
@@ -76,6 +104,8 @@ def _parse_cell(entry: Any, index: int, source: str) -> Cell:
     if (family is Family.HOST) != (python_from is PythonFrom.HOST):
         raise ConfigError(f"{where}: family 'host' goes with python_from 'host', and only with it.")
     bootstrap = _parse_bootstrap(entry.get("bootstrap"), where)
+    if (python_from is PythonFrom.BUILDER) != (bootstrap is not None and bootstrap.method == "builder"):
+        raise ConfigError(f"{where}: python_from 'builder' goes with bootstrap method 'builder', and only with it.")
     return Cell(
         name=entry["name"],
         family=family,
@@ -103,6 +133,6 @@ def _parse_bootstrap(raw: Any, where: str) -> Bootstrap | None:
         raise ConfigError(f"{where}: a debootstrap bootstrap needs `suite`.")
     if method == "apk" and not (boot.release and boot.mirror_env):
         raise ConfigError(f"{where}: an apk bootstrap needs `release` and `mirror_env`.")
-    if method == "builder" and not boot.builder_base:
-        raise ConfigError(f"{where}: a builder bootstrap needs `builder_base`.")
+    if method == "builder" and set(raw) != {"method"}:
+        raise ConfigError(f"{where}: a builder bootstrap takes no other keys (its base is had like other cells').")
     return boot

@@ -22,6 +22,7 @@ class Family(str, enum.Enum):
     DEBIAN = "debian"
     UBUNTU = "ubuntu"
     ALPINE = "alpine"
+    MUSL_BUSYBOX = "musl-busybox"  # musl libc + busybox, CPython compiled in a builder stage (no Alpine)
     HOST = "host"
 
     @property
@@ -42,8 +43,9 @@ class Bootstrap:
 
     method "debootstrap": `suite` (and optional `keyring`, `script`), mirror from `mirror_env` or
     debootstrap's default. method "apk": `release` ("v3.23"), mirror from `mirror_env`, which must be set.
-    method "builder": the base is the image of another cell's base (`builder_base`), and the family's
-    Dockerfile builds the rest in a builder stage (the musl+busybox family works this way).
+    method "builder": no recipe of its own. The cell's `base` only hosts a builder stage of the family's
+    Dockerfile (the musl+busybox family compiles CPython there and ships an image FROM scratch); it is had
+    exactly as the table's other cell with that `base` has it (`Cell.base_cell`), so both share one base.
     """
 
     method: str
@@ -53,7 +55,6 @@ class Bootstrap:
     keyring: str = ""
     keyring_env: str = ""  # an environment variable that, when set, names the keyring file instead
     script: str = ""
-    builder_base: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +66,7 @@ class Cell:
     base: str = ""
     python_from: PythonFrom
     bootstrap: Bootstrap | None = None
+    base_cell: Cell | None = None  # method "builder": the cell whose way of getting `base` this one shares
 
     @property
     def python_command(self) -> str:

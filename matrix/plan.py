@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import UsageError
-from .model import SUITES, Cell, CellResult, Outcome, SuiteResult
+from .model import SUITES, Cell, CellResult, Outcome, PythonFrom, SuiteResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,17 +170,24 @@ def should_stop(result: CellResult, *, fail_fast: bool) -> bool:
 def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anything_running: bool) -> Cell | None:
     """The next cell to start, or None to wait for a slot's work to finish first.
 
-    Ready cells first (their base is there); among them container cells before host cells, since they
-    take longest (build + four suites) and the run ends with its longest cell. A cell whose base is still
-    being made is started only when nothing else runs, so a free slot never idles forever.
+    Ready cells first (their base is there); among them cells that compile their Python (minutes of
+    builder stage) before other container cells before host cells, since the run ends with its longest
+    cell. A cell whose base is still being made is started only when nothing else runs, so a free slot
+    never idles forever.
     """
     ready = [c for c in waiting if is_ready(c)]
-    ready.sort(key=lambda c: 0 if c.family.in_container else 1)
+    ready.sort(key=_longest_first)
     if ready:
         return ready[0]
     if waiting and not anything_running:
         return waiting[0]
     return None
+
+
+def _longest_first(cell: Cell) -> int:
+    if cell.python_from is PythonFrom.BUILDER:
+        return 0
+    return 1 if cell.family.in_container else 2
 
 
 def github_matrix(cells: Sequence[Cell]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,7 +33,8 @@ def test_on_this_machine_debian_is_bootstrapped_and_the_rest_unavailable_with_re
         if not cell.family.in_container:
             continue
         steps = plan_base(cell, HERE)
-        if cell.family.value == "debian" and cell.python_from.value == "distro":
+        recipe = cell.base_cell or cell  # the musl cell's builder stage runs on the trixie cell's base
+        if recipe.family.value == "debian" and recipe.python_from.value == "distro":
             assert [s.action for s in steps] == ["debootstrap", "unavailable"], name
         else:
             assert [s.action for s in steps] == ["unavailable"], name
@@ -66,6 +68,23 @@ def test_a_base_bootstrapped_earlier_is_found_by_its_tag() -> None:
 
 def test_both_sid_cells_share_one_base() -> None:
     assert plan_base(CELLS["debian-sid-py3.14"], HERE) == plan_base(CELLS["debian-sid-py3.15"], HERE)
+
+
+def test_the_musl_cell_shares_the_trixie_cells_base() -> None:
+    # Its builder stage compiles on that base: one bootstrap serves both (Bases keys on the plan).
+    musl, trixie = CELLS["musl-busybox-py3.13"], CELLS["debian-trixie-py3.13"]
+    assert musl.base_cell == trixie
+    for facts in (HERE, BaseFacts(registry="", debootstrap=True, root=True, env={}), BaseFacts(engine="no engine")):
+        assert plan_base(musl, facts) == plan_base(trixie, facts)
+    tag = bootstrap_tag(trixie, "")
+    assert plan_base(musl, BaseFacts(present=frozenset({tag}), env={}))[0].image == tag
+
+
+def test_a_builder_cell_without_a_base_cell_is_unavailable_with_the_reason() -> None:
+    lone = replace(CELLS["musl-busybox-py3.13"], base_cell=None)
+    steps = plan_base(lone, HERE)
+    assert [s.action for s in steps] == ["unavailable"]
+    assert "had like another cell's, and none was given" in steps[0].reason
 
 
 def test_registry_first_then_bootstrap() -> None:

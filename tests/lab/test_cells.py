@@ -23,6 +23,9 @@ def test_shipped_table_loads_and_covers_the_matrix() -> None:
     assert (PythonFrom.OFFICIAL, "python:3.13-alpine") in alpine
     assert (PythonFrom.OFFICIAL, "python:3.14-alpine") in alpine
     assert any(p is PythonFrom.DISTRO for p, _ in alpine)
+    musl = cells["musl-busybox-py3.13"]
+    assert (musl.family, musl.python_from, musl.base) == (Family.MUSL_BUSYBOX, PythonFrom.BUILDER, "debian:trixie")
+    assert not any("alpine" in c.name for c in cells.values() if c.family is not Family.ALPINE)
     hosts = {c.python for c in cells.values() if c.family is Family.HOST}
     assert hosts == {f"3.{minor}" for minor in range(9, 16)}
 
@@ -76,9 +79,39 @@ def test_schema_is_required() -> None:
         parse_cells({"cell": []})
 
 
-def test_builder_family_fits_the_model() -> None:
-    # A family whose base is made by a builder stage (the musl+busybox cell to come) needs no new field.
-    cells = parse_cells(
-        _table(python_from="builder", bootstrap={"method": "builder", "builder_base": "debian:bookworm"})
-    )
-    assert cells[0].bootstrap is not None and cells[0].bootstrap.builder_base == "debian:bookworm"
+def _builder_table(**overrides: object) -> dict[str, object]:
+    table = _table()
+    builder = {
+        "name": "b",
+        "family": "musl-busybox",
+        "release": "bookworm",
+        "python": "3.11",
+        "base": "debian:bookworm",
+        "python_from": "builder",
+        "bootstrap": {"method": "builder"},
+    }
+    builder.update(overrides)
+    table["cell"] = [builder, *table["cell"]]  # type: ignore[misc]
+    return table
+
+
+def test_a_builder_cell_gets_the_cell_whose_base_it_shares() -> None:
+    builder, donor = parse_cells(_builder_table())
+    assert builder.base_cell == donor and donor.base_cell is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"base": "debian:trixie"}, "no other cell has that base"),
+        ({"bootstrap": {"method": "builder", "suite": "trixie"}}, "takes no other keys"),
+        ({"bootstrap": None}, "python_from 'builder' goes with bootstrap method 'builder'"),
+        ({"python_from": "distro"}, "python_from 'builder' goes with bootstrap method 'builder'"),
+    ],
+)
+def test_malformed_builder_cells_are_refused(overrides: dict[str, object], fragment: str) -> None:
+    table = _builder_table(**overrides)
+    if overrides.get("bootstrap", "") is None:
+        del table["cell"][0]["bootstrap"]  # type: ignore[index]
+    with pytest.raises(ConfigError, match=fragment):
+        parse_cells(table)

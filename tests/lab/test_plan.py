@@ -57,7 +57,7 @@ def test_cell_globs_and_selectors_intersect() -> None:
 @pytest.mark.parametrize(
     ("selection", "lists"),
     [
-        (Selection(distros=("gentoo",)), "Known distro values: alpine, debian, host, ubuntu."),
+        (Selection(distros=("gentoo",)), "Known distro values: alpine, debian, host, musl-busybox, ubuntu."),
         (Selection(pythons=("2.7",)), "Known python values: 3.9, 3.10,"),
         (Selection(cells=("nope-*",)), "Known cell values: debian-bullseye-py3.9,"),
     ],
@@ -211,3 +211,12 @@ def test_scheduler_prefers_ready_container_cells_and_never_idles() -> None:
     # Nothing ready and nothing running: start it anyway (it waits for its base in its slot).
     assert pick_next([bookworm], lambda c: False, anything_running=False) is bookworm
     assert pick_next([], lambda c: True, anything_running=False) is None
+
+
+def test_a_cell_that_compiles_its_python_starts_first_once_its_base_is_there() -> None:
+    # The trixie base serves both; the musl cell's builder stage takes minutes, so it takes the first slot.
+    trixie = next(c for c in CELLS if c.name == "debian-trixie-py3.13")
+    musl = next(c for c in CELLS if c.python_from is PythonFrom.BUILDER)
+    host = next(c for c in CELLS if c.family is Family.HOST)
+    assert pick_next([host, trixie, musl], lambda c: True, anything_running=True) is musl
+    assert pick_next([host, trixie, musl], lambda c: c is not musl, anything_running=True) is trixie
