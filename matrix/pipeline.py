@@ -281,11 +281,13 @@ def _run_container_cell(
             key = memo_key(
                 "images", lab.engine.image_id(built.runtime), lab.engine.image_id(built.python),
                 files_digest([LAB_ROOT / "tests" / "images"]), cell.python, cell.python_from.value,
+                cell.family.value,
             )  # fmt: skip
             return lab.remembered(
                 key,
                 lambda: run_image_checks(
-                    run_id=lab.run_id, cell=cell.name, python=cell.python, python_from=cell.python_from.value,
+                    run_id=lab.run_id, cell=cell.name, family=cell.family.value, python=cell.python,
+                    python_from=cell.python_from.value,
                     runtime_image=built.runtime, python_image=built.python, timeout=lab.options.timeout,
                     logdir=lab.logdir, workdir=lab.workdir, tracker=lab.engine,
                 ),

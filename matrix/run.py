@@ -245,6 +245,7 @@ def run_image_checks(
     *,
     run_id: str,
     cell: str,
+    family: str,
     python: str,
     python_from: str,
     runtime_image: str,
@@ -263,7 +264,7 @@ def run_image_checks(
         sys.executable, "-m", "pytest", str(LAB_ROOT / "tests" / "images"), *PYTEST_ARGS,
         "--confcutdir", str(LAB_ROOT / "tests" / "images"), f"--junitxml={junit}",
         f"--image={runtime_image}", f"--python-image={python_image}", f"--cell-python={python}",
-        f"--python-from={python_from}",
+        f"--python-from={python_from}", f"--family={family}",
     ]  # fmt: skip
     started = time.monotonic()
     done = run_command(

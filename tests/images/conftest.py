@@ -1,6 +1,9 @@
 """Options and fixtures for the image checks: `pytest tests/images --image=IMAGE --python-image=PYIMAGE
---cell-python=3.11 [--python-from=distro]`. The lab passes them for every built cell; run by hand, point
-them at any image built from images/<family>/Dockerfile (runtime and python stages)."""
+--cell-python=3.11 [--python-from=distro] [--family=debian]`. The lab passes them for every built cell; run
+by hand, point them at any image built from images/<family>/Dockerfile (runtime and python stages).
+
+A check marked `@pytest.mark.families("musl-busybox", ...)` holds only for those families; for any other
+it is deselected (not collected as skipped), so every cell's count is of checks that apply to it."""
 
 from __future__ import annotations
 
@@ -17,6 +20,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--python-image", help="the same build's python stage (its base plus Python)")
     group.addoption("--cell-python", help="the X.Y the cell promises")
     group.addoption("--python-from", default="distro", help="distro, official or builder")
+    group.addoption("--family", default="", help="the cell's family (images/<family>/Dockerfile)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "families(*names): the check holds only for images of these families")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    family = config.getoption("--family")
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("families")
+        (drop if marker is not None and family not in marker.args else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +43,7 @@ def cell(request: pytest.FixtureRequest) -> Cell:
     get = request.config.getoption
     if not (get("--image") and get("--python-image") and get("--cell-python")):
         pytest.skip("image checks need --image, --python-image and --cell-python (the lab passes them)")
-    return Cell(get("--image"), get("--python-image"), get("--cell-python"), get("--python-from"))
+    return Cell(get("--image"), get("--python-image"), get("--cell-python"), get("--python-from"), get("--family"))
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import time
 import urllib.error
@@ -39,10 +40,25 @@ class Cell:
     python_image: str
     python: str
     python_from: str
+    family: str = ""
 
     @property
     def interpreter(self) -> str:
         return f"python{self.python}"
+
+
+def elf_interpreter(data: bytes) -> str:
+    """The PT_INTERP of a 64-bit little-endian ELF file: the loader the kernel starts it with ('' if static)."""
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
+        raise ValueError("not a 64-bit little-endian ELF file")
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for index in range(phnum):
+        # Elf64_Phdr: p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, ...
+        p_type, _, offset, _, _, size = struct.unpack_from("<IIQQQQ", data, phoff + index * phentsize)
+        if p_type == 3:  # PT_INTERP
+            return data[offset : offset + size].rstrip(b"\0").decode()
+    return ""
 
 
 def docker(
