@@ -78,7 +78,7 @@ clean-lab:
 # wrk comes from Debian's packages. The driver itself needs only the standard library.
 BENCH_VENV ?= .cache/bench-venv
 BENCH_PY := $(BENCH_VENV)/bin/python
-ROUNDS ?= 5
+ROUNDS ?= 7
 BENCH_ARGS ?=
 
 .PHONY: bench bench-tools

@@ -85,15 +85,18 @@ def _why_missed(key: str, results: dict[str, Any]) -> str:
                 "Meeting 2x would mean taking inspect, dataclasses, logging or argparse off the start-up path, "
                 "which the design relies on (tools declared by signature, stderr logging, the CLI).")
     if key == "gunicorn":
-        return ("the machine had no idle CPU left under either (median idle cores during the runs: "
-                f"{_median_value(results, 'http.concurrent', 'mcpserver-gunicorn', 'idle_cores')} with gunicorn, "
-                f"{_median_value(results, 'http.concurrent', 'mcpserver', 'idle_cores')} with mcpserver's own "
-                "server), so throughput is set by CPU per request, and gunicorn's sync workers spend more: "
-                f"{_median_value(results, 'http.concurrent', 'mcpserver-gunicorn', 'cpu_us')} µs against "
-                f"{_median_value(results, 'http.concurrent', 'mcpserver', 'cpu_us')} µs (they accept and close a "
-                "TCP connection for every request, and wrk reconnects each time; mcpserver's server keeps the "
-                "connections alive). A second worker pays off only with a core to spare; on these 2 shared cores "
-                "wrk and the machine's other tenants take it.")
+        def figure(system: str, field: str) -> str:
+            return _median_value(results, "http.concurrent", system, field)
+
+        return (f"gunicorn's two workers kept {figure('mcpserver-gunicorn', 'server_cores')} cores busy against "
+                f"{figure('mcpserver', 'server_cores')} for mcpserver's own server (whose threads share one GIL), "
+                "but spent more CPU per answered request: "
+                f"{figure('mcpserver-gunicorn', 'cpu_us')} µs against {figure('mcpserver', 'cpu_us')} µs. Sync "
+                "workers accept and close a TCP connection for every request, and wrk reconnects each time, which "
+                "also costs wrk more of the CPU the workers need; mcpserver's server keeps connections alive. With "
+                f"gunicorn only {figure('mcpserver-gunicorn', 'idle_cores')} of a core was left idle (median): a "
+                "second worker pays off only with a core to spare, and on these 2 shared cores wrk and the "
+                "machine's other tenants take most of it.")
     if key == "pipelined-bare":
         return ("the bare loop does four calls per request; mcpserver also validates the envelope, the version "
                 "and the arguments against the tool's inputSchema and builds the full result (resultType, "
@@ -107,7 +110,9 @@ def _why_missed(key: str, results: dict[str, Any]) -> str:
                 "environ and checks Host, Origin, media types and the MCP headers against the body.")
     if key in ("rss-echo", "rss-payload"):
         return ("the modules mcpserver imports (inspect, ast, typing, logging, argparse, dataclasses) take memory "
-                "that the bare loop, which imports json only, does not.")
+                "that the bare loop, which imports json only, does not: the bare loop importing those modules "
+                f"alone reaches {_median_ratio(results, 'stdio.rss_echo', 'mib', 'bare-imports', 'bare')} of its "
+                "own peak RSS.")
     return "see the tables below."
 
 
@@ -332,6 +337,8 @@ def render(results: dict[str, Any], lab_times_path: Optional[str] = None) -> str
                                                                 ("after payloads, median", "mib", "median")]),
            *_ratio_lines(results, "stdio.rss_echo", "mib", [
                ("mcpserver", "bare", "after echo, mcpserver ÷ bare loop (target ≤ 1.5x)"),
+               ("bare-imports", "bare", "after echo, bare loop + mcpserver's stdlib imports ÷ bare loop: the floor "
+                "those modules set"),
                ("sdk", "bare", "after echo, official SDK ÷ bare loop")]),
            *_ratio_lines(results, "stdio.rss_payload", "mib", [
                ("mcpserver", "bare", "after payloads, mcpserver ÷ bare loop (target ≤ 1.5x)")])[1:]]

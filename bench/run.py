@@ -34,7 +34,7 @@ DOC = os.path.join(systems.ROOT, "docs", "performance.md")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--venv", required=True, help="the benchmark venv with mcp==2.3.0 and gunicorn")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--pipelined", type=int, default=2000, help="stdio requests written ahead")
     parser.add_argument("--lockstep", type=int, default=1000, help="stdio lock-step round trips")
     parser.add_argument("--sequential", type=int, default=1000, help="HTTP keep-alive requests per system")
@@ -100,7 +100,7 @@ class Run:
             for system in every:
                 self._sample("stdio.echo_pipe", system, r, measure.echo_pipe, system, self.log_dir)
         sessions: dict[str, measure.StdioSession] = {}
-        for system in every:
+        for system in with_reference:  # the reference runs the same workload, for its peak RSS
             started = attempt(systems.start, system, self.log_dir)
             if "error" in started:
                 for metric in ("stdio.pipelined", "stdio.lockstep", "stdio.payload_result", "stdio.payload_argument"):
@@ -112,7 +112,7 @@ class Run:
                 self.record("stdio.pipelined", system.key, r, warmed)
             sessions[system.key] = session
         try:
-            order = [s for s in every if s.key in sessions]
+            order = [s for s in with_reference if s.key in sessions]
             for system in order:
                 self.record("stdio.pipelined", system.key, r,
                             attempt(measure.stdio_pipelined, sessions[system.key], args.pipelined))

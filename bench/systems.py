@@ -83,7 +83,7 @@ def cold_start_reference(python: str) -> System:
     """The bare loop after importing what mcpserver imports from the standard library."""
     return System(BARE_IMPORTS, "bare loop + mcpserver's stdlib imports", "stdio",
                   (python, os.path.join(BENCH, "ceiling_stdio.py"), "--imports", stdlib_imports(python)),
-                  "reference for cold start only")
+                  "reference: what importing mcpserver's standard-library modules alone costs")
 
 
 def stdio_systems(python: str, venv_python: str) -> list[System]:
