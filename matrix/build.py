@@ -8,7 +8,8 @@ Each stage's tag carries a hash of exactly its inputs:
   runtime  = python + server/mcpserver + server/examples
   test     = runtime + the suites (tests/ without the lab's own trees) + pyproject.toml
 A tag that exists is not rebuilt, so an unchanged rerun builds nothing, a change in tests/ rebuilds only
-the test stage, and a change in server/ only the layers from the COPY of the code on.
+the test stage, and a change in server/ only the layers from the COPY of the code on. A cell whose Python
+is compiled (python_from "builder") also tags the Dockerfile's `builder` stage, with the python key.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine import LABEL, Engine, tail
-from .model import IN_CONTAINER_SUITES, Cell
+from .model import IN_CONTAINER_SUITES, Cell, PythonFrom
 
 IMAGE_REPO = "mcplab"
 BUILD_TIMEOUT = 1800.0
@@ -146,16 +147,25 @@ class BuildPlan:
             f"PYTHON_FROM={self.cell.python_from.value}",
         )
 
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The stages built and tagged, in order. A Python compiled in the Dockerfile's `builder` stage is
+        tagged there too: the legacy builder leaves a stage that no later stage is FROM as an untagged
+        image, which `docker image prune` removes, and the next code change would compile it again."""
+        return ("builder", *STAGES) if self.cell.python_from is PythonFrom.BUILDER else STAGES
+
     def keys(self) -> dict[str, str]:
         python = digest(self.dockerfile, self.base_id, *self.build_args)
         runtime = digest(python, self.code)
         test = digest(runtime, self.suites)
-        return {"python": python, "runtime": runtime, "test": test}
+        return {"builder": python, "python": python, "runtime": runtime, "test": test}
+
+    def tag(self, stage: str) -> str:
+        prefix = f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-py{self.cell.python}"
+        return f"{prefix}-{stage}-{self.keys()[stage][:12]}"
 
     def tags(self) -> Images:
-        prefix = f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-py{self.cell.python}"
-        keys = self.keys()
-        return Images(**{stage: f"{prefix}-{stage}-{keys[stage][:12]}" for stage in STAGES})
+        return Images(**{stage: self.tag(stage) for stage in STAGES})
 
     def context(self, stage: str) -> bytes:
         # The python stage needs no files; later stages only what they copy. A smaller context is
@@ -195,15 +205,13 @@ class Builder:
         if not plan.dockerfile:
             path = f"images/{plan.cell.family.value}/Dockerfile"
             return BuildFailure(stage="python", message=f"{path} does not exist", log_tail="")
-        tags = plan.tags()
-        for stage in STAGES:
-            tag = getattr(tags, stage)
+        for stage in plan.stages:
             if on_stage is not None:
                 on_stage(stage)
-            failure = self._build_stage(plan, stage, tag)
+            failure = self._build_stage(plan, stage, plan.tag(stage))
             if failure:
                 return failure
-        return tags
+        return plan.tags()
 
     def _build_stage(self, plan: BuildPlan, stage: str, tag: str) -> BuildFailure | None:
         with self._lock:

@@ -1,0 +1,35 @@
+"""Build plans as pure data: which stages a cell builds and tags, and what their tags hash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matrix.build import STAGES, plan_build
+from matrix.cells import load_cells
+
+ROOT = Path(__file__).resolve().parents[2]
+CELLS = {c.name: c for c in load_cells()}
+
+
+def test_a_compiled_python_tags_its_builder_stage_too() -> None:
+    # Untagged, the legacy builder's builder stage is a dangling image: `docker image prune` would take
+    # the compiled CPython with it, and the next code change would compile it again.
+    musl = plan_build(CELLS["musl-busybox-py3.13"], ROOT, "mcplab/base:x", "sha256:1")
+    assert musl.stages == ("builder", *STAGES)
+    assert musl.tag("builder").startswith("mcplab/musl-busybox:trixie-py3.13-builder-")
+    assert musl.keys()["builder"] == musl.keys()["python"]
+    assert musl.tags().python == musl.tag("python")
+    assert b"FROM scratch AS python" in musl.dockerfile
+
+
+def test_other_cells_build_the_three_stages() -> None:
+    trixie = plan_build(CELLS["debian-trixie-py3.13"], ROOT, "mcplab/base:x", "sha256:1")
+    assert trixie.stages == STAGES
+
+
+def test_the_builder_stage_needs_no_files_and_moves_with_the_base() -> None:
+    one = plan_build(CELLS["musl-busybox-py3.13"], ROOT, "mcplab/base:x", "sha256:1")
+    two = plan_build(CELLS["musl-busybox-py3.13"], ROOT, "mcplab/base:x", "sha256:2")
+    assert one.context("builder") == one.context("python")
+    assert one.tag("builder") != two.tag("builder")
+    assert one.tag("runtime") != two.tag("runtime")
