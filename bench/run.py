@@ -270,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     began = time.time()
     load_before = os.getloadavg()
     print(f"bench: {args.rounds} rounds; servers' logs in {os.path.relpath(run.log_dir, systems.ROOT)}", flush=True)
+    round_loads = []
     for r in range(args.rounds):
-        print(f"bench: round {r + 1} of {args.rounds}", flush=True)
+        round_loads.append(os.getloadavg()[0])
+        print(f"bench: round {r + 1} of {args.rounds} (load average {round_loads[-1]:.1f})", flush=True)
         if args.only != "http":
             run.stdio_round(r)
         if args.only != "stdio":
@@ -284,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "seconds": round(time.time() - began),
         "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
+        "round_loads": round_loads,
         "machine": machine(),
         "versions": versions(run.venv_python, systems.SERVER_DIR),
         "config": {k: v for k, v in vars(args).items() if k not in ("doc", "no_doc", "venv")},
