@@ -176,8 +176,12 @@ def verdict(target: Target, values: list[float]) -> str:
                                               v >= target.bound if target.at_least else v <= target.bound))
         return "met" if not below else f"met in the median; missed in {below} of {len(values)} rounds"
     if target.at_least:
-        return f"**missed**: {_ratio(measured)} is {(1 - measured / target.bound) * 100:.0f}% below {target.bound:g}x"
-    return f"**missed**: {_ratio(measured)} is {(measured / target.bound - 1) * 100:.0f}% above {target.bound:g}x"
+        return f"**missed**: {_ratio(measured)} is {_percent(1 - measured / target.bound)} below {target.bound:g}x"
+    return f"**missed**: {_ratio(measured)} is {_percent(measured / target.bound - 1)} above {target.bound:g}x"
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.1f}%" if fraction < 0.1 else f"{fraction * 100:.0f}%"
 
 
 def _table(results: dict[str, Any], metric: str, transport: str, columns: list[tuple[str, str, str]],
