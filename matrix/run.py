@@ -224,15 +224,24 @@ def run_on_host(
     env["PYTHONPATH"] = str(pytest_folder)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [str(venv_python), "-m", "pytest", f"tests/{suite}", *PYTEST_ARGS, f"--junitxml={junit}"]
+    return _run_pytest(suite, argv, junit=junit, env=env, cwd=root, timeout=timeout,
+                       log=logdir / f"{cell}-{suite}.log", tracker=tracker)
+
+
+def _run_pytest(
+    suite: str,
+    argv: list[str],
+    *,
+    junit: Path,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    log: Path,
+    tracker: Engine | None,
+) -> SuiteResult:
+    """Run one pytest process on the host under the harness's timeout, and judge it by its JUnit XML."""
     started = time.monotonic()
-    done = run_command(
-        argv,
-        timeout=timeout,
-        log=str(logdir / f"{cell}-{suite}.log"),
-        env=env,
-        cwd=str(root),
-        tracker=tracker,
-    )
+    done = run_command(argv, timeout=timeout, log=str(log), env=env, cwd=str(cwd), tracker=tracker)
     duration = time.monotonic() - started
     text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
     return judge(
@@ -266,18 +275,5 @@ def run_image_checks(
         f"--image={runtime_image}", f"--python-image={python_image}", f"--cell-python={python}",
         f"--python-from={python_from}", f"--family={family}",
     ]  # fmt: skip
-    started = time.monotonic()
-    done = run_command(
-        argv,
-        timeout=timeout,
-        log=str(logdir / f"{cell}-images.log"),
-        env=env,
-        cwd=str(LAB_ROOT),
-        tracker=tracker,
-    )
-    duration = time.monotonic() - started
-    text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
-    return judge(
-        "images",
-        Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout),
-    )
+    return _run_pytest("images", argv, junit=junit, env=env, cwd=LAB_ROOT, timeout=timeout,
+                       log=logdir / f"{cell}-images.log", tracker=tracker)
