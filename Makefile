@@ -68,6 +68,7 @@ test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser)
 # Headless Chromium renders report.html in the lab's tests.
 lab-browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "lab: installing chromium (apt-get) for the report test"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 clean-lab:
