@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Optional
 
 from ._server import Server
 from .errors import ConfigError
@@ -34,7 +34,7 @@ def load_target(target: str) -> Server:
     return _server_in(module, attribute, target)
 
 
-def _existing_file(location: str) -> Any:
+def _existing_file(location: str) -> Optional[str]:
     for candidate in (location, location + ".py", location + ".json"):
         if os.path.isfile(candidate):
             return os.path.abspath(candidate)

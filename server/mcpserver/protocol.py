@@ -369,14 +369,21 @@ def _cursor_offset(cursor: str, key: str, count: int) -> int:
     return start
 
 
+def _named(method: str, params: dict[str, Any]) -> str:
+    """The name (or uri) a method acts on: the value Mcp-Name mirrors; it must be a string."""
+    field = _NAMED_BY[method]
+    value = params.get(field)
+    if not isinstance(value, str):
+        raise InvalidParams(f"Invalid params: {method} needs \"{field}\", a string")
+    return value
+
+
 def _list_tools(server: Server, params: dict[str, Any]) -> dict[str, Any]:
     return _page(server, params, "tools", [tool.definition for tool in server.tools.values()])
 
 
 def _call_tool(server: Server, params: dict[str, Any]) -> dict[str, Any]:
-    name = params.get("name")
-    if not isinstance(name, str):
-        raise InvalidParams("Invalid params: tools/call needs \"name\", a string")
+    name = _named("tools/call", params)
     arguments = params.get("arguments", {})
     if arguments is None:
         arguments = {}
@@ -403,9 +410,7 @@ def _list_templates(server: Server, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_resource(server: Server, params: dict[str, Any]) -> dict[str, Any]:
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise InvalidParams("Invalid params: resources/read needs \"uri\", a string")
+    uri = _named("resources/read", params)
     try:
         contents = server.read_resource(uri)
     except ResourceNotFound:
@@ -418,9 +423,7 @@ def _list_prompts(server: Server, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _get_prompt(server: Server, params: dict[str, Any]) -> dict[str, Any]:
-    name = params.get("name")
-    if not isinstance(name, str):
-        raise InvalidParams("Invalid params: prompts/get needs \"name\", a string")
+    name = _named("prompts/get", params)
     prompt = server.prompts.get(name)
     if prompt is None:
         raise InvalidParams(f"Unknown prompt: {name}")
