@@ -7,42 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
 import pytest
-from mcptest import DEMO, HttpServer, call, mcp_headers, request, server_command
-
-SLOW_TARGET = textwrap.dedent("""
-    import os, sys, time
-    from mcpserver import Server
-
-    server = Server("slow")
-
-    @server.tool()
-    def slow(seconds: float) -> str:
-        sys.stderr.write("slow: started\\n")
-        sys.stderr.flush()
-        time.sleep(seconds)
-        return "slept"
-
-    @server.tool()
-    def pid() -> str:
-        return str(os.getpid())
-
-    @server.tool()
-    def slow_pid(seconds: float) -> str:
-        time.sleep(seconds)
-        return str(os.getpid())
-""")
-
-
-@pytest.fixture
-def slow_target(tmp_path):
-    path = tmp_path / "slow.py"
-    path.write_text(SLOW_TARGET)
-    return str(path)
+from mcptest import DEMO, SLOW_TOOLS, HttpServer, call, mcp_headers, request, server_command
 
 
 @pytest.fixture(scope="module")
@@ -190,8 +159,8 @@ def test_a_client_that_disconnects_mid_response_disturbs_no_one(demo):
     assert demo.process.poll() is None
 
 
-def test_sigterm_during_a_slow_call_lets_it_finish_then_exits_0(slow_target):
-    with HttpServer(slow_target) as server:
+def test_sigterm_during_a_slow_call_lets_it_finish_then_exits_0():
+    with HttpServer(SLOW_TOOLS) as server:
         answer = {}
         caller = threading.Thread(target=lambda: answer.update(reply=server.post(call("slow", seconds=1.5))))
         caller.start()
@@ -245,11 +214,11 @@ def free_port():
 
 @pytest.mark.skipif(shutil.which("gunicorn") is None and not os.path.exists(os.path.join(os.path.dirname(
     sys.executable), "gunicorn")), reason="gunicorn is not installed here")
-def test_the_same_app_under_gunicorn_with_two_workers(slow_target):
+def test_the_same_app_under_gunicorn_with_two_workers():
     executable = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
     port = free_port()
     process = subprocess.Popen([executable, "-w", "2", "-b", f"127.0.0.1:{port}", "--log-level", "warning",
-                                f"mcpserver.http:create_app({slow_target!r})"], stdout=subprocess.DEVNULL,
+                                f"mcpserver.http:create_app({SLOW_TOOLS!r})"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
     try:
         server = HttpServer.__new__(HttpServer)

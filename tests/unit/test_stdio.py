@@ -6,40 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
 from mcpserver import Server, stdio
-from mcptest import DEMO, MOVIES, StdioServer, call, line, request, responses, run_once, server_command
-
-
-@pytest.fixture
-def tools_file(tmp_path):
-    """A server whose tools misbehave on purpose: print to stdout, sleep."""
-    path = tmp_path / "noisy.py"
-    path.write_text(textwrap.dedent("""
-        import os, subprocess, sys, time
-        from mcpserver import Server
-
-        server = Server("noisy")
-
-        @server.tool()
-        def chatty(text: str) -> str:
-            print("python print to stdout")
-            sys.stdout.write("partial line without newline")
-            os.write(1, b"raw write to fd 1\\n")
-            subprocess.run(["echo", "child process output"])
-            return text
-
-        @server.tool()
-        def slow(seconds: float) -> str:
-            sys.stderr.write("slow: started\\n")
-            sys.stderr.flush()
-            time.sleep(seconds)
-            return "slept"
-    """))
-    return str(path)
+from mcptest import DEMO, MOVIES, SLOW_TOOLS, StdioServer, call, line, request, responses, run_once, server_command
 
 
 def test_discover_list_and_call_over_pipes():
@@ -98,8 +69,8 @@ def test_notifications_and_client_responses_get_no_answer():
     assert [r["id"] for r in responses(run_once(DEMO, data).stdout)] == [6]
 
 
-def test_what_tools_print_goes_to_the_log_not_the_protocol(tools_file):
-    with StdioServer(tools_file) as server:
+def test_what_tools_print_goes_to_the_log_not_the_protocol():
+    with StdioServer(SLOW_TOOLS) as server:
         answer = server.ask(call("chatty", text="clean"))
         assert answer["result"]["content"][0]["text"] == "clean"
         code, rest = server.close()
@@ -131,8 +102,8 @@ def test_a_signal_while_idle_exits_promptly_and_cleanly(signum):
         assert "Traceback" not in server.stderr
 
 
-def test_a_signal_during_a_call_lets_the_answer_out_first(tools_file):
-    with StdioServer(tools_file) as server:
+def test_a_signal_during_a_call_lets_the_answer_out_first():
+    with StdioServer(SLOW_TOOLS) as server:
         server.send(line(call("slow", seconds=1.0)))
         server.wait_for_stderr("slow: started")
         server.process.send_signal(signal.SIGTERM)
