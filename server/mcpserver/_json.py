@@ -32,6 +32,7 @@ def _reject_constant(name: str) -> Any:
 # call, which costs more than decoding or encoding a small message. Both are safe to share between threads.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
 def nesting_depth(text: str) -> int:
@@ -69,3 +70,13 @@ def loads(text: str) -> Any:
 def dumps(value: Any) -> str:
     """Compact single-line JSON, UTF-8 characters kept as they are."""
     return _ENCODER.encode(value)
+
+
+def dumps_bytes(value: Any) -> bytes:
+    """dumps() as UTF-8 bytes. A lone surrogate (from a \\ud800 escape) cannot be UTF-8, so then the
+    whole text is escaped to ASCII: the value arrives as it was sent. Raises TypeError/ValueError as dumps."""
+    text = _ENCODER.encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(value).encode("ascii")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 import re
 from typing import Any, Callable, NamedTuple, Optional
@@ -103,12 +102,10 @@ def parse(data: bytes) -> Any:
 def encode(response: dict[str, Any]) -> bytes:
     """One response as a single line of UTF-8 JSON (no newline)."""
     try:
-        return _json.dumps(response).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a \\ud800 escape: keep it escaped, as it arrived
-        return json.dumps(response, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+        return _json.dumps_bytes(response)
     except (TypeError, ValueError) as exc:
         log.error("response to id %r cannot be encoded: %s", response.get("id"), exc)
-        return _json.dumps(_error_response(response.get("id"), InternalError("Internal error"))).encode("utf-8")
+        return _json.dumps_bytes(_error_response(response.get("id"), InternalError("Internal error")))
 
 
 def handle(message: Any, server: Server) -> Optional[dict[str, Any]]:
