@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import _json
-from ._schema import check_schema, quick_validator, schema_from_function, validate
+from ._schema import schema_from_function
+from ._validate import check_schema, quick_validator, validate
 from .content import ContentBlock
 from .errors import ConfigError
 
@@ -113,8 +114,9 @@ class Tool:
             value = self.handler(arguments)
         except ToolError as exc:
             return error_result(str(exc) or f"Tool {self.name} failed")
-        except (Exception, SystemExit) as exc:
-            log.exception("tool %s raised", self.name)
+        except BaseException as exc:  # noqa: B036  KeyboardInterrupt, CancelledError, ... raised by tool code
+            # are the tool's failure: the server's own signals never reach a tool as exceptions.
+            log.error("tool %s raised", self.name, exc_info=True)
             return error_result(f"Tool {self.name} failed: {type(exc).__name__}: {exc}")
         return self._result(value)
 

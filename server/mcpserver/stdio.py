@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from typing import Any, BinaryIO, Optional, Union
 
 from . import protocol
@@ -38,23 +39,44 @@ class _Stop(Exception):
 
 
 class _LogWriter:
-    """Stands in for sys.stdout while serving: what tools print goes to the log, line by line."""
+    """Stands in for sys.stdout while serving: what tools print goes to the log, line by line.
+
+    A write without a newline (a progress bar's "\\r3/10") is only kept, so many of them cost linear
+    time; a partial line longer than MAX_PARTIAL_LINE is logged as it is rather than held without end.
+    """
+
+    MAX_PARTIAL_LINE = 64 * 1024
 
     def __init__(self, logger: logging.Logger):
         self._logger = logger
-        self._pending = ""
+        self._pending: list[str] = []
+        self._pending_size = 0
+        self._lock = threading.Lock()
 
     def write(self, text: str) -> int:
-        self._pending += text
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            self._logger.info("%s", line)
+        with self._lock:
+            if "\n" not in text:
+                self._pending.append(text)
+                self._pending_size += len(text)
+                if self._pending_size > self.MAX_PARTIAL_LINE:
+                    self._emit("".join(self._pending))
+            else:
+                first, *middle, last = text.split("\n")
+                self._emit("".join(self._pending) + first)
+                for line in middle:
+                    self._logger.info("%s", line)
+                if last:
+                    self._pending, self._pending_size = [last], len(last)
         return len(text)
 
+    def _emit(self, line: str) -> None:
+        self._pending, self._pending_size = [], 0
+        self._logger.info("%s", line)
+
     def flush(self) -> None:
-        if self._pending:
-            self._logger.info("%s", self._pending)
-            self._pending = ""
+        with self._lock:
+            if self._pending:
+                self._emit("".join(self._pending))
 
     def isatty(self) -> bool:
         return False
@@ -89,13 +111,27 @@ def _protocol_stream() -> _FdWriter:
     return _FdWriter(protocol_fd)
 
 
+def _protocol_input() -> BinaryIO:
+    """Take fd 0 for the protocol alone and point fd 0 (and sys.stdin) at /dev/null.
+
+    Otherwise a tool reading sys.stdin, or a child it starts without stdin=DEVNULL, reads the
+    client's next requests, which are then lost.
+    """
+    protocol_fd = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(0, closefd=False, encoding="utf-8")  # noqa: SIM115  fd 0 lives as long as the process
+    return os.fdopen(protocol_fd, "rb")
+
+
 def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Optional[Writer] = None) -> int:
     """Serve `server` on stdin/stdout until EOF or a signal; return the exit status (0).
 
     With the default streams the process's own fd 1 is taken over (see the module docstring);
     pass streams to serve anything else, as tests do.
     """
-    reader = stdin if stdin is not None else sys.stdin.buffer
+    reader = stdin if stdin is not None else _protocol_input()
     writer = stdout if stdout is not None else _protocol_stream()
     state = {"busy": False, "stop": False}
 

@@ -1,0 +1,67 @@
+"""Tools a hostile client aims at, and tools that misbehave the way real ones do, for tests/hostile.
+
+Served by `python -m mcpserver tests/hostile/hostile_tools.py` over stdio and HTTP.
+"""
+
+import asyncio
+import subprocess
+import sys
+
+from mcpserver import Server
+
+server = Server("hostile-tools")
+
+_RAISED = {"KeyboardInterrupt": KeyboardInterrupt, "SystemExit": SystemExit,
+           "CancelledError": asyncio.CancelledError, "GeneratorExit": GeneratorExit,
+           "BaseException": BaseException}
+
+
+@server.tool()
+def tags(tags: set[str]) -> int:
+    """Count distinct tags (a set parameter: uniqueItems)."""
+    return len(tags)
+
+
+@server.tool(input_schema={"type": "object", "properties": {"items": {"type": "array", "uniqueItems": True}},
+                           "required": ["items"]})
+def unique_any(items: list) -> int:
+    return len(items)
+
+
+@server.tool(input_schema={"type": "object", "properties": {"n": {"type": "number", "multipleOf": 0.5}},
+                           "required": ["n"]})
+def halves(n: float) -> str:
+    return str(n)
+
+
+@server.tool()
+def raise_base(kind: str) -> str:
+    """Raise a BaseException that is not the server's own."""
+    raise _RAISED[kind]()
+
+
+@server.tool()
+async def async_cancelled() -> str:
+    raise asyncio.CancelledError()
+
+
+@server.tool()
+def read_stdin() -> str:
+    """What a tool reading the process's stdin gets: never the protocol's next request."""
+    return sys.stdin.readline()
+
+
+@server.tool()
+def child_reads_stdin() -> str:
+    """A child started without stdin=DEVNULL, as many real tools start them."""
+    print("child_reads_stdin: starting cat", file=sys.stderr, flush=True)
+    return subprocess.run(["cat"], stdout=subprocess.PIPE, timeout=20, check=True).stdout.decode()
+
+
+@server.tool()
+def progress_bar(updates: int) -> str:
+    """Draw a progress bar the way CLI libraries do: carriage returns, no newline."""
+    for i in range(updates):
+        print(f"\r{i}/{updates}", end="")
+    print()
+    return "drawn"
