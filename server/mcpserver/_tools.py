@@ -114,8 +114,9 @@ class Tool:
             value = self.handler(arguments)
         except ToolError as exc:
             return error_result(str(exc) or f"Tool {self.name} failed")
-        except BaseException as exc:  # noqa: B036  KeyboardInterrupt, CancelledError, ... raised by tool code
-            # are the tool's failure: the server's own signals never reach a tool as exceptions.
+        except BaseException as exc:
+            # KeyboardInterrupt, CancelledError, SystemExit... raised by tool code are the tool's failure:
+            # the server's own signals never reach a tool as exceptions.
             log.error("tool %s raised", self.name, exc_info=True)
             return error_result(f"Tool {self.name} failed: {type(exc).__name__}: {exc}")
         return self._result(value)
