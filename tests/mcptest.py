@@ -94,11 +94,17 @@ class StdioServer(_ServerProcess):
     """`python -m mcpserver TARGET` on real pipes; stdout is read line by line in the background, so a
     test waiting for an answer that never comes fails after `timeout` instead of hanging."""
 
-    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None):
-        super().__init__(server_command(target, *extra), env, subprocess.PIPE, subprocess.PIPE)
+    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None,
+                 argv: Optional[list[str]] = None):
+        super().__init__(argv or server_command(target, *extra), env, subprocess.PIPE, subprocess.PIPE)
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)
         self._reader.start()
+
+    @classmethod
+    def from_argv(cls, argv: list[str], env: Optional[dict[str, str]] = None) -> StdioServer:
+        """A stdio server started by an argv of the test's own (e.g. under unshare)."""
+        return cls(env=env, argv=argv)
 
     def _read_stdout(self) -> None:
         assert self.process.stdout is not None

@@ -13,7 +13,10 @@ Serve it with `python -m mcpserver demo.py` (stdio) or `python -m mcpserver --ht
 """
 
 from . import content
-from ._server import Prompt, Resource, ResourceNotFound, ResourceTemplate, Server
+from ._loader import load_target
+from ._prompts import Prompt
+from ._resources import Resource, ResourceNotFound, ResourceTemplate
+from ._server import Server
 from ._tools import Tool, ToolError, ToolResult
 from ._version import __version__
 from .errors import ConfigError, ProtocolError
@@ -34,4 +37,5 @@ __all__ = [
     "__version__",
     "content",
     "handle",
+    "load_target",
 ]

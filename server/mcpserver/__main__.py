@@ -7,6 +7,7 @@ import logging
 import sys
 from typing import Optional
 
+from ._init import init_if_pid1
 from ._loader import load_target
 from ._version import __version__
 from .errors import ConfigError
@@ -72,6 +73,7 @@ def _print_check(target: str) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    init_if_pid1()
     parser = _parser()
     args = parser.parse_args(argv)
     if args.target is None:

@@ -7,52 +7,88 @@ Rules of this module:
 - A request value may be placed into argv or the environment only through a `{placeholder}` whose
   schema bounds its size (a string with maxLength <= MAX_PLACEHOLDER_CHARS or an enum; integers,
   numbers and booleans). Anything unbounded is refused at start-up, and every value is checked
-  again at run time. A string value that starts with "-" is refused so it cannot become an option.
+  again at run time. A value that would start an argv item with "-" is refused, so it cannot
+  become an option of the program (whatever its type: -5 is an option to `head`).
 - No shell unless asked for (`shell: true`), and then the script text has no placeholders.
-- A run ends at its timeout or when stdout passes its cap; the whole process group is killed.
+- A run is over when its program exits: output already written is read, and whatever the program
+  left running is killed (its process group). At the timeout, the output cap or a cancel, the
+  group is killed, and so is every process still carrying the run's mark in its environment,
+  which finds descendants that left the group with setsid. At exit the server kills whatever
+  any of its runs left behind the same way.
 - The HTTP bearer token is never passed on to programs.
+- `CommandSpec.OPTIONS` is the one table of a command tool's options: Python keyword, manifest
+  key, default. `Server.command`, `command_tool` and the manifest loader all read it.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import secrets
 import selectors
 import shutil
 import signal
 import string
 import subprocess
+import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Callable, ClassVar, Optional, Union
 
 from . import _json
-from ._tools import Tool, ToolError, ToolResult
+from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult
 from .errors import ConfigError
 
-__all__ = ["CommandSpec", "command_tool"]
+__all__ = ["CommandSpec", "command_tool", "run_program"]
 
 MAX_PLACEHOLDER_CHARS = 4096  # x 4 bytes of UTF-8 = 16 KiB, far below MAX_ARG_STRLEN (128 KiB)
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_BYTES = 2000
 TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
+# Every program a run starts carries MARK_VARIABLE=<server mark>-<run id>, and so do its descendants
+# unless they clear their environment: how leftovers are found, even outside the process group.
+MARK_VARIABLE = "MCPSERVER_RUN"
+LINGER_AFTER_EXIT = 0.2  # seconds to read what is still in the pipes once the program has exited
 _CHUNK = 65536
+_SERVER_MARK = secrets.token_hex(6)
 
 ArgvItem = Union[str, dict[str, Any]]  # "text {placeholder}" or {"if": "prop", "args": [...]}
 
 
-@dataclass(frozen=True)
 class CommandSpec:
     """How to run one command tool; built once, checked at start-up."""
 
+    # Python keyword: (manifest key, default). The tool's own fields (title, inputSchema, ...) are
+    # _tools.TOOL_OPTIONS.
+    OPTIONS: ClassVar[dict[str, tuple[str, Any]]] = {
+        "stdin": ("stdin", "json"),  # "json", "none" or {"argument": "name"}
+        "output": ("output", "text"),  # "text", or "json" for structured content
+        "timeout": ("timeout", DEFAULT_TIMEOUT),
+        "max_output_bytes": ("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES),
+        "cwd": ("cwd", None),
+        "env": ("env", None),
+        "shell": ("shell", False),
+    }
+    __slots__ = ("command", *OPTIONS)
+
     command: Union[tuple[ArgvItem, ...], str]
-    stdin: Union[str, dict[str, str]] = "json"  # "json", "none" or {"argument": "name"}
-    timeout: float = DEFAULT_TIMEOUT
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
-    cwd: Optional[str] = None
-    env: dict[str, str] = field(default_factory=dict)
-    shell: bool = False
-    output: str = "text"  # "text", or "json" for structured content
+    stdin: Union[str, dict[str, str]]
+    output: str
+    timeout: float
+    max_output_bytes: int
+    cwd: Optional[str]
+    env: dict[str, str]
+    shell: bool
+
+    def __init__(self, command: Union[list[ArgvItem], tuple[ArgvItem, ...], str], **options: Any):
+        unknown = sorted(set(options) - set(self.OPTIONS))
+        if unknown:
+            raise ConfigError(f"unknown command tool option {unknown[0]!r} (known: {', '.join(self.OPTIONS)})")
+        self.command = command if isinstance(command, str) else tuple(command)
+        for name, (_, default) in self.OPTIONS.items():
+            value = options.get(name)
+            setattr(self, name, default if value is None else value)
+        self.env = dict(self.env or {})
 
 
 def _placeholders(template: str, where: str) -> list[str]:
@@ -72,8 +108,12 @@ class _Placeholders:
         return _render(self.values[name], name)
 
 
-def _fill(template: str, values: _Placeholders) -> str:
-    return template.format_map(values)
+def _fill(template: str, values: _Placeholders, *, argv: bool) -> str:
+    text = template.format_map(values)
+    if argv and text.startswith("-") and not template.startswith("-"):
+        name = _placeholders(template, "")[0]
+        raise ToolError(f"Argument {name!r} must not start with '-' (it would be read as an option)")
+    return text
 
 
 def _check_bounded(name: str, schema: dict[str, Any], where: str) -> None:
@@ -134,10 +174,12 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         if not isinstance(first, str) or _placeholders(first, where):
             raise ConfigError(f"{where}: the program (argv[0]) must be fixed text")
         program = first
+    if not isinstance(spec.env, dict):
+        raise ConfigError(f"{where}: \"env\" must map variable names to strings")
     for variable, template in spec.env.items():
         check_template(template, frozenset())
-        if variable == TOKEN_ENVIRONMENT:
-            raise ConfigError(f"{where}: {TOKEN_ENVIRONMENT} is never passed to programs")
+        if variable in (TOKEN_ENVIRONMENT, MARK_VARIABLE):
+            raise ConfigError(f"{where}: {variable} is never passed to programs")
 
     if isinstance(spec.stdin, dict):
         argument = spec.stdin.get("argument")
@@ -153,6 +195,8 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         raise ConfigError(f"{where}: \"timeout\" must be a positive number of seconds")
     if not (isinstance(spec.max_output_bytes, int) and spec.max_output_bytes > 0):
         raise ConfigError(f"{where}: \"maxOutputBytes\" must be a positive integer")
+    if not isinstance(spec.shell, bool):
+        raise ConfigError(f"{where}: \"shell\" must be true or false")
     if spec.cwd is not None and not os.path.isdir(spec.cwd):
         raise ConfigError(f"{where}: working directory {spec.cwd!r} does not exist")
     if not _find_program(program, base_dir):
@@ -178,8 +222,6 @@ def _render(value: Any, name: str) -> str:
         raise ToolError(f"Argument {name!r} is too long ({len(text)} characters; the limit is {MAX_PLACEHOLDER_CHARS})")
     if "\0" in text:
         raise ToolError(f"Argument {name!r} contains a NUL character, which a program argument cannot hold")
-    if isinstance(value, str) and text.startswith("-"):
-        raise ToolError(f"Argument {name!r} must not start with '-' (it would be read as an option)")
     return text
 
 
@@ -191,7 +233,6 @@ class _Command:
         self.spec = spec
         self.defaults = {k: v["default"] for k, v in (schema.get("properties") or {}).items()
                          if isinstance(v, dict) and "default" in v}
-        self.cwd = spec.cwd
         self.base_dir = base_dir
 
     def argv(self, arguments: dict[str, Any]) -> list[str]:
@@ -205,9 +246,9 @@ class _Command:
             if isinstance(item, dict):
                 condition = values.get(item["if"])
                 if condition is not None and condition is not False and condition != "":
-                    argv.extend(_fill(sub, rendered) for sub in item["args"])
+                    argv.extend(_fill(sub, rendered, argv=True) for sub in item["args"])
             else:
-                argv.append(_fill(item, rendered))
+                argv.append(_fill(item, rendered, argv=True))
         program = argv[0]
         if os.sep in program and self.base_dir and not os.path.isabs(program):
             argv[0] = os.path.join(self.base_dir, program)
@@ -217,7 +258,7 @@ class _Command:
         env = {k: v for k, v in os.environ.items() if k != TOKEN_ENVIRONMENT}
         if self.spec.env:
             rendered = _Placeholders({**self.defaults, **arguments})
-            env.update({k: _fill(t, rendered) for k, t in self.spec.env.items()})
+            env.update({k: _fill(t, rendered, argv=False) for k, t in self.spec.env.items()})
         return env
 
     def stdin_bytes(self, arguments: dict[str, Any]) -> Optional[bytes]:
@@ -231,7 +272,7 @@ class _Command:
     def __call__(self, arguments: dict[str, Any]) -> Any:
         argv = self.argv(arguments)
         run = run_program(argv, self.stdin_bytes(arguments), timeout=self.spec.timeout,
-                          max_output_bytes=self.spec.max_output_bytes, cwd=self.cwd,
+                          max_output_bytes=self.spec.max_output_bytes, cwd=self.spec.cwd,
                           env=self.environment(arguments))
         shown = " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")
         if run.timed_out:
@@ -253,107 +294,208 @@ class _Command:
         return output
 
 
-@dataclass
 class ProgramRun:
-    returncode: int
-    stdout: bytes
-    stderr_tail: bytes
-    timed_out: bool = False
-    overflowed: bool = False
+    __slots__ = ("overflowed", "returncode", "stderr_tail", "stdout", "timed_out")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr_tail: bytes, timed_out: bool = False,
+                 overflowed: bool = False):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr_tail = stderr_tail
+        self.timed_out = timed_out
+        self.overflowed = overflowed
 
 
 def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_output_bytes: int,
                 cwd: Optional[str] = None, env: Optional[dict[str, str]] = None) -> ProgramRun:
     """Run a program in its own process group: feed stdin, collect stdout up to a cap, and a tail of stderr.
 
-    The process group is killed at the deadline or when stdout passes the cap, so children it
-    started (a shell's pipeline) do not linger.
+    See the module docstring for when the run ends and what is killed then.
     """
+    mark = f"{_SERVER_MARK}-{secrets.token_hex(4)}"
+    _leftovers.started()
     process = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                               env={**(os.environ if env is None else env), MARK_VARIABLE: mark},
                                start_new_session=True, close_fds=True)
-    assert process.stdout is not None and process.stderr is not None
-    deadline = time.monotonic() + timeout
-    stdout, stderr = bytearray(), bytearray()
-    timed_out = overflowed = False
-    offset = 0
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        selector.register(process.stderr, selectors.EVENT_READ)
-        if process.stdin is not None:
-            if stdin:
-                os.set_blocking(process.stdin.fileno(), False)
-                selector.register(process.stdin, selectors.EVENT_WRITE)
-            else:
-                process.stdin.close()
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in selector.select(remaining):
-                stream = key.fileobj
-                if stream is process.stdin:
-                    assert stdin is not None
-                    try:
-                        offset += os.write(key.fd, stdin[offset:offset + _CHUNK])
-                    except BlockingIOError:
-                        continue
-                    except BrokenPipeError:  # the program stopped reading; not an error by itself
-                        offset = len(stdin)
-                    if offset >= len(stdin):
-                        selector.unregister(stream)
-                        process.stdin.close()
-                    continue
-                chunk = os.read(key.fd, _CHUNK)
-                if not chunk:
-                    selector.unregister(stream)
-                    continue
-                if stream is process.stdout:
-                    stdout += chunk
-                    if len(stdout) > max_output_bytes:
-                        overflowed = True
-                        break
+    try:
+        pipes = _Pipes(process, stdin, max_output_bytes)
+        outcome = pipes.collect(time.monotonic() + timeout)
+    finally:
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None and not pipe.closed:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        _kill_group(process.pid)  # whatever the program left running in its group
+    if outcome != "done":
+        kill_marked(f"{MARK_VARIABLE}={mark}")
+    returncode = process.wait()
+    return ProgramRun(returncode, bytes(pipes.stdout), bytes(pipes.stderr), outcome == "timeout",
+                      outcome == "overflow")
+
+
+class _Pipes:
+    """The program's stdin, stdout and stderr, served by one selector until the run ends."""
+
+    def __init__(self, process: subprocess.Popen[bytes], data: Optional[bytes], max_output_bytes: int):
+        self.process = process
+        self.data = data or b""
+        self.offset = 0
+        self.max_output_bytes = max_output_bytes
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+
+    def collect(self, deadline: float) -> str:
+        """Serve the pipes; "done" when the program exited and its output was read, else "timeout",
+        "overflow", or "leftover" (it exited, but something it started still holds a pipe open)."""
+        process = self.process
+        assert process.stdout is not None and process.stderr is not None
+        exit_signal = _exit_signal(process.pid)
+        exited_at: Optional[float] = None
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(process.stderr, selectors.EVENT_READ)
+            if process.stdin is not None:
+                if self.data:
+                    os.set_blocking(process.stdin.fileno(), False)
+                    selector.register(process.stdin, selectors.EVENT_WRITE)
                 else:
-                    stderr += chunk
-                    del stderr[:-STDERR_TAIL_BYTES]
-            if overflowed:
-                break
-    if not (timed_out or overflowed):
-        try:  # the program may close its output and linger
-            process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    if timed_out or overflowed:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for pipe in (process.stdin, process.stdout, process.stderr):
-        if pipe is not None and not pipe.closed:
+                    process.stdin.close()
+            pipes = len(selector.get_map())
+            if exit_signal is not None:
+                selector.register(exit_signal, selectors.EVENT_READ)
             try:
-                pipe.close()
+                while pipes:
+                    now = time.monotonic()
+                    if exited_at is None and process.poll() is not None:
+                        exited_at = now
+                    if exited_at is None:
+                        if now >= deadline:
+                            return "timeout"
+                        until = deadline if exit_signal is not None else min(deadline, now + 0.05)
+                    elif now >= exited_at + LINGER_AFTER_EXIT:
+                        return "leftover"
+                    else:
+                        until = exited_at + LINGER_AFTER_EXIT
+                    for key, _ in selector.select(until - now):
+                        if key.fileobj is exit_signal:
+                            selector.unregister(exit_signal)  # poll() above records the time
+                            continue
+                        moved = self._transfer(key)
+                        if moved is None:
+                            selector.unregister(key.fileobj)
+                            pipes -= 1
+                            if key.fileobj is process.stdin:
+                                process.stdin.close()
+                        elif moved:
+                            return "overflow"
+            finally:
+                if exit_signal is not None:
+                    os.close(exit_signal)
+        return "done" if process.poll() is not None else self._wait_exit(deadline)
+
+    def _wait_exit(self, deadline: float) -> str:
+        try:  # the program closed its output and lingers
+            self.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return "timeout"
+        return "done"
+
+    def _transfer(self, key: selectors.SelectorKey) -> Optional[bool]:
+        """Move one chunk: None when the pipe is finished, True when stdout passed its cap."""
+        process = self.process
+        if key.fileobj is process.stdin:
+            assert process.stdin is not None
+            try:
+                self.offset += os.write(key.fd, self.data[self.offset:self.offset + _CHUNK])
+            except BlockingIOError:
+                return False
+            except BrokenPipeError:  # the program stopped reading; not an error by itself
+                self.offset = len(self.data)
+            return False if self.offset < len(self.data) else None
+        chunk = os.read(key.fd, _CHUNK)
+        if not chunk:
+            return None
+        if key.fileobj is process.stdout:
+            self.stdout += chunk
+            return len(self.stdout) > self.max_output_bytes
+        self.stderr += chunk
+        del self.stderr[:-STDERR_TAIL_BYTES]
+        return False
+
+
+def _exit_signal(pid: int) -> Optional[int]:
+    """A file descriptor that becomes readable when `pid` exits (a pidfd), or None where there is none."""
+    try:
+        return os.pidfd_open(pid)  # Linux 5.3+
+    except (AttributeError, OSError):
+        return None
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_marked(prefix: str) -> int:
+    """SIGKILL every process of ours whose environment holds a variable starting with `prefix`.
+
+    Reads /proc/*/environ: a process that left the run's process group (setsid) or lost its
+    parent is still found, as long as it kept its environment. Returns how many were killed.
+    """
+    needle = b"\0" + prefix.encode()
+    killed = 0
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:  # no /proc: nothing more can be found
+        return 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as file:
+                environment = b"\0" + file.read()
+        except OSError:  # gone, or not ours
+            continue
+        if needle in environment:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
             except OSError:
                 pass
-    returncode = process.wait()
-    return ProgramRun(returncode, bytes(stdout), bytes(stderr), timed_out, overflowed)
+    return killed
 
 
-def command_tool(name: str, command: Union[list[ArgvItem], str], *, input_schema: Optional[dict[str, Any]] = None,
-                 description: Optional[str] = None, title: Optional[str] = None,
-                 output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
-                 stdin: Union[str, dict[str, str]] = "json", timeout: Optional[float] = None,
-                 max_output_bytes: Optional[int] = None, cwd: Optional[str] = None,
-                 env: Optional[dict[str, str]] = None, shell: bool = False, output: str = "text",
-                 base_dir: Optional[str] = None) -> Tool:
-    """A Tool that runs a program. See the module docstring for the rules it enforces."""
-    schema = input_schema if input_schema is not None else {"type": "object", "additionalProperties": False}
-    spec = CommandSpec(command=command if isinstance(command, str) else tuple(command), stdin=stdin,
-                       timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-                       max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES if max_output_bytes is None else max_output_bytes,
-                       cwd=cwd, env=dict(env or {}), shell=shell, output=output)
+class _Leftovers:
+    """At exit, kill whatever any run of this server left behind (registered on the first run)."""
+
+    def __init__(self) -> None:
+        self._registered = False
+        self._lock = threading.Lock()
+
+    def started(self) -> None:
+        with self._lock:
+            if not self._registered:
+                self._registered = True
+                atexit.register(kill_marked, f"{MARK_VARIABLE}={_SERVER_MARK}-")
+
+
+_leftovers = _Leftovers()
+
+
+def command_tool(name: str, command: Union[list[ArgvItem], str], *, base_dir: Optional[str] = None,
+                 **options: Any) -> Tool:
+    """A Tool that runs a program. `options` are CommandSpec.OPTIONS and the tool fields of
+    _tools.TOOL_OPTIONS, by their Python names. See the module docstring for the rules it enforces."""
+    tool_fields = {key: options.pop(key) for key in list(options) if key in TOOL_OPTIONS}
+    spec = CommandSpec(command, **options)
+    schema = tool_fields.pop("input_schema", None)
+    if schema is None:
+        schema = {"type": "object", "additionalProperties": False}
     if not isinstance(schema, dict):
         raise ConfigError(f"command tool {name!r}: inputSchema must be an object")
     _check_spec(name, spec, schema, base_dir)
-    return Tool(name=name, input_schema=schema, handler=_Command(name, spec, schema, base_dir), title=title,
-                description=description, output_schema=output_schema, annotations=annotations)
+    handler: Callable[[dict[str, Any]], Any] = _Command(name, spec, schema, base_dir)
+    return Tool(name=name, input_schema=schema, handler=handler, **tool_fields)

@@ -12,25 +12,48 @@ Rules of this module:
 
 from __future__ import annotations
 
-import ast
-import collections.abc
 import enum
-import inspect
-import math
-import re
 import sys
-import typing
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
+from ._context import Context
+from ._signature import (
+    EMPTY,
+    POSITIONAL_ONLY,
+    VAR_KEYWORD,
+    VAR_POSITIONAL,
+    Parameter,
+    annotation_globals,
+    docstring,
+    parameters,
+    parse_docstring,
+)
 from ._validate import json_type
 from .errors import ConfigError
 
-_NONE_TYPE = type(None)
-_UNION_TYPES: tuple[Any, ...] = (Union,)
-if sys.version_info >= (3, 10):
-    import types
+if TYPE_CHECKING:
+    import typing
 
-    _UNION_TYPES += (types.UnionType,)
+_NONE_TYPE = type(None)
+# What a plain class annotation maps to; anything else (list[str], Optional[...], Literal) needs typing.
+_SIMPLE = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", tuple: "array",
+           dict: "object"}
+
+
+def _typing() -> typing.ModuleType:  # type: ignore[name-defined]
+    """typing, imported only for annotations that are not plain classes (a module using them has it already)."""
+    import typing
+
+    return typing
+
+
+def _union_types() -> tuple[Any, ...]:
+    typing = _typing()
+    if sys.version_info >= (3, 10):
+        import types
+
+        return (typing.Union, types.UnionType)
+    return (typing.Union,)
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -48,18 +71,18 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 def schema_for_annotation(annotation: Any, where: str) -> dict[str, Any]:
     """The JSON Schema for one resolved annotation; ConfigError when there is none."""
-    if annotation is inspect.Parameter.empty or annotation is Any:
+    if annotation is EMPTY:
         return {}
     if annotation is _NONE_TYPE or annotation is None:
         return {"type": "null"}
-    simple = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array",
-              tuple: "array", dict: "object"}
-    if annotation in simple:
-        return {"type": simple[annotation]}
+    if annotation in _SIMPLE:
+        return {"type": _SIMPLE[annotation]}
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         values = [member.value for member in annotation]
         return _with_common_type({"enum": values}, values)
-
+    typing = _typing()
+    if annotation is Any:
+        return {}
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
@@ -68,13 +91,15 @@ def schema_for_annotation(annotation: Any, where: str) -> dict[str, Any]:
         if notes:
             schema["description"] = notes[0]
         return schema
-    if origin in _UNION_TYPES:
+    if origin in _union_types():
         options = [a for a in args if a is not _NONE_TYPE]
         schema = (schema_for_annotation(options[0], where) if len(options) == 1
                   else {"anyOf": [schema_for_annotation(a, where) for a in options]})
         return _nullable(schema) if len(options) < len(args) else schema
     if origin is typing.Literal:
         return _with_common_type({"enum": list(args)}, list(args))
+    import collections.abc
+
     if origin in (list, set, frozenset, collections.abc.Sequence):
         schema = {"type": "array"}
         if args:
@@ -103,119 +128,102 @@ def _with_common_type(schema: dict[str, Any], values: list[Any]) -> dict[str, An
     return schema
 
 
-class _UnionOperator(ast.NodeTransformer):
-    """Rewrite `a | b` as `Union[a, b]`, which Python 3.9 can evaluate."""
-
-    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.op, ast.BitOr):
-            pair = ast.Tuple(elts=[node.left, node.right], ctx=ast.Load())
-            return ast.Subscript(value=ast.Name(id="__Union__", ctx=ast.Load()), slice=pair, ctx=ast.Load())
-        return node
-
-
 def _evaluate(source: str, namespace: dict[str, Any]) -> Any:
     """Evaluate one string annotation; on 3.9 `X | Y` (at any depth) becomes Union[X, Y]."""
     try:
         return eval(source, namespace)
     except TypeError:
-        tree = _UnionOperator().visit(ast.parse(source, mode="eval"))
+        import ast
+
+        class UnionOperator(ast.NodeTransformer):
+            def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+                self.generic_visit(node)
+                if isinstance(node.op, ast.BitOr):
+                    pair = ast.Tuple(elts=[node.left, node.right], ctx=ast.Load())
+                    return ast.Subscript(value=ast.Name(id="__Union__", ctx=ast.Load()), slice=pair, ctx=ast.Load())
+                return node
+
+        tree = UnionOperator().visit(ast.parse(source, mode="eval"))
         code = compile(ast.fix_missing_locations(tree), "<annotation>", "eval")
-        return eval(code, {**namespace, "__Union__": Union})
+        return eval(code, {**namespace, "__Union__": _typing().Union})
 
 
-def resolve_annotations(fn: Callable[..., Any], where: str) -> dict[str, Any]:
+def resolve_annotations(fn: Callable[..., Any], params: list[Parameter], where: str) -> dict[str, Any]:
     """The evaluated annotations of `fn`'s parameters, the same on every supported Python."""
+    if not any(isinstance(p.annotation, str) for p in params):  # nothing to evaluate: the common case
+        return {p.name: p.annotation for p in params}
+    namespace = annotation_globals(fn)
     try:
-        return typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # 3.9 cannot evaluate "int | None"; fall back to one annotation at a time
+        return {p.name: eval(p.annotation, namespace) if isinstance(p.annotation, str) else p.annotation
+                for p in params}
+    except Exception:  # e.g. 3.9 cannot evaluate "int | None": the careful path, one annotation at a time
         pass
-    namespace = {**vars(typing), **getattr(fn, "__globals__", {})}
+    namespace = {**vars(_typing()), **namespace}
     resolved = {}
-    for name, param in inspect.signature(fn).parameters.items():
+    for param in params:
         annotation = param.annotation
         if isinstance(annotation, str):
             try:
                 annotation = _evaluate(annotation, namespace)
             except Exception as exc:
                 raise ConfigError(f"{where}: cannot evaluate the annotation {param.annotation!r} of "
-                                  f"parameter {name!r}: {exc}") from None
-        resolved[name] = annotation
+                                  f"parameter {param.name!r}: {exc}") from None
+        resolved[param.name] = annotation
     return resolved
 
 
-_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns|Return|Raises|Yields|Examples?|Notes?):\s*$")
-_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-
-
-def parse_docstring(doc: Optional[str]) -> tuple[Optional[str], dict[str, str]]:
-    """Split a Google-style docstring into (description, {parameter: description})."""
-    if not doc:
-        return None, {}
-    lines = inspect.cleandoc(doc).splitlines()
-    description: list[str] = []
-    params: dict[str, str] = {}
-    section, current = None, None
-    for line in lines:
-        heading = _SECTION.match(line.strip())
-        if heading and not line.startswith(" "):
-            section, current = heading.group(1), None
-            continue
-        if section is None:
-            description.append(line)
-        elif section in ("Args", "Arguments", "Parameters", "Params"):
-            match = _ARG_LINE.match(line)
-            if match and len(line) - len(line.lstrip()) <= 4:
-                current = match.group(1).lstrip("*")
-                params[current] = match.group(2).strip()
-            elif current and line.strip():
-                params[current] = f"{params[current]} {line.strip()}".strip()
-    text = "\n".join(description).strip()
-    return (text or None), params
-
-
-class SignatureSchema(typing.NamedTuple):
+class SignatureSchema(NamedTuple):
     input_schema: dict[str, Any]
     description: Optional[str]
     # JSON gives 3.0 for an int and "red" for an Enum member; these turn them back.
     converters: dict[str, Callable[[Any], Any]]
+    context_parameter: Optional[str]  # the parameter annotated Context, which the call fills in
 
 
 def _converter(annotation: Any) -> Optional[Callable[[Any], Any]]:
+    if annotation is int:
+        return lambda v: int(v) if isinstance(v, float) else v
+    if isinstance(annotation, type):
+        return annotation if issubclass(annotation, enum.Enum) else None
+    if annotation is EMPTY or annotation is None:
+        return None
+    typing = _typing()
     annotation = _strip_annotated(annotation)
-    if typing.get_origin(annotation) in _UNION_TYPES:
+    if typing.get_origin(annotation) in _union_types():
         options = [a for a in typing.get_args(annotation) if a is not _NONE_TYPE]
         inner = _converter(options[0]) if len(options) == 1 else None
         return None if inner is None else (lambda v: None if v is None else inner(v))
-    if annotation is int:
-        return lambda v: int(v) if isinstance(v, float) else v
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return annotation
-    return None
+    return _converter(annotation) if isinstance(annotation, type) else None
 
 
 def schema_from_function(fn: Callable[..., Any], where: str) -> SignatureSchema:
     """Derive a tool's inputSchema and description from its signature and docstring."""
-    annotations = resolve_annotations(fn, where)
-    description, param_docs = parse_docstring(inspect.getdoc(fn))
+    params = parameters(fn)
+    annotations = resolve_annotations(fn, params, where)
+    description, param_docs = parse_docstring(docstring(fn))
     properties: dict[str, Any] = {}
     required: list[str] = []
     converters = {}
-    for name, param in inspect.signature(fn).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+    context_parameter = None
+    for param in params:
+        name = param.name
+        annotation = annotations.get(name, EMPTY)
+        if annotation is Context:
+            context_parameter = name
+            continue
+        if param.kind in (VAR_POSITIONAL, VAR_KEYWORD):
             raise ConfigError(f"{where}: *{name} parameters cannot be described to a client; "
                               "name every parameter or pass input_schema= explicitly")
-        if param.kind is param.POSITIONAL_ONLY:
+        if param.kind == POSITIONAL_ONLY:
             raise ConfigError(f"{where}: parameter {name!r} is positional-only; tools are called with "
                               "named arguments")
-        annotation = annotations.get(name, inspect.Parameter.empty)
         schema = dict(schema_for_annotation(annotation, f"{where}, parameter {name!r}"))
         convert = _converter(annotation)
         if convert is not None:
             converters[name] = convert
         if name in param_docs and "description" not in schema:
             schema["description"] = param_docs[name]
-        if param.default is inspect.Parameter.empty:
+        if param.default is EMPTY:
             required.append(name)
         else:
             if param.default is None:
@@ -229,10 +237,11 @@ def schema_from_function(fn: Callable[..., Any], where: str) -> SignatureSchema:
     if required:
         input_schema["required"] = required
     input_schema["additionalProperties"] = False
-    return SignatureSchema(input_schema, description, converters)
+    return SignatureSchema(input_schema, description, converters, context_parameter)
 
 
 def _strip_annotated(annotation: Any) -> Any:
+    typing = _typing()
     while typing.get_origin(annotation) is typing.Annotated:
         annotation = typing.get_args(annotation)[0]
     return annotation
@@ -244,7 +253,7 @@ def _is_jsonable(value: Any) -> bool:
     if value is None or isinstance(value, (str, bool, int)):
         return True
     if isinstance(value, float):
-        return math.isfinite(value)
+        return value == value and value not in (float("inf"), float("-inf"))
     if isinstance(value, (list, tuple)):
         return all(_is_jsonable(v) for v in value)
     if isinstance(value, dict):

@@ -8,7 +8,6 @@ the traceback goes to the log only (WIRE.md §9.4).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from . import _json
 from ._schema import schema_from_function
+from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, is_coroutine_function, parameters
 from ._validate import check_schema, quick_validator, validate
 from .content import ContentBlock
 from .errors import ConfigError
@@ -24,9 +24,21 @@ __all__ = ["Tool", "ToolError", "ToolResult", "function_tool"]
 
 log = logging.getLogger("mcpserver.tools")
 
+# The one table of a tool's own fields: Python keyword -> key in a JSON manifest (None: Python only).
+# function_tool and command_tool take these keywords; the manifest loader maps its keys through it.
+TOOL_OPTIONS: dict[str, Optional[str]] = {
+    "title": "title",
+    "description": "description",
+    "input_schema": "inputSchema",
+    "output_schema": "outputSchema",
+    "annotations": "annotations",
+    "icons": "icons",
+    "meta": "_meta",
+    "requires_client_capabilities": None,
+}
+
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 _HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_MAX_SAFE_INTEGER = 2**53 - 1
 _ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
@@ -224,7 +236,7 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
             return run({k: converters[k](v) if k in converters else v for k, v in arguments.items()})
     else:
         _check_signature_accepts(fn, input_schema, where)
-        description = description or (inspect.getdoc(fn) or None)
+        description = description or docstring(fn) or None
         handler = run
     return Tool(name=tool_name, input_schema=input_schema, handler=handler, title=title, description=description,
                 output_schema=output_schema, annotations=annotations, icons=icons, meta=meta,
@@ -232,7 +244,7 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
 
 
 def _runner(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
-    if inspect.iscoroutinefunction(fn):
+    if is_coroutine_function(fn):
         import asyncio  # only for async tools; each call gets its own event loop
 
         return lambda arguments: asyncio.run(fn(**arguments))
@@ -241,15 +253,15 @@ def _runner(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
 
 def _check_signature_accepts(fn: Callable[..., Any], schema: dict[str, Any], where: str) -> None:
     """An explicit schema must fit the function: every property a parameter, every needed one required."""
-    parameters = inspect.signature(fn).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+    params = parameters(fn)
+    if any(p.kind == VAR_KEYWORD for p in params):
         return
     properties = set(schema.get("properties") or {})
-    unknown = sorted(properties - set(parameters))
+    unknown = sorted(properties - {p.name for p in params})
     if unknown:
         raise ConfigError(f"{where}: inputSchema property {unknown[0]!r} is not a parameter of {fn.__name__}()")
     required = set(schema.get("required") or ())
-    for param in parameters.values():
-        if param.default is param.empty and param.kind is not param.VAR_POSITIONAL and param.name not in required:
+    for param in params:
+        if param.default is EMPTY and param.kind != VAR_POSITIONAL and param.name not in required:
             raise ConfigError(f"{where}: parameter {param.name!r} has no default, so the inputSchema must list "
                               "it in \"required\"")

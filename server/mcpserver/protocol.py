@@ -34,7 +34,8 @@ import re
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _json
-from ._server import ResourceNotFound, Server
+from ._resources import ResourceNotFound
+from ._server import Server
 from .errors import (
     HeaderMismatch,
     InternalError,
@@ -424,35 +425,7 @@ def _get_prompt(server: Server, params: dict[str, Any]) -> dict[str, Any]:
     prompt = server.prompts.get(name)
     if prompt is None:
         raise InvalidParams(f"Unknown prompt: {name}")
-    arguments = params.get("arguments") or {}
-    if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
-        raise InvalidParams("Invalid params: prompt arguments must be an object of strings")
-    known = {a["name"]: a for a in prompt.arguments}
-    for argument in arguments:
-        if argument not in known:
-            raise InvalidParams(f"Unknown argument {argument!r} for prompt {name}")
-    for argument in prompt.arguments:
-        if argument["required"] and argument["name"] not in arguments:
-            raise InvalidParams(f"Missing required argument {argument['name']!r} for prompt {name}")
-    rendered = prompt.renderer(**arguments)
-    result: dict[str, Any] = {"messages": _messages(rendered, name)}
-    if prompt.description:
-        result["description"] = prompt.description
-    return result
-
-
-def _messages(rendered: Any, name: str) -> list[dict[str, Any]]:
-    if isinstance(rendered, str):
-        rendered = [{"role": "user", "content": rendered}]
-    messages = []
-    for message in rendered:
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise TypeError(f"prompt {name} returned a message that is not {{'role': 'user'|'assistant', ...}}")
-        content = message.get("content")
-        if isinstance(content, str):
-            content = {"type": "text", "text": content}
-        messages.append({"role": message["role"], "content": content})
-    return messages
+    return prompt.get(params.get("arguments"))
 
 
 _METHODS: dict[str, tuple[Optional[str], Handler]] = {

@@ -4,6 +4,7 @@ Served by `python -m mcpserver tests/hostile/hostile_tools.py` over stdio and HT
 """
 
 import asyncio
+import os
 import subprocess
 import sys
 
@@ -65,3 +66,33 @@ def progress_bar(updates: int) -> str:
         print(f"\r{i}/{updates}", end="")
     print()
     return "drawn"
+
+
+@server.tool()
+def zombies() -> int:
+    """How many zombie processes this process's PID namespace holds."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    count += stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+            except OSError:
+                pass
+    return count
+
+
+_PIDFILE = {"type": "object", "properties": {"pidfile": {"type": "string", "maxLength": 4096}},
+            "required": ["pidfile"], "additionalProperties": False}
+# Each leaves a process behind that writes its pid to `pidfile` and sleeps.
+server.command("orphans", ["sh", "-c", "sleep 60 & sleep 60 & wait"], stdin="none", timeout=0.3)
+server.command("setsid_child", ["sh", "-c", 'setsid sh -c "echo \\$\\$ > $1; exec sleep 60" & sleep 60', "sh",
+                                "{pidfile}"], input_schema=_PIDFILE, stdin="none", timeout=0.5)
+server.command("daemon", ["sh", "-c", 'setsid sh -c "echo \\$\\$ > $1; exec sleep 60" </dev/null >/dev/null 2>&1 &',
+                          "sh", "{pidfile}"], input_schema=_PIDFILE, stdin="none", timeout=10)
+server.command("lingering", ["sh", "-c", 'sleep 60 & echo "$$" > "$1"; echo done', "sh", "{pidfile}"],
+               input_schema=_PIDFILE, stdin="none", timeout=20)
+server.command("echo_number", ["echo", "{n}"], input_schema={
+    "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, stdin="none")
+server.command("echo_option", ["echo", "--n={n}"], input_schema={
+    "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, stdin="none")
