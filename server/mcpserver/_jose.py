@@ -154,12 +154,14 @@ def parse_compact(token: str) -> CompactJws:
     encoded_header, encoded_payload, encoded_signature = parts
     if not encoded_header or len(encoded_header) > MAX_HEADER_CHARS:
         raise JoseError(f"the JWS header must be 1 to {MAX_HEADER_CHARS} characters")
-    if not encoded_signature or len(encoded_signature) > MAX_SIGNATURE_CHARS:
-        raise JoseError(f"the JWS signature must be 1 to {MAX_SIGNATURE_CHARS} characters")
     header = json_object(b64url_decode(encoded_header, "JWS header"), "JWS header")
     alg = header.get("alg")
     if not isinstance(alg, str) or not alg:
         raise JoseError("the JWS header has no algorithm (alg)")
+    if alg.lower() == "none":
+        raise JoseError("unsigned tokens (alg none) are not accepted")
+    if not encoded_signature or len(encoded_signature) > MAX_SIGNATURE_CHARS:
+        raise JoseError(f"the JWS signature must be 1 to {MAX_SIGNATURE_CHARS} characters")
     if "crit" in header:
         raise JoseError("the JWS header lists critical extensions (crit), and none is supported")
     if header.get("b64", True) is not True:  # RFC 7797 unencoded payloads are only valid under crit
@@ -407,6 +409,8 @@ def key_from_jwk(jwk: Mapping[str, Any]) -> PublicKey:
         raise JoseError(f"the key is for algorithm {str(alg)[:20]!r}, which is not supported")
     _check_use(jwk)
     kty = jwk.get("kty")
+    if alg is not None and kty != {"RS256": "RSA", "ES256": "EC"}[alg]:
+        raise JoseError(f"the key is of type {str(kty)[:20]!r} but says it is for {alg}")
     if kty == "RSA":
         return RsaKey(_jwk_integer(jwk, "n"), _jwk_integer(jwk, "e"), kid, alg)
     if kty == "EC":
@@ -469,8 +473,6 @@ def verify_jws(jws: CompactJws, keys: KeySet, algorithms: Iterable[str] = SUPPOR
     """The payload of a verified JWS as a JSON object; JoseError (UnknownKey for an unknown kid) if it
     does not verify with a key of `keys` under one of `algorithms`."""
     alg = jws.alg
-    if alg.lower() == "none":
-        raise JoseError("unsigned tokens (alg none) are not accepted")
     accepted = tuple(algorithms)
     if alg not in accepted or alg not in SUPPORTED_ALGORITHMS:
         raise JoseError(f"the algorithm {alg[:20]!r} is not accepted (accepted: {', '.join(accepted)})")
