@@ -153,6 +153,7 @@ class AuthUnavailable(AuthError):
 
     status = 503
     error = None
+    upstream_status: Optional[int] = None  # the authorization server's HTTP status, when it answered
 
     def headers(self) -> list[tuple[str, str]]:
         return [("Retry-After", str(RETRY_AFTER_SECONDS))]
@@ -253,7 +254,9 @@ def fetch_json(url: str, *, timeout: float = DEFAULT_TIMEOUT, data: Optional[byt
             body = response.read(MAX_DOCUMENT_BYTES + 1)
     except urllib.error.HTTPError as error:
         error.close()
-        raise AuthUnavailable(f"the authorization server answered {error.code} at {url}") from None
+        refused = AuthUnavailable(f"the authorization server answered {error.code} at {url}")
+        refused.upstream_status = error.code
+        raise refused from None
     except (OSError, ValueError) as error:  # URLError, timeouts and refused connections are OSErrors
         raise AuthUnavailable(f"the authorization server could not be reached at {url}: {error}") from None
     if len(body) > MAX_DOCUMENT_BYTES:
@@ -507,8 +510,13 @@ class IntrospectionValidator:
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
         else:
             form.update(client_id=client_id, client_secret=client_secret)
-        answer = self._fetch(self._endpoint(), timeout=self._timeout,
-                             data=urllib.parse.urlencode(form).encode("ascii"), headers=headers)
+        try:
+            answer = self._fetch(self._endpoint(), timeout=self._timeout,
+                                 data=urllib.parse.urlencode(form).encode("ascii"), headers=headers)
+        except AuthUnavailable as error:
+            if error.upstream_status == 400:  # e.g. unsupported_token_type: a token it will not vouch for
+                raise InvalidToken("the authorization server refused to introspect the token") from None
+            raise
         if answer.get("active") is not True:
             raise InvalidToken("the token is not active (expired, revoked, or unknown to the authorization server)")
         token_type = answer.get("token_type")
