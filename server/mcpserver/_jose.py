@@ -379,19 +379,22 @@ class EcKey:
     y: int
     kid: Optional[str] = None
     alg: Optional[str] = None
-    _table: tuple[Optional[Affine], ...] = field(init=False, repr=False, compare=False)
+    _table: list[tuple[Optional[Affine], ...]] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # An off-curve point would let a signature be checked in a weaker group (invalid-curve attacks).
         if not on_curve(self.x, self.y):
             raise JoseError("the EC key's point is not on P-256")
-        object.__setattr__(self, "_table", _comb_table(self.x, self.y))  # built once per key, not per token
 
     def fits(self, alg: str) -> bool:
         return alg == "ES256" and self.alg in (None, alg)
 
     def verify(self, alg: str, message: bytes, signature: bytes) -> bool:
-        return self.fits(alg) and _ecdsa_p256_sha256_verify(self._table, message, signature)
+        if not self.fits(alg):
+            return False
+        if not self._table:  # built on first use, so keys in a key set that never sign cost nothing
+            self._table.append(_comb_table(self.x, self.y))
+        return _ecdsa_p256_sha256_verify(self._table[0], message, signature)
 
 
 PublicKey = Union[RsaKey, EcKey]

@@ -77,9 +77,12 @@ MAX_DOCUMENT_BYTES = 1024 * 1024  # metadata, key set, introspection response
 MAX_AUTHORIZATION_CHARS = 16 * 1024 + 64
 RETRY_AFTER_SECONDS = 5
 
-# RFC 6750 §2.1 allows only the b64token characters; any visible ASCII is accepted, as static tokens
-# chosen by hand often have others, and a token is only ever hashed, never parsed or echoed.
-_TOKEN_CHARS = frozenset(chr(code) for code in range(0x21, 0x7F))
+
+def _is_token_text(text: str) -> bool:
+    """Visible ASCII without spaces. RFC 6750 §2.1 allows only the b64token characters; any visible
+    ASCII is accepted, as static tokens chosen by hand often have others, and a token is only ever
+    hashed, never parsed or echoed. (str methods, not a set of characters: this runs per request.)"""
+    return text.isascii() and text.isprintable() and " " not in text
 
 
 # --- the principal and the refusals -----------------------------------------------------------------------
@@ -93,7 +96,7 @@ class Principal:
     client_id: Optional[str] = None
     scopes: frozenset[str] = frozenset()
     expires_at: Optional[float] = None  # seconds since the epoch; None: the token does not expire
-    claims: Mapping[str, Any] = field(default_factory=lambda: types.MappingProxyType({}))
+    claims: Mapping[str, Any] = field(default_factory=lambda: types.MappingProxyType({}), compare=False)
 
     def has_scopes(self, *scopes: str) -> bool:
         return self.scopes.issuperset(scopes)
@@ -315,7 +318,7 @@ class StaticTokens:
         else:
             pairs = [(token, Principal(subject="static", scopes=frozenset(scopes))) for token in tokens]
         for token, _ in pairs:
-            if not token or not set(token) <= _TOKEN_CHARS:
+            if not token or not _is_token_text(token):
                 raise ValueError("a static token must be non-empty visible ASCII, without spaces")
         self._by_digest = {_digest(token): principal for token, principal in pairs}
 
@@ -634,7 +637,7 @@ def bearer_token(authorization: Optional[str]) -> str:
         raise InvalidRequest("the Bearer authorization carries no token")
     if len(credential) > MAX_AUTHORIZATION_CHARS:
         raise InvalidToken(f"the token is longer than {MAX_AUTHORIZATION_CHARS} characters")
-    if not set(credential) <= _TOKEN_CHARS:
+    if not _is_token_text(credential):
         raise InvalidToken("the token has characters a bearer token cannot have")
     return credential
 

@@ -129,6 +129,8 @@ def test_ecdsa_signature_must_be_raw_64_bytes():
     assert not key.verify("ES256", message, good + b"\x00")
     der = b"\x30\x45\x02\x21\x00" + good[:32] + b"\x02\x20" + good[32:]
     assert not key.verify("ES256", message, der)
+    # A zero byte before s leaves the numbers unchanged: only the length check refuses this twin.
+    assert not key.verify("ES256", message, good[:32] + b"\x00" + good[32:])
 
 
 def test_points_off_the_curve_or_outside_the_field_are_refused():
@@ -325,6 +327,9 @@ def test_the_algorithm_must_fit_the_key():
     es_with_rsa_kid = sign({"sub": "x"}, {"alg": "ES256", "kid": "rsa-1"})
     with pytest.raises(JoseError, match="cannot verify ES256"):
         verify_jws(parse_compact(es_with_rsa_kid), BOTH)
+    rs_with_ec_kid = sign({"sub": "x"}, {"alg": "RS256", "kid": "ec-1"})
+    with pytest.raises(JoseError, match="cannot verify RS256"):
+        verify_jws(parse_compact(rs_with_ec_kid), BOTH)
     pinned = parse_jwks({"keys": [dict(RSA_JWK, alg="RS256"), dict(EC_JWK, alg="ES256")]})
     assert verify_jws(parse_compact(sign({"a": 1}, kid="ec-1")), pinned) == {"a": 1}
     with pytest.raises(JoseError, match="says it is for ES256"):
