@@ -1,6 +1,6 @@
 """Bearer-token authentication for the HTTP transport: the OAuth 2.1 resource-server side of MCP.
 
-    from mcpserver.auth import Authenticator, JwtValidator, resource_metadata
+    from mcpserver.auth import AuthError, Authenticator, JwtValidator, resource_metadata_url
 
     resource = "https://mcp.example.com/mcp"
     auth = Authenticator(JwtValidator(issuer="https://auth.example.com", audience=resource),
@@ -57,7 +57,9 @@ __all__ = [
     "Principal",
     "StaticTokens",
     "Validator",
+    "bearer_token",
     "canonical_resource",
+    "check_claims",
     "discover_authorization_server",
     "resource_metadata",
     "resource_metadata_paths",
