@@ -16,6 +16,7 @@ from . import content
 from ._loader import load_target
 from ._prompts import Prompt
 from ._resources import Resource, ResourceNotFound, ResourceTemplate
+from ._run import run
 from ._server import Server
 from ._tools import Tool, ToolError, ToolResult
 from ._version import __version__
@@ -38,4 +39,5 @@ __all__ = [
     "content",
     "handle",
     "load_target",
+    "run",
 ]

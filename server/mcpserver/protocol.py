@@ -197,7 +197,9 @@ def _headers_present(headers: dict[str, str], method: str) -> None:
     names = [HEADER_VERSION, HEADER_METHOD] + ([HEADER_NAME] if method in _NAMED_BY else [])
     for name in names:
         if _header(headers, name) is None:
-            raise HeaderMismatch(f"Header mismatch: required header {name} is missing")
+            # A client of an earlier revision sends initialize without these: tell it what we speak (WIRE.md §4).
+            legacy = {"supported": list(SUPPORTED_VERSIONS)} if method == "initialize" else None
+            raise HeaderMismatch(f"Header mismatch: required header {name} is missing", data=legacy)
 
 
 def _decoded(value: str, name: str) -> str:
@@ -249,7 +251,8 @@ def _headers_match(headers: dict[str, str], method: str, params: dict[str, Any],
         if name != params[field]:
             raise _mismatch(HEADER_NAME, name, params[field])
     if method == "tools/call":
-        tool = server.tools.get(params.get("name"))  # type: ignore[arg-type]
+        tool_name = params.get("name")
+        tool = server.tools.get(tool_name) if isinstance(tool_name, str) else None
         arguments = params.get("arguments")
         if tool is not None and tool.header_params and isinstance(arguments, dict):
             _param_headers_match(headers, tool.header_params, arguments)

@@ -88,11 +88,20 @@ _PIDFILE = {"type": "object", "properties": {"pidfile": {"type": "string", "maxL
 server.command("orphans", ["sh", "-c", "sleep 60 & sleep 60 & wait"], stdin="none", timeout=0.3)
 server.command("setsid_child", ["sh", "-c", 'setsid sh -c "echo \\$\\$ > $1; exec sleep 60" & sleep 60', "sh",
                                 "{pidfile}"], input_schema=_PIDFILE, stdin="none", timeout=0.5)
-server.command("daemon", ["sh", "-c", 'setsid sh -c "echo \\$\\$ > $1; exec sleep 60" </dev/null >/dev/null 2>&1 &',
-                          "sh", "{pidfile}"], input_schema=_PIDFILE, stdin="none", timeout=10)
+# It waits until the daemon has written its pid, so the daemon has left the group before the run ends.
+server.command("daemon", ["sh", "-c", 'setsid sh -c "echo \\$\\$ > $1; exec sleep 60" </dev/null >/dev/null 2>&1 & '
+                          'until [ -s "$1" ]; do sleep 0.01; done', "sh", "{pidfile}"],
+               input_schema=_PIDFILE, stdin="none", timeout=10)
 server.command("lingering", ["sh", "-c", 'sleep 60 & echo "$$" > "$1"; echo done', "sh", "{pidfile}"],
                input_schema=_PIDFILE, stdin="none", timeout=20)
 server.command("echo_number", ["echo", "{n}"], input_schema={
     "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, stdin="none")
 server.command("echo_option", ["echo", "--n={n}"], input_schema={
     "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, stdin="none")
+
+
+@server.tool(input_schema={"type": "object", "properties": {
+    "region": {"type": "string", "x-mcp-header": "Cloud_Region"}}, "required": ["region"]})
+def region_echo(region: str) -> str:
+    """Mirror an argument into a header whose name has an underscore (a valid HTTP token)."""
+    return region
