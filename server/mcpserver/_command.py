@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import secrets
 import selectors
 import shutil
@@ -35,6 +36,7 @@ import time
 from typing import Any, Callable, ClassVar, Optional, Union
 
 from . import _json
+from ._context import Cancelled, Context
 from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult
 from .errors import ConfigError
 
@@ -49,6 +51,8 @@ TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
 # unless they clear their environment: how leftovers are found, even outside the process group.
 MARK_VARIABLE = "MCPSERVER_RUN"
 LINGER_AFTER_EXIT = 0.2  # seconds to read what is still in the pipes once the program has exited
+CANCEL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is cancelled
+_LINE_END = re.compile(rb"[\r\n]")
 _CHUNK = 65536
 _SERVER_MARK = secrets.token_hex(6)
 
@@ -68,6 +72,7 @@ class CommandSpec:
         "cwd": ("cwd", None),
         "env": ("env", None),
         "shell": ("shell", False),
+        "progress": ("progress", None),  # a regex over stderr lines: see _progress_reader
     }
     __slots__ = ("command", *OPTIONS)
 
@@ -79,6 +84,7 @@ class CommandSpec:
     cwd: Optional[str]
     env: dict[str, str]
     shell: bool
+    progress: Optional[str]
 
     def __init__(self, command: Union[list[ArgvItem], tuple[ArgvItem, ...], str], **options: Any):
         unknown = sorted(set(options) - set(self.OPTIONS))
@@ -197,6 +203,8 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         raise ConfigError(f"{where}: \"maxOutputBytes\" must be a positive integer")
     if not isinstance(spec.shell, bool):
         raise ConfigError(f"{where}: \"shell\" must be true or false")
+    if spec.progress is not None:
+        _progress_pattern(spec.progress, where)
     if spec.cwd is not None and not os.path.isdir(spec.cwd):
         raise ConfigError(f"{where}: working directory {spec.cwd!r} does not exist")
     if not _find_program(program, base_dir):
@@ -269,12 +277,18 @@ class _Command:
             return str(arguments[mode["argument"]]).encode("utf-8")
         return (_json.dumps(arguments) + "\n").encode("utf-8")
 
-    def __call__(self, arguments: dict[str, Any]) -> Any:
+    def __call__(self, arguments: dict[str, Any], context: Optional[Context]) -> Any:
         argv = self.argv(arguments)
+        reader = None
+        if context is not None and self.spec.progress is not None and context.progress_token is not None:
+            reader = _progress_reader(_progress_pattern(self.spec.progress, self.name), context)
         run = run_program(argv, self.stdin_bytes(arguments), timeout=self.spec.timeout,
                           max_output_bytes=self.spec.max_output_bytes, cwd=self.spec.cwd,
-                          env=self.environment(arguments))
+                          env=self.environment(arguments), on_cancel=context.on_cancel if context else None,
+                          on_stderr_line=reader)
         shown = " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")
+        if run.cancelled:
+            raise Cancelled(f"Command `{shown}` was cancelled and stopped")
         if run.timed_out:
             raise ToolError(f"Command `{shown}` timed out after {self.spec.timeout:g} s and was stopped")
         if run.overflowed:
@@ -294,33 +308,85 @@ class _Command:
         return output
 
 
-class ProgramRun:
-    __slots__ = ("overflowed", "returncode", "stderr_tail", "stdout", "timed_out")
+def _progress_pattern(source: Any, where: str) -> re.Pattern[str]:
+    """The `progress` option: a regex searched in each stderr line. Its group `progress` (or its first
+    group) is the progress, `total` (or the second group) the total, `message` a message; a group
+    `percent` is progress out of 100."""
+    try:
+        pattern = re.compile(source)
+    except (re.error, TypeError) as exc:
+        raise ConfigError(f"{where}: \"progress\" must be a regular expression: {exc}") from None
+    if pattern.groups == 0:
+        raise ConfigError(f"{where}: \"progress\" needs a group that captures the progress, e.g. (\\d+)/(\\d+)")
+    return pattern
 
-    def __init__(self, returncode: int, stdout: bytes, stderr_tail: bytes, timed_out: bool = False,
-                 overflowed: bool = False):
+
+def _progress_reader(pattern: re.Pattern[str], context: Context) -> Callable[[str], None]:
+    named = pattern.groupindex
+
+    def number(text: Optional[str]) -> Optional[float]:
+        try:
+            value = float(text) if text is not None else None
+        except ValueError:
+            return None
+        return int(value) if value is not None and value.is_integer() else value
+
+    def read(line: str) -> None:
+        found = pattern.search(line)
+        if found is None:
+            return
+        done: Optional[float]
+        total: Optional[float]
+        if "percent" in named:
+            done, total = number(found.group("percent")), 100
+        else:
+            done = number(found.group("progress" if "progress" in named else 1))
+            total = number(found.group("total")) if "total" in named else (
+                number(found.group(2)) if pattern.groups >= 2 and not named else None)
+        message = found.group("message") if "message" in named else None
+        if done is not None:
+            try:
+                context.progress(done, total, message)
+            except Cancelled:  # the run is being stopped already
+                pass
+
+    return read
+
+
+class ProgramRun:
+    __slots__ = ("cancelled", "overflowed", "returncode", "stderr_tail", "stdout", "timed_out")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr_tail: bytes, outcome: str = "done"):
         self.returncode = returncode
         self.stdout = stdout
         self.stderr_tail = stderr_tail
-        self.timed_out = timed_out
-        self.overflowed = overflowed
+        self.timed_out = outcome == "timeout"
+        self.overflowed = outcome == "overflow"
+        self.cancelled = outcome == "cancelled"
 
 
 def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_output_bytes: int,
-                cwd: Optional[str] = None, env: Optional[dict[str, str]] = None) -> ProgramRun:
+                cwd: Optional[str] = None, env: Optional[dict[str, str]] = None,
+                on_cancel: Optional[Callable[[Callable[[], None]], None]] = None,
+                on_stderr_line: Optional[Callable[[str], None]] = None) -> ProgramRun:
     """Run a program in its own process group: feed stdin, collect stdout up to a cap, and a tail of stderr.
 
-    See the module docstring for when the run ends and what is killed then.
+    `on_cancel(callback)` registers how a cancel reaches the run: the group gets SIGTERM, then
+    SIGKILL after CANCEL_GRACE. `on_stderr_line` sees each line of stderr as it arrives (lines end
+    at \\n or \\r, as progress bars draw them). See the module docstring for when the run ends.
     """
     mark = f"{_SERVER_MARK}-{secrets.token_hex(4)}"
     _leftovers.started()
+    cancel_read, cancel_write = os.pipe() if on_cancel is not None else (-1, -1)
     process = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                                env={**(os.environ if env is None else env), MARK_VARIABLE: mark},
                                start_new_session=True, close_fds=True)
     try:
-        pipes = _Pipes(process, stdin, max_output_bytes)
-        outcome = pipes.collect(time.monotonic() + timeout)
+        if on_cancel is not None:
+            on_cancel(lambda: _wake(cancel_write))
+        pipes = _Pipes(process, stdin, max_output_bytes, on_stderr_line)
+        outcome = pipes.collect(time.monotonic() + timeout, cancel_read)
     finally:
         for pipe in (process.stdin, process.stdout, process.stderr):
             if pipe is not None and not pipe.closed:
@@ -328,32 +394,46 @@ def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_
                     pipe.close()
                 except OSError:
                     pass
-        _kill_group(process.pid)  # whatever the program left running in its group
+        _signal_group(process.pid, signal.SIGKILL)  # whatever the program left running in its group
+        if on_cancel is not None:
+            os.close(cancel_read)
+            os.close(cancel_write)
     if outcome != "done":
         kill_marked(f"{MARK_VARIABLE}={mark}")
     returncode = process.wait()
-    return ProgramRun(returncode, bytes(pipes.stdout), bytes(pipes.stderr), outcome == "timeout",
-                      outcome == "overflow")
+    return ProgramRun(returncode, bytes(pipes.stdout), bytes(pipes.stderr), outcome)
+
+
+def _wake(fd: int) -> None:
+    try:
+        os.write(fd, b"!")
+    except OSError:  # the run is over and closed it
+        pass
 
 
 class _Pipes:
     """The program's stdin, stdout and stderr, served by one selector until the run ends."""
 
-    def __init__(self, process: subprocess.Popen[bytes], data: Optional[bytes], max_output_bytes: int):
+    def __init__(self, process: subprocess.Popen[bytes], data: Optional[bytes], max_output_bytes: int,
+                 on_stderr_line: Optional[Callable[[str], None]]):
         self.process = process
         self.data = data or b""
         self.offset = 0
         self.max_output_bytes = max_output_bytes
         self.stdout = bytearray()
         self.stderr = bytearray()
+        self.on_stderr_line = on_stderr_line
+        self.partial = b""  # the stderr line being written, for on_stderr_line
 
-    def collect(self, deadline: float) -> str:
-        """Serve the pipes; "done" when the program exited and its output was read, else "timeout",
-        "overflow", or "leftover" (it exited, but something it started still holds a pipe open)."""
+    def collect(self, deadline: float, cancel_fd: int = -1) -> str:
+        """Serve the pipes until the run ends: "done" when the program exited and its output was read,
+        else "timeout", "overflow", "cancelled", or "leftover" (it exited, but something it started
+        still holds a pipe open)."""
         process = self.process
         assert process.stdout is not None and process.stderr is not None
         exit_signal = _exit_signal(process.pid)
         exited_at: Optional[float] = None
+        cancelled_at: Optional[float] = None
         with selectors.DefaultSelector() as selector:
             selector.register(process.stdout, selectors.EVENT_READ)
             selector.register(process.stderr, selectors.EVENT_READ)
@@ -364,44 +444,49 @@ class _Pipes:
                 else:
                     process.stdin.close()
             pipes = len(selector.get_map())
-            if exit_signal is not None:
-                selector.register(exit_signal, selectors.EVENT_READ)
+            for extra in (exit_signal, cancel_fd):
+                if extra is not None and extra >= 0:
+                    selector.register(extra, selectors.EVENT_READ)
             try:
-                while pipes:
+                while True:
                     now = time.monotonic()
                     if exited_at is None and process.poll() is not None:
                         exited_at = now
-                    if exited_at is None:
+                    if cancelled_at is not None:
+                        if (exited_at is not None and not pipes) or now >= cancelled_at + CANCEL_GRACE:
+                            return "cancelled"
+                        until = cancelled_at + CANCEL_GRACE
+                    elif exited_at is None:
                         if now >= deadline:
                             return "timeout"
-                        until = deadline if exit_signal is not None else min(deadline, now + 0.05)
+                        until = deadline
+                    elif not pipes:
+                        return "done"
                     elif now >= exited_at + LINGER_AFTER_EXIT:
                         return "leftover"
                     else:
                         until = exited_at + LINGER_AFTER_EXIT
-                    for key, _ in selector.select(until - now):
-                        if key.fileobj is exit_signal:
-                            selector.unregister(exit_signal)  # poll() above records the time
-                            continue
-                        moved = self._transfer(key)
-                        if moved is None:
+                    if exited_at is None and exit_signal is None:
+                        until = min(until, now + 0.05)  # no pidfd: notice the exit by polling
+                    for key, _ in selector.select(max(0.0, until - now)):
+                        if key.fd == exit_signal:
+                            selector.unregister(key.fileobj)  # poll() above records the time
+                        elif key.fd == cancel_fd:
                             selector.unregister(key.fileobj)
-                            pipes -= 1
-                            if key.fileobj is process.stdin:
-                                process.stdin.close()
-                        elif moved:
-                            return "overflow"
+                            cancelled_at = time.monotonic()
+                            _signal_group(process.pid, signal.SIGTERM)
+                        else:
+                            moved = self._transfer(key)
+                            if moved is None:
+                                selector.unregister(key.fileobj)
+                                pipes -= 1
+                                if key.fileobj is process.stdin:
+                                    process.stdin.close()
+                            elif moved:
+                                return "overflow"
             finally:
                 if exit_signal is not None:
                     os.close(exit_signal)
-        return "done" if process.poll() is not None else self._wait_exit(deadline)
-
-    def _wait_exit(self, deadline: float) -> str:
-        try:  # the program closed its output and lingers
-            self.process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            return "timeout"
-        return "done"
 
     def _transfer(self, key: selectors.SelectorKey) -> Optional[bool]:
         """Move one chunk: None when the pipe is finished, True when stdout passed its cap."""
@@ -423,7 +508,17 @@ class _Pipes:
             return len(self.stdout) > self.max_output_bytes
         self.stderr += chunk
         del self.stderr[:-STDERR_TAIL_BYTES]
+        if self.on_stderr_line is not None:
+            self._lines(chunk)
         return False
+
+    def _lines(self, chunk: bytes) -> None:
+        assert self.on_stderr_line is not None
+        *lines, rest = _LINE_END.split(self.partial + chunk)
+        self.partial = rest[-STDERR_TAIL_BYTES:]  # a partial line is bounded, however long it grows
+        for line in lines:
+            if line:
+                self.on_stderr_line(line.decode("utf-8", "replace"))
 
 
 def _exit_signal(pid: int) -> Optional[int]:
@@ -434,9 +529,9 @@ def _exit_signal(pid: int) -> Optional[int]:
         return None
 
 
-def _kill_group(pgid: int) -> None:
+def _signal_group(pgid: int, signum: int) -> None:
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -497,5 +592,4 @@ def command_tool(name: str, command: Union[list[ArgvItem], str], *, base_dir: Op
     if not isinstance(schema, dict):
         raise ConfigError(f"command tool {name!r}: inputSchema must be an object")
     _check_spec(name, spec, schema, base_dir)
-    handler: Callable[[dict[str, Any]], Any] = _Command(name, spec, schema, base_dir)
-    return Tool(name=name, input_schema=schema, handler=handler, **tool_fields)
+    return Tool(name, schema, _Command(name, spec, schema, base_dir), takes_context=True, **tool_fields)

@@ -36,6 +36,7 @@ import time
 from typing import Any, Callable, Iterable, Optional
 from urllib.parse import unquote
 
+from ._json import THREAD_STACK_BYTES
 from ._server import Server
 from ._version import __version__
 from .errors import ConfigError
@@ -61,7 +62,6 @@ MAX_HEAD_BYTES = 32 * 1024  # request line and header lines together; past it, 4
 MAX_HEADER_LINES = 100
 MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is skipped to keep the connection
 MAX_LENGTH_DIGITS = 15  # a Content-Length longer than this is no body anyone may send
-THREAD_STACK_BYTES = 8 * 1024 * 1024  # what glibc gives threads; musl's 128 KiB default is too small for tools
 DEADLINE_SLACK = 0.001  # a read may end this far past its deadline, to save a settimeout() system call
 SERVER_HEADER = f"mcpserver/{__version__}"
 

@@ -16,6 +16,9 @@ from typing import Any
 # Deeper than any real MCP message (the envelope uses four levels); far below what any thread
 # stack needs to survive. Raise it only together with the thread stack size.
 MAX_JSON_DEPTH = 64
+# What the threads that run requests get: glibc's default. musl's 128 KiB is too small for tools, and
+# for the decoder past a few hundred levels (docs/musl.md).
+THREAD_STACK_BYTES = 8 * 1024 * 1024
 
 # A string, or an unclosed one running to the end of the text (an optional lone backslash last). Every
 # '"' it starts at matches at once, so no position is scanned twice: linear on any input. Without the

@@ -34,6 +34,7 @@ import re
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _json
+from ._context import Cancelled, Context, Flight
 from ._resources import ResourceNotFound
 from ._server import Server
 from .errors import (
@@ -48,12 +49,13 @@ from .errors import (
     UnsupportedVersion,
 )
 
-__all__ = ["PROTOCOL_VERSION", "SUPPORTED_VERSIONS", "Reply", "dispatch", "dispatch_bytes", "encode", "handle",
-           "parse"]
+__all__ = ["CANCELLED", "PROTOCOL_VERSION", "SUPPORTED_VERSIONS", "Reply", "cancelled_request", "dispatch",
+           "dispatch_bytes", "encode", "error_reply", "handle", "parse", "progress_token"]
 
 log = logging.getLogger("mcpserver.protocol")
 
 PROTOCOL_VERSION = "2026-07-28"
+CANCELLED = 499  # Reply.status of a request cancelled while it ran: nothing is sent for it
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -114,22 +116,30 @@ def handle(message: Any, server: Server) -> Optional[dict[str, Any]]:
     return dispatch(message, server).response
 
 
-def dispatch_bytes(data: bytes, server: Server, headers: Optional[dict[str, str]] = None) -> Reply:
+def dispatch_bytes(data: bytes, server: Server, headers: Optional[dict[str, str]] = None, *,
+                   flight: Optional[Flight] = None) -> Reply:
     """Parse then dispatch: what a transport calls with the bytes of one message."""
     try:
         message = parse(data)
     except ParseError as exc:
-        return Reply(_error_response(None, exc), exc.http_status)
-    return dispatch(message, server, headers)
+        return error_reply(exc)
+    return dispatch(message, server, headers, flight=flight)
 
 
-def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = None) -> Reply:
-    """Answer one decoded message; see the module docstring for the order of the rules."""
+def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = None, *,
+             flight: Optional[Flight] = None) -> Reply:
+    """Answer one decoded message; see the module docstring for the order of the rules.
+
+    `flight` is the transport's handle on the request: where its notifications (progress) go and its
+    cancel flag. A request cancelled while it ran gets no response at all (Reply(None, CANCELLED)).
+    """
     request_id = _readable_id(message)
     try:
         method, params = _envelope(message, http=headers is not None)
         if method is None or "id" not in message:  # a notification, or a response on stdio
             return Reply(None, 202)
+        if not isinstance(params, dict):
+            raise InvalidParams('Invalid params: "params" must be an object', http_status=400)
         if headers is not None:
             _headers_present(headers, method)
         meta = _meta(method, params)
@@ -137,17 +147,37 @@ def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = N
             _headers_match(headers, method, params, meta, server)
         _version_supported(meta[META_VERSION])
         run = _method(method, server)
-        return Reply(_success(request_id, run(server, params), server), 200)
+        context = Context(request_id, meta, flight, method)
+        return Reply(_success(request_id, run(server, params, context), server), 200)
     except ProtocolError as exc:
         return Reply(_error_response(request_id, exc), exc.http_status)
+    except Cancelled:
+        return Reply(None, CANCELLED)
     except Exception:
         log.exception("internal error answering %s", _describe(message))
         error = InternalError("Internal error")
         return Reply(_error_response(request_id, error), error.http_status)
 
 
-# ---------------------------------------------------------------------------------------------
-# Steps 1 to 7
+def error_reply(error: ProtocolError, request_id: Any = None) -> Reply:
+    """The reply for a message refused before it could be dispatched (unreadable, too long)."""
+    return Reply(_error_response(request_id, error), error.http_status)
+
+
+def cancelled_request(message: Any) -> Any:
+    """The request id a well-formed notifications/cancelled names, else None (a bad one is ignored, WIRE.md §8)."""
+    if (isinstance(message, dict) and message.get("method") == "notifications/cancelled" and "id" not in message
+            and message.get("jsonrpc") == "2.0" and isinstance(message.get("params"), dict)):
+        return _readable_id({"id": message["params"].get("requestId")})
+    return None
+
+
+def progress_token(message: Any) -> Any:
+    """The progress token a request carries (string or integer), else None."""
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
 
 def _readable_id(message: Any) -> Any:
@@ -158,8 +188,11 @@ def _readable_id(message: Any) -> Any:
     return None
 
 
-def _envelope(message: Any, *, http: bool) -> tuple[Optional[str], dict[str, Any]]:
-    """The method and params of a valid request or notification; method None for a client's response."""
+def _envelope(message: Any, *, http: bool) -> tuple[Optional[str], Any]:
+    """The method and params of a valid request or notification; method None for a client's response.
+
+    params is checked by the caller: a malformed notification is never answered, so its params are
+    never looked at."""
     if isinstance(message, list):
         raise InvalidRequest("Invalid Request: batches are not part of protocol 2026-07-28; send one message")
     if not isinstance(message, dict):
@@ -177,10 +210,7 @@ def _envelope(message: Any, *, http: bool) -> tuple[Optional[str], dict[str, Any
         raise InvalidRequest('Invalid Request: "method" must be a string')
     if "id" in message and _readable_id(message) is None:
         raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
-    params = message.get("params", {})
-    if not isinstance(params, dict):
-        raise InvalidParams('Invalid params: "params" must be an object', http_status=400)
-    return method, params
+    return method, message.get("params", {})
 
 
 def _header(headers: dict[str, str], name: str) -> Optional[str]:
@@ -289,7 +319,7 @@ def _version_supported(version: str) -> None:
                                  data={"supported": list(SUPPORTED_VERSIONS), "requested": version})
 
 
-Handler = Callable[[Server, dict[str, Any]], dict[str, Any]]
+Handler = Callable[[Server, dict[str, Any], Context], dict[str, Any]]
 
 
 def _method(method: str, server: Server) -> Handler:
@@ -337,7 +367,7 @@ def _cacheable(server: Server, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _discover(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _discover(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": server.capabilities()}
     if server.instructions:
         result["instructions"] = server.instructions
@@ -379,11 +409,11 @@ def _named(method: str, params: dict[str, Any]) -> str:
     return value
 
 
-def _list_tools(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _list_tools(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     return _page(server, params, "tools", [tool.definition for tool in server.tools.values()])
 
 
-def _call_tool(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     name = _named("tools/call", params)
     arguments = params.get("arguments", {})
     if arguments is None:
@@ -399,18 +429,18 @@ def _call_tool(server: Server, params: dict[str, Any]) -> dict[str, Any]:
         if missing:
             raise MissingClientCapability(f"Missing required client capability: {', '.join(missing)}",
                                           data={"requiredCapabilities": missing})
-    return tool.call(arguments)
+    return tool.call(arguments, context if tool.takes_context else None)
 
 
-def _list_resources(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _list_resources(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     return _page(server, params, "resources", [r.definition for r in server.resources.values()])
 
 
-def _list_templates(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _list_templates(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     return _page(server, params, "resourceTemplates", [t.definition for t in server.resource_templates])
 
 
-def _read_resource(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _read_resource(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     uri = _named("resources/read", params)
     try:
         contents = server.read_resource(uri)
@@ -419,11 +449,11 @@ def _read_resource(server: Server, params: dict[str, Any]) -> dict[str, Any]:
     return _cacheable(server, {"contents": contents})
 
 
-def _list_prompts(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _list_prompts(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     return _page(server, params, "prompts", [p.definition for p in server.prompts.values()])
 
 
-def _get_prompt(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _get_prompt(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     name = _named("prompts/get", params)
     prompt = server.prompts.get(name)
     if prompt is None:

@@ -14,9 +14,10 @@ def answers_after(*messages, timeout: float = 60) -> list:
     """Send the messages then a normal request; every message is answered and the normal one last."""
     done = run_once(TOOLS, b"".join(line(m) for m in messages) + line(NORMAL), timeout=timeout)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
-    answers = responses(done.stdout)
-    assert answers[-1]["id"] == "after" and answers[-1]["result"]["structuredContent"] == 2, answers[-1]
-    return answers[:-1]
+    answers = responses(done.stdout)  # in completion order: ids pair them
+    after = [a for a in answers if a.get("id") == "after"]
+    assert len(after) == 1 and after[0]["result"]["structuredContent"] == 2, answers
+    return sorted((a for a in answers if a.get("id") != "after"), key=lambda a: str(a.get("id")))
 
 
 def text(answer) -> str:
