@@ -13,6 +13,7 @@ Serve it with `python -m mcpserver demo.py` (stdio) or `python -m mcpserver --ht
 """
 
 from . import content
+from ._context import Cancelled, Context
 from ._loader import load_target
 from ._prompts import Prompt
 from ._resources import Resource, ResourceNotFound, ResourceTemplate
@@ -25,7 +26,9 @@ from .protocol import PROTOCOL_VERSION, handle
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "Cancelled",
     "ConfigError",
+    "Context",
     "Prompt",
     "ProtocolError",
     "Resource",

@@ -31,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                         help="default: info (the HTTP access log is at info)")
     parser.add_argument("--log-file", metavar="FILE", help="append logs here instead of stderr")
+    parser.add_argument("--max-concurrent", type=int, metavar="N",
+                        help="stdio: calls that may run at once; the reader waits beyond it (default 16)")
+    parser.add_argument("--grace", type=float, metavar="SECONDS",
+                        help="on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); "
+                             "a second signal stops at once")
     http = parser.add_argument_group("HTTP (Streamable HTTP transport)")
     http.add_argument("--http", action="store_true", help="serve over HTTP instead of stdio")
     http.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -52,8 +57,6 @@ def _parser() -> argparse.ArgumentParser:
                            "(default 30)")
     http.add_argument("--header-timeout", type=float, metavar="SECONDS",
                       help="drop a client whose request head takes longer than this to arrive (default 10)")
-    http.add_argument("--grace", type=float, metavar="SECONDS",
-                      help="on SIGTERM/SIGINT, how long in-flight requests may take to finish (default 10)")
     return parser
 
 
@@ -124,7 +127,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             return _print_check(args.target)
         server = load_target(args.target)
         if not args.http:
-            return run(server, "stdio")
+            stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
+                                                           ("grace_seconds", args.grace)) if value is not None}
+            return run(server, "stdio", **stdio_options)
         limits = {key: value for key, value in (("max_body_bytes", args.max_body_bytes),
                                                 ("max_connections", args.max_connections),
                                                 ("read_timeout", args.read_timeout),

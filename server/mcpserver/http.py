@@ -26,13 +26,16 @@ import hmac
 import ipaddress
 import logging
 import os
+import queue
+import threading
 import time
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 from urllib.parse import urlsplit
 
 from . import protocol
+from ._context import Flight
 from ._server import Server
-from .errors import ConfigError
+from .errors import ConfigError, ProtocolError
 
 __all__ = ["McpApp", "create_app", "read_token_file"]
 
@@ -118,18 +121,24 @@ class McpApp:
     def _host_allowed(self, host: str) -> bool:
         return self.allowed_hosts is None or host in self.allowed_hosts or (self.loopback and is_loopback(host))
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
-        status, headers, body = self._respond(environ)
+        answer = self._respond(environ)
+        if isinstance(answer, _Stream):
+            return answer.run(start_response, lambda status: self._log(environ, status, started))
+        status, headers, body = answer
         start_response(status, headers)
+        self._log(environ, status, started)
+        return [body] if body else []
+
+    def _log(self, environ: dict[str, Any], status: str, started: float) -> None:
         access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),
                         _printable(environ.get("REQUEST_METHOD")),
                         _printable(environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO")),
                         status[:3], _printable(environ.get("HTTP_MCP_METHOD", "-")),
                         (time.perf_counter() - started) * 1000)
-        return [body] if body else []
 
-    def _respond(self, environ: dict[str, Any]) -> Response:
+    def _respond(self, environ: dict[str, Any]) -> Union[Response, _Stream]:
         if environ.get("PATH_INFO", "") != self.path:
             return _plain("404 Not Found", f"Not found: the MCP endpoint is {self.path}")
         host = _host_name(environ.get("HTTP_HOST", "")).lower()
@@ -146,20 +155,26 @@ class McpApp:
             return refused
         if _media_type(environ.get("CONTENT_TYPE", "")) != "application/json":
             return _plain("415 Unsupported Media Type", "Send the JSON-RPC message as application/json")
-        accept = environ.get("HTTP_ACCEPT")
-        if accept is not None and not {_media_type(t) for t in accept.split(",")} & {
-                "application/json", "*/*", "application/*", ""}:
+        accepted = {_media_type(t) for t in environ.get("HTTP_ACCEPT", "*/*").split(",")}
+        if not accepted & {"application/json", "*/*", "application/*", ""}:
             return _plain("406 Not Acceptable", "Responses are application/json; accept it")
         body_or_error = self._read_body(environ)
         if isinstance(body_or_error, tuple):
             return body_or_error
-        reply = protocol.dispatch_bytes(body_or_error, self.server, self._mirrored(environ))
-        if reply.response is None:
-            return "202 Accepted", [("Content-Type", "text/plain"), ("Content-Length", "0")], b""
-        data = protocol.encode(reply.response)
-        return _STATUS_LINES.get(reply.status, f"{reply.status} Status"), [
-            ("Content-Type", "application/json"), ("Content-Length", str(len(data))), ("Cache-Control", "no-store")
-        ], data
+        try:
+            message = protocol.parse(body_or_error)
+        except ProtocolError as exc:
+            return _json_response(protocol.error_reply(exc))
+        mirrored = self._mirrored(environ)
+        flight = None
+        if isinstance(message, dict) and message.get("method") in protocol.RUNS_AUTHOR_CODE and "id" in message:
+            if protocol.progress_token(message) is not None and accepted & {"text/event-stream", "*/*"}:
+                return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"))
+            flight = Flight()  # no stream: progress cannot be sent, but a client that hangs up cancels
+            on_disconnect = environ.get("mcpserver.on_disconnect")
+            if on_disconnect is not None:
+                on_disconnect(flight.cancel)
+        return _json_response(protocol.dispatch(message, self.server, mirrored, flight=flight))
 
     def _authenticate(self, environ: dict[str, Any]) -> Optional[Response]:
         if self._token is None:
@@ -211,7 +226,80 @@ class McpApp:
         return _plain("413 Content Too Large", f"The body is larger than {self.max_body_bytes} bytes")
 
 
-_STATUS_LINES = {200: "200 OK", 400: "400 Bad Request", 404: "404 Not Found", 500: "500 Internal Server Error"}
+_STATUS_LINES = {200: "200 OK", 202: "202 Accepted", 400: "400 Bad Request", 404: "404 Not Found",
+                 500: "500 Internal Server Error"}
+SSE_KEEPALIVE_SECONDS = 15.0  # a comment this often on a quiet stream: proxies keep it, a gone client is noticed
+_SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")]
+
+
+def _json_response(reply: protocol.Reply) -> Response:
+    if reply.response is None:  # a notification; or a request cancelled because its client went away
+        return "202 Accepted", [("Content-Type", "text/plain"), ("Content-Length", "0")], b""
+    data = protocol.encode(reply.response)
+    return _STATUS_LINES.get(reply.status, f"{reply.status} Status"), [
+        ("Content-Type", "application/json"), ("Content-Length", str(len(data))), ("Cache-Control", "no-store")
+    ], data
+
+
+class _Stream:
+    """A request answered as an SSE stream: its progress notifications as they happen, then its response.
+
+    The request runs on a thread of its own. The response commits to text/event-stream with the first
+    notification (or after SSE_KEEPALIVE_SECONDS of silence); a reply that comes first goes out as
+    plain JSON with its own status, so 400 and 404 errors are never inside a stream (WIRE.md §16.7).
+    Frames are `data: <one-line JSON>` with no event ids. Closing the stream cancels the request.
+    """
+
+    def __init__(self, server: Server, message: dict[str, Any], headers: dict[str, str],
+                 on_disconnect: Optional[Callable[[Callable[[], None]], None]]):
+        self._events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.flight = Flight(lambda note: self._events.put(("note", note)))
+        self.flight.on_cancel(lambda: self._events.put(("cancelled", None)))
+        if on_disconnect is not None:
+            on_disconnect(self.flight.cancel)
+
+        def work() -> None:
+            reply = protocol.dispatch(message, server, headers, flight=self.flight)
+            if not self.flight.finish(lambda: self._events.put(("reply", reply))):
+                self._events.put(("cancelled", None))
+
+        threading.Thread(target=work, name="mcpserver-stream", daemon=True).start()
+
+    def run(self, start_response: StartResponse, logged: Callable[[str], None]) -> Iterator[bytes]:
+        committed = False
+        try:
+            while True:
+                try:
+                    kind, item = self._events.get(timeout=SSE_KEEPALIVE_SECONDS)
+                except queue.Empty:
+                    if not committed:
+                        committed = self._commit(start_response, logged)
+                    yield b": keep-alive\n\n"
+                    continue
+                if kind == "cancelled":
+                    if not committed:
+                        start_response("202 Accepted", [("Content-Type", "text/plain"), ("Content-Length", "0")])
+                    return
+                if kind == "reply" and not committed:
+                    status, headers, body = _json_response(item)
+                    start_response(status, headers)
+                    logged(status)
+                    yield body
+                    return
+                if not committed:
+                    committed = self._commit(start_response, logged)
+                yield b"data: " + protocol.encode(item.response if kind == "reply" else item) + b"\n\n"
+                if kind == "reply":
+                    return
+        finally:
+            self.flight.cancel()  # a no-op once answered; else the client closed the stream: stop the request
+
+    @staticmethod
+    def _commit(start_response: StartResponse, logged: Callable[[str], None]) -> bool:
+        start_response("200 OK", _SSE_HEADERS)
+        logged("200 (stream)")
+        return True
+
 
 
 def _plain(status: str, message: str) -> Response:

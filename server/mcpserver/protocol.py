@@ -49,13 +49,16 @@ from .errors import (
     UnsupportedVersion,
 )
 
-__all__ = ["CANCELLED", "PROTOCOL_VERSION", "SUPPORTED_VERSIONS", "Reply", "cancelled_request", "dispatch",
-           "dispatch_bytes", "encode", "error_reply", "handle", "parse", "progress_token"]
+__all__ = ["CANCELLED", "PROTOCOL_VERSION", "RUNS_AUTHOR_CODE", "SUPPORTED_VERSIONS", "Reply", "cancelled_request",
+           "dispatch", "dispatch_bytes", "encode", "error_reply", "handle", "parse", "progress_token"]
 
 log = logging.getLogger("mcpserver.protocol")
 
 PROTOCOL_VERSION = "2026-07-28"
 CANCELLED = 499  # Reply.status of a request cancelled while it ran: nothing is sent for it
+# Methods that run the server author's code, so may take long: transports run them where a client can
+# cancel them, and stream them when progress is asked for.
+RUNS_AUTHOR_CODE = frozenset({"tools/call", "prompts/get", "resources/read"})
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"

@@ -43,7 +43,6 @@ MAX_LINE_BYTES = 64 * 1024 * 1024  # room for a 5 MB payload even when JSON esca
 DEFAULT_MAX_CONCURRENT = 16  # requests running the author's code at once; the reader waits beyond it
 DEFAULT_GRACE_SECONDS = 10.0
 HAND_OFF_AFTER = 0.01  # seconds a call may hold the reader before reading moves to another thread
-RUNS_CODE = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 Writer = Union[BinaryIO, "_FdWriter"]
 
@@ -238,35 +237,39 @@ class _Session:
             self.cancel(cancelled)
             return True
         request_id = message.get("id") if isinstance(message, dict) else None
-        if not (isinstance(message, dict) and message.get("method") in RUNS_CODE and request_id is not None):
+        runs_code = isinstance(message, dict) and message.get("method") in protocol.RUNS_AUTHOR_CODE
+        if not runs_code or request_id is None:
             self._answer(protocol.dispatch(message, self.server))
             return True
         flight = Flight(self.write)
-        if not self._take_slot(request_id, flight):
+        call = self._take_slot(request_id, flight)
+        if not call:
             return True
         if not self._busy.is_set():
             self._busy.set()
         self._run(message, request_id, flight)
         with self._lock:
-            self._inline = 0
+            if self._inline == call:  # else the role has passed on, and _inline is another reader's call
+                self._inline = 0
             return self._reader_thread is me
 
     def _answer(self, reply: protocol.Reply) -> None:
         if reply.response is not None:
             self.write(reply.response)
 
-    def _take_slot(self, request_id: Any, flight: Flight) -> bool:
-        """Count the call as running and in flight, once a slot is free; as the reader's own call."""
+    def _take_slot(self, request_id: Any, flight: Flight) -> int:
+        """Count the call as running and in flight, once a slot is free, as the reader's own call;
+        returns its number (0: stopped while waiting)."""
         with self._changed:
             while self._running >= self._max_concurrent:
                 if self.stopping or self.closed:
-                    return False
+                    return 0
                 self._changed.wait(0.1)
             self._running += 1
             self._flights.setdefault(request_id, []).append(flight)  # 1 and "1" are different keys
             self._calls += 1
             self._inline = self._calls
-            return True
+            return self._calls
 
     def _run(self, message: dict[str, Any], request_id: Any, flight: Flight) -> None:
         try:
