@@ -259,3 +259,13 @@ def _is_jsonable(value: Any) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and _is_jsonable(v) for k, v in value.items())
     return False
+
+
+def context_parameter(fn: Callable[..., Any], where: str) -> Optional[str]:
+    """The name of `fn`'s parameter annotated Context, if it has one."""
+    params = parameters(fn)
+    if not any(p.annotation is Context or (isinstance(p.annotation, str) and "Context" in p.annotation)
+               for p in params):
+        return None
+    annotations = resolve_annotations(fn, params, where)
+    return next((p.name for p in params if annotations.get(p.name) is Context), None)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, TypeVar, Union
 
+from ._context import Context
 from ._prompts import Prompt
 from ._resources import Resource, ResourceNotFound, ResourceTemplate, definition, read
+from ._state import DEFAULT_STATE_TTL, Sealer
 from ._tools import Tool, function_tool
 from .errors import ConfigError
 
@@ -34,7 +36,10 @@ class Server:
 
     def __init__(self, name: str, version: str = "0.0.0", *, title: Optional[str] = None,
                  instructions: Optional[str] = None, ttl_ms: int = DEFAULT_TTL_MS, cache_scope: str = "public",
-                 page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True):
+                 page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
+                 state_key: Optional[str] = None, state_ttl: float = DEFAULT_STATE_TTL):
+        """`state_key` seals the requestState of input_required rounds (default $MCPSERVER_STATE_KEY, else
+        a key of this process only); `state_ttl` is how many seconds a client may take to answer."""
         if not isinstance(name, str) or not name:
             raise ConfigError("a server needs a non-empty name")
         if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
@@ -51,6 +56,7 @@ class Server:
         self.cache_scope = cache_scope
         self.page_size = page_size
         self.server_info_in_results = server_info_in_results
+        self.sealer = Sealer(state_key, state_ttl)
         self.tools: dict[str, Tool] = {}
         self.resources: dict[str, Resource] = {}
         self.resource_templates: list[ResourceTemplate] = []
@@ -72,6 +78,8 @@ class Server:
             capabilities["resources"] = {}
         if self.prompts:
             capabilities["prompts"] = {}
+        if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
+            capabilities["completions"] = {}
         return capabilities
 
     # -- tools ----------------------------------------------------------------------------------
@@ -127,7 +135,8 @@ class Server:
     def resource_template(self, uri_template: str, **options: Any) -> Callable[[F], F]:
         """Register a reader for every URI matching an RFC 6570 template; variables become arguments.
 
-        Options: name, title, description (default: the docstring), mime_type.
+        Options: name, title, description (default: the docstring), mime_type, completions (a variable ->
+        a list of values or a function (value, resolved) -> values).
         """
 
         def register(function: F) -> F:
@@ -136,16 +145,17 @@ class Server:
 
         return register
 
-    def read_resource(self, uri: str) -> list[dict[str, Any]]:
+    def read_resource(self, uri: str, context: Optional[Context] = None) -> list[dict[str, Any]]:
         """Contents for `uri`; ResourceNotFound when nothing serves it."""
-        return read(self.resources, self.resource_templates, uri)
+        return read(self.resources, self.resource_templates, uri, context)
 
     # -- prompts --------------------------------------------------------------------------------
 
     def prompt(self, fn: Optional[F] = None, **options: Any) -> Any:
         """Register a prompt. Its parameters are its (string) arguments; it returns a str or messages.
 
-        Options: name, title, description (default: the docstring).
+        Options: name, title, description (default: the docstring), completions (an argument -> a list of
+        values or a function (value, resolved arguments) -> values).
         """
 
         def register(function: F) -> F:

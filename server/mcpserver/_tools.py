@@ -13,12 +13,13 @@ import re
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _json
-from ._context import Cancelled, Context
-from ._schema import resolve_annotations, schema_from_function
+from ._context import Cancelled, Context, InputRequired
+from ._schema import context_parameter as context_parameter_of
+from ._schema import schema_from_function
 from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, is_coroutine_function, parameters
 from ._validate import check_schema, quick_validator, validate
 from .content import ContentBlock
-from .errors import ConfigError
+from .errors import ConfigError, ProtocolError
 
 __all__ = ["Tool", "ToolError", "ToolResult", "function_tool"]
 
@@ -148,6 +149,8 @@ class Tool:
         except BaseException as exc:
             if context is not None and context.cancelled:  # whatever cancelling looked like from inside the tool
                 raise exc if isinstance(exc, Cancelled) else Cancelled(str(exc)) from exc
+            if isinstance(exc, (InputRequired, ProtocolError)):  # the context's: ask the client, or refuse
+                raise
             if isinstance(exc, ToolError):
                 return error_result(str(exc) or f"Tool {self.name} failed")
             # KeyboardInterrupt, CancelledError, SystemExit... raised by tool code are the tool's failure:
@@ -307,10 +310,7 @@ def _check_signature_accepts(fn: Callable[..., Any], schema: dict[str, Any], whe
     """An explicit schema must fit the function: every property a parameter, every needed one required.
     Returns the parameter annotated Context, if any."""
     params = parameters(fn)
-    context_parameter = None
-    if any(p.annotation is Context or (isinstance(p.annotation, str) and "Context" in p.annotation) for p in params):
-        annotations = resolve_annotations(fn, params, where)
-        context_parameter = next((p.name for p in params if annotations.get(p.name) is Context), None)
+    context_parameter = context_parameter_of(fn, where)
     params = [p for p in params if p.name != context_parameter]
     if any(p.kind == VAR_KEYWORD for p in params):
         return context_parameter

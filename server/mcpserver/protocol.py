@@ -34,9 +34,11 @@ import re
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _json
-from ._context import Cancelled, Context, Flight
+from ._completions import complete
+from ._context import Cancelled, Context, Flight, InputRequired
 from ._resources import ResourceNotFound
 from ._server import Server
+from ._state import arguments_digest
 from .errors import (
     HeaderMismatch,
     InternalError,
@@ -344,7 +346,7 @@ def _method(method: str, server: Server) -> Handler:
 
 
 def _success(request_id: Any, result: dict[str, Any], server: Server) -> dict[str, Any]:
-    result["resultType"] = "complete"
+    result.setdefault("resultType", "complete")  # an input_required round has set its own
     if server.server_info_in_results:
         result["_meta"] = {META_SERVER_INFO: server.info}
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
@@ -416,6 +418,34 @@ def _list_tools(server: Server, params: dict[str, Any], context: Context) -> dic
     return _page(server, params, "tools", [tool.definition for tool in server.tools.values()])
 
 
+def _resumable(server: Server, params: dict[str, Any], context: Context, target: str, arguments: Any,
+               run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run the author's code for a method that may ask the client for input (MRTR, WIRE.md §14.2).
+
+    The answers come from the sealed requestState of earlier rounds (checked before anything runs:
+    a tampered, foreign or expired state is -32602) and from this round's inputResponses, of which
+    only the keys asked for last round count. If the code asks for what is not answered yet, the
+    result is input_required, with the questions and a newly sealed state.
+    """
+    def binding() -> tuple[str, str, str]:  # hashed only when a state is opened or sealed
+        return context.method, target, arguments_digest(arguments)
+
+    state, responses = params.get("requestState"), params.get("inputResponses")
+    pending: Optional[list[str]] = None
+    if state is not None:
+        context.answers, pending = server.sealer.open(state, binding())
+    if responses is not None:
+        if not isinstance(responses, dict):
+            raise InvalidParams("Invalid params: inputResponses must be an object of answers")
+        context.answers.update((key, answer) for key, answer in responses.items()
+                               if pending is None or key in pending)
+    try:
+        return run()
+    except InputRequired as needed:
+        return {"resultType": "input_required", "inputRequests": needed.requests,
+                "requestState": server.sealer.seal(binding(), context.answers, list(needed.requests))}
+
+
 def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     name = _named("tools/call", params)
     arguments = params.get("arguments", {})
@@ -432,7 +462,9 @@ def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict
         if missing:
             raise MissingClientCapability(f"Missing required client capability: {', '.join(missing)}",
                                           data={"requiredCapabilities": missing})
-    return tool.call(arguments, context if tool.takes_context else None)
+    if not tool.takes_context:
+        return tool.call(arguments)
+    return _resumable(server, params, context, name, arguments, lambda: tool.call(arguments, context))
 
 
 def _list_resources(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -445,11 +477,14 @@ def _list_templates(server: Server, params: dict[str, Any], context: Context) ->
 
 def _read_resource(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     uri = _named("resources/read", params)
-    try:
-        contents = server.read_resource(uri)
-    except ResourceNotFound:
-        raise InvalidParams("Resource not found", data={"uri": uri}) from None
-    return _cacheable(server, {"contents": contents})
+
+    def read() -> dict[str, Any]:
+        try:
+            return _cacheable(server, {"contents": server.read_resource(uri, context)})
+        except ResourceNotFound:
+            raise InvalidParams("Resource not found", data={"uri": uri}) from None
+
+    return _resumable(server, params, context, uri, None, read)
 
 
 def _list_prompts(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -461,7 +496,27 @@ def _get_prompt(server: Server, params: dict[str, Any], context: Context) -> dic
     prompt = server.prompts.get(name)
     if prompt is None:
         raise InvalidParams(f"Unknown prompt: {name}")
-    return prompt.get(params.get("arguments"))
+    arguments = params.get("arguments")
+    if prompt.context_parameter is None:
+        return prompt.get(arguments)
+    return _resumable(server, params, context, name, arguments, lambda: prompt.get(arguments, context))
+
+
+def _complete(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    ref = params.get("ref")
+    if not isinstance(ref, dict) or ref.get("type") not in ("ref/prompt", "ref/resource"):
+        raise InvalidParams('Invalid params: "ref" must be {"type": "ref/prompt", "name": ...} or '
+                            '{"type": "ref/resource", "uri": ...}')
+    if ref["type"] == "ref/prompt":
+        name = ref.get("name")
+        prompt = server.prompts.get(name) if isinstance(name, str) else None
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
+        return complete(prompt.completions, params)
+    template = next((t for t in server.resource_templates if t.uri_template == ref.get("uri")), None)
+    if template is None:
+        raise InvalidParams(f"Unknown resource template: {ref.get('uri')}")
+    return complete(template.completions, params)
 
 
 _METHODS: dict[str, tuple[Optional[str], Handler]] = {
@@ -473,4 +528,5 @@ _METHODS: dict[str, tuple[Optional[str], Handler]] = {
     "resources/read": ("resources", _read_resource),
     "prompts/list": ("prompts", _list_prompts),
     "prompts/get": ("prompts", _get_prompt),
+    "completion/complete": ("completions", _complete),
 }
