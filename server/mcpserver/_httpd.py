@@ -630,6 +630,9 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
     try:
         server.accept_until_stopped()
     finally:
+        shutdown = getattr(app, "shutdown", None)
+        if shutdown is not None:  # long-lived streams (subscriptions) end now, so the drain need not wait
+            shutdown()
         left = server.drain(grace_seconds, hurry)
         if left:
             print(f"mcpserver: exiting with {left} request(s) still running after the grace period", file=sys.stderr)

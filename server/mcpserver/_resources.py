@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from ._completions import Completer, check_completions
 from ._context import Context
@@ -94,7 +94,7 @@ class ResourceTemplate:
         return found.groupdict() if found else None
 
 
-def read(resources: dict[str, Resource], templates: list[ResourceTemplate], uri: str,
+def read(resources: dict[str, Resource], templates: Sequence[ResourceTemplate], uri: str,
          context: Optional[Context] = None) -> list[dict[str, Any]]:
     """Contents for `uri`: an exact resource first, then the first template that matches. A reader that
     takes a Context may ask the client for input (InputRequired passes through)."""

@@ -39,6 +39,7 @@ from ._context import Cancelled, Context, Flight, InputRequired
 from ._resources import ResourceNotFound
 from ._server import Server
 from ._state import arguments_digest
+from ._subscriptions import LIST_CHANGED, META_SUBSCRIPTION, Listener
 from .errors import (
     HeaderMismatch,
     InternalError,
@@ -61,6 +62,7 @@ CANCELLED = 499  # Reply.status of a request cancelled while it ran: nothing is 
 # Methods that run the server author's code, so may take long: transports run them where a client can
 # cancel them, and stream them when progress is asked for.
 RUNS_AUTHOR_CODE = frozenset({"tools/call", "prompts/get", "resources/read"})
+LISTEN = "subscriptions/listen"  # a request that stays open: transports give it a stream of its own
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -79,8 +81,8 @@ _RETIRED = {
     "initialize": "2026-07-28 has no initialize handshake: send server/discover, with _meta on every request",
     "ping": "2026-07-28 has no ping",
     "logging/setLevel": "logging/setLevel is not part of 2026-07-28; logs go to the server's stderr",
-    "resources/subscribe": "this server offers no resource subscriptions",
-    "resources/unsubscribe": "this server offers no resource subscriptions",
+    "resources/subscribe": "2026-07-28 has no resources/subscribe: use subscriptions/listen",
+    "resources/unsubscribe": "2026-07-28 has no resources/unsubscribe: use subscriptions/listen",
 }
 _BASE64_OPEN, _BASE64_CLOSE = "=?base64?", "?="
 _VISIBLE = re.compile(r"[\t -~]*")  # what a header value may hold: visible ASCII, space and tab
@@ -348,7 +350,7 @@ def _method(method: str, server: Server) -> Handler:
 def _success(request_id: Any, result: dict[str, Any], server: Server) -> dict[str, Any]:
     result.setdefault("resultType", "complete")  # an input_required round has set its own
     if server.server_info_in_results:
-        result["_meta"] = {META_SERVER_INFO: server.info}
+        result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: server.info}
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
@@ -519,6 +521,34 @@ def _complete(server: Server, params: dict[str, Any], context: Context) -> dict[
     return complete(template.completions, params)
 
 
+def _listen(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    """subscriptions/listen: acknowledge, then stay open until cancelled (nothing more is sent) or the
+    server shuts down (the graceful result is the answer). Notifications go out through the flight."""
+    wanted = params.get("notifications")
+    if not isinstance(wanted, dict):
+        raise InvalidParams('Invalid params: "notifications" must be an object (a SubscriptionFilter)')
+    capabilities = server.capabilities()
+    honoured: dict[str, Any] = {key: True for key, (kind, _) in LIST_CHANGED.items()
+                                if wanted.get(key) is True and kind in capabilities}
+    uris = wanted.get("resourceSubscriptions")
+    if uris is not None and not (isinstance(uris, list) and all(isinstance(u, str) for u in uris)):
+        raise InvalidParams("Invalid params: notifications.resourceSubscriptions must be an array of URIs")
+    served = [uri for uri in uris or () if server.serves(uri)]
+    if served:
+        honoured["resourceSubscriptions"] = served
+    listener = Listener(context.request_id, {LIST_CHANGED[key][0] for key in honoured if key in LIST_CHANGED},
+                        set(served), context.flight)
+    server.subscriptions.open(listener)
+    try:
+        context.on_cancel(listener.ended.set)
+        listener.send("notifications/subscriptions/acknowledged", {"notifications": honoured})
+        listener.ended.wait()
+    finally:
+        server.subscriptions.close(listener)
+    context.check_cancelled()
+    return {"_meta": {META_SUBSCRIPTION: context.request_id}}
+
+
 _METHODS: dict[str, tuple[Optional[str], Handler]] = {
     "server/discover": (None, _discover),
     "tools/list": ("tools", _list_tools),
@@ -529,4 +559,5 @@ _METHODS: dict[str, tuple[Optional[str], Handler]] = {
     "prompts/list": ("prompts", _list_prompts),
     "prompts/get": ("prompts", _get_prompt),
     "completion/complete": ("completions", _complete),
+    "subscriptions/listen": (None, _listen),
 }

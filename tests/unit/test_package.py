@@ -85,7 +85,7 @@ def test_the_public_api_is_what_all_says():
 LAYERS = (
     ("errors", "_json", "_version", "content", "_signature", "inputs"),
     ("_context", "_validate", "_jose", "_state", "_completions"),
-    ("_schema", "auth"),
+    ("_schema", "auth", "_subscriptions"),
     ("_tools", "_resources", "_prompts"),
     ("_command",),
     ("_server",),

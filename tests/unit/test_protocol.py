@@ -51,7 +51,7 @@ def http_headers(method, name=None, **extra):
 def test_discover_lists_version_capabilities_instructions_and_cache_hints(server):
     result = handle(request("server/discover"), server)["result"]
     assert result["supportedVersions"] == [VERSION]
-    assert result["capabilities"] == {"tools": {}}
+    assert result["capabilities"] == {"tools": {"listChanged": True}}
     assert result["instructions"] == "Use echo."
     assert result["resultType"] == "complete"
     assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0
