@@ -8,6 +8,7 @@ Each tool says which scenario it serves. They are fixtures: keep them out of ser
 
 import json
 import logging
+from typing import Optional
 
 from mcpserver import Context, Server, ToolError, content, inputs
 
@@ -251,7 +252,8 @@ CONTACT_SCHEMA = {
 
 @server.tool(name="json_schema_2020_12_tool", description="Tool with JSON Schema 2020-12 features",
              input_schema=CONTACT_SCHEMA)
-def contact(name: str = "", address: dict = None, contactMethod: str = "", phone: str = "", email: str = "") -> dict:
+def contact(name: str = "", address: Optional[dict] = None, contactMethod: str = "", phone: str = "",
+            email: str = "") -> dict:
     """json-schema-2020-12: the schema's 2020-12 keywords are listed as written, and enforced."""
     return {"name": name, "reach": phone if contactMethod == "phone" else email}
 

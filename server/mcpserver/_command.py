@@ -73,6 +73,7 @@ class CommandSpec:
         "env": ("env", None),
         "shell": ("shell", False),
         "progress": ("progress", None),  # a regex over stderr lines: see _progress_reader
+        "confirm": ("confirm", None),  # a question the user must accept before the program runs
     }
     __slots__ = ("command", *OPTIONS)
 
@@ -85,6 +86,7 @@ class CommandSpec:
     env: dict[str, str]
     shell: bool
     progress: Optional[str]
+    confirm: Optional[str]
 
     def __init__(self, command: Union[list[ArgvItem], tuple[ArgvItem, ...], str], **options: Any):
         unknown = sorted(set(options) - set(self.OPTIONS))
@@ -205,6 +207,13 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         raise ConfigError(f"{where}: \"shell\" must be true or false")
     if spec.progress is not None:
         _progress_pattern(spec.progress, where)
+    if spec.confirm is not None:
+        if not isinstance(spec.confirm, str):
+            raise ConfigError(f"{where}: \"confirm\" must be the question to ask, a string")
+        for placeholder in _placeholders(spec.confirm, where):
+            if placeholder not in properties:
+                raise ConfigError(f"{where}: \"confirm\" uses {{{placeholder}}}, which is not a property of the "
+                                  "inputSchema")
     if spec.cwd is not None and not os.path.isdir(spec.cwd):
         raise ConfigError(f"{where}: working directory {spec.cwd!r} does not exist")
     if not _find_program(program, base_dir):
@@ -279,6 +288,8 @@ class _Command:
 
     def __call__(self, arguments: dict[str, Any], context: Optional[Context]) -> Any:
         argv = self.argv(arguments)
+        if self.spec.confirm is not None:
+            self._confirmed(arguments, context or Context())
         reader = None
         if context is not None and self.spec.progress is not None and context.progress_token is not None:
             reader = _progress_reader(_progress_pattern(self.spec.progress, self.name), context)
@@ -306,6 +317,16 @@ class _Command:
                 raise ToolError(f"Command `{shown}` did not print valid JSON: {exc}") from None
             return ToolResult(content=[{"type": "text", "text": output}], structured=structured)
         return output
+
+
+    def _confirmed(self, arguments: dict[str, Any], context: Context) -> None:
+        """Ask the user (elicitation) before running; the run goes ahead only if they accept."""
+        assert self.spec.confirm is not None
+        values = {**self.defaults, **arguments}
+        question = self.spec.confirm.format_map({k: values.get(k, "") for k in _placeholders(self.spec.confirm, "")})
+        answer = context.elicit(question, {"type": "object", "properties": {}}, key="confirm")
+        if answer.get("action") != "accept":
+            raise ToolError(f"Not run: the user did not confirm ({answer.get('action')}): {question}")
 
 
 def _progress_pattern(source: Any, where: str) -> re.Pattern[str]:

@@ -176,3 +176,22 @@ def test_input_required_is_never_the_answer_to_other_methods():
         for method in ("tools/list", "prompts/list", "resources/list", "server/discover"):
             answer = server.ask(message(method, inputResponses={"x": accept()}, requestState="v1.x.y"))
             assert answer["result"]["resultType"] == "complete", method
+
+
+def test_a_command_tool_can_ask_for_confirmation_before_it_runs(tmp_path):
+    manifest = tmp_path / "confirm.json"
+    marker = tmp_path / "ran"
+    manifest.write_text(json.dumps({"name": "c", "tools": [{
+        "name": "touch", "command": ["touch", str(marker)], "stdin": "none", "confirm": "Touch it for {reason}?",
+        "inputSchema": {"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"]}}]}))
+    with StdioServer(str(manifest)) as server:
+        first = server.ask(tool_call("touch", {"reason": "a test"}))["result"]
+        assert first["inputRequests"]["confirm"]["params"]["message"] == "Touch it for a test?"
+        assert not marker.exists()
+        declined = server.ask(tool_call("touch", {"reason": "a test"}, inputResponses={"confirm": {"action": "decline"}},
+                                        requestState=first["requestState"]))["result"]
+        assert declined["isError"] is True and not marker.exists()
+        accepted = server.ask(tool_call("touch", {"reason": "a test"}, inputResponses={"confirm": {"action": "accept"}},
+                                        requestState=first["requestState"]))["result"]
+        assert accepted.get("isError") is not True and marker.exists()
+        assert server.ask(tool_call("touch", {"reason": "x"}, capabilities={}))["error"]["code"] == -32021
