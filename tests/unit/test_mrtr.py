@@ -188,8 +188,8 @@ def test_a_command_tool_can_ask_for_confirmation_before_it_runs(tmp_path):
         first = server.ask(tool_call("touch", {"reason": "a test"}))["result"]
         assert first["inputRequests"]["confirm"]["params"]["message"] == "Touch it for a test?"
         assert not marker.exists()
-        declined = server.ask(tool_call("touch", {"reason": "a test"}, inputResponses={"confirm": {"action": "decline"}},
-                                        requestState=first["requestState"]))["result"]
+        declined = server.ask(tool_call("touch", {"reason": "a test"}, requestState=first["requestState"],
+                                        inputResponses={"confirm": {"action": "decline"}}))["result"]
         assert declined["isError"] is True and not marker.exists()
         accepted = server.ask(tool_call("touch", {"reason": "a test"}, inputResponses={"confirm": {"action": "accept"}},
                                         requestState=first["requestState"]))["result"]
