@@ -146,6 +146,23 @@ def _check_bounded(name: str, schema: dict[str, Any], where: str) -> None:
 
 def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: Optional[str]) -> None:
     where = f"command tool {name!r}"
+    check_template = _template_checker(schema, where)
+    program = _check_command(spec, schema, check_template, where)
+    if not isinstance(spec.env, dict):
+        raise ConfigError(f"{where}: \"env\" must map variable names to strings")
+    for variable, template in spec.env.items():
+        check_template(template, frozenset())
+        if variable in (TOKEN_ENVIRONMENT, MARK_VARIABLE):
+            raise ConfigError(f"{where}: {variable} is never passed to programs")
+    _check_options(spec, schema, where)
+    if spec.cwd is not None and not os.path.isdir(spec.cwd):
+        raise ConfigError(f"{where}: working directory {spec.cwd!r} does not exist")
+    if not _find_program(program, base_dir):
+        raise ConfigError(f"{where}: program {program!r} is not on PATH")
+
+
+def _template_checker(schema: dict[str, Any], where: str) -> Callable[[Any, frozenset[str]], None]:
+    """A check for one argv/env template: bounded placeholders, and optional ones only where it may be absent."""
     required = set(schema.get("required") or ())
     properties = schema.get("properties") or {}
 
@@ -159,36 +176,40 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
                 raise ConfigError(f"{where}: {template!r} uses optional argument {placeholder!r}, which has no "
                                   f"default; wrap it in {{\"if\": \"{placeholder}\", \"args\": [...]}}")
 
+    return check_template
+
+
+def _check_command(spec: CommandSpec, schema: dict[str, Any], check_template: Callable[[Any, frozenset[str]], None],
+                   where: str) -> str:
+    """Check the argv (or the shell script); return the program to look for on PATH."""
     if spec.shell:
         if not isinstance(spec.command, str):
             raise ConfigError(f"{where}: with \"shell\": true the command is one string of shell script")
-        program = "sh"
-    else:
-        if isinstance(spec.command, str) or not spec.command:
-            raise ConfigError(f"{where}: the command must be a non-empty array (argv); "
-                              "set \"shell\": true to run a shell script")
-        for item in spec.command:
-            if isinstance(item, dict):
-                condition = item.get("if")
-                if set(item) != {"if", "args"} or not isinstance(condition, str) or not isinstance(item["args"], list):
-                    raise ConfigError(f"{where}: a conditional argv group is {{\"if\": \"property\", \"args\": [...]}}")
-                if condition not in properties:
-                    raise ConfigError(f"{where}: \"if\": {condition!r} is not a property of the inputSchema")
-                for sub in item["args"]:
-                    check_template(sub, frozenset({condition}))
-            else:
-                check_template(item, frozenset())
-        first = spec.command[0]
-        if not isinstance(first, str) or _placeholders(first, where):
-            raise ConfigError(f"{where}: the program (argv[0]) must be fixed text")
-        program = first
-    if not isinstance(spec.env, dict):
-        raise ConfigError(f"{where}: \"env\" must map variable names to strings")
-    for variable, template in spec.env.items():
-        check_template(template, frozenset())
-        if variable in (TOKEN_ENVIRONMENT, MARK_VARIABLE):
-            raise ConfigError(f"{where}: {variable} is never passed to programs")
+        return "sh"
+    if isinstance(spec.command, str) or not spec.command:
+        raise ConfigError(f"{where}: the command must be a non-empty array (argv); "
+                          "set \"shell\": true to run a shell script")
+    properties = schema.get("properties") or {}
+    for item in spec.command:
+        if isinstance(item, dict):
+            condition = item.get("if")
+            if set(item) != {"if", "args"} or not isinstance(condition, str) or not isinstance(item["args"], list):
+                raise ConfigError(f"{where}: a conditional argv group is {{\"if\": \"property\", \"args\": [...]}}")
+            if condition not in properties:
+                raise ConfigError(f"{where}: \"if\": {condition!r} is not a property of the inputSchema")
+            for sub in item["args"]:
+                check_template(sub, frozenset({condition}))
+        else:
+            check_template(item, frozenset())
+    first = spec.command[0]
+    if not isinstance(first, str) or _placeholders(first, where):
+        raise ConfigError(f"{where}: the program (argv[0]) must be fixed text")
+    return first
 
+
+def _check_options(spec: CommandSpec, schema: dict[str, Any], where: str) -> None:
+    required = set(schema.get("required") or ())
+    properties = schema.get("properties") or {}
     if isinstance(spec.stdin, dict):
         argument = spec.stdin.get("argument")
         if set(spec.stdin) != {"argument"} or argument not in properties:
@@ -214,10 +235,6 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
             if placeholder not in properties:
                 raise ConfigError(f"{where}: \"confirm\" uses {{{placeholder}}}, which is not a property of the "
                                   "inputSchema")
-    if spec.cwd is not None and not os.path.isdir(spec.cwd):
-        raise ConfigError(f"{where}: working directory {spec.cwd!r} does not exist")
-    if not _find_program(program, base_dir):
-        raise ConfigError(f"{where}: program {program!r} is not on PATH")
 
 
 def _find_program(program: str, base_dir: Optional[str]) -> Optional[str]:
@@ -450,64 +467,75 @@ class _Pipes:
         """Serve the pipes until the run ends: "done" when the program exited and its output was read,
         else "timeout", "overflow", "cancelled", or "leftover" (it exited, but something it started
         still holds a pipe open)."""
-        process = self.process
-        assert process.stdout is not None and process.stderr is not None
-        exit_signal = _exit_signal(process.pid)
-        exited_at: Optional[float] = None
-        cancelled_at: Optional[float] = None
+        self.exit_signal, self.cancel_fd = _exit_signal(self.process.pid), cancel_fd
+        self.exited_at: Optional[float] = None
+        self.cancelled_at: Optional[float] = None
         with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            selector.register(process.stderr, selectors.EVENT_READ)
-            if process.stdin is not None:
-                if self.data:
-                    os.set_blocking(process.stdin.fileno(), False)
-                    selector.register(process.stdin, selectors.EVENT_WRITE)
-                else:
-                    process.stdin.close()
-            pipes = len(selector.get_map())
-            for extra in (exit_signal, cancel_fd):
-                if extra is not None and extra >= 0:
-                    selector.register(extra, selectors.EVENT_READ)
+            self.pipes = self._register(selector)
             try:
                 while True:
-                    now = time.monotonic()
-                    if exited_at is None and process.poll() is not None:
-                        exited_at = now
-                    if cancelled_at is not None:
-                        if (exited_at is not None and not pipes) or now >= cancelled_at + CANCEL_GRACE:
-                            return "cancelled"
-                        until = cancelled_at + CANCEL_GRACE
-                    elif exited_at is None:
-                        if now >= deadline:
-                            return "timeout"
-                        until = deadline
-                    elif not pipes:
-                        return "done"
-                    elif now >= exited_at + LINGER_AFTER_EXIT:
-                        return "leftover"
-                    else:
-                        until = exited_at + LINGER_AFTER_EXIT
-                    if exited_at is None and exit_signal is None:
-                        until = min(until, now + 0.05)  # no pidfd: notice the exit by polling
-                    for key, _ in selector.select(max(0.0, until - now)):
-                        if key.fd == exit_signal:
-                            selector.unregister(key.fileobj)  # poll() above records the time
-                        elif key.fd == cancel_fd:
-                            selector.unregister(key.fileobj)
-                            cancelled_at = time.monotonic()
-                            _signal_group(process.pid, signal.SIGTERM)
-                        else:
-                            moved = self._transfer(key)
-                            if moved is None:
-                                selector.unregister(key.fileobj)
-                                pipes -= 1
-                                if key.fileobj is process.stdin:
-                                    process.stdin.close()
-                            elif moved:
-                                return "overflow"
+                    outcome, until = self._verdict(time.monotonic(), deadline)
+                    if outcome is not None:
+                        return outcome
+                    for key, _ in selector.select(max(0.0, until - time.monotonic())):
+                        if self._handle(key, selector):
+                            return "overflow"
             finally:
-                if exit_signal is not None:
-                    os.close(exit_signal)
+                if self.exit_signal is not None:
+                    os.close(self.exit_signal)
+
+    def _register(self, selector: selectors.BaseSelector) -> int:
+        """Register the pipes (and the exit and cancel signals); return how many pipes there are."""
+        process = self.process
+        assert process.stdout is not None and process.stderr is not None
+        selector.register(process.stdout, selectors.EVENT_READ)
+        selector.register(process.stderr, selectors.EVENT_READ)
+        if process.stdin is not None:
+            if self.data:
+                os.set_blocking(process.stdin.fileno(), False)
+                selector.register(process.stdin, selectors.EVENT_WRITE)
+            else:
+                process.stdin.close()
+        pipes = len(selector.get_map())
+        for extra in (self.exit_signal, self.cancel_fd):
+            if extra is not None and extra >= 0:
+                selector.register(extra, selectors.EVENT_READ)
+        return pipes
+
+    def _verdict(self, now: float, deadline: float) -> tuple[Optional[str], float]:
+        """How the run ended, if it has; else until when to wait for the pipes."""
+        if self.exited_at is None and self.process.poll() is not None:
+            self.exited_at = now
+        if self.cancelled_at is not None:
+            over = (self.exited_at is not None and not self.pipes) or now >= self.cancelled_at + CANCEL_GRACE
+            return ("cancelled" if over else None), self.cancelled_at + CANCEL_GRACE
+        if self.exited_at is None:
+            if now >= deadline:
+                return "timeout", now
+            return None, deadline if self.exit_signal is not None else min(deadline, now + 0.05)  # else: poll
+        if not self.pipes:
+            return "done", now
+        if now >= self.exited_at + LINGER_AFTER_EXIT:
+            return "leftover", now
+        return None, self.exited_at + LINGER_AFTER_EXIT
+
+    def _handle(self, key: selectors.SelectorKey, selector: selectors.BaseSelector) -> bool:
+        """Act on one ready file; True when stdout passed its cap."""
+        if key.fd == self.exit_signal:
+            selector.unregister(key.fileobj)  # _verdict's poll() records the time
+        elif key.fd == self.cancel_fd:
+            selector.unregister(key.fileobj)
+            self.cancelled_at = time.monotonic()
+            _signal_group(self.process.pid, signal.SIGTERM)
+        else:
+            moved = self._transfer(key)
+            if moved is None:
+                selector.unregister(key.fileobj)
+                self.pipes -= 1
+                if key.fileobj is self.process.stdin:
+                    self.process.stdin.close()
+            return bool(moved)
+        return False
 
     def _transfer(self, key: selectors.SelectorKey) -> Optional[bool]:
         """Move one chunk: None when the pipe is finished, True when stdout passed its cap."""
