@@ -25,20 +25,34 @@ from __future__ import annotations
 import atexit
 import os
 import re
-import secrets
 import selectors
-import shutil
-import signal
-import string
 import subprocess
 import threading
 import time
-from typing import Any, Callable, ClassVar, Optional, Union
 
 from . import _json
 from ._context import Cancelled, Context
 from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult
 from .errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, ClassVar, Optional, Union
+    ArgvItem = Union[str, dict[str, Any]]  # "text {placeholder}" or {"if": "prop", "args": [...]}
+if TYPE_CHECKING:
+    import signal
+    from string import Formatter
+
+    _formatter_parser = Formatter().parse
+else:
+    try:  # the C modules: signal.py and string.py cost start-up (enums; Template's metaclass)
+        import _signal as signal
+        from _string import formatter_parser as _formatter_parser
+    except ImportError:  # an interpreter without them
+        import signal
+        from string import Formatter
+
+        _formatter_parser = Formatter().parse
 
 __all__ = ["CommandSpec", "command_tool", "run_program"]
 
@@ -54,9 +68,7 @@ LINGER_AFTER_EXIT = 0.2  # seconds to read what is still in the pipes once the p
 CANCEL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is cancelled
 _LINE_END = re.compile(rb"[\r\n]")
 _CHUNK = 65536
-_SERVER_MARK = secrets.token_hex(6)
-
-ArgvItem = Union[str, dict[str, Any]]  # "text {placeholder}" or {"if": "prop", "args": [...]}
+_SERVER_MARK = os.urandom(6).hex()
 
 
 class CommandSpec:
@@ -101,7 +113,7 @@ class CommandSpec:
 
 def _placeholders(template: str, where: str) -> list[str]:
     try:
-        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        return [name for _, name, _, _ in _formatter_parser(template) if name is not None]
     except ValueError as exc:
         raise ConfigError(f"{where}: bad placeholder in {template!r}: {exc}") from None
 
@@ -241,7 +253,11 @@ def _find_program(program: str, base_dir: Optional[str]) -> Optional[str]:
     if os.sep in program:
         path = os.path.join(base_dir or os.getcwd(), program)
         return path if os.access(path, os.X_OK) else None
-    return shutil.which(program)
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(directory or os.curdir, program)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def _render(value: Any, name: str) -> str:
@@ -413,7 +429,7 @@ def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_
     SIGKILL after CANCEL_GRACE. `on_stderr_line` sees each line of stderr as it arrives (lines end
     at \\n or \\r, as progress bars draw them). See the module docstring for when the run ends.
     """
-    mark = f"{_SERVER_MARK}-{secrets.token_hex(4)}"
+    mark = f"{_SERVER_MARK}-{os.urandom(4).hex()}"
     _leftovers.started()
     cancel_read, cancel_write = os.pipe() if on_cancel is not None else (-1, -1)
     process = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,

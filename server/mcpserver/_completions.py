@@ -7,15 +7,16 @@ already resolved (context.arguments). At most MAX_VALUES go back, with the total
 
 from __future__ import annotations
 
-from typing import Any, Callable, Union
-
 from .errors import ConfigError, InvalidParams
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Union
+    Completer = Union[list[str], tuple[str, ...], Callable[[str, dict[str, str]], Any]]
 
 __all__ = ["MAX_VALUES", "Completer", "check_completions", "complete"]
 
 MAX_VALUES = 100  # the schema's maxItems for completion.values
-
-Completer = Union[list[str], tuple[str, ...], Callable[[str, dict[str, str]], Any]]
 
 
 def check_completions(completions: Any, known: set[str], where: str) -> dict[str, Completer]:

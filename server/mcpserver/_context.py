@@ -15,18 +15,21 @@ Rules of this module:
 
 from __future__ import annotations
 
-import logging
 import threading
-from typing import Any, Callable, Optional
+
+from . import _log
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
+    Emit = Callable[[dict[str, Any]], None]
 
 __all__ = ["Cancelled", "Context", "Flight", "InputRequired"]
 
-log = logging.getLogger("mcpserver.context")
+log = _log.get("mcpserver.context")
 
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-
-Emit = Callable[[dict[str, Any]], None]
 
 
 class Cancelled(BaseException):

@@ -10,13 +10,17 @@ Rules of this module:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
-
-from ._completions import Completer, check_completions
+from ._completions import check_completions
 from ._context import Context
 from ._schema import context_parameter
 from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, parameters, parse_docstring
 from .errors import ConfigError, InvalidParams
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
+
+    from ._completions import Completer
 
 __all__ = ["Prompt"]
 

@@ -10,19 +10,23 @@ Rules of this module:
 
 from __future__ import annotations
 
-import base64
 import re
-from typing import Any, Callable, Optional, Sequence, Union
 
-from ._completions import Completer, check_completions
+from ._completions import check_completions
 from ._context import Context
 from ._schema import context_parameter
 from ._signature import docstring, parameters, parse_docstring
 from .errors import ConfigError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional, Sequence, Union
+
+    from ._completions import Completer
+    ResourceContent = Union[str, bytes, list[dict[str, Any]], None]
+
 __all__ = ["Resource", "ResourceNotFound", "ResourceTemplate", "read"]
 
-ResourceContent = Union[str, bytes, list[dict[str, Any]], None]
 TEMPLATE_VARIABLE = re.compile(r"\{([+#]?)([A-Za-z0-9_]+)\}")
 
 
@@ -127,6 +131,8 @@ def contents(uri: str, value: ResourceContent, mime_type: Optional[str]) -> list
     if isinstance(value, str):
         item["text"] = value
     elif isinstance(value, (bytes, bytearray)):
+        import base64
+
         item["blob"] = base64.b64encode(value).decode("ascii")
     else:
         raise TypeError(f"a resource reader returned {type(value).__name__}; return str, bytes or a contents list")

@@ -8,7 +8,6 @@ start-up, never at call time.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterable, Optional, TypeVar, Union
 
 from ._context import Context
 from ._prompts import Prompt
@@ -18,9 +17,13 @@ from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
 from ._tools import Tool, function_tool
 from .errors import ConfigError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Iterable, Optional, TypeVar, Union
+    F = TypeVar("F", bound=Callable[..., Any])
+
 __all__ = ["Prompt", "Resource", "ResourceNotFound", "ResourceTemplate", "Server"]
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_TTL_MS = 300_000  # list results are static for a process's life; a restart may change them
 DEFAULT_PAGE_SIZE = 100

@@ -13,19 +13,20 @@ Rules of this module:
 
 from __future__ import annotations
 
-import base64
-import logging
 import os
 import threading
 import time
-from typing import Any, Optional
 
-from . import _json
+from . import _json, _log
 from .errors import InvalidParams
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Optional
 
 __all__ = ["DEFAULT_STATE_TTL", "KEY_ENVIRONMENT", "Sealer", "arguments_digest"]
 
-log = logging.getLogger("mcpserver.state")
+log = _log.get("mcpserver.state")
 
 KEY_ENVIRONMENT = "MCPSERVER_STATE_KEY"
 DEFAULT_STATE_TTL = 600.0  # seconds a client may take to answer an input request
@@ -43,10 +44,14 @@ def arguments_digest(arguments: Any) -> str:
 
 
 def _b64(data: bytes) -> str:
+    import base64  # when a state is sealed: most servers never load it
+
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
+    import base64
+
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 

@@ -13,10 +13,13 @@ Rules of this module:
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
 
 from ._context import Flight
 from .errors import InternalError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Optional
 
 __all__ = ["DEFAULT_MAX_LISTENERS", "LIST_CHANGED", "Listener", "Subscriptions"]
 

@@ -14,11 +14,13 @@ Rules of this module:
 
 from __future__ import annotations
 
-import math
 import re
-from typing import Any, Callable, Optional
 
 from .errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
 
 __all__ = ["MAX_ERRORS", "MAX_SCHEMA_DEPTH", "check_schema", "json_equal", "json_type", "quick_validator",
            "validate"]
@@ -312,7 +314,7 @@ def _is_multiple(value: float, divisor: float) -> bool:
         from fractions import Fraction
 
         return (Fraction(value) / Fraction(divisor)).denominator == 1
-    return math.isfinite(quotient) and quotient == int(quotient)
+    return quotient - quotient == 0 and quotient == int(quotient)  # finite: inf - inf and nan are not 0
 
 
 def _show(value: Any) -> str:

@@ -22,42 +22,44 @@ Rules of this module:
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
-import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
-from urllib.parse import urlsplit
 
-from . import protocol
+from . import _log, protocol
 from ._context import Flight
 from ._server import Server
 from .errors import ConfigError, ProtocolError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Iterable, Iterator, Optional, Union
+    StartResponse = Callable[..., Any]
+
 __all__ = ["McpApp", "create_app", "read_token_file"]
 
-log = logging.getLogger("mcpserver.http")
-access_log = logging.getLogger("mcpserver.http.access")
+log = _log.get("mcpserver.http")
+access_log = _log.get("mcpserver.http.access")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # a 5 MB payload stays under it even when JSON escaping grows it 6x
 TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
 TOKEN_FILE_ENVIRONMENT = "MCPSERVER_TOKEN_FILE"
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 
-StartResponse = Callable[..., Any]
 Response = tuple[str, list[tuple[str, str]], bytes]
 
 
 def is_loopback(host: str) -> bool:
-    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine's loopback."""
-    if host == "localhost":
+    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine's loopback:
+    localhost, 127.0.0.0/8, ::1, or ::ffff:127.x.x.x (ipaddress would say the same, at a start-up cost)."""
+    host = host.strip("[]").lower()
+    if host in ("localhost", "::1", "0:0:0:0:0:0:0:1"):
         return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    if host.startswith("::ffff:"):
+        host = host[7:]
+    octets = host.split(".")
+    return (len(octets) == 4 and octets[0] == "127"
+            and all(o.isascii() and o.isdigit() and len(o) <= 3 and int(o) <= 255 for o in octets))
 
 
 def _host_name(host_header: str) -> str:
@@ -114,6 +116,8 @@ class McpApp:
             return True
         if not self.loopback:
             return False
+        from urllib.parse import urlsplit  # only when a browser sent an Origin
+
         parts = urlsplit(origin)
         return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
 
@@ -191,6 +195,8 @@ class McpApp:
                           f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)")
         given = environ.get("HTTP_AUTHORIZATION", "")
         scheme, _, credential = given.partition(" ")
+        import hmac
+
         if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self._token):
             status, headers, body = _plain("401 Unauthorized", "A valid bearer token is required")
             return status, [*headers, ("WWW-Authenticate", 'Bearer realm="mcp"')], body

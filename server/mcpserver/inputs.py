@@ -6,7 +6,9 @@ for several at once, or with the one-request shortcuts `ctx.elicit`, `ctx.sample
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Optional, Union
 
 __all__ = ["CAPABILITY", "elicit", "roots", "sample"]
 

@@ -27,13 +27,9 @@ and cacheScope; every result's _meta names the server unless the server was told
 
 from __future__ import annotations
 
-import base64
-import binascii
-import logging
 import re
-from typing import Any, Callable, NamedTuple, Optional
 
-from . import _json
+from . import _json, _log
 from ._completions import complete
 from ._context import Cancelled, Context, Flight, InputRequired
 from ._resources import ResourceNotFound
@@ -52,10 +48,15 @@ from .errors import (
     UnsupportedVersion,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
+    Handler = Callable[[Server, dict[str, Any], Context], dict[str, Any]]
+
 __all__ = ["CANCELLED", "PROTOCOL_VERSION", "RUNS_AUTHOR_CODE", "SUPPORTED_VERSIONS", "Reply", "cancelled_request",
            "dispatch", "dispatch_bytes", "encode", "error_reply", "handle", "parse", "progress_token"]
 
-log = logging.getLogger("mcpserver.protocol")
+log = _log.get("mcpserver.protocol")
 
 PROTOCOL_VERSION = "2026-07-28"
 CANCELLED = 499  # Reply.status of a request cancelled while it ran: nothing is sent for it
@@ -88,11 +89,17 @@ _BASE64_OPEN, _BASE64_CLOSE = "=?base64?", "?="
 _VISIBLE = re.compile(r"[\t -~]*")  # what a header value may hold: visible ASCII, space and tab
 
 
-class Reply(NamedTuple):
+class Reply:
     """What to send back: a response object (None for a notification) and the HTTP status for it."""
 
-    response: Optional[dict[str, Any]]
-    status: int
+    __slots__ = ("response", "status")
+
+    def __init__(self, response: Optional[dict[str, Any]], status: int):
+        self.response = response
+        self.status = status
+
+    def __repr__(self) -> str:
+        return f"Reply({self.response!r}, {self.status})"
 
 
 def parse(data: bytes) -> Any:
@@ -242,8 +249,10 @@ def _headers_present(headers: dict[str, str], method: str) -> None:
 def _decoded(value: str, name: str) -> str:
     if value.startswith(_BASE64_OPEN) and value.endswith(_BASE64_CLOSE) and len(value) >= 11:
         try:
+            import base64
+
             return base64.b64decode(value[len(_BASE64_OPEN):-len(_BASE64_CLOSE)], validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
+        except ValueError:  # binascii.Error is one
             raise HeaderMismatch(f"Header mismatch: {name} is not valid =?base64?...?= UTF-8") from None
     return value
 
@@ -326,9 +335,6 @@ def _version_supported(version: str) -> None:
                                  data={"supported": list(SUPPORTED_VERSIONS), "requested": version})
 
 
-Handler = Callable[[Server, dict[str, Any], Context], dict[str, Any]]
-
-
 def _method(method: str, server: Server) -> Handler:
     entry = _METHODS.get(method)
     if entry is None:
@@ -392,15 +398,19 @@ def _page(server: Server, params: dict[str, Any], key: str, items: list[dict[str
     end = start + server.page_size
     result: dict[str, Any] = {key: items[start:end]}
     if end < len(items):
+        import base64
+
         result["nextCursor"] = base64.urlsafe_b64encode(f"{key}:{end}".encode()).decode("ascii")
     return _cacheable(server, result)
 
 
 def _cursor_offset(cursor: str, key: str, count: int) -> int:
     try:
+        import base64
+
         kind, _, offset = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii").partition(":")
         start = int(offset)
-    except (ValueError, UnicodeError, binascii.Error):
+    except ValueError:  # UnicodeError and binascii.Error are ValueErrors
         start, kind = -1, ""
     if kind != key or not 0 < start < count:
         raise InvalidParams("Invalid cursor")

@@ -21,30 +21,37 @@ Rules of this module:
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 import sys
 import threading
 import time
-from typing import Any, BinaryIO, Optional, Union
 
-from . import protocol
+from . import _log, protocol
 from ._context import Flight
 from ._json import THREAD_STACK_BYTES
 from ._server import Server
 from .errors import InvalidRequest, ProtocolError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, BinaryIO, Optional, Union
+    Writer = Union[BinaryIO, "_FdWriter"]
+if TYPE_CHECKING:
+    import signal
+else:
+    try:  # the C module: signal.py wraps every constant in an enum, which costs start-up
+        import _signal as signal
+    except ImportError:  # an interpreter without it (PyPy)
+        import signal
+
 __all__ = ["DEFAULT_GRACE_SECONDS", "DEFAULT_MAX_CONCURRENT", "MAX_LINE_BYTES", "serve_stdio"]
 
-log = logging.getLogger("mcpserver.stdio")
+log = _log.get("mcpserver.stdio")
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # room for a 5 MB payload even when JSON escapes make it 6x longer
 DEFAULT_MAX_CONCURRENT = 16  # requests running the author's code at once; the reader waits beyond it
 DEFAULT_GRACE_SECONDS = 10.0
 HAND_OFF_AFTER = 0.01  # seconds a call may hold the reader before reading moves to another thread
-
-Writer = Union[BinaryIO, "_FdWriter"]
 
 
 class _LogWriter:
@@ -56,7 +63,7 @@ class _LogWriter:
 
     MAX_PARTIAL_LINE = 64 * 1024
 
-    def __init__(self, logger: logging.Logger):
+    def __init__(self, logger: _log.Logger):
         self._logger = logger
         self._pending: list[str] = []
         self._pending_size = 0
@@ -116,7 +123,7 @@ def _protocol_stream() -> _FdWriter:
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
-    sys.stdout = _LogWriter(logging.getLogger("mcpserver.tool.stdout"))
+    sys.stdout = _LogWriter(_log.get("mcpserver.tool.stdout"))
     return _FdWriter(protocol_fd)
 
 

@@ -467,7 +467,7 @@ def test_bad_header_values_are_32020(server, value):
 
 def test_notifications_need_no_headers(server):
     reply = dispatch({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}, server, {})
-    assert reply == (None, 202)
+    assert (reply.response, reply.status) == (None, 202)
 
 
 def test_mcp_param_headers_must_mirror_annotated_arguments():
