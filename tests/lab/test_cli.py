@@ -21,7 +21,7 @@ def test_alpine_cannot_run_here_exits_3_and_says_why(tmp_path) -> None:  # type:
     assert done.returncode == 3, done.stdout + done.stderr
     assert "no selected cell can run here" in done.stderr
     assert "alpine:3.23: not present" in done.stderr or "no Docker engine answers" in done.stderr
-    data = json.loads((tmp_path / "results.json").read_text())
+    data = json.loads((tmp_path / "latest" / "results.json").read_text())
     assert {c["outcome"] for c in data["cells"]} == {"unavailable"}
 
 

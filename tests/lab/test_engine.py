@@ -74,7 +74,8 @@ def run_matrix(
          "--results", str(out), *args],
         capture_output=True, text=True, timeout=timeout, env={**os.environ, "CI": "1"},
     )  # fmt: skip
-    data = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    latest = out / "latest" / "results.json"
+    data = json.loads(latest.read_text()) if latest.exists() else {}
     return done.returncode, done.stdout + done.stderr, data
 
 

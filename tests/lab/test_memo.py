@@ -5,16 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from matrix.memo import SuiteMemo, files_digest, memo_key
-from matrix.model import Outcome, SuiteResult
+from matrix.model import Outcome, Suite, SuiteResult
 
 
 def test_only_passes_are_remembered_and_come_back_marked(tmp_path: Path) -> None:
     memo = SuiteMemo(tmp_path)
-    passed = SuiteResult(suite="unit", outcome=Outcome.PASSED, tests=3, passed=3)
-    failed = SuiteResult(suite="unit", outcome=Outcome.FAILED, tests=3, passed=2, failed=1)
+    passed = SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=3, passed=3)
+    failed = SuiteResult(suite=Suite.UNIT, outcome=Outcome.FAILED, tests=3, passed=2, failed=1)
     memo.put("a", passed)
     memo.put("b", failed)
-    assert memo.get("a") == SuiteResult(suite="unit", outcome=Outcome.PASSED, tests=3, passed=3, cached=True)
+    assert memo.get("a") == SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=3, passed=3, cached=True)
     assert memo.get("b") is None
     assert memo.get("missing") is None
     assert SuiteMemo(tmp_path, enabled=False).get("a") is None
