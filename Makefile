@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
-	@echo "make lint        ruff, and mypy --strict on server/"
+	@echo "make lint        ruff, and mypy --strict on server/, matrix/ and scripts/"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
@@ -48,17 +48,16 @@ MATRIX_ARGS ?=
 
 .PHONY: matrix lab-engine lab-browser test-lab clean-lab
 
-# The lab's host tools (pytest, pytest-testinfra) from the `lab` extra, without building mcpserver itself.
-$(LAB_VENV)/.installed: pyproject.toml
-	@echo "lab: creating $(LAB_VENV) with the lab extra of pyproject.toml"
-	$(PYTHON) -m venv $(LAB_VENV)
-	$(LAB_PY) -c "import sys, tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['lab'], sep='\n')" > $(LAB_VENV)/lab-requirements.txt
-	$(LAB_PY) -m pip install --quiet -r $(LAB_VENV)/lab-requirements.txt
+# The lab's host tools (pytest, pytest-testinfra, packaging) from the `lab` extra, without building mcpserver
+# itself: matrix/venv.py, the same code scripts/run_matrix.py provisions itself with on a bare Python.
+$(LAB_VENV)/.installed: pyproject.toml matrix/venv.py
+	$(PYTHON) -m matrix.venv $(LAB_VENV) >/dev/null
 	touch $@
 
 lab-engine:
 	@sh scripts/ensure_engine.sh
 
+# make exits 2 on any failure; the script's last line says its own exit code (CI: call the script directly).
 matrix: $(LAB_VENV)/.installed lab-engine
 	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(MATRIX_ARGS)
 
@@ -72,7 +71,7 @@ lab-browser:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 clean-lab:
-	@sh scripts/clean_lab.sh
+	@$(PYTHON) scripts/clean_lab.py
 
 # --- benchmarks (bench/; see docs/performance.md) -----------------------------------------------------------
 # The peers (the official SDK, gunicorn) live in their own venv, from bench/requirements.txt;

@@ -144,6 +144,8 @@ class Bases:
             log = self.logdir / f"base-{_slug(step.image)}-{step.action.value}.log"
             failure = self._try(step, log)
             if failure is None:
+                if step.action is not BaseAction.PULL:  # pulled bases come from a registry already
+                    keep_image(self.stores, self.engine, step.image, log)
                 return Base(image=step.image, how=step.reason)
             failures.append(failure)
         raise CellProblem(Outcome.UNAVAILABLE, "no way to get the base")
@@ -162,7 +164,6 @@ class Bases:
             maker(self.engine, step, self.workdir, log, {**self.labels, TAG_LABEL: step.image})
         except BootstrapFailed as exc:
             raise CellProblem(Outcome.ERROR, f"base: {exc}", _log_tail(log)) from exc
-        keep_image(self.stores, self.engine, step.image, log)
         return None
 
     def _pull(self, step: BaseStep, log: Path) -> str | None:

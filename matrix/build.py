@@ -231,6 +231,8 @@ class Builder:
             built = self._build_stage(plan, stage, plan.tag(stage)) or built
         if built:
             self.prune_superseded(plan)
+        for stage in plan.stages if self.stores else ():
+            keep_image(self.stores, self.engine, plan.tag(stage), self.logdir / "store.log")
         return plan.tags()
 
     def _build_stage(self, plan: BuildPlan, stage: str, tag: str) -> bool:
@@ -248,7 +250,6 @@ class Builder:
             done = self.engine.build(plan.context(stage), target=stage, tag=tag, build_args=plan.build_args,
                                      labels=labels, log=log, timeout=BUILD_TIMEOUT)  # fmt: skip
             if done.ok and self.engine.image_id(tag):
-                keep_image(self.stores, self.engine, tag, log)
                 return True
             what = "timed out" if done.timed_out else f"failed (exit {done.returncode})"
             message = f"docker build of the {stage} stage {what}; full log: {log}"

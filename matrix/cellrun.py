@@ -8,6 +8,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from . import LAB_ROOT
 from . import host as hostcells
@@ -20,7 +21,7 @@ from .lab import Lab
 from .memo import files_digest, memo_key
 from .model import Cell, CellResult, Family, Outcome, Suite, SuiteResult
 from .outcomes import cancelled_if_interrupted, cell_outcome
-from .suiterun import pytest_volume, run_image_checks, run_in_container, run_on_host
+from .suiterun import pytest_volume, run_image_checks, run_in_container, run_on_host, volume_name
 
 Say = Callable[[str], None]
 VERSION_PROBE = "import platform; print(platform.python_version())"
@@ -134,17 +135,22 @@ def _container_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...], chosen: S
     base = lab.bases.obtain(steps)
     plan = plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image) or "")
     built = lab.builder.build(plan, on_stage=lambda stage: say(f"build {stage}"))
-    volume = ""
+    folder, volume = None, ""
     if any(s.in_container for s in chosen):
         say("pytest folder")
         folder = lab.pytest.folder(cell.python)
-        volume = pytest_volume(lab.engine, cell.python, folder, lab.pytest.wheels(folder), built.test)
-    suites = _run_suites(lab, cell, chosen, say, lambda suite: _container_suite(lab, cell, built, volume, suite))
+        volume = volume_name(cell.python, lab.pytest.wheels(folder))
+
+    def one(suite: Suite) -> SuiteResult:
+        return _container_suite(lab, cell, built, (folder, volume), suite)
+
+    suites = _run_suites(lab, cell, chosen, say, one)
     version = python_version(lab, cell, built.python)
     return _finish(record, cell, suites, image=built.runtime, base=base.how, python_version=version)
 
 
-def _container_suite(lab: Lab, cell: Cell, built: Images, volume: str, suite: Suite) -> SuiteResult:
+def _container_suite(lab: Lab, cell: Cell, built: Images, pytest: tuple[Path | None, str], suite: Suite
+                     ) -> SuiteResult:  # fmt: skip
     image_id = lab.engine.image_id
     if suite is Suite.IMAGES:
         key = memo_key(
@@ -157,7 +163,11 @@ def _container_suite(lab: Lab, cell: Cell, built: Images, volume: str, suite: Su
             timeout=lab.options.timeout, logdir=lab.logdir, workdir=lab.workdir,
         ))  # fmt: skip
 
+    folder, volume = pytest
+
     def in_container() -> SuiteResult:
+        assert folder is not None
+        pytest_volume(lab.engine, volume, folder, built.test)
         result, kept = run_in_container(
             lab.engine, run_id=lab.run_id, cell=cell.name, suite=suite, image=built.test, volume=volume,
             timeout=lab.options.timeout, logdir=lab.logdir, keep=lab.options.keep,

@@ -116,6 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def needs_host_tools(argv: Sequence[str]) -> bool:
+    """Whether the command runs cells (and so needs pytest, testinfra and packaging on the host); listing,
+    merging, --base and --help run on a bare standard-library Python (as CI's listing and merging jobs do)."""
+    light = {"--list", "--github-matrix", "--merge", "--base", "--help", "-h"}
+    return not any(arg.split("=", 1)[0] in light for arg in argv)
+
+
 def jobs_auto() -> int:
     # Cells spend most of their time waiting on the engine and the network, not on this host's CPU.
     return 2 * (os.cpu_count() or 1)

@@ -237,8 +237,9 @@ class Engine:
         return tuple(mirrors or ())
 
     def manifest(self, ref: str) -> Completed:
-        """Ask a registry about `ref` without downloading layers."""
-        return self._docker(["manifest", "inspect", ref], timeout=30)
+        """Ask a registry about `ref` without downloading layers (plain HTTP allowed, as the engine allows
+        it for registries on loopback addresses)."""
+        return self._docker(["manifest", "inspect", "--insecure", ref], timeout=30)
 
     # -- images ------------------------------------------------------------------------------------
     def image_id(self, ref: str) -> str | None:

@@ -60,14 +60,18 @@ def container_name(run_id: str, cell: str, suite: Suite) -> str:
     return f"mcplab-{run_id}-{cell}-{suite.value}"
 
 
-def pytest_volume(engine: Engine, python: str, folder: Path, wheels: list[str], image: str) -> str:
+def volume_name(python: str, wheels: list[str]) -> str:
+    key = hashlib.sha256("\n".join(sorted(wheels)).encode()).hexdigest()[:12]
+    return f"mcplab-pytest-py{python}-{key}"
+
+
+def pytest_volume(engine: Engine, name: str, folder: Path, image: str) -> str:
     """A named volume holding the pytest folder, filled once per engine with `docker cp` (which reaches
-    a remote engine too) and mounted read-only by every suite container of that Python.
+    a remote engine too) and mounted read-only by every suite container of that Python. Filled only when
+    a suite runs: a run whose every suite is remembered needs none.
 
     The volume counts as filled only once COMPLETE is in it, copied last: an interrupted fill is redone.
     """
-    key = hashlib.sha256("\n".join(sorted(wheels)).encode()).hexdigest()[:12]
-    name = f"mcplab-pytest-py{python}-{key}"
     with _VOLUME_LOCKS_GUARD:
         lock = _VOLUME_LOCKS.setdefault(name, threading.Lock())
     with lock:  # cells of one Python fill their shared volume once

@@ -27,6 +27,9 @@ class Store:
         """Make `tag` present in the engine from the store; whether it now is."""
         raise NotImplementedError
 
+    def has(self, engine: Engine, tag: str) -> bool:
+        raise NotImplementedError
+
     def keep(self, engine: Engine, tag: str, log: Path) -> None:
         raise NotImplementedError
 
@@ -52,6 +55,9 @@ class Registry(Store):
         engine.tag(self.remote(tag), tag)
         engine.remove_images(self.remote(tag))  # the lab's own name is enough; keep one name per image
         return engine.image_id(tag) is not None
+
+    def has(self, engine: Engine, tag: str) -> bool:
+        return engine.manifest(self.remote(tag)).ok
 
     def keep(self, engine: Engine, tag: str, log: Path) -> None:
         engine.tag(tag, self.remote(tag))
@@ -93,10 +99,11 @@ class Archives(Store):
         archive = self.archive(tag)
         return archive.is_file() and engine.load(archive).ok and engine.image_id(tag) is not None
 
+    def has(self, engine: Engine, tag: str) -> bool:
+        return self.archive(tag).is_file()
+
     def keep(self, engine: Engine, tag: str, log: Path) -> None:
         archive = self.archive(tag)
-        if archive.is_file():
-            return
         archive.parent.mkdir(parents=True, exist_ok=True)
         partial = archive.with_suffix(".partial")
         if engine.save(tag, partial).ok:
@@ -119,5 +126,7 @@ def fetch_image(stores: Sequence[Store], engine: Engine, tag: str, log: Path) ->
 
 
 def keep_image(stores: Sequence[Store], engine: Engine, tag: str, log: Path) -> None:
+    """Put a present image into every store that does not have it yet (built here, or found present)."""
     for store in stores:
-        store.keep(engine, tag, log)
+        if not store.has(engine, tag):
+            store.keep(engine, tag, log)

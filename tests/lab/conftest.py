@@ -21,9 +21,11 @@ collect_ignore = ["fixtures"]
 @pytest.fixture(scope="session")
 def engine():  # type: ignore[no-untyped-def]
     from matrix.engine import Engine
+    from matrix.errors import EngineError
 
     found = Engine()
-    why = found.available()
-    if why:
-        pytest.fail(f"engine tests need a Docker engine: {why}. Run `make lab-engine` first.")
+    try:
+        found.version()
+    except EngineError as exc:
+        pytest.fail(f"engine tests need a Docker engine: {exc.message}")
     return found
