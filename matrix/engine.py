@@ -267,7 +267,7 @@ class Engine:
         self,
         context: bytes,
         *,
-        target: str,
+        target: str | None,
         tag: str,
         build_args: Sequence[str],
         labels: Mapping[str, str],
@@ -275,7 +275,7 @@ class Engine:
         timeout: float,
     ) -> Completed:
         # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
-        argv = ["build", "--force-rm", "--target", target, "--tag", tag, *label_args(labels)]
+        argv = ["build", "--force-rm", *(["--target", target] if target else []), "--tag", tag, *label_args(labels)]
         argv += [a for arg in build_args for a in ("--build-arg", arg)]
         return self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
 
