@@ -46,7 +46,7 @@ PYTHON_VERSION ?=
 JOBS ?= auto
 MATRIX_ARGS ?=
 
-.PHONY: matrix lab-engine lab-browser test-lab clean-lab
+.PHONY: matrix lab-engine lab-browser lab-registry test-lab clean-lab
 
 # The lab's host tools (pytest, pytest-testinfra, packaging) from the `lab` extra, without building mcpserver
 # itself: matrix/venv.py, the same code scripts/run_matrix.py provisions itself with on a bare Python.
@@ -61,7 +61,7 @@ lab-engine:
 matrix: $(LAB_VENV)/.installed lab-engine
 	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(MATRIX_ARGS)
 
-test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser)
+test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser lab-registry)
 	$(LAB_PY) -m pytest -q -p no:cacheprovider tests/lab $(if $(ENGINE),,-m "not engine")
 
 # Headless Chromium renders report.html in the lab's tests.
@@ -69,6 +69,12 @@ lab-browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "lab: installing chromium (apt-get) for the report test"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+# Debian's docker-registry: the image store the travel tests start on 127.0.0.1 (tests/lab/machines.py).
+lab-registry:
+	@command -v docker-registry >/dev/null 2>&1 || { echo "lab: installing docker-registry (apt-get) for the travel tests"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null 2>&1 \
+	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null; }; }
 
 clean-lab:
 	@$(PYTHON) scripts/clean_lab.py

@@ -90,8 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--list", action="store_true", help="print the cells and their availability here")
     out.add_argument("--json", action="store_true", help="with --list: print the cells as JSON")
     out.add_argument("--github-matrix", action="store_true", help="print a GitHub Actions {'include': [...]}")
-    out.add_argument("--available-only", action="store_true",
-                     help="with --github-matrix: leave out the cells unavailable on this kind of machine")  # fmt: skip
+    out.add_argument("--shards", type=int, metavar="N", default=0,
+                     help="with --github-matrix: N jobs of one --shard K/N each, not a job per cell")  # fmt: skip
+    sel.add_argument("--available-only", action="store_true",
+                     help="leave out the cells this kind of machine cannot run (CI's matrix and shards)")  # fmt: skip
     out.add_argument("--base", metavar="CELL", help="make (or find) CELL's base image and print its reference")
     run = p.add_argument_group("running")
     run.add_argument("--jobs", default="auto", help="cells at a time: a number or 'auto' (default)")
@@ -137,8 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `--list | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
-    if (code in EXIT_CODES and code != 0) or argv is None:
-        print(f"run_matrix: exit {code}: {EXIT_CODES.get(code, 'see --help')}", file=sys.stderr)
+    print(f"run_matrix: exit {code}: {EXIT_CODES.get(code, 'see --help')}", file=sys.stderr)
     return code
 
 
@@ -156,17 +157,20 @@ def _main(argv: list[str]) -> int:
     which = parse_shard(args.shard) if args.shard else None
     if args.durations and not which:
         raise UsageError("--durations goes with --shard.")
-    selected = select(cells, selection)
-    durations = _durations(args.durations) if args.durations else None
-    chosen = shard(selected, which, durations)
     if args.base:
         return _base(cells, args.base)
+    selected = select(cells, selection)
+    if args.available_only:
+        selected = _available(selected)
+    durations = _durations(args.durations) if args.durations else None
+    chosen = shard(selected, which, durations)
     if args.github_matrix:
-        return _github(chosen, available_only=args.available_only)
+        print(github_matrix(chosen, shards=args.shards))
+        return 0
     if args.list:
         return _list(chosen, as_json=args.json)
-    if args.json or args.available_only:
-        raise UsageError("--json goes with --list, --available-only with --github-matrix.")
+    if args.json or args.shards:
+        raise UsageError("--json goes with --list, --shards with --github-matrix.")
     if not chosen:
         raise UsageError(f"shard {which} of this selection is empty; use fewer shards.")
     options = Options(
@@ -209,13 +213,12 @@ def _list(cells: Sequence[Cell], *, as_json: bool) -> int:
     return 0
 
 
-def _github(cells: Sequence[Cell], *, available_only: bool) -> int:
-    if available_only:
-        if any(c.family.in_container for c in cells):
-            Engine().version()  # a dead engine must not shrink the matrix to nothing in silence
-        cells = [cell for cell, ok, _ in _rows(cells) if ok]
-    print(github_matrix(cells))
-    return 0
+def _available(cells: Sequence[Cell]) -> tuple[Cell, ...]:
+    """The cells this kind of machine can run. Every machine of one kind (a CI runner label) gets the same
+    answer, so each shard of a run filters alike and the shards still partition one plan."""
+    if any(c.family.in_container for c in cells):
+        Engine().version()  # a dead engine must not shrink the matrix to nothing in silence
+    return tuple(cell for cell, ok, _ in _rows(cells) if ok)
 
 
 def _base(cells: Sequence[Cell], name: str) -> int:

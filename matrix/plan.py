@@ -160,12 +160,15 @@ def _longest_first(cell: Cell) -> int:
     return 1 if cell.family.in_container else 2
 
 
-def github_matrix(cells: Sequence[Cell]) -> str:
-    """GitHub Actions `strategy.matrix` JSON: one job per cell (the CLI can leave out the unavailable)."""
-    include = [
-        {"cell": c.name, "family": c.family.value, "python": c.python, "container": c.family.in_container}
-        for c in cells
-    ]
+def github_matrix(cells: Sequence[Cell], *, shards: int = 0) -> str:
+    """GitHub Actions `strategy.matrix` JSON: one job per cell, or with `shards` one job per --shard K/N."""
+    if shards:
+        include: list[dict[str, object]] = [{"shard": f"{k}/{shards}"} for k in range(1, shards + 1)]
+    else:
+        include = [
+            {"cell": c.name, "family": c.family.value, "python": c.python, "container": c.family.in_container}
+            for c in cells
+        ]
     return json.dumps({"include": include}, separators=(",", ":"))
 
 

@@ -4,6 +4,7 @@ These run the real CLI; with or without an engine the answers below hold."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,18 @@ def test_only_runs_need_the_host_tools() -> None:
     assert needs_host_tools(["--distro", "debian"])
     for light in (["--list"], ["--github-matrix"], ["--merge", "a"], ["--help"], ["--base=debian-sid-py3.14"]):
         assert not needs_host_tools(light), light
+
+
+@pytest.mark.engine
+def test_github_matrix_can_leave_out_what_this_kind_of_machine_cannot_run() -> None:
+    listed = {c["name"]: c["available"] for c in json.loads(run("--list", "--json").stdout)}
+    everything = [j["cell"] for j in json.loads(run("--github-matrix").stdout)["include"]]
+    available = [j["cell"] for j in json.loads(run("--github-matrix", "--available-only").stdout)["include"]]
+    assert everything == list(listed)
+    assert available == [name for name, ok in listed.items() if ok]
+    assert "alpine-3.23-py3.12" not in available and "debian-bookworm-py3.11" in available
+    shards = json.loads(run("--github-matrix", "--available-only", "--shards", "3").stdout)["include"]
+    assert shards == [{"shard": "1/3"}, {"shard": "2/3"}, {"shard": "3/3"}]
+    dead = subprocess.run([*RUN_MATRIX, "--github-matrix", "--available-only"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "DOCKER_HOST": "unix:///nope"})  # fmt: skip
+    assert dead.returncode == 3 and "no Docker engine answers" in dead.stderr  # never an empty matrix in silence
