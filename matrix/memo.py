@@ -56,13 +56,18 @@ class SuiteMemo:
             return None
         path = self.directory / f"{key}.json"
         data = path.read_bytes() if path.is_file() else self._fetch(key)
+        if data is None:
+            return None
         try:
-            result = suite_from_dict(json.loads(data or b""))
+            result = suite_from_dict(json.loads(data))
         except (ValueError, TypeError, KeyError):
             return None
-        if data and not path.is_file():
+        if result.outcome is not Outcome.PASSED:
+            return None
+        if not path.is_file():
             write_atomic(path, data)
-        return replace(result, cached=True) if result.outcome is Outcome.PASSED else None
+        self._share(key, data)  # a pass remembered here travels too, whichever run produced it
+        return replace(result, cached=True)
 
     def _fetch(self, key: str) -> bytes | None:
         if self.engine is None:
@@ -73,6 +78,12 @@ class SuiteMemo:
         if result.outcome is Outcome.PASSED and not result.cached:
             data = json.dumps(suite_to_dict(result)).encode()
             write_atomic(self.directory / f"{key}.json", data)
-            if self.engine is not None:
-                for store in self.stores:
-                    store.keep_record(self.engine, key, data)
+            self._share(key, data)
+
+    def _share(self, key: str, data: bytes) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        for store in self.stores:
+            if not store.has_record(engine, key):
+                store.keep_record(engine, key, data)

@@ -36,6 +36,9 @@ class Store:
     def fetch_record(self, engine: Engine, key: str) -> bytes | None:
         raise NotImplementedError
 
+    def has_record(self, engine: Engine, key: str) -> bool:
+        raise NotImplementedError
+
     def keep_record(self, engine: Engine, key: str, data: bytes) -> None:
         raise NotImplementedError
 
@@ -77,6 +80,9 @@ class Registry(Store):
             engine.remove_containers(holder)
             engine.remove_images(ref)
 
+    def has_record(self, engine: Engine, key: str) -> bool:
+        return engine.manifest(self.remote(f"{RECORD_REPO}:{key}")).ok
+
     def keep_record(self, engine: Engine, key: str, data: bytes) -> None:
         ref = self.remote(f"{RECORD_REPO}:{key}")
         with tempfile.TemporaryDirectory(prefix="mcplab-record-") as folder:
@@ -114,6 +120,9 @@ class Archives(Store):
     def fetch_record(self, engine: Engine, key: str) -> bytes | None:
         path = self.folder / "passed" / f"{key}.json"
         return path.read_bytes() if path.is_file() else None
+
+    def has_record(self, engine: Engine, key: str) -> bool:
+        return (self.folder / "passed" / f"{key}.json").is_file()
 
     def keep_record(self, engine: Engine, key: str, data: bytes) -> None:
         path = self.folder / "passed" / f"{key}.json"

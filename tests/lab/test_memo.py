@@ -30,3 +30,15 @@ def test_keys_move_with_any_input(tmp_path: Path) -> None:
     assert files_digest([tree]) != before
     assert memo_key("container", "sha256:1", "unit") != memo_key("container", "sha256:2", "unit")
     assert memo_key("container", "sha256:1", "unit") == memo_key("container", "sha256:1", "unit")
+
+
+def test_records_travel_through_a_store_also_when_the_pass_was_remembered_earlier(tmp_path: Path) -> None:
+    from matrix.engine import Engine
+    from matrix.travel import Archives
+
+    passed = SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=1, passed=1, produced_by="run-1")
+    SuiteMemo(tmp_path / "here").put("k", passed)  # an earlier run on this machine, with no store
+    folder = Archives(tmp_path / "ci-cache")
+    assert SuiteMemo(tmp_path / "here", engine=Engine(), stores=(folder,)).get("k") is not None
+    elsewhere = SuiteMemo(tmp_path / "there", engine=Engine(), stores=(folder,)).get("k")
+    assert elsewhere is not None and elsewhere.cached and elsewhere.produced_by == "run-1"
