@@ -129,19 +129,19 @@ class Engine:
         proc = self._start(argv, stdin=stdin, env=env, cwd=cwd)
         if stdin_from is not None and stdin_from.stdout is not None:
             stdin_from.stdout.close()  # the pipe is the child's now: a dead reader stops the writer
-        timed_out = False
+        deadline = threading.Timer(timeout, _kill_group, (proc,)) if timeout is not None else None
         try:
-            try:
-                out, _ = proc.communicate(input=input, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc)
-                out, _ = proc.communicate()
+            if deadline is not None:
+                deadline.start()
+            if input is not None:
+                threading.Thread(target=_feed, args=(proc, input), daemon=True).start()
+            out = _drain(proc, log)
+            proc.wait()
         finally:
+            if deadline is not None:
+                deadline.cancel()
             self._finish(proc)
-        if log is not None:
-            with open(log, "ab") as sink:
-                sink.write(out)
+        timed_out = deadline is not None and deadline.finished.is_set() and proc.returncode == -signal.SIGKILL
         return Completed(returncode=proc.returncode, output=out.decode("utf-8", "replace"), timed_out=timed_out)
 
     def _start(
@@ -422,6 +422,28 @@ _START_ONE = (
     "Run `make lab-engine` (it starts one on a Debian/Ubuntu host where you are root), or start a Docker "
     "engine and point DOCKER_HOST (or `docker context use`) at it; `--distro host` runs without one."
 )
+
+
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, OSError):
+        proc.stdin.write(data)
+        proc.stdin.close()
+
+
+def _drain(proc: subprocess.Popen[bytes], log: Path | None) -> bytes:
+    """Read a process's output to the end, appending it to `log` as it comes (a running build's log can
+    be followed)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    chunks = []
+    with open(log, "ab") if log is not None else contextlib.nullcontext() as sink:
+        for chunk in iter(lambda: os.read(fd, 65536), b""):
+            chunks.append(chunk)
+            if sink is not None:
+                sink.write(chunk)
+                sink.flush()
+    return b"".join(chunks)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
