@@ -36,6 +36,8 @@ def run_matrix(lab: Lab, cells: Sequence[Cell], *, on_result: OnResult | None = 
             # A results.json from the first second on: a crash of the harness still leaves one.
             on_result(_with_pending(cells, results, plans, "not started yet"))
         plans.update(base_plans(cells, lab.engine, dict(os.environ), store=bool(stores(lab.options))))
+        if lab.interrupted.is_set():  # cut short while planning: what it found is not to be trusted
+            plans.clear()
         _schedule(lab, cells, plans, results, on_result)
     finally:
         removed = lab.cleanup()

@@ -177,6 +177,7 @@ def test_interrupt_keeps_what_finished_even_in_the_background(tmp_path: Path, en
     assert lab_containers(engine) == before, "the interrupted run left containers behind"
     data = json.loads((out / "latest" / "results.json").read_text())
     assert data["environment"]["partial"].startswith("interrupted (the run was interrupted by SIGINT)")
+    assert not (out / "latest-full").exists(), "an interrupted run must not stand for the last full report"
     container = cell_of(data, CONTAINER_CELL)
     assert suite_of(container, "unit")["outcome"] == "passed", container
     assert suite_of(container, "payload")["outcome"] == "cancelled"
