@@ -129,7 +129,13 @@ class Engine:
         proc = self._start(argv, stdin=stdin, env=env, cwd=cwd)
         if stdin_from is not None and stdin_from.stdout is not None:
             stdin_from.stdout.close()  # the pipe is the child's now: a dead reader stops the writer
-        deadline = threading.Timer(timeout, _kill_group, (proc,)) if timeout is not None else None
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            _kill_group(proc)
+
+        deadline = threading.Timer(timeout, expire) if timeout is not None else None
         try:
             if deadline is not None:
                 deadline.start()
@@ -141,8 +147,7 @@ class Engine:
             if deadline is not None:
                 deadline.cancel()
             self._finish(proc)
-        timed_out = deadline is not None and deadline.finished.is_set() and proc.returncode == -signal.SIGKILL
-        return Completed(returncode=proc.returncode, output=out.decode("utf-8", "replace"), timed_out=timed_out)
+        return Completed(returncode=proc.returncode, output=out.decode("utf-8", "replace"), timed_out=expired.is_set())
 
     def _start(
         self,

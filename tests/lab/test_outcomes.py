@@ -127,3 +127,15 @@ def test_an_interrupt_cancels_what_it_cut_short_and_keeps_verdicts() -> None:
 
 def test_an_interrupted_run_exits_130_whatever_finished() -> None:
     assert exit_code([cell(Outcome.PASSED)], interrupted=True) == 130
+
+
+def test_the_engine_tells_its_own_deadline_from_a_kill() -> None:
+    from matrix.engine import Engine
+
+    engine = Engine()
+    deadline = engine.command(["sh", "-c", "echo started; sleep 5"], timeout=0.5)
+    assert (deadline.timed_out, deadline.returncode, deadline.output) == (True, -9, "started\n")
+    killed = engine.command(["sh", "-c", "kill -9 $$"], timeout=30)
+    assert (killed.timed_out, killed.signal) == (False, 9)
+    done = engine.command(["sh", "-c", "exit 3"], timeout=30)
+    assert (done.timed_out, done.returncode, done.signal) == (False, 3, 0)
