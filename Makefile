@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/conformance
+	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance
 
 # pyenv's python3.9 shim refuses to run unless asked; this asks.
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))

@@ -70,7 +70,9 @@ def required_profile(node: str, entry: str, url: str) -> tuple[list[str], list[s
     output = ANSI.sub("", done.stdout + done.stderr)
     unscored_part = output.split("Not scored", 1)[1] if "Not scored" in output else ""
     unscored = set(re.findall(r"[✓✗] (\S+) \(", unscored_part))
-    passed, failed, unscored_failed = [], [], []
+    passed: list[str] = []
+    failed: list[str] = []
+    unscored_failed: list[str] = []
     for mark, name, _, failures in SCENARIO_LINE.findall(output.split("Not scored", 1)[0]):
         ok = mark == "✓" and failures == "0"
         if name in unscored:
