@@ -1,4 +1,7 @@
-"""python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP."""
+"""python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP.
+
+`mcpserver call|list|config TARGET ...` try a server from the shell (see _cli).
+"""
 
 from __future__ import annotations
 
@@ -117,7 +120,8 @@ def _parser() -> Any:
     parser = argparse.ArgumentParser(
         prog="python -m mcpserver",
         description=f"Serve an MCP server (protocol {PROTOCOL_VERSION}) over stdio, or over HTTP with --http.",
-        epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools.")
+        epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools. "
+               "Also: mcpserver call TARGET TOOL [JSON|-], mcpserver list TARGET, mcpserver config TARGET.")
     parser.add_argument("target", metavar="TARGET", nargs="?")
     parser.add_argument("--version", action="version", version=f"mcpserver {__version__} (protocol {PROTOCOL_VERSION})")
     groups: dict[Optional[str], Any] = {None: parser}
@@ -188,8 +192,16 @@ def _token_out_of_environment() -> Optional[str]:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+SUBCOMMANDS = ("call", "list", "config")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    args = _parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        from ._cli import main as subcommand
+
+        return subcommand(argv)
+    args = _parse(argv)
     token = args.token
     if args.http and not token and not args.token_file:
         token = _token_out_of_environment()

@@ -5,6 +5,7 @@ handshake on any error, so each test asserts that 2026-07-28 was really negotiat
 """
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -235,3 +236,18 @@ def test_the_official_client_listens_for_changes(transport):
             events, tools = asyncio.run(session(f"http://127.0.0.1:{server.port}/mcp"))
     assert "shout" in tools
     assert len(events) == 2, events
+
+
+def test_the_printed_config_entry_connects_the_official_client(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mcpserver", "config", DEMO], capture_output=True, text=True,
+                          check=True, cwd=str(tmp_path))
+    entry = json.loads(done.stdout)["mcpServers"]["demo"]
+
+    async def session():
+        parameters = mcp.StdioServerParameters(command=entry["command"], args=entry["args"], cwd="/",
+                                               env={**os.environ, **entry.get("env", {})})
+        async with mcp.Client(parameters) as client:
+            assert client.protocol_version == "2026-07-28"
+            return (await client.call_tool("echo", {"text": "configured"})).content[0].text
+
+    assert asyncio.run(session()) == "configured"

@@ -93,7 +93,7 @@ LAYERS = (
     ("protocol",),
     ("stdio", "http"),
     ("_httpd",),
-    ("_init", "_run"),
+    ("_init", "_run", "_cli"),
     ("__main__",),
 )
 
