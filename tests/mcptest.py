@@ -38,6 +38,15 @@ def line(message: Any) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
+def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1 (for servers whose URL must be known before they start)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def server_command(target: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "mcpserver", *extra, target]
 
@@ -183,28 +192,47 @@ def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
 class HttpServer(_ServerProcess):
     """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""
 
-    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20):
+    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20,
+                 tls: Any = None):
+        """`tls`: the ssl.SSLContext clients use when the server serves HTTPS (--tls-cert)."""
         import re
 
         self._ready = threading.Event()
+        self.tls = tls
         super().__init__(server_command(target, "--http", "--port", "0", *extra), env, subprocess.DEVNULL,
                          subprocess.DEVNULL)
         if not self._ready.wait(startup):
             self.process.kill()
             raise RuntimeError(f"server did not start; stderr:\n{self.stderr}")
-        match = re.search(r"at http://(\[[^\]]+\]|[^:/]+):(\d+)(/\S*)", self.stderr)
+        match = re.search(r"at (https?)://(\[[^\]]+\]|[^:/]+):(\d+)(/\S*)", self.stderr)
         if match is None:
             self.process.kill()
             raise RuntimeError(f"server did not print its URL; stderr:\n{self.stderr}")
-        self.host, self.port, self.path = match.group(1).strip("[]"), int(match.group(2)), match.group(3)
+        self.scheme, self.host = match.group(1), match.group(2).strip("[]")
+        self.port, self.path = int(match.group(3)), match.group(4)
+
+    @classmethod
+    def attach(cls, port: int, process: Any = None, *, host: str = "127.0.0.1", path: str = "/mcp") -> HttpServer:
+        """A server started some other way (gunicorn, say), to talk to with the same helpers."""
+        server = cls.__new__(cls)
+        server.process, server.host, server.port, server.path, server.scheme, server.tls = (
+            process, host, port, path, "http", None)
+        return server
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
 
     def on_stderr_line(self, text: str) -> None:
-        if " at http://" in text or not text:
+        if " at http" in text or not text:
             self._ready.set()
 
     def connection(self, timeout: float = 30) -> Any:
         import http.client
 
+        if self.scheme == "https":
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.tls)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def post(self, message: Any = None, *, headers: Optional[dict[str, str]] = None, body: Optional[bytes] = None,

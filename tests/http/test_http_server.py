@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from mcptest import DEMO, SLOW_TOOLS, HttpServer, call, mcp_headers, request, server_command
+from mcptest import DEMO, SLOW_TOOLS, HttpServer, call, free_port, mcp_headers, request, server_command
 
 
 @pytest.fixture(scope="module")
@@ -215,12 +215,6 @@ def test_insecure_no_auth_says_so_at_start_up():
         assert "WARNING: no authentication" in server.stderr
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.skipif(shutil.which("gunicorn") is None and not os.path.exists(os.path.join(os.path.dirname(
     sys.executable), "gunicorn")), reason="gunicorn is not installed here")
 def test_the_same_app_under_gunicorn_with_two_workers():
@@ -230,8 +224,7 @@ def test_the_same_app_under_gunicorn_with_two_workers():
                                 f"mcpserver.http:create_app({SLOW_TOOLS!r})"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
     try:
-        server = HttpServer.__new__(HttpServer)
-        server.host, server.port, server.path, server.process = "127.0.0.1", port, "/mcp", process
+        server = HttpServer.attach(port, process)
         deadline = time.monotonic() + 20
         while True:
             try:

@@ -179,8 +179,7 @@ def test_under_gunicorn_progress_streams_and_closing_the_stream_cancels(worker, 
                                 "warning", f"mcpserver.http:create_app({SLOW_TOOLS!r})"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        server = HttpServer.__new__(HttpServer)
-        server.host, server.port, server.path, server.process = "127.0.0.1", port, "/mcp", process
+        server = HttpServer.attach(port, process)
         deadline = time.monotonic() + 20
         while True:
             try:
