@@ -9,7 +9,7 @@ import os
 import sys
 from types import SimpleNamespace
 
-from . import _log
+from . import _environment, _log
 from ._init import init_if_pid1
 from ._loader import load_target
 from ._run import run
@@ -21,8 +21,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Optional
 
-TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
-TOKEN_FD_ENVIRONMENT = "MCPSERVER_TOKEN_FD"  # set only for the process that replaces this one
 HTTP_GROUP = "HTTP (Streamable HTTP transport)"
 OAUTH_GROUP = "OAuth (HTTP: accept access tokens from an authorization server instead of a static token)"
 
@@ -191,18 +189,18 @@ def _token_out_of_environment() -> Optional[str]:
     and any process of the same user (a tool's child) may read it. So the process starts again
     without the variable (exec keeps the PID), and the token crosses on a pipe.
     """
-    handed_over = os.environ.pop(TOKEN_FD_ENVIRONMENT, None)
+    handed_over = os.environ.pop(_environment.TOKEN_FD, None)
     if handed_over is not None:
         with os.fdopen(int(handed_over), "rb") as pipe:
             return pipe.read().decode() or None
-    token = os.environ.pop(TOKEN_ENVIRONMENT, None)
+    token = os.environ.pop(_environment.TOKEN, None)
     if not token or not os.path.exists("/proc/self/environ") or len(token) > 60_000:  # the pipe holds 64 KiB
         return token
     read_end, write_end = os.pipe()
     os.write(write_end, token.encode())
     os.close(write_end)
     os.set_inheritable(read_end, True)
-    environment = dict(os.environ, **{TOKEN_FD_ENVIRONMENT: str(read_end)})
+    environment = dict(os.environ, **{_environment.TOKEN_FD: str(read_end)})
     argv = getattr(sys, "orig_argv", None) or [sys.executable, "-m", "mcpserver", *sys.argv[1:]]
     sys.stderr.flush()
     os.execve(sys.executable, argv, environment)

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 
-from . import _json, _log
+from . import _environment, _json, _log
 from .errors import InvalidParams
 
 TYPE_CHECKING = False
@@ -29,7 +29,7 @@ __all__ = ["DEFAULT_STATE_TTL", "KEY_ENVIRONMENT", "Sealer", "arguments_digest"]
 
 log = _log.get("mcpserver.state")
 
-KEY_ENVIRONMENT = "MCPSERVER_STATE_KEY"
+KEY_ENVIRONMENT = _environment.STATE_KEY
 DEFAULT_STATE_TTL = 600.0  # seconds a client may take to answer an input request
 MAX_STATE_CHARS = 4 * 1024 * 1024  # a state is the client's earlier answers; bodies are capped anyway
 _VERSION = "v1"

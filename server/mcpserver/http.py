@@ -32,7 +32,7 @@ import os
 import threading
 import time
 
-from . import _log, protocol
+from . import _environment, _log, protocol
 from ._context import Flight
 from ._server import Server
 from .errors import ConfigError, ProtocolError
@@ -48,8 +48,8 @@ log = _log.get("mcpserver.http")
 access_log = _log.get("mcpserver.http.access")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # a 5 MB payload stays under it even when JSON escaping grows it 6x
-TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
-TOKEN_FILE_ENVIRONMENT = "MCPSERVER_TOKEN_FILE"
+TOKEN_ENVIRONMENT = _environment.TOKEN
+TOKEN_FILE_ENVIRONMENT = _environment.TOKEN_FILE
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 
 Response = tuple[str, list[tuple[str, str]], bytes]
