@@ -21,6 +21,12 @@ import pytest
 from jose_keys import EC_JWK, RSA_JWK, ec_keypair, encode_part, hs256_with_public_key, sign
 from mcptest import EXAMPLES, HttpServer, call, free_port, mcp_headers, request, server_command
 
+try:
+    import ssl  # noqa: F401
+    HAS_SSL = True
+except ImportError:  # a Python built without OpenSSL (the lab's musl cell)
+    HAS_SSL = False
+
 ACCOUNTS = os.path.join(EXAMPLES, "accounts.py")
 INTERACTIVE = os.path.join(EXAMPLES, "interactive.py")
 
@@ -249,7 +255,7 @@ def test_a_key_rotated_in_at_the_issuer_is_picked_up_at_once(issuer):
     (["--resource", "http://127.0.0.1:3000/mcp", "--authorization-server", "https://auth.example.com",
       "--token", "secret"], "not both"),
     (["--tls-key", "/nonexistent.key"], "without a certificate"),
-    (["--tls-cert", "/nonexistent.pem"], "cannot load the TLS certificate"),
+    (["--tls-cert", "/nonexistent.pem"], "cannot load the TLS certificate" if HAS_SSL else "without the ssl module"),
 ])
 def test_unsafe_or_inconsistent_configurations_are_refused(options, message):
     done = subprocess.run(server_command(ACCOUNTS, "--http", "--port", "0", *options), capture_output=True,

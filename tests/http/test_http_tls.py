@@ -1,6 +1,6 @@
 """HTTPS from the built-in server (--tls-cert/--tls-key), over real sockets, with real certificates.
 
-The certificates in tests/certs/ are made by tests/certs/make.sh (a test CA and two server
+The certificates in tests/http/certs/ are made by tests/http/certs/make.sh (a test CA and two server
 certificates it signs, for localhost, 127.0.0.1 and ::1), committed so that no cell needs openssl.
 A Python built without the ssl module skips this file, saying so.
 """
@@ -14,12 +14,12 @@ import time
 import warnings
 
 import pytest
-from mcptest import ROOT, SLOW_TOOLS, HttpServer, call, free_port, request
+from mcptest import SLOW_TOOLS, HttpServer, call, free_port, request
 
 ssl = pytest.importorskip("ssl", reason="this Python has no ssl module (built without OpenSSL), so it cannot "
                                         "serve HTTPS")
 
-CERTS = os.path.join(ROOT, "tests", "certs")
+CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "certs")
 
 
 def client_context(**versions):

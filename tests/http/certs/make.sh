@@ -2,7 +2,7 @@
 # Test-only TLS material for tests/http/test_http_tls.py, committed so the suites need no openssl in the
 # lab cells: a CA and two server certificates it signs (the second stands for a rotated one), for
 # localhost, 127.0.0.1 and ::1, valid for 100 years. Never use these keys for anything else.
-#   sh tests/certs/make.sh      (run from anywhere; rewrites the files)
+#   sh tests/http/certs/make.sh      (run from anywhere; rewrites the files)
 set -eu
 cd "$(dirname "$0")"
 days=36500
