@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
-from typing import Any, Optional
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "server", "examples")
@@ -36,6 +39,15 @@ def call(tool: str, id: Any = 1, **arguments: Any) -> dict[str, Any]:
 
 def line(message: Any) -> bytes:
     return json.dumps(message).encode() + b"\n"
+
+
+def read_text(path: str) -> str:
+    """The file's text; "" while it does not exist yet."""
+    try:
+        with open(path) as file:
+            return file.read()
+    except FileNotFoundError:
+        return ""
 
 
 def free_port() -> int:
@@ -263,3 +275,35 @@ class HttpServer(_ServerProcess):
 
     def __enter__(self) -> HttpServer:
         return self
+
+
+GUNICORN = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
+HAS_GUNICORN = os.path.exists(GUNICORN)
+
+
+@contextmanager
+def gunicorn_server(app: str, *options: str, env: Optional[dict[str, str]] = None,
+                    port: Optional[int] = None) -> Iterator[HttpServer]:
+    """`gunicorn OPTIONS APP` on a loopback port (a free one unless given), once it accepts connections;
+    stopped (SIGTERM) after."""
+    import signal
+    import socket
+
+    port = port or free_port()
+    process = subprocess.Popen([GUNICORN, "-b", f"127.0.0.1:{port}", "--log-level", "warning", *options, app],
+                               env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"gunicorn did not start (exit status {process.poll()})") from None
+                time.sleep(0.1)
+        yield HttpServer.attach(port, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(20)

@@ -9,17 +9,24 @@ server (oidc-provider), and the official client's OAuth flow, are tests/auth/tes
 
 import json
 import os
-import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from jose_keys import EC_JWK, RSA_JWK, ec_keypair, encode_part, hs256_with_public_key, sign
-from mcptest import EXAMPLES, HttpServer, call, free_port, mcp_headers, request, server_command
+from mcptest import (
+    EXAMPLES,
+    HAS_GUNICORN,
+    HttpServer,
+    call,
+    free_port,
+    gunicorn_server,
+    mcp_headers,
+    request,
+    server_command,
+)
 
 try:
     import ssl  # noqa: F401
@@ -276,10 +283,7 @@ def test_behind_a_proxy_only_requests_it_marks_as_https_are_served(issuer):
         assert server.post(call("whoami"), headers=headers)[0] == 200  # the nearest proxy's word counts
 
 
-GUNICORN = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
-
-
-@pytest.mark.skipif(not os.path.exists(GUNICORN), reason="gunicorn is not installed here")
+@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
 def test_the_same_under_gunicorn_with_create_app(issuer, tmp_path):
     port = free_port()
     resource = f"http://127.0.0.1:{port}/mcp"
@@ -288,19 +292,8 @@ def test_the_same_under_gunicorn_with_create_app(issuer, tmp_path):
         "from mcpserver.http import create_app\n"
         f"oauth = ResourceServer({resource!r}, [{issuer.issuer!r}], scopes=['mcp:read'])\n"
         f"app = create_app({ACCOUNTS!r}, oauth=oauth)\n")
-    process = subprocess.Popen([GUNICORN, "-w", "2", "-b", f"127.0.0.1:{port}", "--chdir", str(tmp_path),
-                                "--log-level", "warning", "wsgi:app"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
-    try:
-        server = HttpServer.attach(port, process)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                status, headers, _ = server.post(call("whoami"))
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not start"
-                time.sleep(0.2)
+    with gunicorn_server("wsgi:app", "-w", "2", "--chdir", str(tmp_path), port=port) as server:
+        status, headers, _ = server.post(call("whoami"))
         assert status == 401 and f'resource_metadata="{metadata_url(server)}"' in headers["www-authenticate"]
         assert server.post(method="GET", path="/.well-known/oauth-protected-resource/mcp",
                            headers={})[2]["resource"] == resource
@@ -308,7 +301,3 @@ def test_the_same_under_gunicorn_with_create_app(issuer, tmp_path):
         for _ in range(4):  # whichever worker answers
             body = post_with(server, call("whoami"), token)[2]
             assert body["result"]["structuredContent"]["subject"] == "alice"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(20)
-        process.stderr.close()
