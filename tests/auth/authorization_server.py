@@ -114,6 +114,10 @@ class AuthorizationServer:
     def rotate(self, keep_old):
         return self._control("/__test/rotate", {"keep_old": keep_old})["kids"]
 
+    def jwks(self):
+        """The key set the server publishes."""
+        return self._control("/jwks")
+
     def stats(self):
         return self._control("/__test/stats")
 

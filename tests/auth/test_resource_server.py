@@ -8,10 +8,15 @@ tools/call. Run with `make test-auth` (part of `make test`).
 """
 
 import asyncio
+import hashlib
+import hmac
+import json
 import os
+import time
 
 import pytest
 from authorization_server import CLIENT, RESOURCE_SERVER, RESOURCES, AuthorizationServer
+from mcpserver._jose import b64url_decode, b64url_encode
 from mcptest import EXAMPLES, HttpServer, call, free_port, mcp_headers
 
 ACCOUNTS = os.path.join(EXAMPLES, "accounts.py")
@@ -59,6 +64,44 @@ def test_a_token_for_another_resource_is_refused(authorization):
         status, headers, _ = whoami(server, elsewhere)
         assert status == 401 and 'error="invalid_token"' in headers["www-authenticate"]
         assert "audience" in headers["www-authenticate"]
+
+
+def forgeries(authorization, resource):
+    """Tokens for `resource` that must be refused, signed (where signed) by jose in the authorization
+    server's own process: with its current key but wrong claims, with a key it never published, with
+    no signature, or altered after signing."""
+    now = int(time.time())
+    kid = authorization.current_kid("RS256")
+    claims = {"iss": authorization.issuer, "aud": resource, "sub": "mcp-client", "client_id": "mcp-client",
+              "iat": now, "exp": now + 300, "scope": "mcp:read"}
+    header = {"alg": "RS256", "kid": kid, "typ": "at+jwt"}
+    real = authorization.token(resource)
+    head, payload, signature = real.split(".")
+    altered = b64url_encode(json.dumps(dict(json.loads(b64url_decode(payload)), scope="mcp:read mcp:admin")).encode())
+    public = json.dumps(authorization.jwks()["keys"][0], sort_keys=True).encode()
+    hs256_head = b64url_encode(json.dumps({"alg": "HS256", "kid": kid}).encode())
+    hs256_mac = hmac.new(public, f"{hs256_head}.{payload}".encode(), hashlib.sha256).digest()
+    return {
+        "expired": authorization.sign(header, dict(claims, exp=now - 120)),
+        "wrong issuer": authorization.sign(header, dict(claims, iss="http://127.0.0.1:1")),
+        "wrong audience": authorization.sign(header, dict(claims, aud="https://elsewhere.example/mcp")),
+        "unknown key": authorization.sign(dict(header, kid="stranger"), claims, key="outsider"),
+        "alg none": f"{b64url_encode(json.dumps({'alg': 'none'}).encode())}.{payload}.",
+        "HS256 with the public key": f"{hs256_head}.{payload}.{b64url_encode(hs256_mac)}",
+        "tampered": f"{head}.{altered}.{signature}",
+    }
+
+
+def test_forged_tokens_are_refused_through_the_server(authorization):
+    with resource_server(authorization) as server:
+        assert whoami(server, authorization.token(server.url))[0] == 200  # the control: a real token passes
+        for name, token in forgeries(authorization, server.url).items():
+            status, headers, _ = whoami(server, token)
+            challenge = headers.get("www-authenticate", "")
+            assert status == 401, name
+            assert challenge.startswith(f'Bearer resource_metadata="{server.url.replace("/mcp", "")}'
+                                        '/.well-known/oauth-protected-resource/mcp", scope="mcp:read", '
+                                        'error="invalid_token"'), (name, challenge)
 
 
 def test_a_key_rotation_at_the_server_is_picked_up_without_a_restart():
