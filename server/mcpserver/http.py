@@ -40,6 +40,8 @@ from .errors import ConfigError, ProtocolError
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Callable, Iterable, Iterator, Optional, Union
+
+    from .auth import AuthError
     StartResponse = Callable[..., Any]
 
 __all__ = ["McpApp", "create_app", "read_token_file"]
@@ -58,6 +60,8 @@ Response = tuple[str, list[tuple[str, str]], bytes]
 def is_loopback(host: str) -> bool:
     """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine's loopback:
     localhost, 127.0.0.0/8, ::1, or ::ffff:127.x.x.x (ipaddress would say the same, at a start-up cost)."""
+    if host == "127.0.0.1":  # the common case, asked per request: no string work
+        return True
     host = host.strip("[]").lower()
     if host in ("localhost", "::1", "0:0:0:0:0:0:0:1"):
         return True
@@ -114,6 +118,10 @@ class McpApp:
         self._token = token.encode() if token else None
         self.oauth = oauth
         self._metadata = protocol.encode(oauth.metadata) if oauth is not None else b""
+        if oauth is not None:  # imported here, not per request: only servers that use OAuth pay for it
+            from . import auth
+
+            self._auth_error: type[AuthError] = auth.AuthError
         self.behind_proxy = behind_proxy
         self.insecure_no_auth = insecure_no_auth
         self.allowed_origins = {origin.rstrip("/") for origin in allowed_origins}
@@ -230,11 +238,9 @@ class McpApp:
                 or is_loopback(str(environ.get("REMOTE_ADDR", "")))):
             return _plain("403 Forbidden", "OAuth bearer tokens are accepted over HTTPS only (serve with "
                           "--tls-cert/--tls-key, or say --behind-proxy when a proxy terminates TLS)"), None
-        from .auth import AuthError  # only servers that use OAuth pay for importing it
-
         try:
             return None, self.oauth.authenticate(environ.get("HTTP_AUTHORIZATION"))
-        except AuthError as refused:
+        except self._auth_error as refused:
             status, headers, body = _plain(_status_line(refused.status), refused.description)
             return (status, [*headers, *refused.headers()], body), None
 
@@ -321,8 +327,10 @@ class _Stream:
     SSE_KEEPALIVE_SECONDS of silence); a reply that comes first goes out as plain JSON with its own
     status, so 400 and 404 errors are never inside a stream (WIRE.md §16.7). Frames are
     `data: <one-line JSON>` with no event ids. Closing the stream cancels the request.
-    Notifications a slow client has not taken yet are coalesced (the latest progress, one
-    list_changed per list, one updated per URI), so a client that never reads costs bounded memory.
+    Past SSE_BACKLOG notifications not yet written, they are coalesced (the latest progress, one
+    list_changed per list, one updated per URI): a client that never reads costs bounded memory,
+    and a tool that reports progress faster than the stream can be written (a tight loop can
+    report 500,000 a second; measured in docs/performance.md) sends its latest state, not a queue.
     """
 
     def __init__(self, server: Server, message: dict[str, Any], headers: dict[str, str],
