@@ -19,11 +19,12 @@ import os
 import sys
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))  # mcpserver itself comes from PYTHONPATH, as for every system
 
+from ceiling_http import Server  # noqa: E402  (the bare ceiling's server: threaded, no FQDN lookup)
 from jose_keys import EC_JWK, RSA_JWK, sign  # noqa: E402
 
 KIDS = {"RS256": RSA_JWK["kid"], "ES256": EC_JWK["kid"]}
@@ -65,16 +66,6 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         sys.stderr.write(f"auth: {format % args}\n")
         sys.stderr.flush()
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def server_bind(self) -> None:  # skip HTTPServer's FQDN lookup
-        import socketserver
-
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
 
 
 def main() -> None:
