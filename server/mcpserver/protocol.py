@@ -186,6 +186,16 @@ def cancelled_request(message: Any) -> Any:
     return None
 
 
+def request_method(message: Any) -> Optional[str]:
+    """The method of a request whose id a transport can track (a string or an integer), else None.
+    Anything else (a notification, an id or a method of another type) goes to dispatch whole, which
+    answers it by the rules: a transport never uses an unchecked id as a key or a method as a name."""
+    if _readable_id(message) is None:
+        return None
+    method = message.get("method")
+    return method if isinstance(method, str) else None
+
+
 def progress_token(message: Any) -> Any:
     """The progress token a request carries (string or integer), else None."""
     params = message.get("params") if isinstance(message, dict) else None

@@ -79,3 +79,13 @@ def test_a_progress_bar_without_newlines_costs_linear_time():
     # The log writer re-split its whole pending buffer on every write: 40,000 updates took 8 s.
     [answer] = answers_after(call("progress_bar", id=1, updates=400_000), timeout=60)
     assert text(answer) == "drawn"
+
+
+@pytest.mark.parametrize("message", [{"id": [], "method": "prompts/get"}, {"jsonrpc": "2.0", "id": 1, "method": {}},
+                                     {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/call", "params": {}},
+                                     {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                      "params": {"requestId": [1]}}])
+def test_an_id_or_method_of_the_wrong_type_leaves_the_reader_alive(message):
+    """Found by make fuzz: an unhashable id or method killed the reader (requests after it never answered)."""
+    answers = answers_after(message)
+    assert all(answer["error"]["code"] == -32600 for answer in answers), answers
