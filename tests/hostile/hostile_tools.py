@@ -105,3 +105,9 @@ server.command("echo_option", ["echo", "--n={n}"], input_schema={
 def region_echo(region: str) -> str:
     """Mirror an argument into a header whose name has an underscore (a valid HTTP token)."""
     return region
+
+
+@server.resource_template("repo://{+owner}/{+name}/{+path}")
+def repo_file(owner: str, name: str, path: str) -> str:
+    """Three reserved expansions in a row: a regular expression of them backtracks cubically."""
+    return f"{owner} {name} {path}"

@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from mcptest import StdioServer, call, line, responses, run_once
+from mcptest import StdioServer, call, line, request, responses, run_once
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_tools.py")
 NORMAL = call("tags", id="after", tags=["still", "here"])
@@ -89,3 +89,13 @@ def test_an_id_or_method_of_the_wrong_type_leaves_the_reader_alive(message):
     """Found by make fuzz: an unhashable id or method killed the reader (requests after it never answered)."""
     answers = answers_after(message)
     assert all(answer["error"]["code"] == -32600 for answer in answers), answers
+
+
+def test_a_uri_against_a_template_of_three_reserved_expansions_costs_linear_time():
+    """Found by make fuzz: the template's regular expression backtracked cubically on a URI that does not
+    fit (200,000 characters: hours of one core, holding the GIL). Matching is linear now, splits unchanged."""
+    read = request("resources/read", id=1, uri="repo://" + "a/" * 100_000 + "\n")  # the line break fits no value
+    fits = request("resources/read", id=2, uri="repo://ada/notes/docs/readme.md")
+    missing, found = answers_after(read, fits, timeout=60)
+    assert missing["error"]["code"] == -32602
+    assert found["result"]["contents"][0]["text"] == "ada/notes docs readme.md"
