@@ -120,7 +120,7 @@ def encode(response: dict[str, Any]) -> bytes:
     """One response as a single line of UTF-8 JSON (no newline)."""
     try:
         return _json.dumps_bytes(response)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         log.error("response to id %r cannot be encoded: %s", response.get("id"), exc)
         return _json.dumps_bytes(_error_response(response.get("id"), InternalError("Internal error")))
 

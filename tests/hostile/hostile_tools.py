@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from mcpserver import Server
+from mcpserver import Server, ToolResult
 
 server = Server("hostile-tools")
 
@@ -111,3 +111,20 @@ def region_echo(region: str) -> str:
 def repo_file(owner: str, name: str, path: str) -> str:
     """Three reserved expansions in a row: a regular expression of them backtracks cubically."""
     return f"{owner} {name} {path}"
+
+
+def _nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@server.tool()
+def returns(kind: str):
+    """Return what JSON cannot carry: NaN as a structured value, a set, or nesting past the stack."""
+    return {"structured_nan": lambda: ToolResult(content=[], structured={"x": float("nan")}),
+            "structured_deep": lambda: ToolResult(content=[{"type": "text", "text": "deep"}],
+                                                  structured=_nested(100_000)),
+            "deep": lambda: _nested(100_000),
+            "set": lambda: {"tags": {"a", "b"}}}[kind]()

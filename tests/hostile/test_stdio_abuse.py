@@ -99,3 +99,10 @@ def test_a_uri_against_a_template_of_three_reserved_expansions_costs_linear_time
     missing, found = answers_after(read, fits, timeout=60)
     assert missing["error"]["code"] == -32602
     assert found["result"]["contents"][0]["text"] == "ada/notes docs readme.md"
+
+
+@pytest.mark.parametrize("kind", ["structured_nan", "structured_deep", "deep", "set"])
+def test_a_result_json_cannot_carry_is_the_tools_failure(kind):
+    """Found by make fuzz: NaN in ToolResult.structured, or nesting past the stack, answered -32603."""
+    [answer] = answers_after(call("returns", id=1, kind=kind))
+    assert answer["result"]["isError"] is True and "cannot be sent as JSON" in text(answer), answer
