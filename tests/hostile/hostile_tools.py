@@ -98,6 +98,10 @@ server.command("echo_number", ["echo", "{n}"], input_schema={
     "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, stdin="none")
 server.command("echo_option", ["echo", "--n={n}"], input_schema={
     "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, stdin="none")
+_TEXT = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 100}}, "required": ["text"]}
+server.command("echo_text", ["echo", "{text}"], input_schema=_TEXT, stdin="none")
+server.command("raw_cat", ["cat"], input_schema=_TEXT, stdin={"argument": "text"})
+server.command("json_cat", ["cat"], input_schema=_TEXT, output="json")
 
 
 @server.tool(input_schema={"type": "object", "properties": {

@@ -106,3 +106,15 @@ def test_a_result_json_cannot_carry_is_the_tools_failure(kind):
     """Found by make fuzz: NaN in ToolResult.structured, or nesting past the stack, answered -32603."""
     [answer] = answers_after(call("returns", id=1, kind=kind))
     assert answer["result"]["isError"] is True and "cannot be sent as JSON" in text(answer), answer
+
+
+@pytest.mark.parametrize("tool", ["echo_text", "raw_cat"])
+def test_a_lone_surrogate_for_a_programs_argv_or_raw_stdin_is_refused_clearly(tool):
+    """Found by make fuzz: "\\ud800" cannot be UTF-8, and the run died with UnicodeEncodeError."""
+    [answer] = answers_after(call(tool, id=1, text="a\ud800b"))
+    assert answer["result"]["isError"] is True and "lone surrogate" in text(answer), answer
+
+
+def test_a_lone_surrogate_in_json_on_stdin_reaches_the_program_escaped():
+    [answer] = answers_after(call("json_cat", id=1, text="a\ud800b"))
+    assert answer["result"]["structuredContent"] == {"text": "a\ud800b"}, answer
