@@ -76,6 +76,8 @@ MAX_HEAD_BYTES = 32 * 1024  # request line and header lines together; past it, 4
 MAX_HEADER_LINES = 100
 MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is skipped to keep the connection
 MAX_LENGTH_DIGITS = 15  # a Content-Length longer than this is no body anyone may send
+EPOLLRDHUP = getattr(select, "EPOLLRDHUP", 0x2000)  # Linux's value; PyPy's select module does not define it
+_WAKEUP_FD = -1  # the key, among the replaced signal handlers, of the wakeup fd that was set before
 DEADLINE_SLACK = 0.001  # a read may end this far past its deadline, to save a settimeout() system call
 SERVER_HEADER = f"mcpserver/{__version__}"
 
@@ -508,7 +510,7 @@ class _Watcher:
                 threading.Thread(target=self._run, name="mcpserver-disconnects", daemon=True).start()
             self._watched[sock.fileno()] = (sock, callbacks)
             try:
-                self._poll.register(sock.fileno(), select.EPOLLIN | select.EPOLLRDHUP)
+                self._poll.register(sock.fileno(), select.EPOLLIN | EPOLLRDHUP)
             except OSError:
                 del self._watched[sock.fileno()]
 
@@ -522,7 +524,7 @@ class _Watcher:
 
     def _run(self) -> None:
         assert self._poll is not None
-        hung_up = select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
+        hung_up = EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
         while True:
             for fd, events in self._poll.poll():
                 with self._lock:
@@ -685,6 +687,8 @@ def _handle_signals(server: _Server, hurry: threading.Event, tls_cert: Optional[
             previous[signum] = signal.signal(signum, handler)
         except ValueError:  # not the main thread: the embedding application owns signals
             pass
+    if previous:  # a signal the kernel hands to another thread still wakes the accept loop's poll()
+        previous[_WAKEUP_FD] = signal.set_wakeup_fd(server._wake_write)
     return previous
 
 
@@ -720,7 +724,10 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
         if left:
             print(f"mcpserver: exiting with {left} request(s) still running after the grace period", file=sys.stderr)
         for number, previous_handler in previous.items():
-            signal.signal(number, previous_handler)
+            if number == _WAKEUP_FD:
+                signal.set_wakeup_fd(previous_handler)
+            else:
+                signal.signal(number, previous_handler)
     return 0
 
 

@@ -396,7 +396,10 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
     log.info("serving %s %s over stdio", server.name, server.version)
     try:
         session.start()
-        session.ended.wait()
+        # In slices: a signal the kernel hands to another thread must still reach this one's handler, and a
+        # free-threaded CPython (3.13t) does not wake a main thread parked on a lock for it (docs/free-threading.md).
+        while not session.ended.wait(0.5):
+            pass
         _finish(session, signals, grace_seconds)
     finally:
         for signum, handler in previous.items():

@@ -117,3 +117,35 @@ def test_as_pid_1_sigterm_reaches_the_server_and_its_status_comes_back():
         children = read_text(f"/proc/{server.process.pid}/task/{server.process.pid}/children").split()
         os.kill(int(children[0]), 15)
         assert server.process.wait(10) == 0
+
+
+def send_to_a_worker_thread(pid: int, signum: int) -> None:
+    """Deliver `signum` to one of `pid`'s threads other than the main one (tgkill), as the kernel may do
+    with a signal sent to the process: a free-threaded CPython then left the main thread asleep."""
+    import ctypes
+
+    threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid)
+    assert threads, "the server runs a single thread: nothing to aim at"
+    libc = ctypes.CDLL(None, use_errno=True)
+    sys_tgkill = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
+    if sys_tgkill is None:
+        pytest.skip(f"tgkill's system call number on {os.uname().machine} is not in this test")
+    assert libc.syscall(sys_tgkill, pid, threads[0], signum) == 0, os.strerror(ctypes.get_errno())
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sigterm_handed_to_a_worker_thread_still_stops_the_server(transport):
+    pytest.importorskip("ctypes", reason="this Python has no ctypes, which the test needs to call tgkill")
+    import signal
+
+    from mcptest import HttpServer
+
+    if transport == "http":
+        server = HttpServer(TOOLS)
+        assert server.post(call("tags", tags=["a"]))[0] == 200  # the disconnect watcher's thread exists now
+    else:
+        server = StdioServer(TOOLS)
+        server.ask(call("tags", tags=["a"]))
+    with server:
+        send_to_a_worker_thread(server.process.pid, signal.SIGTERM)
+        assert server.process.wait(10) == 0
