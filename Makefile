@@ -4,12 +4,13 @@ VENV ?= .venv
 EXTRAS ?= dev
 PY := $(VENV)/bin/python
 
-.PHONY: test test-py39 lint conformance help
+.PHONY: test test-py39 test-auth lint conformance help
 
 help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
 	@echo "make lint        ruff, and mypy --strict on server/"
+	@echo "make test-auth   token validation against a real authorization server (oidc-provider; Node 22 on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
@@ -29,6 +30,10 @@ test: $(VENV)/.installed
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))
 test-py39:
 	$(MAKE) test PYTHON=$(PY39) VENV=.venv-py39 EXTRAS=test
+
+# mcpserver.auth against oidc-provider (npm, pinned; installs it and Node 22 into .cache/oidc-provider on first use).
+test-auth: $(VENV)/.installed
+	$(PY) -m pytest -q tests/auth
 
 # The official conformance suite (npm, pinned; installs Node 22 into .cache/conformance on first use).
 conformance: $(VENV)/.installed

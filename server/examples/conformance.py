@@ -10,7 +10,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from demo import server as demo
-from mcpserver import Server
+from mcpserver import Context, Server
 
 server = Server("demo-conformance", demo.version, instructions=demo.instructions)
 for tool in demo.tools.values():
@@ -36,3 +36,13 @@ def test_logging_tool() -> str:
 
     logging.getLogger("mcpserver.examples").info("test_logging_tool ran")
     return "logged to stderr"
+
+
+@server.tool()
+def test_tool_with_progress(ctx: Context) -> str:
+    """Reports 0, 50 and 100 of 100, 50 ms apart, when the client asked for progress."""
+    for done in (0, 50, 100):
+        ctx.progress(done, 100)
+        if done < 100:
+            ctx.sleep(0.05)
+    return "progress reported"

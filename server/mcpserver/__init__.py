@@ -13,7 +13,12 @@ Serve it with `python -m mcpserver demo.py` (stdio) or `python -m mcpserver --ht
 """
 
 from . import content
-from ._server import Prompt, Resource, ResourceNotFound, ResourceTemplate, Server
+from ._context import Cancelled, Context
+from ._loader import load_target
+from ._prompts import Prompt
+from ._resources import Resource, ResourceNotFound, ResourceTemplate
+from ._run import run
+from ._server import Server
 from ._tools import Tool, ToolError, ToolResult
 from ._version import __version__
 from .errors import ConfigError, ProtocolError
@@ -21,7 +26,9 @@ from .protocol import PROTOCOL_VERSION, handle
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "Cancelled",
     "ConfigError",
+    "Context",
     "Prompt",
     "ProtocolError",
     "Resource",
@@ -34,4 +41,6 @@ __all__ = [
     "__version__",
     "content",
     "handle",
+    "load_target",
+    "run",
 ]

@@ -7,52 +7,94 @@ Rules of this module:
 - A request value may be placed into argv or the environment only through a `{placeholder}` whose
   schema bounds its size (a string with maxLength <= MAX_PLACEHOLDER_CHARS or an enum; integers,
   numbers and booleans). Anything unbounded is refused at start-up, and every value is checked
-  again at run time. A string value that starts with "-" is refused so it cannot become an option.
+  again at run time. A value that would start an argv item with "-" is refused, so it cannot
+  become an option of the program (whatever its type: -5 is an option to `head`).
 - No shell unless asked for (`shell: true`), and then the script text has no placeholders.
-- A run ends at its timeout or when stdout passes its cap; the whole process group is killed.
+- A run is over when its program exits: output already written is read, and whatever the program
+  left running is killed (its process group). At the timeout, the output cap or a cancel, the
+  group is killed, and so is every process still carrying the run's mark in its environment,
+  which finds descendants that left the group with setsid. At exit the server kills whatever
+  any of its runs left behind the same way.
 - The HTTP bearer token is never passed on to programs.
+- `CommandSpec.OPTIONS` is the one table of a command tool's options: Python keyword, manifest
+  key, default. `Server.command`, `command_tool` and the manifest loader all read it.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
+import secrets
 import selectors
 import shutil
 import signal
 import string
 import subprocess
+import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Callable, ClassVar, Optional, Union
 
 from . import _json
-from ._tools import Tool, ToolError, ToolResult
+from ._context import Cancelled, Context
+from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult
 from .errors import ConfigError
 
-__all__ = ["CommandSpec", "command_tool"]
+__all__ = ["CommandSpec", "command_tool", "run_program"]
 
 MAX_PLACEHOLDER_CHARS = 4096  # x 4 bytes of UTF-8 = 16 KiB, far below MAX_ARG_STRLEN (128 KiB)
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_BYTES = 2000
 TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
+# Every program a run starts carries MARK_VARIABLE=<server mark>-<run id>, and so do its descendants
+# unless they clear their environment: how leftovers are found, even outside the process group.
+MARK_VARIABLE = "MCPSERVER_RUN"
+LINGER_AFTER_EXIT = 0.2  # seconds to read what is still in the pipes once the program has exited
+CANCEL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is cancelled
+_LINE_END = re.compile(rb"[\r\n]")
 _CHUNK = 65536
+_SERVER_MARK = secrets.token_hex(6)
 
 ArgvItem = Union[str, dict[str, Any]]  # "text {placeholder}" or {"if": "prop", "args": [...]}
 
 
-@dataclass(frozen=True)
 class CommandSpec:
     """How to run one command tool; built once, checked at start-up."""
 
+    # Python keyword: (manifest key, default). The tool's own fields (title, inputSchema, ...) are
+    # _tools.TOOL_OPTIONS.
+    OPTIONS: ClassVar[dict[str, tuple[str, Any]]] = {
+        "stdin": ("stdin", "json"),  # "json", "none" or {"argument": "name"}
+        "output": ("output", "text"),  # "text", or "json" for structured content
+        "timeout": ("timeout", DEFAULT_TIMEOUT),
+        "max_output_bytes": ("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES),
+        "cwd": ("cwd", None),
+        "env": ("env", None),
+        "shell": ("shell", False),
+        "progress": ("progress", None),  # a regex over stderr lines: see _progress_reader
+    }
+    __slots__ = ("command", *OPTIONS)
+
     command: Union[tuple[ArgvItem, ...], str]
-    stdin: Union[str, dict[str, str]] = "json"  # "json", "none" or {"argument": "name"}
-    timeout: float = DEFAULT_TIMEOUT
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
-    cwd: Optional[str] = None
-    env: dict[str, str] = field(default_factory=dict)
-    shell: bool = False
-    output: str = "text"  # "text", or "json" for structured content
+    stdin: Union[str, dict[str, str]]
+    output: str
+    timeout: float
+    max_output_bytes: int
+    cwd: Optional[str]
+    env: dict[str, str]
+    shell: bool
+    progress: Optional[str]
+
+    def __init__(self, command: Union[list[ArgvItem], tuple[ArgvItem, ...], str], **options: Any):
+        unknown = sorted(set(options) - set(self.OPTIONS))
+        if unknown:
+            raise ConfigError(f"unknown command tool option {unknown[0]!r} (known: {', '.join(self.OPTIONS)})")
+        self.command = command if isinstance(command, str) else tuple(command)
+        for name, (_, default) in self.OPTIONS.items():
+            value = options.get(name)
+            setattr(self, name, default if value is None else value)
+        self.env = dict(self.env or {})
 
 
 def _placeholders(template: str, where: str) -> list[str]:
@@ -72,8 +114,12 @@ class _Placeholders:
         return _render(self.values[name], name)
 
 
-def _fill(template: str, values: _Placeholders) -> str:
-    return template.format_map(values)
+def _fill(template: str, values: _Placeholders, *, argv: bool) -> str:
+    text = template.format_map(values)
+    if argv and text.startswith("-") and not template.startswith("-"):
+        name = _placeholders(template, "")[0]
+        raise ToolError(f"Argument {name!r} must not start with '-' (it would be read as an option)")
+    return text
 
 
 def _check_bounded(name: str, schema: dict[str, Any], where: str) -> None:
@@ -134,10 +180,12 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         if not isinstance(first, str) or _placeholders(first, where):
             raise ConfigError(f"{where}: the program (argv[0]) must be fixed text")
         program = first
+    if not isinstance(spec.env, dict):
+        raise ConfigError(f"{where}: \"env\" must map variable names to strings")
     for variable, template in spec.env.items():
         check_template(template, frozenset())
-        if variable == TOKEN_ENVIRONMENT:
-            raise ConfigError(f"{where}: {TOKEN_ENVIRONMENT} is never passed to programs")
+        if variable in (TOKEN_ENVIRONMENT, MARK_VARIABLE):
+            raise ConfigError(f"{where}: {variable} is never passed to programs")
 
     if isinstance(spec.stdin, dict):
         argument = spec.stdin.get("argument")
@@ -153,6 +201,10 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         raise ConfigError(f"{where}: \"timeout\" must be a positive number of seconds")
     if not (isinstance(spec.max_output_bytes, int) and spec.max_output_bytes > 0):
         raise ConfigError(f"{where}: \"maxOutputBytes\" must be a positive integer")
+    if not isinstance(spec.shell, bool):
+        raise ConfigError(f"{where}: \"shell\" must be true or false")
+    if spec.progress is not None:
+        _progress_pattern(spec.progress, where)
     if spec.cwd is not None and not os.path.isdir(spec.cwd):
         raise ConfigError(f"{where}: working directory {spec.cwd!r} does not exist")
     if not _find_program(program, base_dir):
@@ -178,8 +230,6 @@ def _render(value: Any, name: str) -> str:
         raise ToolError(f"Argument {name!r} is too long ({len(text)} characters; the limit is {MAX_PLACEHOLDER_CHARS})")
     if "\0" in text:
         raise ToolError(f"Argument {name!r} contains a NUL character, which a program argument cannot hold")
-    if isinstance(value, str) and text.startswith("-"):
-        raise ToolError(f"Argument {name!r} must not start with '-' (it would be read as an option)")
     return text
 
 
@@ -191,7 +241,6 @@ class _Command:
         self.spec = spec
         self.defaults = {k: v["default"] for k, v in (schema.get("properties") or {}).items()
                          if isinstance(v, dict) and "default" in v}
-        self.cwd = spec.cwd
         self.base_dir = base_dir
 
     def argv(self, arguments: dict[str, Any]) -> list[str]:
@@ -205,9 +254,9 @@ class _Command:
             if isinstance(item, dict):
                 condition = values.get(item["if"])
                 if condition is not None and condition is not False and condition != "":
-                    argv.extend(_fill(sub, rendered) for sub in item["args"])
+                    argv.extend(_fill(sub, rendered, argv=True) for sub in item["args"])
             else:
-                argv.append(_fill(item, rendered))
+                argv.append(_fill(item, rendered, argv=True))
         program = argv[0]
         if os.sep in program and self.base_dir and not os.path.isabs(program):
             argv[0] = os.path.join(self.base_dir, program)
@@ -217,7 +266,7 @@ class _Command:
         env = {k: v for k, v in os.environ.items() if k != TOKEN_ENVIRONMENT}
         if self.spec.env:
             rendered = _Placeholders({**self.defaults, **arguments})
-            env.update({k: _fill(t, rendered) for k, t in self.spec.env.items()})
+            env.update({k: _fill(t, rendered, argv=False) for k, t in self.spec.env.items()})
         return env
 
     def stdin_bytes(self, arguments: dict[str, Any]) -> Optional[bytes]:
@@ -228,12 +277,18 @@ class _Command:
             return str(arguments[mode["argument"]]).encode("utf-8")
         return (_json.dumps(arguments) + "\n").encode("utf-8")
 
-    def __call__(self, arguments: dict[str, Any]) -> Any:
+    def __call__(self, arguments: dict[str, Any], context: Optional[Context]) -> Any:
         argv = self.argv(arguments)
+        reader = None
+        if context is not None and self.spec.progress is not None and context.progress_token is not None:
+            reader = _progress_reader(_progress_pattern(self.spec.progress, self.name), context)
         run = run_program(argv, self.stdin_bytes(arguments), timeout=self.spec.timeout,
-                          max_output_bytes=self.spec.max_output_bytes, cwd=self.cwd,
-                          env=self.environment(arguments))
+                          max_output_bytes=self.spec.max_output_bytes, cwd=self.spec.cwd,
+                          env=self.environment(arguments), on_cancel=context.on_cancel if context else None,
+                          on_stderr_line=reader)
         shown = " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")
+        if run.cancelled:
+            raise Cancelled(f"Command `{shown}` was cancelled and stopped")
         if run.timed_out:
             raise ToolError(f"Command `{shown}` timed out after {self.spec.timeout:g} s and was stopped")
         if run.overflowed:
@@ -253,107 +308,288 @@ class _Command:
         return output
 
 
-@dataclass
+def _progress_pattern(source: Any, where: str) -> re.Pattern[str]:
+    """The `progress` option: a regex searched in each stderr line. Its group `progress` (or its first
+    group) is the progress, `total` (or the second group) the total, `message` a message; a group
+    `percent` is progress out of 100."""
+    try:
+        pattern = re.compile(source)
+    except (re.error, TypeError) as exc:
+        raise ConfigError(f"{where}: \"progress\" must be a regular expression: {exc}") from None
+    if pattern.groups == 0:
+        raise ConfigError(f"{where}: \"progress\" needs a group that captures the progress, e.g. (\\d+)/(\\d+)")
+    return pattern
+
+
+def _progress_reader(pattern: re.Pattern[str], context: Context) -> Callable[[str], None]:
+    named = pattern.groupindex
+
+    def number(text: Optional[str]) -> Optional[float]:
+        try:
+            value = float(text) if text is not None else None
+        except ValueError:
+            return None
+        return int(value) if value is not None and value.is_integer() else value
+
+    def read(line: str) -> None:
+        found = pattern.search(line)
+        if found is None:
+            return
+        done: Optional[float]
+        total: Optional[float]
+        if "percent" in named:
+            done, total = number(found.group("percent")), 100
+        else:
+            done = number(found.group("progress" if "progress" in named else 1))
+            total = number(found.group("total")) if "total" in named else (
+                number(found.group(2)) if pattern.groups >= 2 and not named else None)
+        message = found.group("message") if "message" in named else None
+        if done is not None:
+            try:
+                context.progress(done, total, message)
+            except Cancelled:  # the run is being stopped already
+                pass
+
+    return read
+
+
 class ProgramRun:
-    returncode: int
-    stdout: bytes
-    stderr_tail: bytes
-    timed_out: bool = False
-    overflowed: bool = False
+    __slots__ = ("cancelled", "overflowed", "returncode", "stderr_tail", "stdout", "timed_out")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr_tail: bytes, outcome: str = "done"):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr_tail = stderr_tail
+        self.timed_out = outcome == "timeout"
+        self.overflowed = outcome == "overflow"
+        self.cancelled = outcome == "cancelled"
 
 
 def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_output_bytes: int,
-                cwd: Optional[str] = None, env: Optional[dict[str, str]] = None) -> ProgramRun:
+                cwd: Optional[str] = None, env: Optional[dict[str, str]] = None,
+                on_cancel: Optional[Callable[[Callable[[], None]], None]] = None,
+                on_stderr_line: Optional[Callable[[str], None]] = None) -> ProgramRun:
     """Run a program in its own process group: feed stdin, collect stdout up to a cap, and a tail of stderr.
 
-    The process group is killed at the deadline or when stdout passes the cap, so children it
-    started (a shell's pipeline) do not linger.
+    `on_cancel(callback)` registers how a cancel reaches the run: the group gets SIGTERM, then
+    SIGKILL after CANCEL_GRACE. `on_stderr_line` sees each line of stderr as it arrives (lines end
+    at \\n or \\r, as progress bars draw them). See the module docstring for when the run ends.
     """
+    mark = f"{_SERVER_MARK}-{secrets.token_hex(4)}"
+    _leftovers.started()
+    cancel_read, cancel_write = os.pipe() if on_cancel is not None else (-1, -1)
     process = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                               env={**(os.environ if env is None else env), MARK_VARIABLE: mark},
                                start_new_session=True, close_fds=True)
-    assert process.stdout is not None and process.stderr is not None
-    deadline = time.monotonic() + timeout
-    stdout, stderr = bytearray(), bytearray()
-    timed_out = overflowed = False
-    offset = 0
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        selector.register(process.stderr, selectors.EVENT_READ)
-        if process.stdin is not None:
-            if stdin:
-                os.set_blocking(process.stdin.fileno(), False)
-                selector.register(process.stdin, selectors.EVENT_WRITE)
-            else:
-                process.stdin.close()
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in selector.select(remaining):
-                stream = key.fileobj
-                if stream is process.stdin:
-                    assert stdin is not None
-                    try:
-                        offset += os.write(key.fd, stdin[offset:offset + _CHUNK])
-                    except BlockingIOError:
-                        continue
-                    except BrokenPipeError:  # the program stopped reading; not an error by itself
-                        offset = len(stdin)
-                    if offset >= len(stdin):
-                        selector.unregister(stream)
-                        process.stdin.close()
-                    continue
-                chunk = os.read(key.fd, _CHUNK)
-                if not chunk:
-                    selector.unregister(stream)
-                    continue
-                if stream is process.stdout:
-                    stdout += chunk
-                    if len(stdout) > max_output_bytes:
-                        overflowed = True
-                        break
+    try:
+        if on_cancel is not None:
+            on_cancel(lambda: _wake(cancel_write))
+        pipes = _Pipes(process, stdin, max_output_bytes, on_stderr_line)
+        outcome = pipes.collect(time.monotonic() + timeout, cancel_read)
+    finally:
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None and not pipe.closed:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        _signal_group(process.pid, signal.SIGKILL)  # whatever the program left running in its group
+        if on_cancel is not None:
+            os.close(cancel_read)
+            os.close(cancel_write)
+    if outcome != "done":
+        kill_marked(f"{MARK_VARIABLE}={mark}")
+    returncode = process.wait()
+    return ProgramRun(returncode, bytes(pipes.stdout), bytes(pipes.stderr), outcome)
+
+
+def _wake(fd: int) -> None:
+    try:
+        os.write(fd, b"!")
+    except OSError:  # the run is over and closed it
+        pass
+
+
+class _Pipes:
+    """The program's stdin, stdout and stderr, served by one selector until the run ends."""
+
+    def __init__(self, process: subprocess.Popen[bytes], data: Optional[bytes], max_output_bytes: int,
+                 on_stderr_line: Optional[Callable[[str], None]]):
+        self.process = process
+        self.data = data or b""
+        self.offset = 0
+        self.max_output_bytes = max_output_bytes
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.on_stderr_line = on_stderr_line
+        self.partial = b""  # the stderr line being written, for on_stderr_line
+
+    def collect(self, deadline: float, cancel_fd: int = -1) -> str:
+        """Serve the pipes until the run ends: "done" when the program exited and its output was read,
+        else "timeout", "overflow", "cancelled", or "leftover" (it exited, but something it started
+        still holds a pipe open)."""
+        process = self.process
+        assert process.stdout is not None and process.stderr is not None
+        exit_signal = _exit_signal(process.pid)
+        exited_at: Optional[float] = None
+        cancelled_at: Optional[float] = None
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(process.stderr, selectors.EVENT_READ)
+            if process.stdin is not None:
+                if self.data:
+                    os.set_blocking(process.stdin.fileno(), False)
+                    selector.register(process.stdin, selectors.EVENT_WRITE)
                 else:
-                    stderr += chunk
-                    del stderr[:-STDERR_TAIL_BYTES]
-            if overflowed:
-                break
-    if not (timed_out or overflowed):
-        try:  # the program may close its output and linger
-            process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    if timed_out or overflowed:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for pipe in (process.stdin, process.stdout, process.stderr):
-        if pipe is not None and not pipe.closed:
+                    process.stdin.close()
+            pipes = len(selector.get_map())
+            for extra in (exit_signal, cancel_fd):
+                if extra is not None and extra >= 0:
+                    selector.register(extra, selectors.EVENT_READ)
             try:
-                pipe.close()
+                while True:
+                    now = time.monotonic()
+                    if exited_at is None and process.poll() is not None:
+                        exited_at = now
+                    if cancelled_at is not None:
+                        if (exited_at is not None and not pipes) or now >= cancelled_at + CANCEL_GRACE:
+                            return "cancelled"
+                        until = cancelled_at + CANCEL_GRACE
+                    elif exited_at is None:
+                        if now >= deadline:
+                            return "timeout"
+                        until = deadline
+                    elif not pipes:
+                        return "done"
+                    elif now >= exited_at + LINGER_AFTER_EXIT:
+                        return "leftover"
+                    else:
+                        until = exited_at + LINGER_AFTER_EXIT
+                    if exited_at is None and exit_signal is None:
+                        until = min(until, now + 0.05)  # no pidfd: notice the exit by polling
+                    for key, _ in selector.select(max(0.0, until - now)):
+                        if key.fd == exit_signal:
+                            selector.unregister(key.fileobj)  # poll() above records the time
+                        elif key.fd == cancel_fd:
+                            selector.unregister(key.fileobj)
+                            cancelled_at = time.monotonic()
+                            _signal_group(process.pid, signal.SIGTERM)
+                        else:
+                            moved = self._transfer(key)
+                            if moved is None:
+                                selector.unregister(key.fileobj)
+                                pipes -= 1
+                                if key.fileobj is process.stdin:
+                                    process.stdin.close()
+                            elif moved:
+                                return "overflow"
+            finally:
+                if exit_signal is not None:
+                    os.close(exit_signal)
+
+    def _transfer(self, key: selectors.SelectorKey) -> Optional[bool]:
+        """Move one chunk: None when the pipe is finished, True when stdout passed its cap."""
+        process = self.process
+        if key.fileobj is process.stdin:
+            assert process.stdin is not None
+            try:
+                self.offset += os.write(key.fd, self.data[self.offset:self.offset + _CHUNK])
+            except BlockingIOError:
+                return False
+            except BrokenPipeError:  # the program stopped reading; not an error by itself
+                self.offset = len(self.data)
+            return False if self.offset < len(self.data) else None
+        chunk = os.read(key.fd, _CHUNK)
+        if not chunk:
+            return None
+        if key.fileobj is process.stdout:
+            self.stdout += chunk
+            return len(self.stdout) > self.max_output_bytes
+        self.stderr += chunk
+        del self.stderr[:-STDERR_TAIL_BYTES]
+        if self.on_stderr_line is not None:
+            self._lines(chunk)
+        return False
+
+    def _lines(self, chunk: bytes) -> None:
+        assert self.on_stderr_line is not None
+        *lines, rest = _LINE_END.split(self.partial + chunk)
+        self.partial = rest[-STDERR_TAIL_BYTES:]  # a partial line is bounded, however long it grows
+        for line in lines:
+            if line:
+                self.on_stderr_line(line.decode("utf-8", "replace"))
+
+
+def _exit_signal(pid: int) -> Optional[int]:
+    """A file descriptor that becomes readable when `pid` exits (a pidfd), or None where there is none."""
+    try:
+        return os.pidfd_open(pid)  # Linux 5.3+
+    except (AttributeError, OSError):
+        return None
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_marked(prefix: str) -> int:
+    """SIGKILL every process of ours whose environment holds a variable starting with `prefix`.
+
+    Reads /proc/*/environ: a process that left the run's process group (setsid) or lost its
+    parent is still found, as long as it kept its environment. Returns how many were killed.
+    """
+    needle = b"\0" + prefix.encode()
+    killed = 0
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:  # no /proc: nothing more can be found
+        return 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as file:
+                environment = b"\0" + file.read()
+        except OSError:  # gone, or not ours
+            continue
+        if needle in environment:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
             except OSError:
                 pass
-    returncode = process.wait()
-    return ProgramRun(returncode, bytes(stdout), bytes(stderr), timed_out, overflowed)
+    return killed
 
 
-def command_tool(name: str, command: Union[list[ArgvItem], str], *, input_schema: Optional[dict[str, Any]] = None,
-                 description: Optional[str] = None, title: Optional[str] = None,
-                 output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
-                 stdin: Union[str, dict[str, str]] = "json", timeout: Optional[float] = None,
-                 max_output_bytes: Optional[int] = None, cwd: Optional[str] = None,
-                 env: Optional[dict[str, str]] = None, shell: bool = False, output: str = "text",
-                 base_dir: Optional[str] = None) -> Tool:
-    """A Tool that runs a program. See the module docstring for the rules it enforces."""
-    schema = input_schema if input_schema is not None else {"type": "object", "additionalProperties": False}
-    spec = CommandSpec(command=command if isinstance(command, str) else tuple(command), stdin=stdin,
-                       timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-                       max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES if max_output_bytes is None else max_output_bytes,
-                       cwd=cwd, env=dict(env or {}), shell=shell, output=output)
+class _Leftovers:
+    """At exit, kill whatever any run of this server left behind (registered on the first run)."""
+
+    def __init__(self) -> None:
+        self._registered = False
+        self._lock = threading.Lock()
+
+    def started(self) -> None:
+        with self._lock:
+            if not self._registered:
+                self._registered = True
+                atexit.register(kill_marked, f"{MARK_VARIABLE}={_SERVER_MARK}-")
+
+
+_leftovers = _Leftovers()
+
+
+def command_tool(name: str, command: Union[list[ArgvItem], str], *, base_dir: Optional[str] = None,
+                 **options: Any) -> Tool:
+    """A Tool that runs a program. `options` are CommandSpec.OPTIONS and the tool fields of
+    _tools.TOOL_OPTIONS, by their Python names. See the module docstring for the rules it enforces."""
+    tool_fields = {key: options.pop(key) for key in list(options) if key in TOOL_OPTIONS}
+    spec = CommandSpec(command, **options)
+    schema = tool_fields.pop("input_schema", None)
+    if schema is None:
+        schema = {"type": "object", "additionalProperties": False}
     if not isinstance(schema, dict):
         raise ConfigError(f"command tool {name!r}: inputSchema must be an object")
     _check_spec(name, spec, schema, base_dir)
-    return Tool(name=name, input_schema=schema, handler=_Command(name, spec, schema, base_dir), title=title,
-                description=description, output_schema=output_schema, annotations=annotations)
+    return Tool(name, schema, _Command(name, spec, schema, base_dir), takes_context=True, **tool_fields)

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 # Deeper than any real MCP message (the envelope uses four levels); far below what any thread
 # stack needs to survive. Raise it only together with the thread stack size.
 MAX_JSON_DEPTH = 64
+# What the threads that run requests get: glibc's default. musl's 128 KiB is too small for tools, and
+# for the decoder past a few hundred levels (docs/musl.md).
+THREAD_STACK_BYTES = 8 * 1024 * 1024
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string, or an unclosed one running to the end of the text (an optional lone backslash last). Every
+# '"' it starts at matches at once, so no position is scanned twice: linear on any input. Without the
+# unclosed alternative, each '"' of an unclosed string rescanned to the end (quadratic: 1 MB took 50 min).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
@@ -28,9 +35,29 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (_INFINITY, -_INFINITY):  # 1e999: valid JSON, but no answer carrying it could be encoded
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+_INFINITY = float("inf")
+# Converting a decimal string to int is quadratic in its length. Pythons from 3.11 (and the 3.9/3.10
+# security releases) refuse more than 4,300 digits; older ones would spend minutes on one long number.
+MAX_INT_DIGITS = 4300
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"integer with more than {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
 # Built once: json.loads and json.dumps with any keyword argument build a new decoder or encoder on every
 # call, which costs more than decoding or encoding a small message. Both are safe to share between threads.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
+                            parse_int=None if hasattr(sys, "get_int_max_str_digits") else _bounded_int)
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 

@@ -1,4 +1,9 @@
-"""Turn a TARGET on the command line into a Server: `module:attribute`, a `.py` file, or a manifest."""
+"""Turn a TARGET on the command line into a Server: `module:attribute`, a `.py` file, or a manifest.
+
+A manifest (docs/manifest.md) is a server of command tools described in JSON. Its tool keys are the
+Python options' manifest names in _tools.TOOL_OPTIONS and _command.CommandSpec.OPTIONS: one table,
+read here; unknown keys are refused so a typo never silently drops a setting.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,16 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import Optional
+from typing import Any, Optional
 
-from ._server import Server
+from . import _json
+from ._server import DEFAULT_TTL_MS, Server
+from ._version import __version__
 from .errors import ConfigError
 
-__all__ = ["load_target"]
+__all__ = ["load_manifest", "load_target"]
+
+_MANIFEST_KEYS = {"$schema", "name", "version", "title", "instructions", "ttlMs", "cacheScope", "tools"}
 
 
 def load_target(target: str) -> Server:
@@ -20,7 +29,7 @@ def load_target(target: str) -> Server:
     location, _, attribute = target.partition(":") if not os.path.exists(target) else (target, "", "")
     path = _existing_file(location)
     if path is not None and path.endswith(".json"):
-        return Server.from_manifest(path)
+        return load_manifest(path)
     try:
         module = _load_file(path) if path is not None else importlib.import_module(location)
     except ConfigError:
@@ -72,3 +81,45 @@ def _server_in(module: ModuleType, attribute: str, target: str) -> Server:
     if not found:
         raise ConfigError(f"{target!r} defines no mcpserver.Server; create one, or name it with MODULE:ATTRIBUTE")
     raise ConfigError(f"{target!r} defines several servers; pick one with {target}:NAME")
+
+
+def load_manifest(path: str) -> Server:
+    """A server of command tools described by a JSON manifest (see docs/manifest.md)."""
+    from ._command import CommandSpec  # subprocess and selectors load only for servers that run programs
+    from ._tools import TOOL_OPTIONS
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            manifest = _json.loads(file.read())
+    except OSError as exc:
+        raise ConfigError(f"cannot read manifest {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"manifest {path} is not valid JSON: {exc}") from None
+    where = f"manifest {path}"
+    _only_keys(manifest, _MANIFEST_KEYS, where)
+    if not isinstance(manifest.get("tools"), list):
+        raise ConfigError(f"{where}: \"tools\" must be an array of command tools")
+    server = Server(manifest.get("name") or os.path.splitext(os.path.basename(path))[0],
+                    str(manifest.get("version", __version__)), title=manifest.get("title"),
+                    instructions=manifest.get("instructions"), ttl_ms=manifest.get("ttlMs", DEFAULT_TTL_MS),
+                    cache_scope=manifest.get("cacheScope", "public"))
+    base_dir = os.path.dirname(os.path.abspath(path))
+    keywords = {key: keyword for keyword, key in TOOL_OPTIONS.items() if key is not None}
+    keywords.update({key: keyword for keyword, (key, _) in CommandSpec.OPTIONS.items()})
+    for index, entry in enumerate(manifest["tools"]):
+        _only_keys(entry, {"name", "command", *keywords}, f"{where}, tools[{index}]")
+        if "name" not in entry or "command" not in entry:
+            raise ConfigError(f"{where}, tools[{index}]: every tool needs \"name\" and \"command\"")
+        options = {keywords[key]: value for key, value in entry.items() if key in keywords}
+        if isinstance(options.get("cwd"), str):
+            options["cwd"] = os.path.join(base_dir, options["cwd"])
+        server.command(entry["name"], entry["command"], base_dir=base_dir, **options)
+    return server
+
+
+def _only_keys(entry: Any, allowed: set[str], where: str) -> None:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be a JSON object")
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")

@@ -8,14 +8,15 @@ the traceback goes to the log only (WIRE.md §9.4).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from . import _json
-from ._schema import check_schema, quick_validator, schema_from_function, validate
+from ._context import Cancelled, Context
+from ._schema import resolve_annotations, schema_from_function
+from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, is_coroutine_function, parameters
+from ._validate import check_schema, quick_validator, validate
 from .content import ContentBlock
 from .errors import ConfigError
 
@@ -23,9 +24,21 @@ __all__ = ["Tool", "ToolError", "ToolResult", "function_tool"]
 
 log = logging.getLogger("mcpserver.tools")
 
+# The one table of a tool's own fields: Python keyword -> key in a JSON manifest (None: Python only).
+# function_tool and command_tool take these keywords; the manifest loader maps its keys through it.
+TOOL_OPTIONS: dict[str, Optional[str]] = {
+    "title": "title",
+    "description": "description",
+    "input_schema": "inputSchema",
+    "output_schema": "outputSchema",
+    "annotations": "annotations",
+    "icons": "icons",
+    "meta": "_meta",
+    "requires_client_capabilities": None,
+}
+
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 _HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_MAX_SAFE_INTEGER = 2**53 - 1
 _ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
@@ -33,88 +46,113 @@ class ToolError(Exception):
     """Raise from a tool to report a failure to the model: the message becomes an isError result."""
 
 
-@dataclass
 class ToolResult:
     """Full control over a tool's result: content blocks, structured value, error flag."""
 
-    content: list[dict[str, Any]] = field(default_factory=list)
-    structured: Any = None
-    is_error: bool = False
+    __slots__ = ("content", "is_error", "structured")
+
+    def __init__(self, content: Optional[list[dict[str, Any]]] = None, structured: Any = None,
+                 is_error: bool = False):
+        self.content = list(content or [])
+        self.structured = structured
+        self.is_error = is_error
+
+    def __repr__(self) -> str:
+        return f"ToolResult(content={self.content!r}, structured={self.structured!r}, is_error={self.is_error!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolResult) and (self.content, self.structured, self.is_error) == (
+            other.content, other.structured, other.is_error)
 
 
 def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-@dataclass(frozen=True)
-class HeaderParam:
+class HeaderParam(NamedTuple):
     """An argument the client mirrors into `Mcp-Param-{name}` (the x-mcp-header annotation)."""
 
     name: str
     path: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    input_schema: dict[str, Any]
-    handler: Callable[[dict[str, Any]], Any]
-    title: Optional[str] = None
-    description: Optional[str] = None
-    output_schema: Optional[dict[str, Any]] = None
-    annotations: Optional[dict[str, Any]] = None
-    icons: Optional[list[dict[str, Any]]] = None
-    meta: Optional[dict[str, Any]] = None
-    # Client capabilities the tool cannot work without (e.g. {"sampling": {}}); a client that did
-    # not declare them gets -32021 instead of a call (WIRE.md §3.1).
-    requires_client_capabilities: Optional[dict[str, Any]] = None
-    definition: dict[str, Any] = field(init=False, repr=False, compare=False)
-    header_params: tuple[HeaderParam, ...] = field(init=False, repr=False, compare=False)
-    # Fast yes-checks for the common flat schemas (None: always use the full validator); see quick_validator.
-    _quick_input: Optional[Callable[[Any], bool]] = field(init=False, repr=False, compare=False)
-    _quick_output: Optional[Callable[[Any], bool]] = field(init=False, repr=False, compare=False)
+# handler(arguments, context): context is None unless the tool takes one (takes_context).
+Handler = Callable[[dict[str, Any], Optional[Context]], Any]
 
-    def __post_init__(self) -> None:
-        where = f"tool {self.name!r}"
-        if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):
-            raise ConfigError(f"invalid tool name {self.name!r}: use 1 to 128 of A-Z a-z 0-9 _ - .")
-        check_schema(self.input_schema, f"{where} inputSchema", root_object=True)
-        if self.output_schema is not None:
-            check_schema(self.output_schema, f"{where} outputSchema")
-        _check_annotations(self.annotations, where)
-        _check_icons(self.icons, where)
-        needed = self.requires_client_capabilities
+
+class Tool:
+    """A tool's definition and its handler, checked together when the tool is made."""
+
+    __slots__ = ("_quick_input", "_quick_output", "annotations", "definition", "description", "handler",
+                 "header_params", "icons", "input_schema", "meta", "name", "output_schema",
+                 "requires_client_capabilities", "takes_context", "title")
+
+    def __init__(self, name: str, input_schema: dict[str, Any], handler: Handler, *, title: Optional[str] = None,
+                 description: Optional[str] = None, output_schema: Optional[dict[str, Any]] = None,
+                 annotations: Optional[dict[str, Any]] = None, icons: Optional[list[dict[str, Any]]] = None,
+                 meta: Optional[dict[str, Any]] = None,
+                 requires_client_capabilities: Optional[dict[str, Any]] = None, takes_context: bool = False):
+        where = f"tool {name!r}"
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise ConfigError(f"invalid tool name {name!r}: use 1 to 128 of A-Z a-z 0-9 _ - .")
+        check_schema(input_schema, f"{where} inputSchema", root_object=True)
+        if output_schema is not None:
+            check_schema(output_schema, f"{where} outputSchema")
+        _check_annotations(annotations, where)
+        _check_icons(icons, where)
+        needed = requires_client_capabilities
         if needed is not None and not (isinstance(needed, dict) and all(isinstance(v, dict) for v in needed.values())):
             raise ConfigError(f"{where}: requires_client_capabilities must map capability names to objects, "
                               "e.g. {\"sampling\": {}}")
-        definition: dict[str, Any] = {"name": self.name}
-        for key, value in (("title", self.title), ("description", self.description),
-                           ("inputSchema", self.input_schema), ("outputSchema", self.output_schema),
-                           ("annotations", self.annotations), ("icons", self.icons), ("_meta", self.meta)):
+        self.name = name
+        self.input_schema = input_schema
+        self.handler = handler
+        self.title = title
+        self.description = description
+        self.output_schema = output_schema
+        self.annotations = annotations
+        self.icons = icons
+        self.meta = meta
+        # Client capabilities the tool cannot work without (e.g. {"sampling": {}}); a client that did
+        # not declare them gets -32021 instead of a call (WIRE.md §3.1).
+        self.requires_client_capabilities = requires_client_capabilities
+        self.takes_context = takes_context
+        definition: dict[str, Any] = {"name": name}
+        for key, value in (("title", title), ("description", description), ("inputSchema", input_schema),
+                           ("outputSchema", output_schema), ("annotations", annotations), ("icons", icons),
+                           ("_meta", meta)):
             if value is not None:
                 definition[key] = value
         try:
             _json.dumps(definition)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: its definition is not JSON: {exc}") from None
-        object.__setattr__(self, "definition", definition)
-        object.__setattr__(self, "header_params", _header_params(self.input_schema, where))
-        object.__setattr__(self, "_quick_input", quick_validator(self.input_schema))
-        object.__setattr__(self, "_quick_output", quick_validator(self.output_schema))
+        self.definition = definition
+        self.header_params = _header_params(input_schema, where)
+        # Fast yes-checks for the common flat schemas (None: always use the full validator); see quick_validator.
+        self._quick_input = quick_validator(input_schema)
+        self._quick_output = quick_validator(output_schema)
 
-    def call(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Run the tool; the CallToolResult without resultType and _meta."""
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    def call(self, arguments: dict[str, Any], context: Optional[Context] = None) -> dict[str, Any]:
+        """Run the tool; the CallToolResult without resultType and _meta. Cancelled passes through."""
         quick = self._quick_input
         if quick is None or not quick(arguments):
             errors = validate(arguments, self.input_schema)
             if errors:
                 return error_result(f"Invalid arguments for tool {self.name}: " + "; ".join(errors))
         try:
-            value = self.handler(arguments)
-        except ToolError as exc:
-            return error_result(str(exc) or f"Tool {self.name} failed")
-        except (Exception, SystemExit) as exc:
-            log.exception("tool %s raised", self.name)
+            value = self.handler(arguments, context)
+        except BaseException as exc:
+            if context is not None and context.cancelled:  # whatever cancelling looked like from inside the tool
+                raise exc if isinstance(exc, Cancelled) else Cancelled(str(exc)) from exc
+            if isinstance(exc, ToolError):
+                return error_result(str(exc) or f"Tool {self.name} failed")
+            # KeyboardInterrupt, CancelledError, SystemExit... raised by tool code are the tool's failure:
+            # the server's own signals never reach a tool as exceptions.
+            log.error("tool %s raised", self.name, exc_info=True)
             return error_result(f"Tool {self.name} failed: {type(exc).__name__}: {exc}")
         return self._result(value)
 
@@ -206,47 +244,83 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
                   output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
                   icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
                   requires_client_capabilities: Optional[dict[str, Any]] = None) -> Tool:
-    """A Tool from a Python function; the schema comes from its signature unless given."""
+    """A Tool from a Python function; the schema comes from its signature unless given.
+
+    A parameter annotated `Context` receives the request's context and is not part of the schema.
+    """
     tool_name = name or str(getattr(fn, "__name__", ""))
     where = f"tool {tool_name!r}"
-    run = _runner(fn)
-    handler: Callable[[dict[str, Any]], Any]
+    converters: dict[str, Callable[[Any], Any]] = {}
     if input_schema is None:
         derived = schema_from_function(fn, where)
         input_schema = derived.input_schema
         description = description or derived.description
         converters = derived.converters
-
-        def handler(arguments: dict[str, Any]) -> Any:
-            return run({k: converters[k](v) if k in converters else v for k, v in arguments.items()})
+        context_parameter = derived.context_parameter
     else:
-        _check_signature_accepts(fn, input_schema, where)
-        description = description or (inspect.getdoc(fn) or None)
-        handler = run
-    return Tool(name=tool_name, input_schema=input_schema, handler=handler, title=title, description=description,
-                output_schema=output_schema, annotations=annotations, icons=icons, meta=meta,
-                requires_client_capabilities=requires_client_capabilities)
+        context_parameter = _check_signature_accepts(fn, input_schema, where)
+        description = description or docstring(fn) or None
+    return Tool(tool_name, input_schema, _handler(fn, converters, context_parameter), title=title,
+                description=description, output_schema=output_schema, annotations=annotations, icons=icons, meta=meta,
+                requires_client_capabilities=requires_client_capabilities, takes_context=context_parameter is not None)
 
 
-def _runner(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
-    if inspect.iscoroutinefunction(fn):
-        import asyncio  # only for async tools; each call gets its own event loop
+def _handler(fn: Callable[..., Any], converters: dict[str, Callable[[Any], Any]],
+             context_parameter: Optional[str]) -> Handler:
+    """Call `fn` with the arguments (converted where JSON loses the type) and, if it asks, the context."""
+    coroutine = is_coroutine_function(fn)
 
-        return lambda arguments: asyncio.run(fn(**arguments))
-    return lambda arguments: fn(**arguments)
+    def handler(arguments: dict[str, Any], context: Optional[Context]) -> Any:
+        if converters:
+            arguments = {k: converters[k](v) if k in converters else v for k, v in arguments.items()}
+        if context_parameter is not None:
+            arguments = {**arguments, context_parameter: context if context is not None else Context()}
+        if coroutine:
+            return _run_coroutine(fn, arguments, context)
+        return fn(**arguments)
+
+    return handler
 
 
-def _check_signature_accepts(fn: Callable[..., Any], schema: dict[str, Any], where: str) -> None:
-    """An explicit schema must fit the function: every property a parameter, every needed one required."""
-    parameters = inspect.signature(fn).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return
+def _run_coroutine(fn: Callable[..., Any], arguments: dict[str, Any], context: Optional[Context]) -> Any:
+    """Run an async tool in an event loop of its own; cancelling the request cancels its task."""
+    import asyncio
+
+    async def main() -> Any:
+        task = asyncio.ensure_future(fn(**arguments))
+        if context is not None:
+            loop = asyncio.get_running_loop()
+
+            def cancel() -> None:
+                try:
+                    loop.call_soon_threadsafe(task.cancel)
+                except RuntimeError:  # the loop has already finished
+                    pass
+
+            context.on_cancel(cancel)
+        return await task
+
+    return asyncio.run(main())
+
+
+def _check_signature_accepts(fn: Callable[..., Any], schema: dict[str, Any], where: str) -> Optional[str]:
+    """An explicit schema must fit the function: every property a parameter, every needed one required.
+    Returns the parameter annotated Context, if any."""
+    params = parameters(fn)
+    context_parameter = None
+    if any(p.annotation is Context or (isinstance(p.annotation, str) and "Context" in p.annotation) for p in params):
+        annotations = resolve_annotations(fn, params, where)
+        context_parameter = next((p.name for p in params if annotations.get(p.name) is Context), None)
+    params = [p for p in params if p.name != context_parameter]
+    if any(p.kind == VAR_KEYWORD for p in params):
+        return context_parameter
     properties = set(schema.get("properties") or {})
-    unknown = sorted(properties - set(parameters))
+    unknown = sorted(properties - {p.name for p in params})
     if unknown:
         raise ConfigError(f"{where}: inputSchema property {unknown[0]!r} is not a parameter of {fn.__name__}()")
     required = set(schema.get("required") or ())
-    for param in parameters.values():
-        if param.default is param.empty and param.kind is not param.VAR_POSITIONAL and param.name not in required:
+    for param in params:
+        if param.default is EMPTY and param.kind != VAR_POSITIONAL and param.name not in required:
             raise ConfigError(f"{where}: parameter {param.name!r} has no default, so the inputSchema must list "
                               "it in \"required\"")
+    return context_parameter

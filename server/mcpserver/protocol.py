@@ -34,7 +34,9 @@ import re
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _json
-from ._server import ResourceNotFound, Server
+from ._context import Cancelled, Context, Flight
+from ._resources import ResourceNotFound
+from ._server import Server
 from .errors import (
     HeaderMismatch,
     InternalError,
@@ -47,12 +49,16 @@ from .errors import (
     UnsupportedVersion,
 )
 
-__all__ = ["PROTOCOL_VERSION", "SUPPORTED_VERSIONS", "Reply", "dispatch", "dispatch_bytes", "encode", "handle",
-           "parse"]
+__all__ = ["CANCELLED", "PROTOCOL_VERSION", "RUNS_AUTHOR_CODE", "SUPPORTED_VERSIONS", "Reply", "cancelled_request",
+           "dispatch", "dispatch_bytes", "encode", "error_reply", "handle", "parse", "progress_token"]
 
 log = logging.getLogger("mcpserver.protocol")
 
 PROTOCOL_VERSION = "2026-07-28"
+CANCELLED = 499  # Reply.status of a request cancelled while it ran: nothing is sent for it
+# Methods that run the server author's code, so may take long: transports run them where a client can
+# cancel them, and stream them when progress is asked for.
+RUNS_AUTHOR_CODE = frozenset({"tools/call", "prompts/get", "resources/read"})
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -113,22 +119,30 @@ def handle(message: Any, server: Server) -> Optional[dict[str, Any]]:
     return dispatch(message, server).response
 
 
-def dispatch_bytes(data: bytes, server: Server, headers: Optional[dict[str, str]] = None) -> Reply:
+def dispatch_bytes(data: bytes, server: Server, headers: Optional[dict[str, str]] = None, *,
+                   flight: Optional[Flight] = None) -> Reply:
     """Parse then dispatch: what a transport calls with the bytes of one message."""
     try:
         message = parse(data)
     except ParseError as exc:
-        return Reply(_error_response(None, exc), exc.http_status)
-    return dispatch(message, server, headers)
+        return error_reply(exc)
+    return dispatch(message, server, headers, flight=flight)
 
 
-def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = None) -> Reply:
-    """Answer one decoded message; see the module docstring for the order of the rules."""
+def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = None, *,
+             flight: Optional[Flight] = None) -> Reply:
+    """Answer one decoded message; see the module docstring for the order of the rules.
+
+    `flight` is the transport's handle on the request: where its notifications (progress) go and its
+    cancel flag. A request cancelled while it ran gets no response at all (Reply(None, CANCELLED)).
+    """
     request_id = _readable_id(message)
     try:
         method, params = _envelope(message, http=headers is not None)
         if method is None or "id" not in message:  # a notification, or a response on stdio
             return Reply(None, 202)
+        if not isinstance(params, dict):
+            raise InvalidParams('Invalid params: "params" must be an object', http_status=400)
         if headers is not None:
             _headers_present(headers, method)
         meta = _meta(method, params)
@@ -136,17 +150,37 @@ def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = N
             _headers_match(headers, method, params, meta, server)
         _version_supported(meta[META_VERSION])
         run = _method(method, server)
-        return Reply(_success(request_id, run(server, params), server), 200)
+        context = Context(request_id, meta, flight, method)
+        return Reply(_success(request_id, run(server, params, context), server), 200)
     except ProtocolError as exc:
         return Reply(_error_response(request_id, exc), exc.http_status)
+    except Cancelled:
+        return Reply(None, CANCELLED)
     except Exception:
         log.exception("internal error answering %s", _describe(message))
         error = InternalError("Internal error")
         return Reply(_error_response(request_id, error), error.http_status)
 
 
-# ---------------------------------------------------------------------------------------------
-# Steps 1 to 7
+def error_reply(error: ProtocolError, request_id: Any = None) -> Reply:
+    """The reply for a message refused before it could be dispatched (unreadable, too long)."""
+    return Reply(_error_response(request_id, error), error.http_status)
+
+
+def cancelled_request(message: Any) -> Any:
+    """The request id a well-formed notifications/cancelled names, else None (a bad one is ignored, WIRE.md §8)."""
+    if (isinstance(message, dict) and message.get("method") == "notifications/cancelled" and "id" not in message
+            and message.get("jsonrpc") == "2.0" and isinstance(message.get("params"), dict)):
+        return _readable_id({"id": message["params"].get("requestId")})
+    return None
+
+
+def progress_token(message: Any) -> Any:
+    """The progress token a request carries (string or integer), else None."""
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
 
 def _readable_id(message: Any) -> Any:
@@ -157,8 +191,11 @@ def _readable_id(message: Any) -> Any:
     return None
 
 
-def _envelope(message: Any, *, http: bool) -> tuple[Optional[str], dict[str, Any]]:
-    """The method and params of a valid request or notification; method None for a client's response."""
+def _envelope(message: Any, *, http: bool) -> tuple[Optional[str], Any]:
+    """The method and params of a valid request or notification; method None for a client's response.
+
+    params is checked by the caller: a malformed notification is never answered, so its params are
+    never looked at."""
     if isinstance(message, list):
         raise InvalidRequest("Invalid Request: batches are not part of protocol 2026-07-28; send one message")
     if not isinstance(message, dict):
@@ -176,10 +213,7 @@ def _envelope(message: Any, *, http: bool) -> tuple[Optional[str], dict[str, Any
         raise InvalidRequest('Invalid Request: "method" must be a string')
     if "id" in message and _readable_id(message) is None:
         raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
-    params = message.get("params", {})
-    if not isinstance(params, dict):
-        raise InvalidParams('Invalid params: "params" must be an object', http_status=400)
-    return method, params
+    return method, message.get("params", {})
 
 
 def _header(headers: dict[str, str], name: str) -> Optional[str]:
@@ -196,7 +230,9 @@ def _headers_present(headers: dict[str, str], method: str) -> None:
     names = [HEADER_VERSION, HEADER_METHOD] + ([HEADER_NAME] if method in _NAMED_BY else [])
     for name in names:
         if _header(headers, name) is None:
-            raise HeaderMismatch(f"Header mismatch: required header {name} is missing")
+            # A client of an earlier revision sends initialize without these: tell it what we speak (WIRE.md §4).
+            legacy = {"supported": list(SUPPORTED_VERSIONS)} if method == "initialize" else None
+            raise HeaderMismatch(f"Header mismatch: required header {name} is missing", data=legacy)
 
 
 def _decoded(value: str, name: str) -> str:
@@ -248,7 +284,8 @@ def _headers_match(headers: dict[str, str], method: str, params: dict[str, Any],
         if name != params[field]:
             raise _mismatch(HEADER_NAME, name, params[field])
     if method == "tools/call":
-        tool = server.tools.get(params.get("name"))  # type: ignore[arg-type]
+        tool_name = params.get("name")
+        tool = server.tools.get(tool_name) if isinstance(tool_name, str) else None
         arguments = params.get("arguments")
         if tool is not None and tool.header_params and isinstance(arguments, dict):
             _param_headers_match(headers, tool.header_params, arguments)
@@ -285,7 +322,7 @@ def _version_supported(version: str) -> None:
                                  data={"supported": list(SUPPORTED_VERSIONS), "requested": version})
 
 
-Handler = Callable[[Server, dict[str, Any]], dict[str, Any]]
+Handler = Callable[[Server, dict[str, Any], Context], dict[str, Any]]
 
 
 def _method(method: str, server: Server) -> Handler:
@@ -333,7 +370,7 @@ def _cacheable(server: Server, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _discover(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _discover(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": server.capabilities()}
     if server.instructions:
         result["instructions"] = server.instructions
@@ -375,11 +412,11 @@ def _named(method: str, params: dict[str, Any]) -> str:
     return value
 
 
-def _list_tools(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _list_tools(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     return _page(server, params, "tools", [tool.definition for tool in server.tools.values()])
 
 
-def _call_tool(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     name = _named("tools/call", params)
     arguments = params.get("arguments", {})
     if arguments is None:
@@ -395,18 +432,18 @@ def _call_tool(server: Server, params: dict[str, Any]) -> dict[str, Any]:
         if missing:
             raise MissingClientCapability(f"Missing required client capability: {', '.join(missing)}",
                                           data={"requiredCapabilities": missing})
-    return tool.call(arguments)
+    return tool.call(arguments, context if tool.takes_context else None)
 
 
-def _list_resources(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _list_resources(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     return _page(server, params, "resources", [r.definition for r in server.resources.values()])
 
 
-def _list_templates(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _list_templates(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     return _page(server, params, "resourceTemplates", [t.definition for t in server.resource_templates])
 
 
-def _read_resource(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _read_resource(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     uri = _named("resources/read", params)
     try:
         contents = server.read_resource(uri)
@@ -415,44 +452,16 @@ def _read_resource(server: Server, params: dict[str, Any]) -> dict[str, Any]:
     return _cacheable(server, {"contents": contents})
 
 
-def _list_prompts(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _list_prompts(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     return _page(server, params, "prompts", [p.definition for p in server.prompts.values()])
 
 
-def _get_prompt(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+def _get_prompt(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     name = _named("prompts/get", params)
     prompt = server.prompts.get(name)
     if prompt is None:
         raise InvalidParams(f"Unknown prompt: {name}")
-    arguments = params.get("arguments") or {}
-    if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
-        raise InvalidParams("Invalid params: prompt arguments must be an object of strings")
-    known = {a["name"]: a for a in prompt.arguments}
-    for argument in arguments:
-        if argument not in known:
-            raise InvalidParams(f"Unknown argument {argument!r} for prompt {name}")
-    for argument in prompt.arguments:
-        if argument["required"] and argument["name"] not in arguments:
-            raise InvalidParams(f"Missing required argument {argument['name']!r} for prompt {name}")
-    rendered = prompt.renderer(**arguments)
-    result: dict[str, Any] = {"messages": _messages(rendered, name)}
-    if prompt.description:
-        result["description"] = prompt.description
-    return result
-
-
-def _messages(rendered: Any, name: str) -> list[dict[str, Any]]:
-    if isinstance(rendered, str):
-        rendered = [{"role": "user", "content": rendered}]
-    messages = []
-    for message in rendered:
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise TypeError(f"prompt {name} returned a message that is not {{'role': 'user'|'assistant', ...}}")
-        content = message.get("content")
-        if isinstance(content, str):
-            content = {"type": "text", "text": content}
-        messages.append({"role": message["role"], "content": content})
-    return messages
+    return prompt.get(params.get("arguments"))
 
 
 _METHODS: dict[str, tuple[Optional[str], Handler]] = {

@@ -3,12 +3,20 @@
 Rules of this module:
 - stdout carries protocol lines only. The protocol writes to a private duplicate of fd 1, and fd 1
   itself is pointed at stderr, so a tool that prints (from Python, C or a child process) can only
-  reach the log.
-- Each line is answered before the next is read; every response is flushed at once.
+  reach the log. fd 0 is the protocol's alone too: tools and their children read /dev/null.
+- The main thread reads. Requests that run the server author's code (tools/call, prompts/get,
+  resources/read) run on worker threads, at most max_concurrent at once; beyond that the reader
+  waits, so input is never dropped or reordered. Other requests are answered by the reader
+  itself. Responses come out in completion order; ids pair them.
+- One writer: every response and notification is written whole, as one line, under one lock.
+- notifications/cancelled naming a request in flight cancels it: its tool is told, and nothing
+  more is sent for it, not even a response. A cancel for an unknown or finished id, or a
+  malformed one, is ignored; no notification is ever answered.
 - Blank lines are skipped, a trailing CR is dropped, a last line without a newline is still
   answered. A line longer than MAX_LINE_BYTES is discarded and answered with an error.
-- EOF: everything read has been answered; exit 0. SIGTERM/SIGINT: finish the message in hand, then
-  exit 0; while waiting for input, exit at once. A closed stdout ends the server quietly.
+- EOF: stop reading, answer everything that was read, exit 0. SIGTERM/SIGINT: stop reading, let
+  requests in flight finish within grace_seconds, cancel the rest, exit 0; a second signal
+  cancels them at once. A closed stdout ends the server quietly.
 """
 
 from __future__ import annotations
@@ -17,44 +25,67 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 from typing import Any, BinaryIO, Optional, Union
 
 from . import protocol
+from ._context import Flight
+from ._json import THREAD_STACK_BYTES
 from ._server import Server
-from .errors import InvalidRequest
+from .errors import InvalidRequest, ProtocolError
 
-__all__ = ["MAX_LINE_BYTES", "serve_stdio"]
+__all__ = ["DEFAULT_GRACE_SECONDS", "DEFAULT_MAX_CONCURRENT", "MAX_LINE_BYTES", "serve_stdio"]
 
 log = logging.getLogger("mcpserver.stdio")
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # room for a 5 MB payload even when JSON escapes make it 6x longer
-
+DEFAULT_MAX_CONCURRENT = 16  # requests running the author's code at once; the reader waits beyond it
+DEFAULT_GRACE_SECONDS = 10.0
+HAND_OFF_AFTER = 0.01  # seconds a call may hold the reader before reading moves to another thread
 
 Writer = Union[BinaryIO, "_FdWriter"]
 
 
-class _Stop(Exception):
-    """Raised by the signal handler while the loop waits for input."""
-
-
 class _LogWriter:
-    """Stands in for sys.stdout while serving: what tools print goes to the log, line by line."""
+    """Stands in for sys.stdout while serving: what tools print goes to the log, line by line.
+
+    A write without a newline (a progress bar's "\\r3/10") is only kept, so many of them cost linear
+    time; a partial line longer than MAX_PARTIAL_LINE is logged as it is rather than held without end.
+    """
+
+    MAX_PARTIAL_LINE = 64 * 1024
 
     def __init__(self, logger: logging.Logger):
         self._logger = logger
-        self._pending = ""
+        self._pending: list[str] = []
+        self._pending_size = 0
+        self._lock = threading.Lock()
 
     def write(self, text: str) -> int:
-        self._pending += text
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            self._logger.info("%s", line)
+        with self._lock:
+            if "\n" not in text:
+                self._pending.append(text)
+                self._pending_size += len(text)
+                if self._pending_size > self.MAX_PARTIAL_LINE:
+                    self._emit("".join(self._pending))
+            else:
+                first, *middle, last = text.split("\n")
+                self._emit("".join(self._pending) + first)
+                for line in middle:
+                    self._logger.info("%s", line)
+                if last:
+                    self._pending, self._pending_size = [last], len(last)
         return len(text)
 
+    def _emit(self, line: str) -> None:
+        self._pending, self._pending_size = [], 0
+        self._logger.info("%s", line)
+
     def flush(self) -> None:
-        if self._pending:
-            self._logger.info("%s", self._pending)
-            self._pending = ""
+        with self._lock:
+            if self._pending:
+                self._emit("".join(self._pending))
 
     def isatty(self) -> bool:
         return False
@@ -89,20 +120,232 @@ def _protocol_stream() -> _FdWriter:
     return _FdWriter(protocol_fd)
 
 
-def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Optional[Writer] = None) -> int:
+def _protocol_input() -> BinaryIO:
+    """Take fd 0 for the protocol alone and point fd 0 (and sys.stdin) at /dev/null.
+
+    Otherwise a tool reading sys.stdin, or a child it starts without stdin=DEVNULL, reads the
+    client's next requests, which are then lost.
+    """
+    protocol_fd = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(0, closefd=False, encoding="utf-8")  # noqa: SIM115  fd 0 lives as long as the process
+    return os.fdopen(protocol_fd, "rb")
+
+
+class _Session:
+    """What the reader threads share: the writer, the requests in flight, the slots, the reader role.
+
+    One thread at a time holds the reader role: it reads a line and, for a request that runs the
+    author's code, runs it itself, so a quick call costs no hand-off between threads. When a call
+    has run longer than HAND_OFF_AFTER, the watcher gives the role to a new thread, which goes on
+    reading; the old one finishes its call and ends. A slow tool delays reading by that much only.
+    """
+
+    def __init__(self, server: Server, reader: BinaryIO, writer: Writer, max_concurrent: int):
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.closed = False  # stdout has gone
+        self.stopping = False  # a signal came: read no more
+        self.ended = threading.Event()  # EOF, a closed stdout, or a signal: the main thread takes over
+        self._write_lock = threading.Lock()
+        self._lock = threading.Lock()  # the flights, the running count and the reader role
+        self._changed = threading.Condition(self._lock)  # a slot freed, or the last call ended
+        self._flights: dict[Any, list[Flight]] = {}
+        self._running = 0
+        self._max_concurrent = max_concurrent
+        self._reader_thread: Optional[threading.Thread] = None
+        self._inline = 0  # which call the reader is running itself (0: none), counted from 1
+        self._calls = 0
+        self._busy = threading.Event()  # the reader started running a call: the watcher should look
+
+    def start(self) -> None:
+        with self._lock:
+            self._reader_thread = self._new_reader()
+        threading.Thread(target=self._watch, name="mcpserver-stdio-watch", daemon=True).start()
+
+    def _new_reader(self) -> threading.Thread:
+        thread = threading.Thread(target=self._read, name="mcpserver-stdio-reader", daemon=True)
+        thread.start()
+        return thread
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def write(self, message: dict[str, Any]) -> None:
+        data = protocol.encode(message)
+        with self._write_lock:
+            if self.closed:
+                return
+            try:
+                if len(data) < 65536:  # one write for the common case; no copy of a large one
+                    self.writer.write(data + b"\n")
+                else:
+                    self.writer.write(data)
+                    self.writer.write(b"\n")
+                self.writer.flush()
+            except (BrokenPipeError, ValueError, OSError) as exc:
+                log.info("stdout closed (%s); exiting", exc.__class__.__name__)
+                self.closed = True
+                self.ended.set()
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def _read(self) -> None:
+        """The reader role: read and handle lines until EOF, a stop, or the role passes on."""
+        me = threading.current_thread()
+        try:
+            while not (self.stopping or self.closed):
+                line = self.reader.readline(MAX_LINE_BYTES + 1)
+                if self.stopping:
+                    return  # read after the signal: not answered
+                if not line:
+                    return
+                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                    self._discard_rest()
+                    refused = InvalidRequest(f"Invalid Request: message longer than {MAX_LINE_BYTES} bytes")
+                    self.write(protocol.error_reply(refused).response or {})
+                elif not self._receive(line, me):
+                    return  # the role went to another thread while this one ran a call
+        except (OSError, ValueError) as exc:  # stdin itself broke: as good as EOF
+            log.info("stdin failed (%s); exiting", exc)
+        finally:
+            with self._lock:
+                if self._reader_thread is me:
+                    self.ended.set()
+                    self._busy.set()  # lets the watcher end
+
+    def _discard_rest(self) -> None:
+        while True:
+            rest = self.reader.readline(MAX_LINE_BYTES)
+            if not rest or rest.endswith(b"\n"):
+                return
+
+    def _receive(self, line: bytes, me: threading.Thread) -> bool:
+        """Handle one line: answer it, run it, or act on a cancel. False when this thread lost the role."""
+        line = line.rstrip(b"\n").rstrip(b"\r")
+        if not line.strip():
+            return True
+        try:
+            message = protocol.parse(line)
+        except ProtocolError as exc:
+            self.write(protocol.error_reply(exc).response or {})
+            return True
+        cancelled = protocol.cancelled_request(message)
+        if cancelled is not None:
+            self.cancel(cancelled)
+            return True
+        request_id = message.get("id") if isinstance(message, dict) else None
+        runs_code = isinstance(message, dict) and message.get("method") in protocol.RUNS_AUTHOR_CODE
+        if not runs_code or request_id is None:
+            self._answer(protocol.dispatch(message, self.server))
+            return True
+        flight = Flight(self.write)
+        call = self._take_slot(request_id, flight)
+        if not call:
+            return True
+        if not self._busy.is_set():
+            self._busy.set()
+        self._run(message, request_id, flight)
+        with self._lock:
+            if self._inline == call:  # else the role has passed on, and _inline is another reader's call
+                self._inline = 0
+            return self._reader_thread is me
+
+    def _answer(self, reply: protocol.Reply) -> None:
+        if reply.response is not None:
+            self.write(reply.response)
+
+    def _take_slot(self, request_id: Any, flight: Flight) -> int:
+        """Count the call as running and in flight, once a slot is free, as the reader's own call;
+        returns its number (0: stopped while waiting)."""
+        with self._changed:
+            while self._running >= self._max_concurrent:
+                if self.stopping or self.closed:
+                    return 0
+                self._changed.wait(0.1)
+            self._running += 1
+            self._flights.setdefault(request_id, []).append(flight)  # 1 and "1" are different keys
+            self._calls += 1
+            self._inline = self._calls
+            return self._calls
+
+    def _run(self, message: dict[str, Any], request_id: Any, flight: Flight) -> None:
+        try:
+            reply = protocol.dispatch(message, self.server, flight=flight)
+            flight.finish(None if reply.response is None else lambda: self._answer(reply))
+        finally:
+            with self._lock:
+                flights = self._flights.get(request_id, [])
+                if flight in flights:
+                    flights.remove(flight)
+                if not flights:
+                    self._flights.pop(request_id, None)
+                self._running -= 1
+                if self._running == self._max_concurrent - 1 or not self._running:
+                    self._changed.notify_all()  # a reader waiting for a slot, or the main thread for the end
+
+    def _watch(self) -> None:
+        """Hand the reader role to a new thread when the reader has run one call for HAND_OFF_AFTER."""
+        while not self.ended.is_set():
+            with self._lock:
+                call = self._inline
+            if not call:
+                self._busy.clear()
+                with self._lock:
+                    call = self._inline
+                if not call:
+                    self._busy.wait()
+                    continue
+            time.sleep(HAND_OFF_AFTER)
+            with self._lock:
+                if self._inline == call and not self.ended.is_set():
+                    self._inline = 0
+                    self._reader_thread = self._new_reader()
+
+    # -- cancelling and ending ----------------------------------------------------------------------
+
+    def cancel(self, request_id: Any) -> None:
+        with self._lock:
+            flights = list(self._flights.get(request_id, ()))
+        for flight in flights:
+            log.info("request %r cancelled by the client", request_id)
+            flight.cancel()
+
+    def cancel_all(self) -> int:
+        with self._lock:
+            flights = [flight for group in self._flights.values() for flight in group]
+        for flight in flights:
+            flight.cancel()
+        return len(flights)
+
+    def wait_idle(self, seconds: Optional[float]) -> bool:
+        """Wait until no call runs, for at most `seconds` (None: without limit); whether none runs."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._running == 0, seconds)
+            return self._running == 0
+
+
+def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Optional[Writer] = None, *,
+                max_concurrent: int = DEFAULT_MAX_CONCURRENT, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> int:
     """Serve `server` on stdin/stdout until EOF or a signal; return the exit status (0).
 
-    With the default streams the process's own fd 1 is taken over (see the module docstring);
-    pass streams to serve anything else, as tests do.
+    With the default streams the process's own fds 0 and 1 are taken over (see the module
+    docstring); pass streams to serve anything else, as tests do.
     """
-    reader = stdin if stdin is not None else sys.stdin.buffer
+    if max_concurrent < 1:
+        raise ValueError(f"max_concurrent must be at least 1, not {max_concurrent!r}")
+    reader = stdin if stdin is not None else _protocol_input()
     writer = stdout if stdout is not None else _protocol_stream()
-    state = {"busy": False, "stop": False}
+    threading.stack_size(THREAD_STACK_BYTES)
+    session = _Session(server, reader, writer, max_concurrent)
+    signals = [0]
 
     def on_signal(signum: int, frame: Any) -> None:
-        state["stop"] = True
-        if not state["busy"]:
-            raise _Stop()
+        signals[0] += 1
+        session.stopping = True
+        session.ended.set()
 
     previous = {}
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -112,58 +355,25 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
             pass
     log.info("serving %s %s over stdio", server.name, server.version)
     try:
-        while not state["stop"]:
-            try:
-                line = reader.readline(MAX_LINE_BYTES + 1)
-            except _Stop:
-                break
-            if not line:
-                break
-            state["busy"] = True
-            try:
-                if not _answer(line, reader, writer, server):
-                    break
-            finally:
-                state["busy"] = False
-    except _Stop:
-        pass
+        session.start()
+        session.ended.wait()
+        _finish(session, signals, grace_seconds)
     finally:
-        state["busy"] = True  # from here on a signal only sets the flag
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        try:
-            writer.flush()
-        except (BrokenPipeError, OSError):
-            pass
     log.info("stdio closed; exiting")
     return 0
 
 
-def _answer(line: bytes, reader: BinaryIO, writer: Writer, server: Server) -> bool:
-    """Answer one line; False when stdout is gone and serving should end."""
-    if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-        while True:  # discard the rest of the oversized line
-            rest = reader.readline(MAX_LINE_BYTES)
-            if not rest or rest.endswith(b"\n"):
-                break
-        error = InvalidRequest(f"Invalid Request: message longer than {MAX_LINE_BYTES} bytes")
-        reply = protocol.Reply({"jsonrpc": "2.0", "error": error.to_error()}, error.http_status)
-    else:
-        line = line.rstrip(b"\n").rstrip(b"\r")
-        if not line.strip():
-            return True
-        reply = protocol.dispatch_bytes(line, server)
-    if reply.response is None:
-        return True
-    data = protocol.encode(reply.response)
-    try:
-        if len(data) < 65536:  # one write for the common case; no copy of a large one
-            writer.write(data + b"\n")
-        else:
-            writer.write(data)
-            writer.write(b"\n")
-        writer.flush()
-    except (BrokenPipeError, ValueError, OSError) as exc:
-        log.info("stdout closed (%s); exiting", exc.__class__.__name__)
-        return False
-    return True
+def _finish(session: _Session, signals: list[int], grace_seconds: float) -> None:
+    """Answer what was read: all of it after EOF; what finishes within the grace after a signal."""
+    deadline: Optional[float] = None
+    while not session.closed and signals[0] < 2:
+        if signals[0] and deadline is None:
+            deadline = time.monotonic() + grace_seconds
+        wait = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
+        if session.wait_idle(wait) or (deadline is not None and time.monotonic() >= deadline):
+            break
+    left = session.cancel_all()
+    if left:
+        log.warning("exiting with %d request(s) cancelled", left)

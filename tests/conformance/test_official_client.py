@@ -9,7 +9,7 @@ import os
 import sys
 
 import pytest
-from mcptest import DEMO, GIT, MOVIES, ROOT, HttpServer
+from mcptest import DEMO, GIT, MOVIES, ROOT, SLOW_TOOLS, HttpServer
 
 mcp = pytest.importorskip("mcp", reason="the official client needs Python 3.10+ and the dev extras")
 
@@ -66,3 +66,62 @@ def test_the_official_client_reads_resources_and_prompts():
             assert "I feel happy" in prompt.messages[0].content.text
 
     asyncio.run(session())
+
+
+def stdio_target(example):
+    return mcp.StdioServerParameters(command=sys.executable, args=["-m", "mcpserver", example], cwd=ROOT,
+                                     env={**os.environ})
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_official_client_receives_strictly_increasing_progress(transport):
+    async def session(target):
+        seen = []
+
+        async def on_progress(progress, total, message):
+            seen.append((progress, total, message))
+
+        async with mcp.Client(target) as client:
+            assert client.protocol_version == "2026-07-28"
+            result = await client.call_tool("steps", {"count": 10}, progress_callback=on_progress)
+        return seen, result
+
+    if transport == "stdio":
+        seen, result = asyncio.run(session(stdio_target(SLOW_TOOLS)))
+    else:
+        with HttpServer(SLOW_TOOLS) as server:
+            seen, result = asyncio.run(session(f"http://127.0.0.1:{server.port}/mcp"))
+    assert result.content[0].text == "10 steps"
+    assert [p for p, _, _ in seen] == list(range(1, 11))
+    assert all(total == 10 for _, total, _ in seen) and seen[-1][2] == "step 10"
+
+
+def ticks(path):
+    try:
+        with open(path) as file:
+            return file.read().count("tick")
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_cancelling_a_call_from_the_official_client_stops_the_tool(transport, tmp_path):
+    path = str(tmp_path / "ticks")
+
+    async def session(target):
+        async with mcp.Client(target) as client:
+            assert client.protocol_version == "2026-07-28"
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(client.call_tool("ticker", {"seconds": 30, "path": path}), 0.5)
+            await asyncio.sleep(0.5)  # the cancel reaches the server (notifications/cancelled, or a closed stream)
+            stopped = ticks(path)
+            await asyncio.sleep(1)
+            assert stopped > 0 and ticks(path) <= stopped + 1, "the tool kept running after the client cancelled"
+            result = await client.call_tool("pid", {})  # and the connection still serves
+            assert result.content[0].text.isdigit()
+
+    if transport == "stdio":
+        asyncio.run(session(stdio_target(SLOW_TOOLS)))
+    else:
+        with HttpServer(SLOW_TOOLS) as server:
+            asyncio.run(session(f"http://127.0.0.1:{server.port}/mcp"))

@@ -20,9 +20,11 @@ def server():
     return server
 
 
-def send(app, message=None, *, headers=None, body=None, method="POST", path="/mcp", host="127.0.0.1:3000"):
+def send(app, message=None, *, headers=None, body=None, method="POST", path="/mcp", host="127.0.0.1:3000",
+         remote="127.0.0.1"):
     data = body if body is not None else json.dumps(message).encode()
     environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "HTTP_HOST": host, "QUERY_STRING": "", "SCRIPT_NAME": "",
+               "REMOTE_ADDR": remote,
                "wsgi.input": io.BytesIO(data), "CONTENT_LENGTH": str(len(data))}
     sent = mcp_headers(message) if headers is None else headers
     for name, value in sent.items():

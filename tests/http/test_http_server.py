@@ -124,26 +124,35 @@ def test_a_client_that_stalls_is_dropped_and_others_are_served():
         stalled.close()
 
 
-def test_connections_beyond_the_limit_are_refused_with_503():
-    with HttpServer(DEMO, "--max-connections", "2") as server:
-        held = [server.connection() for _ in range(2)]
-        for connection in held:  # a full exchange proves each holds a slot; keep-alive keeps it
-            assert server.post(request("tools/list"), connection=connection)[0] == 200
+def test_connections_beyond_the_limit_are_refused_with_503_while_all_are_busy():
+    with HttpServer(SLOW_TOOLS, "--max-connections", "2") as server:
+        answers = []
+        callers = [threading.Thread(target=lambda: answers.append(server.post(call("slow", seconds=2))[0]))
+                   for _ in range(2)]
+        for caller in callers:
+            caller.start()
+        deadline = time.monotonic() + 10
+        while server.stderr.count("slow: started") < 2:
+            assert time.monotonic() < deadline, server.stderr
+            time.sleep(0.01)
         extra = raw_connection(server)
         extra.sendall(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n")
         assert extra.recv(1024).startswith(b"HTTP/1.1 503")
         extra.close()
+        for caller in callers:
+            caller.join(15)
+        assert answers == [200, 200]
+        assert server.post(request("tools/list"))[0] == 200  # slots free once the calls are done
+
+
+def test_an_idle_keep_alive_connection_gives_its_slot_to_a_newcomer():
+    with HttpServer(DEMO, "--max-connections", "2") as server:
+        held = [server.connection() for _ in range(2)]
+        for connection in held:  # a full exchange proves each holds a slot; keep-alive keeps it
+            assert server.post(request("tools/list"), connection=connection)[0] == 200
+        assert server.post(request("tools/list"))[0] == 200
         for connection in held:
             connection.close()
-        deadline = time.monotonic() + 10  # the slots free once the server sees the connections close
-        while True:
-            try:
-                if server.post(request("tools/list"))[0] == 200:
-                    break
-            except (ConnectionError, OSError):
-                pass
-            assert time.monotonic() < deadline, "slots were not released"
-            time.sleep(0.05)
 
 
 def test_a_client_that_disconnects_mid_response_disturbs_no_one(demo):

@@ -77,3 +77,61 @@ def test_the_package_ships_its_type_marker_and_a_version():
 def test_the_public_api_is_what_all_says():
     for name in mcpserver.__all__:
         assert hasattr(mcpserver, name), name
+
+
+# The package's layers, lowest first. A module imports only from layers below its own, never from
+# its own layer or above, so every arrow points down: transports -> protocol -> registry. Lazy
+# imports inside functions count too. __init__ is the facade and may import anything.
+LAYERS = (
+    ("errors", "_json", "_version", "content", "_signature", "_context"),
+    ("_validate", "_jose"),
+    ("_schema", "auth"),
+    ("_tools", "_resources", "_prompts"),
+    ("_command",),
+    ("_server",),
+    ("_loader",),
+    ("protocol",),
+    ("stdio", "http"),
+    ("_httpd",),
+    ("_init", "_run"),
+    ("__main__",),
+)
+
+
+def package_imports(source: str) -> set:
+    """The package modules a module's source imports, wherever the import statement stands."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {node.module} if node.module else {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mcpserver."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[1] for alias in node.names if alias.name.startswith("mcpserver.")}
+    return {name.split(".")[0] for name in found}
+
+
+def layering_problems(sources: dict) -> list:
+    layer = {module: index for index, modules in enumerate(LAYERS) for module in modules}
+    problems = [f"{module} is in no layer: place it in LAYERS" for module in sources if module not in layer]
+    for module, source in sources.items():
+        for imported in sorted(package_imports(source)):
+            if module in layer and imported in layer and layer[imported] >= layer[module]:
+                problems.append(f"{module} (layer {layer[module]}) imports {imported} (layer {layer[imported]})")
+    return problems
+
+
+def test_imports_only_point_down_the_layers():
+    sources = {}
+    for name in os.listdir(PACKAGE_DIR):
+        if name.endswith(".py") and name != "__init__.py":
+            with open(os.path.join(PACKAGE_DIR, name), encoding="utf-8") as file:
+                sources[name[:-3]] = file.read()
+    assert layering_problems(sources) == []
+
+
+def test_the_layer_rule_catches_an_upward_import():
+    # The circle this rule broke: the registry once imported the transports to run itself.
+    assert layering_problems({"_server": "def run(self):\n    from .stdio import serve_stdio\n"}) == [
+        "_server (layer 5) imports stdio (layer 8)"]
+    assert layering_problems({"stdio": "from . import http\n"}) == ["stdio (layer 8) imports http (layer 8)"]

@@ -33,11 +33,12 @@ def test_every_line_read_before_eof_is_answered():
         assert responses(done.stdout)[0]["result"]["content"][0]["text"] == "bye"
 
 
-def test_pipelined_requests_are_all_answered_in_order():
+def test_pipelined_requests_are_all_answered_once():
+    """Calls run concurrently and are answered in completion order; ids pair them."""
     data = b"".join(line(call("echo", id=i, text=str(i))) for i in range(300))
     done = run_once(DEMO, data)
     answers = responses(done.stdout)
-    assert [a["id"] for a in answers] == list(range(300))
+    assert sorted(a["id"] for a in answers) == list(range(300))
     assert all(a["result"]["content"][0]["text"] == str(a["id"]) for a in answers)
 
 

@@ -5,7 +5,7 @@ import os
 import time
 
 import pytest
-from mcpserver import ConfigError, Server
+from mcpserver import ConfigError, Server, load_target
 from mcpserver.protocol import handle
 from mcptest import GIT, ROOT, call
 
@@ -220,7 +220,7 @@ def test_the_git_example_manifest_runs_against_this_repository(monkeypatch):
     if not os.path.isdir(os.path.join(ROOT, ".git")) or not __import__("shutil").which("git"):
         pytest.skip("needs git and a git checkout (not present in lab images)")
     monkeypatch.chdir(ROOT)
-    server = Server.from_manifest(GIT)
+    server = load_target(GIT)
     assert list(server.tools) == ["git_status", "git_log", "git_diff"]
     log = run(server, "git_log", max_count=1)
     assert "isError" not in log and len(text_of(log).splitlines()) == 1
@@ -234,7 +234,7 @@ def test_manifest_paths_are_relative_to_the_manifest(tmp_path):
     (tmp_path / "work").mkdir()
     path = write_manifest(tmp_path, name="m", tools=[{"name": "hello", "command": ["./hello.sh"], "cwd": "work",
                                                       "stdin": "none"}])
-    assert text_of(run(Server.from_manifest(path), "hello")) == "hello from work\n"
+    assert text_of(run(load_target(path), "hello")) == "hello from work\n"
 
 
 @pytest.mark.parametrize("manifest, message", [
@@ -246,7 +246,7 @@ def test_manifest_paths_are_relative_to_the_manifest(tmp_path):
 ])
 def test_manifest_mistakes_name_the_problem(tmp_path, manifest, message):
     with pytest.raises(ConfigError) as caught:
-        Server.from_manifest(write_manifest(tmp_path, **manifest))
+        load_target(write_manifest(tmp_path, **manifest))
     assert message in str(caught.value)
 
 
@@ -254,4 +254,4 @@ def test_a_manifest_that_is_not_json_is_refused(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text('{"name": ')
     with pytest.raises(ConfigError, match="is not valid JSON"):
-        Server.from_manifest(str(path))
+        load_target(str(path))

@@ -1,0 +1,176 @@
+"""A request in flight: the transport's handle on it (Flight) and what its tool sees (Context).
+
+Rules of this module:
+- The transport makes a Flight for each request that runs code of the server's author, with
+  `emit`, the one writer of its stream (stdout, or the request's SSE response). It cancels the
+  flight when the client says so (notifications/cancelled on stdio) or goes away (HTTP).
+- After `cancel()` returns, nothing more is sent for the request: every `send` and the transport's
+  final answer are checked against the flag under the flight's own lock (WIRE.md §8).
+- A tool asks for its Context by annotating a parameter with `Context`; that parameter never
+  appears in the input schema. A tool without one pays nothing.
+- Progress goes out only when the request carried `_meta.progressToken`, strictly increasing,
+  and never after the answer. Once the request is cancelled, `progress()` and `check_cancelled()`
+  raise `Cancelled`, so a loop that reports progress stops by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Optional
+
+__all__ = ["Cancelled", "Context", "Flight"]
+
+log = logging.getLogger("mcpserver.context")
+
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class Cancelled(BaseException):
+    """The request was cancelled: its result will never be sent. Raised by Context.progress and
+    check_cancelled; a BaseException, like asyncio.CancelledError, so `except Exception` lets it pass."""
+
+
+class Flight:
+    """The transport's handle on one request: where its notifications go, and its cancel flag."""
+
+    __slots__ = ("_callbacks", "_emit", "_event", "_lock", "cancelled", "done", "last_progress")
+
+    def __init__(self, emit: Optional[Emit] = None):
+        self._emit = emit
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+        self.cancelled = False
+        self.done = False
+        self._event: Optional[threading.Event] = None  # made when a tool first waits on the flight
+        self.last_progress: Optional[float] = None
+
+    @property
+    def event(self) -> threading.Event:
+        """Set when the request is cancelled: a tool can wait on it instead of sleeping."""
+        with self._lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self.cancelled:
+                    self._event.set()
+            return self._event
+
+    def send(self, message: dict[str, Any], progress: Optional[float] = None) -> bool:
+        """Emit a notification for this request; False (and nothing sent) once it is cancelled or answered,
+        or, for progress, when `progress` is not above the last value sent."""
+        with self._lock:
+            if self.cancelled or self.done or self._emit is None:
+                return False
+            if progress is not None:
+                if self.last_progress is not None and progress <= self.last_progress:
+                    return False
+                self.last_progress = progress
+            self._emit(message)
+            return True
+
+    def finish(self, answer: Optional[Callable[[], None]] = None) -> bool:
+        """The request is answered: run `answer` (which writes the response) unless it was cancelled."""
+        with self._lock:
+            if self.cancelled or self.done:
+                self.done = True
+                return False
+            self.done = True
+            if answer is not None:
+                answer()
+            return True
+
+    def cancel(self) -> None:
+        """Stop the request: from now on nothing is sent for it, and whoever asked is told."""
+        with self._lock:
+            if self.cancelled or self.done:
+                return
+            self.cancelled = True
+            callbacks, self._callbacks = self._callbacks, []
+            event = self._event
+        if event is not None:
+            event.set()
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("a cancel callback failed")
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the request is cancelled (at once if it already is)."""
+        with self._lock:
+            if not self.cancelled:
+                self._callbacks.append(callback)
+                return
+        callback()
+
+
+class Context:
+    """One request in flight, as its tool sees it.
+
+        @server.tool()
+        def count(to: int, ctx: Context) -> str:
+            for i in range(to):
+                ctx.progress(i + 1, to, f"counted {i + 1}")  # raises Cancelled once cancelled
+                ctx.sleep(0.1)
+            return "done"
+    """
+
+    __slots__ = ("flight", "meta", "method", "request_id")
+
+    def __init__(self, request_id: Any = None, meta: Optional[dict[str, Any]] = None, flight: Optional[Flight] = None,
+                 method: str = "tools/call"):
+        self.request_id = request_id
+        self.method = method
+        self.meta: dict[str, Any] = meta if meta is not None else {}
+        self.flight = flight if flight is not None else Flight()
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        """What the client declared on this request (never inferred from earlier ones)."""
+        declared = self.meta.get(META_CAPABILITIES)
+        return declared if isinstance(declared, dict) else {}
+
+    @property
+    def client_info(self) -> Optional[dict[str, Any]]:
+        """The client's self-reported name and version; for logs, never for decisions (WIRE.md §3.1)."""
+        info = self.meta.get(META_CLIENT_INFO)
+        return info if isinstance(info, dict) else None
+
+    @property
+    def progress_token(self) -> Any:
+        token = self.meta.get("progressToken")
+        return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.flight.cancelled
+
+    def check_cancelled(self) -> None:
+        """Raise Cancelled if the request was cancelled."""
+        if self.flight.cancelled:
+            raise Cancelled(f"request {self.request_id!r} was cancelled")
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, waking at once (with Cancelled) if the request is cancelled meanwhile."""
+        if self.flight.event.wait(seconds):
+            self.check_cancelled()
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from another thread) when the request is cancelled."""
+        self.flight.on_cancel(callback)
+
+    def progress(self, done: float, total: Optional[float] = None, message: Optional[str] = None) -> None:
+        """Report progress, if the client asked for it; a value not above the last one is not sent."""
+        self.check_cancelled()
+        token = self.progress_token
+        if token is None or isinstance(done, bool) or not isinstance(done, (int, float)):
+            return
+        params: dict[str, Any] = {"progressToken": token, "progress": done}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = str(message)
+        self.flight.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}, progress=done)

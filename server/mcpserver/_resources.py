@@ -1,0 +1,119 @@
+"""Resources: a URI (or an RFC 6570 template of URIs) and the function that reads it.
+
+Rules of this module:
+- A reader returns str (text), bytes (a base64 blob), a list of contents as they go on the wire, or
+  None / raises ResourceNotFound for a URI that names nothing: that is -32602 "Resource not found",
+  never empty contents (WIRE.md §11).
+- Templates support level 1 `{var}` (one path segment) and level 2 `{+var}` (anything); every
+  variable is a parameter of the reader, checked at registration.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any, Callable, Optional, Union
+
+from ._signature import docstring, parameters, parse_docstring
+from .errors import ConfigError
+
+__all__ = ["Resource", "ResourceNotFound", "ResourceTemplate", "read"]
+
+ResourceContent = Union[str, bytes, list[dict[str, Any]], None]
+TEMPLATE_VARIABLE = re.compile(r"\{([+#]?)([A-Za-z0-9_]+)\}")
+
+
+class ResourceNotFound(LookupError):
+    """Raise from a resource reader when the URI names nothing (answered -32602)."""
+
+
+def definition(**fields: Any) -> dict[str, Any]:
+    """A wire object from keyword fields, leaving out those that are None."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+class Resource:
+    """One URI and its reader."""
+
+    __slots__ = ("definition", "mime_type", "reader", "uri")
+
+    def __init__(self, uri: str, reader: Callable[[], ResourceContent], *, name: Optional[str] = None,
+                 title: Optional[str] = None, description: Optional[str] = None, mime_type: Optional[str] = None,
+                 annotations: Optional[dict[str, Any]] = None):
+        if not isinstance(uri, str) or ":" not in uri:
+            raise ConfigError(f"resource URI {uri!r} needs a scheme (e.g. file:///..., docs://...)")
+        self.uri = uri
+        self.reader = reader
+        self.mime_type = mime_type
+        self.definition = definition(uri=uri, name=name or getattr(reader, "__name__", uri), title=title,
+                                     description=description or _summary(reader), mimeType=mime_type,
+                                     annotations=annotations)
+
+    def read(self) -> list[dict[str, Any]]:
+        return contents(self.uri, self.reader(), self.mime_type)
+
+
+class ResourceTemplate:
+    """An RFC 6570 template (level 1 `{var}` and level 2 `{+var}`) and the reader it routes to."""
+
+    __slots__ = ("definition", "mime_type", "pattern", "reader", "uri_template", "variables")
+
+    def __init__(self, uri_template: str, reader: Callable[..., ResourceContent], *, name: Optional[str] = None,
+                 title: Optional[str] = None, description: Optional[str] = None, mime_type: Optional[str] = None):
+        self.variables = [m.group(2) for m in TEMPLATE_VARIABLE.finditer(uri_template)]
+        accepted = {p.name for p in parameters(reader)}
+        missing = [v for v in self.variables if v not in accepted]
+        if not self.variables or missing:
+            raise ConfigError(f"resource template {uri_template!r}: every {{variable}} must be a parameter of "
+                              f"{getattr(reader, '__name__', 'the reader')}() "
+                              f"(missing: {', '.join(missing) or 'no variables'})")
+        parts, position = [], 0
+        for match in TEMPLATE_VARIABLE.finditer(uri_template):
+            parts.append(re.escape(uri_template[position:match.start()]))
+            operator, variable = match.groups()
+            parts.append(f"(?P<{variable}>{'.+' if operator else '[^/?#]+'})")
+            position = match.end()
+        parts.append(re.escape(uri_template[position:]))
+        self.uri_template = uri_template
+        self.pattern = re.compile("".join(parts))
+        self.reader = reader
+        self.mime_type = mime_type
+        self.definition = definition(uriTemplate=uri_template, name=name or getattr(reader, "__name__", uri_template),
+                                     title=title, description=description or _summary(reader), mimeType=mime_type)
+
+    def match(self, uri: str) -> Optional[dict[str, str]]:
+        found = self.pattern.fullmatch(uri)
+        return found.groupdict() if found else None
+
+
+def read(resources: dict[str, Resource], templates: list[ResourceTemplate], uri: str) -> list[dict[str, Any]]:
+    """Contents for `uri`: an exact resource first, then the first template that matches."""
+    resource = resources.get(uri)
+    if resource is not None:
+        return resource.read()
+    for template in templates:
+        variables = template.match(uri)
+        if variables is not None:
+            return contents(uri, template.reader(**variables), template.mime_type)
+    raise ResourceNotFound(uri)
+
+
+def contents(uri: str, value: ResourceContent, mime_type: Optional[str]) -> list[dict[str, Any]]:
+    if value is None:
+        raise ResourceNotFound(uri)
+    if isinstance(value, list):
+        return value
+    item: dict[str, Any] = {"uri": uri}
+    if mime_type:
+        item["mimeType"] = mime_type
+    if isinstance(value, str):
+        item["text"] = value
+    elif isinstance(value, (bytes, bytearray)):
+        item["blob"] = base64.b64encode(value).decode("ascii")
+    else:
+        raise TypeError(f"a resource reader returned {type(value).__name__}; return str, bytes or a contents list")
+    return [item]
+
+
+def _summary(reader: Callable[..., Any]) -> Optional[str]:
+    return parse_docstring(docstring(reader))[0]

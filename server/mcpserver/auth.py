@@ -1,0 +1,715 @@
+"""Bearer-token authentication for the HTTP transport: the OAuth 2.1 resource-server side of MCP.
+
+    from mcpserver.auth import AuthError, Authenticator, JwtValidator, resource_metadata_url
+
+    resource = "https://mcp.example.com/mcp"
+    auth = Authenticator(JwtValidator(issuer="https://auth.example.com", audience=resource),
+                         resource_metadata_url=resource_metadata_url(resource), required_scopes=["mcp"])
+    try:
+        principal = auth.authenticate(environ.get("HTTP_AUTHORIZATION"))   # per request
+    except AuthError as refused:
+        status, headers, body = refused.status, refused.headers(), refused.description
+
+Rules of this module:
+- A validator is any callable `token -> Principal or None` (None: not a token it knows). It raises
+  InvalidToken for a token it refuses and AuthUnavailable when it cannot decide (the authorization
+  server is down). StaticTokens, JwtValidator and IntrospectionValidator are the built-in ones.
+- The Authenticator caches what validators decide, by the SHA-256 of the token, until the token
+  expires (at most max_cache_seconds), so a request with a known token costs one dictionary lookup.
+  Refusals are cached briefly in a separate, smaller table, so a flood of bad tokens can neither
+  evict good ones nor make the authorization server do the work again and again.
+- Every refusal is an AuthError carrying its HTTP status and, from the Authenticator, the full
+  WWW-Authenticate value (RFC 6750 §3, RFC 9728 §5.1): 401 invalid_token for a bad token, 401 with no
+  error for a missing one, 403 insufficient_scope, 400 invalid_request, 503 when the server cannot tell.
+- Nothing in a token says how to check it: issuer, audience, algorithms and keys come from
+  configuration and the authorization server's metadata. Network I/O is urllib with a timeout, a size
+  cap, no redirects, and https required except on loopback.
+- Thread-safe: caches are read without a lock (a dict lookup is atomic) and written under one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import math
+import threading
+import time
+import types
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+
+from ._jose import JoseError, KeySet, UnknownKey, json_object, parse_compact, parse_jwks, verify_jws
+
+__all__ = [
+    "AuthError",
+    "AuthUnavailable",
+    "Authenticator",
+    "InsufficientScope",
+    "IntrospectionValidator",
+    "InvalidRequest",
+    "InvalidToken",
+    "JwtValidator",
+    "MissingToken",
+    "Principal",
+    "StaticTokens",
+    "Validator",
+    "bearer_token",
+    "canonical_resource",
+    "check_claims",
+    "discover_authorization_server",
+    "resource_metadata",
+    "resource_metadata_paths",
+    "resource_metadata_url",
+    "www_authenticate",
+]
+
+DEFAULT_LEEWAY = 60.0  # seconds of clock skew allowed on exp and nbf
+DEFAULT_CACHE_SIZE = 10_000  # validated tokens kept
+DEFAULT_MAX_CACHE_SECONDS = 3600.0  # a token without exp, or with a far one, is checked again after this
+DEFAULT_REFUSAL_CACHE_SIZE = 1_000
+DEFAULT_REFUSAL_SECONDS = 10.0
+DEFAULT_REFRESH_FLOOR = 60.0  # the key set is fetched again for an unknown kid at most this often
+DEFAULT_JWKS_MAX_AGE = 3600.0  # and in any case after this
+DEFAULT_TIMEOUT = 5.0  # seconds for one request to the authorization server
+MAX_DOCUMENT_BYTES = 1024 * 1024  # metadata, key set, introspection response
+MAX_AUTHORIZATION_CHARS = 16 * 1024 + 64
+RETRY_AFTER_SECONDS = 5
+
+
+def _is_token_text(text: str) -> bool:
+    """Visible ASCII without spaces. RFC 6750 §2.1 allows only the b64token characters; any visible
+    ASCII is accepted, as static tokens chosen by hand often have others, and a token is only ever
+    hashed, never parsed or echoed. (str methods, not a set of characters: this runs per request.)"""
+    return text.isascii() and text.isprintable() and " " not in text
+
+
+# --- the principal and the refusals -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a valid token speaks for. Tools see this, never the token."""
+
+    subject: Optional[str]
+    client_id: Optional[str] = None
+    scopes: frozenset[str] = frozenset()
+    expires_at: Optional[float] = None  # seconds since the epoch; None: the token does not expire
+    claims: Mapping[str, Any] = field(default_factory=lambda: types.MappingProxyType({}), compare=False)
+
+    def has_scopes(self, *scopes: str) -> bool:
+        return self.scopes.issuperset(scopes)
+
+    @classmethod
+    def from_claims(cls, claims: Mapping[str, Any]) -> Principal:
+        """From JWT access-token claims (RFC 9068 §2.2) or an introspection response (RFC 7662 §2.2)."""
+        subject = claims.get("sub")
+        client_id = claims.get("client_id", claims.get("azp"))
+        exp = claims.get("exp")
+        return cls(subject=subject if isinstance(subject, str) else None,
+                   client_id=client_id if isinstance(client_id, str) else None,
+                   scopes=_scopes(claims),
+                   expires_at=float(exp) if exp is not None and _is_number(exp) else None,
+                   claims=types.MappingProxyType(dict(claims)))
+
+
+class AuthError(Exception):
+    """A request that is not let through. `status` is the HTTP status; `headers()` what goes with it."""
+
+    status = 401
+    error: Optional[str] = "invalid_token"
+
+    def __init__(self, description: str, *, scope: Optional[str] = None):
+        super().__init__(description)
+        self.description = description
+        self.scope = scope  # the scopes that would be enough, for the challenge
+        self.www_authenticate: Optional[str] = None  # set by the Authenticator that refused
+
+    def headers(self) -> list[tuple[str, str]]:
+        return [("WWW-Authenticate", self.www_authenticate)] if self.www_authenticate else []
+
+
+class MissingToken(AuthError):
+    """No bearer token at all: 401 whose challenge carries no error code (RFC 6750 §3.1)."""
+
+    error = None
+
+
+class InvalidRequest(AuthError):
+    status = 400
+    error = "invalid_request"
+
+
+class InvalidToken(AuthError):
+    """Malformed, expired, revoked, for another audience or issuer, or signed by an unknown key."""
+
+
+class InsufficientScope(AuthError):
+    status = 403
+    error = "insufficient_scope"
+
+
+class AuthUnavailable(AuthError):
+    """The token could not be checked (authorization server unreachable or answering nonsense): 503,
+    not 401, so a client keeps its token and retries instead of throwing it away."""
+
+    status = 503
+    error = None
+    upstream_status: Optional[int] = None  # the authorization server's HTTP status, when it answered
+
+    def headers(self) -> list[tuple[str, str]]:
+        return [("Retry-After", str(RETRY_AFTER_SECONDS))]
+
+
+Validator = Callable[[str], Optional[Principal]]
+
+
+# --- claims --------------------------------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
+    """`scope` (a space-separated string, RFC 8693 §4.2) and `scp` (a list or string, as some servers send)."""
+    found: set[str] = set()
+    for name in ("scope", "scp"):
+        value = claims.get(name)
+        if isinstance(value, str):
+            found.update(value.split())
+        elif isinstance(value, list):
+            found.update(item for item in value if isinstance(item, str))
+    return frozenset(found)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _audiences(value: Union[str, Iterable[str]]) -> frozenset[str]:
+    audiences = frozenset([value] if isinstance(value, str) else value)
+    if not audiences or not all(isinstance(a, str) and a for a in audiences):
+        raise ValueError("audience must be a non-empty string or list of strings (this resource's URL)")
+    return audiences
+
+
+def check_claims(claims: Mapping[str, Any], *, now: float, leeway: float, audiences: frozenset[str],
+                 issuer: Optional[str], require_exp: bool = True) -> None:
+    """exp, nbf, iss and aud of a token (RFC 7519 §4.1, RFC 8707); InvalidToken naming the first that fails."""
+    exp = claims.get("exp")
+    if exp is None:
+        if require_exp:
+            raise InvalidToken("the token has no expiry (exp)")
+    elif not _is_number(exp):
+        raise InvalidToken("the token's expiry (exp) is not a number")
+    elif now > exp + leeway:
+        raise InvalidToken("the token has expired")
+    nbf = claims.get("nbf")
+    if nbf is not None and (not _is_number(nbf) or now + leeway < nbf):
+        raise InvalidToken("the token is not valid yet (nbf)")
+    if issuer is not None and claims.get("iss") != issuer:
+        raise InvalidToken(f"the token was issued by {_shown(claims.get('iss'))}, not by {issuer!r}")
+    aud = claims.get("aud")
+    given = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+    if not audiences.intersection(a for a in given if isinstance(a, str)):
+        raise InvalidToken(f"the token is for audience {_shown(aud)}, not for this resource")
+
+
+# --- fetching from the authorization server --------------------------------------------------------------------
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a redirect could lead from https to http, or to another host: answer with the 3xx instead
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _check_url(url: str, what: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme == "https" and host:
+        return url
+    if parts.scheme == "http" and _is_loopback(host):
+        return url
+    raise ValueError(f"the {what} must be an https URL (http only on loopback): {url!r}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def fetch_json(url: str, *, timeout: float = DEFAULT_TIMEOUT, data: Optional[bytes] = None,
+               headers: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+    """GET (or POST `data`) a JSON object; AuthUnavailable for anything but a 200 JSON object."""
+    request = urllib.request.Request(url, data=data, headers={"Accept": "application/json", **(headers or {})})
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            body = response.read(MAX_DOCUMENT_BYTES + 1)
+    except urllib.error.HTTPError as error:
+        error.close()
+        refused = AuthUnavailable(f"the authorization server answered {error.code} at {url}")
+        refused.upstream_status = error.code
+        raise refused from None
+    except (OSError, ValueError) as error:  # URLError, timeouts and refused connections are OSErrors
+        raise AuthUnavailable(f"the authorization server could not be reached at {url}: {error}") from None
+    if len(body) > MAX_DOCUMENT_BYTES:
+        raise AuthUnavailable(f"the document at {url} is larger than {MAX_DOCUMENT_BYTES} bytes")
+    try:
+        return json_object(body, f"document at {url}")
+    except JoseError as error:
+        raise AuthUnavailable(str(error)) from None
+
+
+Fetch = Callable[..., dict[str, Any]]
+
+
+def metadata_urls(issuer: str) -> tuple[str, str]:
+    """Where an issuer's metadata lives: RFC 8414 §3.1 inserts the well-known path before the issuer's
+    path; OpenID Connect Discovery §4 appends it."""
+    parts = urllib.parse.urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    oauth = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-authorization-server" + path,
+                                     "", ""))
+    return oauth, f"{issuer.rstrip('/')}/.well-known/openid-configuration"
+
+
+def discover_authorization_server(issuer: str, *, timeout: float = DEFAULT_TIMEOUT,
+                                  fetch: Fetch = fetch_json) -> dict[str, Any]:
+    """The authorization server's metadata (RFC 8414, else OpenID Connect Discovery). Its `issuer` must be
+    exactly the one asked for (RFC 8414 §3.3), or a token signed by another tenant's keys could pass."""
+    _check_url(issuer, "issuer")
+    failures = []
+    for url in metadata_urls(issuer):
+        try:
+            document = fetch(url, timeout=timeout)
+        except AuthUnavailable as error:
+            failures.append(error.description)
+            continue
+        if document.get("issuer") != issuer:
+            raise AuthUnavailable(f"the metadata at {url} is for issuer {_shown(document.get('issuer'))}, "
+                                  f"not {issuer!r}")
+        return document
+    raise AuthUnavailable("no authorization server metadata found: " + "; ".join(failures))
+
+
+# --- validators ----------------------------------------------------------------------------------------------
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+class StaticTokens:
+    """Fixed tokens, each for a principal. Looked up by SHA-256, so no comparison touches a token's bytes."""
+
+    def __init__(self, tokens: Union[Iterable[str], Mapping[str, Principal]], *, scopes: Iterable[str] = ()):
+        if isinstance(tokens, Mapping):
+            pairs = list(tokens.items())
+        else:
+            pairs = [(token, Principal(subject="static", scopes=frozenset(scopes))) for token in tokens]
+        for token, _ in pairs:
+            if not token or not _is_token_text(token):
+                raise ValueError("a static token must be non-empty visible ASCII, without spaces")
+        self._by_digest = {_digest(token): principal for token, principal in pairs}
+
+    @classmethod
+    def from_file(cls, path: str) -> StaticTokens:
+        """One token per line, optionally followed by a subject and scopes: `TOKEN [SUBJECT [SCOPE ...]]`.
+        Blank lines and lines starting with # are skipped."""
+        tokens: dict[str, Principal] = {}
+        with open(path, encoding="utf-8") as file:
+            for number, line in enumerate(file, 1):
+                words = line.split()
+                if not words or words[0].startswith("#"):
+                    continue
+                if words[0] in tokens:
+                    raise ValueError(f"{path}:{number}: this token is already listed")
+                tokens[words[0]] = Principal(subject=words[1] if len(words) > 1 else "static",
+                                             scopes=frozenset(words[2:]))
+        if not tokens:
+            raise ValueError(f"{path} lists no token")
+        return cls(tokens)
+
+    def __call__(self, token: str) -> Optional[Principal]:
+        return self._by_digest.get(_digest(token))
+
+
+class _KeyCache:
+    """The authorization server's key set, fetched on first use, again when older than max_age, and
+    again for an unknown kid, but never more often than refresh_floor (an attacker sending random kids
+    must not turn into a flood of requests to the authorization server)."""
+
+    def __init__(self, source: Callable[[], KeySet], *, refresh_floor: float, max_age: float,
+                 clock: Callable[[], float]):
+        self._source = source
+        self._refresh_floor = refresh_floor
+        self._max_age = max_age
+        self._clock = clock
+        self._keys: Optional[KeySet] = None
+        self._fetched_at = -math.inf
+        self._attempted_at = -math.inf
+        self._lock = threading.Lock()
+        self.fetches = 0
+
+    def current(self) -> KeySet:
+        keys = self._keys
+        if keys is not None and self._clock() - self._fetched_at < self._max_age:
+            return keys
+        return self._refresh(stale=keys)
+
+    def refresh_for_unknown_kid(self, seen: KeySet) -> Optional[KeySet]:
+        """A newer key set than `seen`, or None when none could be had (fetched too recently, or failed)."""
+        keys = self._refresh(stale=seen)
+        return None if keys is seen else keys
+
+    def _refresh(self, stale: Optional[KeySet]) -> KeySet:
+        with self._lock:  # one fetch at a time; the threads waiting for it then use its result
+            if self._keys is not None and self._keys is not stale:
+                return self._keys
+            now = self._clock()
+            if now - self._attempted_at < self._refresh_floor:
+                if stale is None:
+                    raise AuthUnavailable("the authorization server's key set could not be fetched; "
+                                          "it is tried again shortly")
+                return stale
+            self._attempted_at = now
+            self.fetches += 1
+            try:
+                keys = self._source()
+            except AuthUnavailable:
+                if stale is None:
+                    raise
+                return stale  # the server is down: the keys we have are still the best we know
+            self._keys, self._fetched_at = keys, now
+            return keys
+
+
+class JwtValidator:
+    """JWT access tokens (RFC 9068) signed by the authorization server, checked with its JWKS.
+
+    issuer: exactly the `iss` the tokens carry; its metadata (RFC 8414 or OpenID Connect) gives the
+    jwks_uri unless `jwks_uri` or a fixed `jwks` document is given. audience: this resource's canonical
+    URL (RFC 8707), or several accepted values. token_types: if given, the header's `typ` must be one of
+    them (RFC 9068 says "at+jwt"; many servers send "JWT" or nothing).
+    """
+
+    def __init__(self, *, issuer: str, audience: Union[str, Iterable[str]], jwks: Optional[Mapping[str, Any]] = None,
+                 jwks_uri: Optional[str] = None, algorithms: Sequence[str] = ("RS256", "ES256"),
+                 leeway: float = DEFAULT_LEEWAY, token_types: Optional[Iterable[str]] = None,
+                 refresh_floor: float = DEFAULT_REFRESH_FLOOR, jwks_max_age: float = DEFAULT_JWKS_MAX_AGE,
+                 timeout: float = DEFAULT_TIMEOUT, clock: Callable[[], float] = time.time, fetch: Fetch = fetch_json):
+        self.issuer = issuer
+        self.audiences = _audiences(audience)
+        self.algorithms = tuple(algorithms)
+        unsupported = set(self.algorithms) - {"RS256", "ES256"}
+        if unsupported or not self.algorithms:
+            raise ValueError(f"algorithms must be RS256 and/or ES256, not {sorted(unsupported)}")
+        self.leeway = leeway
+        self.token_types = None if token_types is None else frozenset(t.lower() for t in token_types)
+        self._clock = clock
+        self._fetch = fetch
+        self._timeout = timeout
+        self._jwks_uri = None if jwks_uri is None else _check_url(jwks_uri, "jwks_uri")
+        if jwks is not None:
+            fixed = parse_jwks(jwks)
+            source: Callable[[], KeySet] = lambda: fixed  # noqa: E731
+        else:
+            source = self._fetch_keys
+        self.keys = _KeyCache(source, refresh_floor=refresh_floor, max_age=jwks_max_age, clock=clock)
+
+    def _fetch_keys(self) -> KeySet:
+        if self._jwks_uri is None:
+            metadata = discover_authorization_server(self.issuer, timeout=self._timeout, fetch=self._fetch)
+            uri = metadata.get("jwks_uri")
+            if not isinstance(uri, str):
+                raise AuthUnavailable(f"the metadata of {self.issuer} has no jwks_uri")
+            try:
+                self._jwks_uri = _check_url(uri, "jwks_uri")
+            except ValueError as error:
+                raise AuthUnavailable(str(error)) from None
+        try:
+            return parse_jwks(self._fetch(self._jwks_uri, timeout=self._timeout))
+        except JoseError as error:
+            raise AuthUnavailable(f"the key set at {self._jwks_uri} is not usable: {error}") from None
+
+    def __call__(self, token: str) -> Principal:
+        try:
+            jws = parse_compact(token)
+            if self.token_types is not None and str(jws.header.get("typ", "")).lower() not in self.token_types:
+                raise JoseError(f"the token's type (typ) is {_shown(jws.header.get('typ'))}, not an access token")
+            keys = self.keys.current()
+            try:
+                claims = verify_jws(jws, keys, self.algorithms)
+            except UnknownKey:
+                newer = self.keys.refresh_for_unknown_kid(keys)
+                if newer is None or newer is keys:
+                    raise
+                claims = verify_jws(jws, newer, self.algorithms)
+        except JoseError as error:
+            raise InvalidToken(str(error)) from None
+        check_claims(claims, now=self._clock(), leeway=self.leeway, audiences=self.audiences, issuer=self.issuer)
+        return Principal.from_claims(claims)
+
+
+class IntrospectionValidator:
+    """Opaque (or any) tokens, asked about at the authorization server's RFC 7662 introspection endpoint.
+
+    The endpoint comes from `endpoint`, or from the issuer's metadata (`introspection_endpoint`). This
+    resource authenticates with client_secret_basic (default) or client_secret_post. An active token must
+    name this resource in `aud`; `iss`, when the response has one, must be the issuer.
+    """
+
+    def __init__(self, *, client_id: str, client_secret: str, audience: Union[str, Iterable[str]],
+                 endpoint: Optional[str] = None, issuer: Optional[str] = None,
+                 auth_method: str = "client_secret_basic", leeway: float = DEFAULT_LEEWAY,
+                 timeout: float = DEFAULT_TIMEOUT, clock: Callable[[], float] = time.time, fetch: Fetch = fetch_json):
+        if endpoint is None and issuer is None:
+            raise ValueError("give the introspection endpoint, or the issuer whose metadata names it")
+        if auth_method not in ("client_secret_basic", "client_secret_post"):
+            raise ValueError("auth_method must be client_secret_basic or client_secret_post")
+        self.endpoint = None if endpoint is None else _check_url(endpoint, "introspection endpoint")
+        self.issuer = issuer
+        self.audiences = _audiences(audience)
+        self.leeway = leeway
+        self._client = (client_id, client_secret)
+        self._auth_method = auth_method
+        self._timeout = timeout
+        self._clock = clock
+        self._fetch = fetch
+        self._lock = threading.Lock()
+
+    def _endpoint(self) -> str:
+        if self.endpoint is None:
+            assert self.issuer is not None
+            metadata = discover_authorization_server(self.issuer, timeout=self._timeout, fetch=self._fetch)
+            endpoint = metadata.get("introspection_endpoint")
+            if not isinstance(endpoint, str):
+                raise AuthUnavailable(f"the metadata of {self.issuer} has no introspection_endpoint")
+            try:
+                checked = _check_url(endpoint, "introspection endpoint")
+            except ValueError as error:
+                raise AuthUnavailable(str(error)) from None
+            with self._lock:
+                self.endpoint = checked
+        return self.endpoint
+
+    def __call__(self, token: str) -> Principal:
+        form = {"token": token, "token_type_hint": "access_token"}
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        client_id, client_secret = self._client
+        if self._auth_method == "client_secret_basic":
+            # RFC 6749 §2.3.1: each part form-urlencoded before joining, then base64
+            pair = f"{urllib.parse.quote_plus(client_id)}:{urllib.parse.quote_plus(client_secret)}"
+            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        else:
+            form.update(client_id=client_id, client_secret=client_secret)
+        try:
+            answer = self._fetch(self._endpoint(), timeout=self._timeout,
+                                 data=urllib.parse.urlencode(form).encode("ascii"), headers=headers)
+        except AuthUnavailable as error:
+            if error.upstream_status == 400:  # e.g. unsupported_token_type: a token it will not vouch for
+                raise InvalidToken("the authorization server refused to introspect the token") from None
+            raise
+        if answer.get("active") is not True:
+            raise InvalidToken("the token is not active (expired, revoked, or unknown to the authorization server)")
+        token_type = answer.get("token_type")
+        if isinstance(token_type, str) and token_type.lower() not in ("bearer", "access_token"):
+            raise InvalidToken(f"the token is a {_shown(token_type)} token, not an access token")
+        issuer = self.issuer if "iss" in answer else None
+        check_claims(answer, now=self._clock(), leeway=self.leeway, audiences=self.audiences, issuer=issuer,
+                     require_exp=False)
+        return Principal.from_claims(answer)
+
+
+# --- the per-request entry point -----------------------------------------------------------------------------
+
+
+class Authenticator:
+    """Turns an Authorization header into a Principal, or an AuthError ready to send.
+
+    resource_metadata_url: where this resource's RFC 9728 metadata is served (put into every challenge so
+    clients can find the authorization server); None for static tokens without OAuth. required_scopes:
+    what every request needs (else 403 insufficient_scope); they are also the challenge's `scope`.
+    """
+
+    def __init__(self, validator: Validator, *, resource_metadata_url: Optional[str] = None,
+                 required_scopes: Iterable[str] = (), realm: Optional[str] = None,
+                 cache_size: int = DEFAULT_CACHE_SIZE, max_cache_seconds: float = DEFAULT_MAX_CACHE_SECONDS,
+                 refusal_cache_size: int = DEFAULT_REFUSAL_CACHE_SIZE, refusal_seconds: float = DEFAULT_REFUSAL_SECONDS,
+                 clock: Callable[[], float] = time.time):
+        self.validator = validator
+        self.resource_metadata_url = resource_metadata_url
+        self.required_scopes = frozenset(required_scopes)
+        self.scope = " ".join(sorted(self.required_scopes)) or None
+        self.realm = realm
+        self._cache_size = cache_size
+        self._max_cache_seconds = max_cache_seconds
+        self._refusal_cache_size = refusal_cache_size
+        self._refusal_seconds = refusal_seconds
+        self._clock = clock
+        # digest -> (valid until, principal) and digest -> (refused until, error)
+        self._accepted: dict[bytes, tuple[float, Principal]] = {}
+        self._refused: dict[bytes, tuple[float, AuthError]] = {}
+        self._lock = threading.Lock()
+
+    def authenticate(self, authorization: Optional[str]) -> Principal:
+        """The principal for this Authorization header value; AuthError (with www_authenticate set) if none."""
+        try:
+            return self._authenticate(authorization)
+        except AuthError as error:
+            if error.status != 503:
+                error.www_authenticate = self.challenge(error)
+            raise
+
+    def _authenticate(self, authorization: Optional[str]) -> Principal:
+        token = bearer_token(authorization)
+        digest = _digest(token)
+        now = self._clock()
+        entry = self._accepted.get(digest)
+        principal = entry[1] if entry is not None and now < entry[0] else self._validate(token, digest, now)
+        if not self.required_scopes <= principal.scopes:
+            missing = " ".join(sorted(self.required_scopes - principal.scopes))
+            raise InsufficientScope(f"the token lacks the scope {missing}", scope=self.scope)
+        return principal
+
+    def _validate(self, token: str, digest: bytes, now: float) -> Principal:
+        refused = self._refused.get(digest)
+        if refused is not None and now < refused[0]:
+            raise type(refused[1])(refused[1].description, scope=refused[1].scope)
+        try:
+            principal = self.validator(token)
+            if principal is None:
+                raise InvalidToken("the token is not recognised")
+        except InvalidToken as error:
+            self._remember(self._refused, self._refusal_cache_size, digest, (now + self._refusal_seconds, error), now)
+            raise
+        until = now + self._max_cache_seconds
+        if principal.expires_at is not None:
+            until = min(until, principal.expires_at)
+        if until > now:
+            self._remember(self._accepted, self._cache_size, digest, (until, principal), now)
+        return principal
+
+    def _remember(self, table: dict[bytes, Any], limit: int, digest: bytes, entry: tuple[float, Any],
+                  now: float) -> None:
+        with self._lock:
+            if len(table) >= limit:
+                for stale in [key for key, (until, _) in table.items() if until <= now]:
+                    del table[stale]
+                while len(table) >= limit:  # still full of live entries: drop the oldest
+                    del table[next(iter(table))]
+            table[digest] = entry
+
+    def challenge(self, error: Optional[AuthError] = None) -> str:
+        """The WWW-Authenticate value for a refusal (or, with no error, for a request without a token)."""
+        scope = error.scope if error is not None and error.scope else self.scope
+        return www_authenticate(realm=self.realm, resource_metadata=self.resource_metadata_url, scope=scope,
+                                error=error.error if error is not None else None,
+                                error_description=error.description if error is not None and error.error else None)
+
+    def forget(self) -> None:
+        """Drop every cached decision (after changing the static tokens, say)."""
+        with self._lock:
+            self._accepted.clear()
+            self._refused.clear()
+
+
+def bearer_token(authorization: Optional[str]) -> str:
+    """The token of an `Authorization: Bearer TOKEN` value (RFC 6750 §2.1); MissingToken, InvalidRequest
+    or InvalidToken if there is none, it is empty, or it is malformed."""
+    if not authorization:
+        raise MissingToken("this endpoint needs an Authorization: Bearer token")
+    scheme, _, credential = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        raise MissingToken(f"the {scheme[:20]!r} authorization scheme is not supported; send a Bearer token")
+    credential = credential.strip()
+    if not credential:
+        raise InvalidRequest("the Bearer authorization carries no token")
+    if len(credential) > MAX_AUTHORIZATION_CHARS:
+        raise InvalidToken(f"the token is longer than {MAX_AUTHORIZATION_CHARS} characters")
+    if not _is_token_text(credential):
+        raise InvalidToken("the token has characters a bearer token cannot have")
+    return credential
+
+
+# --- RFC 9728 protected-resource metadata and the challenge -------------------------------------------------------
+
+WELL_KNOWN_RESOURCE = "/.well-known/oauth-protected-resource"
+
+
+def canonical_resource(url: str) -> str:
+    """This resource's canonical URL (RFC 8707 §2, MCP authorization): absolute http(s), no fragment,
+    lower-case scheme and host, no default port, no trailing slash; ValueError if it cannot be one."""
+    parts = urllib.parse.urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"the resource must be an absolute http(s) URL: {url!r}")
+    if parts.fragment or "#" in url:
+        raise ValueError(f"the resource must not have a fragment: {url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"the resource must not carry credentials: {url!r}")
+    host = parts.hostname.lower()
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None and parts.port != {"http": 80, "https": 443}[scheme]:
+        netloc += f":{parts.port}"
+    path = parts.path.rstrip("/")
+    return urllib.parse.urlunsplit((scheme, netloc, path, parts.query, ""))
+
+
+def resource_metadata_url(resource: str) -> str:
+    """Where the metadata for `resource` lives (RFC 9728 §3.1): the well-known path goes between the
+    host and the resource's path, so https://x/mcp has https://x/.well-known/oauth-protected-resource/mcp."""
+    parts = urllib.parse.urlsplit(resource)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, WELL_KNOWN_RESOURCE + parts.path.rstrip("/"),
+                                    parts.query, ""))
+
+
+def resource_metadata_paths(resource: str) -> tuple[str, ...]:
+    """The request paths to serve the metadata at: the RFC 9728 one for this resource, and the bare
+    well-known path that clients try when the resource has a path (MCP authorization, §2.3.2)."""
+    path = urllib.parse.urlsplit(resource_metadata_url(resource)).path
+    return (path,) if path == WELL_KNOWN_RESOURCE else (path, WELL_KNOWN_RESOURCE)
+
+
+def resource_metadata(resource: str, authorization_servers: Sequence[str], *,
+                      scopes_supported: Optional[Iterable[str]] = None,
+                      bearer_methods_supported: Sequence[str] = ("header",), resource_name: Optional[str] = None,
+                      resource_documentation: Optional[str] = None) -> dict[str, Any]:
+    """The RFC 9728 §2 document for `resource`: serve it as application/json at resource_metadata_paths()."""
+    document: dict[str, Any] = {"resource": resource, "authorization_servers": list(authorization_servers)}
+    if scopes_supported is not None:
+        document["scopes_supported"] = sorted(set(scopes_supported))
+    document["bearer_methods_supported"] = list(bearer_methods_supported)
+    if resource_name is not None:
+        document["resource_name"] = resource_name
+    if resource_documentation is not None:
+        document["resource_documentation"] = resource_documentation
+    return document
+
+
+def _quoted(value: str) -> str:
+    # RFC 6750 §3 limits these values to printable ASCII without " and \ ; anything else (a CR or LF from
+    # a token's claims, say) is dropped, so no value can end the header or start another.
+    return '"' + "".join(c for c in value if " " <= c <= "~" and c not in '"\\') + '"'
+
+
+def www_authenticate(*, realm: Optional[str] = None, resource_metadata: Optional[str] = None,
+                     scope: Optional[str] = None, error: Optional[str] = None,
+                     error_description: Optional[str] = None) -> str:
+    """A `Bearer` challenge (RFC 6750 §3, RFC 9728 §5.1), parameters in a fixed order, absent ones left out."""
+    parameters = [(name, value) for name, value in (
+        ("realm", realm), ("resource_metadata", resource_metadata), ("scope", scope), ("error", error),
+        ("error_description", error_description)) if value]
+    return "Bearer " + ", ".join(f"{name}={_quoted(value)}" for name, value in parameters) if parameters else "Bearer"

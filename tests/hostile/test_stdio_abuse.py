@@ -1,0 +1,81 @@
+"""Tool code and clients abusing a stdio server: each case is answered, and the server goes on serving."""
+
+import json
+import os
+
+import pytest
+from mcptest import StdioServer, call, line, responses, run_once
+
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_tools.py")
+NORMAL = call("tags", id="after", tags=["still", "here"])
+
+
+def answers_after(*messages, timeout: float = 60) -> list:
+    """Send the messages then a normal request; every message is answered and the normal one last."""
+    done = run_once(TOOLS, b"".join(line(m) for m in messages) + line(NORMAL), timeout=timeout)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    answers = responses(done.stdout)  # in completion order: ids pair them
+    after = [a for a in answers if a.get("id") == "after"]
+    assert len(after) == 1 and after[0]["result"]["structuredContent"] == 2, answers
+    return sorted((a for a in answers if a.get("id") != "after"), key=lambda a: str(a.get("id")))
+
+
+def text(answer) -> str:
+    return answer["result"]["content"][0]["text"]
+
+
+def test_unique_items_is_linear_in_the_number_of_tags():
+    # Every pair was compared: 8,000 tags (71 KB) took 22 s of one core; 200,000 would take hours.
+    [answer] = answers_after(call("tags", id=1, tags=[f"tag-{i}" for i in range(200_000)]))
+    assert answer["result"]["structuredContent"] == 200_000
+
+
+def test_duplicates_are_found_by_json_equality():
+    for duplicated, count in (([1, 1.0], None), ([{"a": [1, {"b": 2}]}, {"a": [1.0, {"b": 2}]}], None),
+                              ([True, 1], 2), ([0, False], 2), (["1", 1], 2)):
+        done = run_once(TOOLS, line(call("unique_any", id=1, items=duplicated)))
+        [answer] = responses(done.stdout)
+        if count is None:
+            assert answer["result"]["isError"] is True and "duplicates an earlier item" in text(answer)
+        else:
+            assert answer["result"].get("isError") is not True, answer
+
+
+def test_a_huge_integer_against_a_fractional_multiple_of_is_checked_exactly():
+    # value / 0.5 overflowed a float: an uncaught OverflowError, answered -32603.
+    huge = "9" * 400
+    [answer] = answers_after(json.loads(json.dumps(call("halves", id=1, n=0)).replace('"n": 0', '"n": ' + huge)))
+    assert text(answer) == huge
+
+
+@pytest.mark.parametrize("kind", ["KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit",
+                                  "BaseException"])
+def test_a_base_exception_from_a_tool_is_its_failure_not_the_servers(kind):
+    [answer] = answers_after(call("raise_base", id=1, kind=kind))
+    assert answer["result"]["isError"] is True and kind in text(answer)
+
+
+def test_an_async_tool_cancelled_from_inside_is_a_failed_call():
+    [answer] = answers_after(call("async_cancelled", id=1))
+    assert answer["result"]["isError"] is True and "CancelledError" in text(answer)
+
+
+def test_a_tool_reading_stdin_gets_nothing_and_eats_no_request():
+    with StdioServer(TOOLS) as server:
+        assert text(server.ask(call("read_stdin", id=1))) == ""
+        assert server.ask(NORMAL)["id"] == "after"
+
+
+def test_a_child_inheriting_stdin_eats_no_request():
+    with StdioServer(TOOLS) as server:
+        server.send(line(call("child_reads_stdin", id=1)))
+        server.wait_for_stderr("child_reads_stdin: starting cat")
+        server.send(line(NORMAL))  # with fd 0 shared, cat read this line and waited for more
+        first, second = sorted((server.receive(), server.receive()), key=lambda a: str(a["id"]))
+        assert text(first) == "" and second["id"] == "after"
+
+
+def test_a_progress_bar_without_newlines_costs_linear_time():
+    # The log writer re-split its whole pending buffer on every write: 40,000 updates took 8 s.
+    [answer] = answers_after(call("progress_bar", id=1, updates=400_000), timeout=60)
+    assert text(answer) == "drawn"

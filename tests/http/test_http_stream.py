@@ -1,0 +1,208 @@
+"""Requests in flight over HTTP: SSE responses for progress, and a client that goes away cancels."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from mcptest import META, SLOW_TOOLS, HttpServer, call, mcp_headers
+
+SSE = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def tools():
+    with HttpServer(SLOW_TOOLS) as server:
+        yield server
+
+
+def with_token(message, token):
+    message["params"]["_meta"] = dict(META, progressToken=token)
+    return message
+
+
+def open_stream(server, message, accept="application/json, text/event-stream"):
+    """POST `message`; return (connection, response) with the response head read."""
+    connection = server.connection()
+    headers = dict(mcp_headers(message), Accept=accept)
+    connection.request("POST", server.path, body=json.dumps(message).encode(), headers=headers)
+    return connection, connection.getresponse()
+
+
+def events(response):
+    """The SSE data frames of a response, decoded, until the stream ends."""
+    while True:
+        line = response.readline()
+        if not line:
+            return
+        if line.startswith(b"data: "):
+            assert response.readline() == b"\n", "each frame is one data line and a blank line"
+            yield json.loads(line[6:])
+
+
+def read(path) -> str:
+    try:
+        with open(path) as file:
+            return file.read()
+    except FileNotFoundError:
+        return ""
+
+
+def test_progress_streams_as_sse_then_the_response_ends_the_stream(tools):
+    connection, response = open_stream(tools, with_token(call("steps", id=5, count=12), "job-5"))
+    try:
+        assert response.status == 200
+        assert response.getheader("Content-Type") == "text/event-stream"
+        assert response.getheader("X-Accel-Buffering") == "no"
+        frames = list(events(response))
+    finally:
+        connection.close()
+    notes, answer = frames[:-1], frames[-1]
+    assert [n["params"]["progress"] for n in notes] == list(range(1, 13))
+    assert all(n["method"] == "notifications/progress" and n["params"]["progressToken"] == "job-5" for n in notes)
+    assert answer["id"] == 5 and answer["result"]["content"][0]["text"] == "12 steps"
+
+
+def test_without_a_token_or_without_sse_accepted_the_answer_is_plain_json(tools):
+    for message, accept in ((call("steps", count=3), "application/json, text/event-stream"),
+                            (with_token(call("steps", count=3), 1), "application/json")):
+        connection, response = open_stream(tools, message, accept)
+        try:
+            assert response.status == 200 and response.getheader("Content-Type") == "application/json"
+            assert json.loads(response.read())["result"]["content"][0]["text"] == "3 steps"
+        finally:
+            connection.close()
+
+
+def test_an_error_with_its_own_status_is_never_inside_a_stream(tools):
+    message = with_token(call("steps", count=3), "t")
+    connection = tools.connection()
+    try:
+        headers = dict(mcp_headers(message), **SSE, **{"Mcp-Name": "other"})
+        connection.request("POST", tools.path, body=json.dumps(message).encode(), headers=headers)
+        response = connection.getresponse()
+        assert response.status == 400 and response.getheader("Content-Type") == "application/json"
+        assert json.loads(response.read())["error"]["code"] == -32020
+    finally:
+        connection.close()
+
+
+def test_closing_the_stream_cancels_the_tool(tools, tmp_path):
+    path = str(tmp_path / "ticks")
+    connection, response = open_stream(tools, with_token(call("ticker", seconds=30, path=path), "t"))
+    frames = events(response)
+    for _ in range(3):
+        assert next(frames)["method"] == "notifications/progress"
+    connection.close()
+    response.close()
+    time.sleep(0.3)
+    stopped = read(path).count("tick")
+    time.sleep(1)
+    assert read(path).count("tick") <= stopped + 1, "the tool kept working after its client closed the stream"
+
+
+def test_hanging_up_on_a_plain_json_request_cancels_it_too(tools, tmp_path):
+    path = str(tmp_path / "ticks")
+    message = call("ticker", seconds=30, path=path)
+    body = json.dumps(message).encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
+    with socket.create_connection((tools.host, tools.port)) as hanging_up:
+        hanging_up.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n"
+                           .encode() + body)
+        deadline = time.monotonic() + 10
+        while read(path).count("tick") < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    time.sleep(0.3)
+    stopped = read(path).count("tick")
+    time.sleep(1)
+    assert read(path).count("tick") <= stopped + 1
+
+
+def test_quick_calls_from_20_clients_are_not_held_up_by_a_slow_one(tools):
+    slow = threading.Thread(target=lambda: tools.post(call("slow", seconds=5)))
+    slow.start()
+    tools.wait_for_stderr("slow: started")
+    delays, failures = [], []
+
+    def client():
+        for _ in range(5):
+            sent = time.monotonic()
+            status, _, body = tools.post(call("pid"))
+            delays.append(time.monotonic() - sent)
+            if status != 200:
+                failures.append(body)
+
+    clients = [threading.Thread(target=client) for _ in range(20)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join(30)
+    assert slow.is_alive(), "the quick calls waited for the slow one"
+    assert failures == [] and len(delays) == 100
+    delays.sort()
+    assert delays[89] < 0.1, delays[-10:]
+    slow.join(10)
+
+
+def test_sigterm_lets_an_open_stream_finish():
+    with HttpServer(SLOW_TOOLS) as server:
+        connection, response = open_stream(server, with_token(call("steps", id=9, count=10, pause=0.1), "s"))
+        frames = events(response)
+        assert next(frames)["params"]["progress"] == 1
+        server.process.send_signal(signal.SIGTERM)
+        rest = list(frames)
+        connection.close()
+        assert rest[-1]["id"] == 9 and rest[-1]["result"]["content"][0]["text"] == "10 steps"
+        assert server.process.wait(10) == 0
+
+
+def gunicorn():
+    return shutil.which("gunicorn") or (os.path.join(os.path.dirname(sys.executable), "gunicorn")
+                                        if os.path.exists(os.path.join(os.path.dirname(sys.executable), "gunicorn"))
+                                        else None)
+
+
+@pytest.mark.skipif(gunicorn() is None, reason="gunicorn is not installed here")
+@pytest.mark.parametrize("worker", ["sync", "gthread"])
+def test_under_gunicorn_progress_streams_and_closing_the_stream_cancels(worker, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([gunicorn(), "-w", "1", "-k", worker, "-b", f"127.0.0.1:{port}", "--log-level",
+                                "warning", f"mcpserver.http:create_app({SLOW_TOOLS!r})"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        server = HttpServer.__new__(HttpServer)
+        server.host, server.port, server.path, server.process = "127.0.0.1", port, "/mcp", process
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                connection, response = open_stream(server, with_token(call("steps", count=4), "g"))
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "gunicorn did not start"
+                time.sleep(0.2)
+        assert response.getheader("Content-Type") == "text/event-stream"
+        frames = list(events(response))
+        connection.close()
+        assert [f["params"]["progress"] for f in frames[:-1]] == [1, 2, 3, 4]
+        path = str(tmp_path / "ticks")
+        connection, response = open_stream(server, with_token(call("ticker", seconds=30, path=path), "t"))
+        frames = events(response)
+        next(frames)
+        connection.close()
+        response.close()
+        time.sleep(0.5)
+        stopped = read(path).count("tick")
+        time.sleep(1)
+        assert read(path).count("tick") <= stopped + 1, "under gunicorn, closing the stream did not cancel"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(20)
