@@ -327,11 +327,36 @@ def probes() -> list[fuzz_gen.Message]:
     calls += [("returns", {"kind": k}) for k in module._RETURNABLE]
     calls += [("prints", {"text": "progress " * 50, "chunk": 7}), ("prints", {"text": "line", "newline": True}),
               ("reads_stdin", {}), ("spawns_child", {})]
+    # The shapes of issue 11's one-line reports, every run: numbers past a double, a name that is a list.
+    calls += [("json_cat", {"text": "1e999"}), ("json_cat", {"text": "[" * 64 + "]" * 64}),
+              ("keywords", {"amount": fuzz_gen.Raw("1" + "0" * 400)}),
+              ("keywords", {"amount": 1, "count": fuzz_gen.Raw("7" + "0" * 400)}),
+              ("argv_echo", {"word": "w", "n": -5, "x": 1e308, "flag": True}),
+              ("argv_echo", {"word": "-rf", "n": 1, "x": 1, "flag": False})]
     out = []
     for name, arguments in calls:
         data = fuzz_gen.to_bytes(fuzz_gen._tool_call(name, arguments))
         out.append(fuzz_gen.Message(data, None, f"probe:{name}"))
+    named = fuzz_gen._tool_call("echo", {"text": "x"})
+    for odd in (["echo"], {"name": "echo"}, 5, None):
+        named["params"]["name"] = odd
+        headers = [("Content-Type", "application/json"), ("MCP-Protocol-Version", fuzz_gen.VERSION),
+                   ("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")]
+        out.append(fuzz_gen.Message(fuzz_gen.to_bytes(named), headers, "probe:name"))
+    for token in ("t1", 7):
+        call = fuzz_gen._tool_call("progress_steps", {"steps": 5})
+        call["params"]["_meta"]["progressToken"] = token
+        out.append(fuzz_gen.Message(fuzz_gen.to_bytes(call), None, "probe:progress"))
     return out
+
+
+def live_message(generator: fuzz_gen.Generator, seed: int, transport: str, index: int,
+                 framing_share: float = 0.05) -> fuzz_gen.Message:
+    """Message `index` of a live run: over HTTP, a share of them are requests with broken framing."""
+    rng = rng_for(seed, transport, index)
+    if transport == "http" and rng.random() < framing_share:
+        return fuzz_gen.Message(fuzz_drive.framing_request(rng, "/mcp"), None, "framing")
+    return generator.message(rng)
 
 
 def run_live(run: Run, transport: str, count: int, large: float, sandbox: Sandbox,
@@ -356,13 +381,10 @@ def run_live(run: Run, transport: str, count: int, large: float, sandbox: Sandbo
         disabled: set[str] = set()
         last_report = time.monotonic()
         for index in range(count):
-            rng = rng_for(run.seed, transport, index)
-            if transport == "http" and rng.random() < framing_share:
-                raw = fuzz_drive.framing_request(rng, driver.path)
-                message = fuzz_gen.Message(raw, None, "framing")
-                findings = driver.framing(raw, driver.hang_timeout)
+            message = live_message(generator, run.seed, transport, index, framing_share)
+            if message.family == "framing":
+                findings = driver.framing(message.data, driver.hang_timeout)
             else:
-                message = generator.message(rng)
                 if message.family in disabled:
                     run.families[transport]["skipped (shape already found slow)"] += 1
                     continue

@@ -1,7 +1,8 @@
 """What a correct answer to a fuzzed message looks like, decided without asking the server.
 
-The oracle reads the message as JSON-RPC 2.0 and WIRE.md say a server must: a valid notification (or,
-on stdio, a client's response) gets no answer; anything else gets exactly one, carrying the request's
+The oracle reads the message as JSON-RPC 2.0 and WIRE.md say a server must: a notification (a message
+with a string method and no id; a malformed one is ignored, WIRE.md §8) or, on stdio, a client's
+response gets no answer; anything else gets exactly one, carrying the request's
 id when the id can be read and is valid (a string or an integer), and no id otherwise. Each answer
 is then checked as a JSON-RPC response (and, for a sample, against the official 2026-07-28 schema).
 """
@@ -37,7 +38,20 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):  # 1e999 parses to infinity, which no answer could carry
+        raise ValueError("number out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 4300:  # what Pythons from 3.11 refuse anyway (int parsing is quadratic)
+        raise ValueError("integer too long")
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite, parse_int=_bounded_int)
 _CLOSED_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # linear here: only run on text that parsed
 _BRACKET = re.compile(r"[\[\]{}]")
 
@@ -47,11 +61,13 @@ class Expected(NamedTuple):
     id: Any  # the id the answer must carry, or ABSENT
     method: Optional[str]  # when the message is a request with a string method
     notification: bool
+    progress_token: Any = None  # a request's _meta.progressToken (a string or an integer), else None
 
 
 def decode(data: bytes) -> tuple[bool, Any]:
     """(parsed, value): the message as the server must read it, or (False, None) when it is not JSON
-    the server accepts (bad UTF-8, bad JSON, NaN/Infinity, a BOM, nesting past the limit)."""
+    the server accepts (bad UTF-8, bad JSON, NaN/Infinity, a number beyond a double's range, an integer
+    of more than 4,300 digits, a BOM, nesting past the limit)."""
     try:
         text = data.decode("utf-8")
         if text.startswith("\ufeff"):
@@ -90,12 +106,36 @@ def expect(data: bytes, http: bool) -> Expected:
     method = message["method"]
     if not isinstance(method, str):
         return Expected(True, valid_id, None, False)
+    if "id" not in message:  # a notification, well-formed or not, is never answered
+        return Expected(False, ABSENT, method, True)
     params = message.get("params", {})
-    if "id" not in message:
-        if isinstance(params, dict):
-            return Expected(False, ABSENT, method, True)
-        return Expected(True, ABSENT, method, False)
-    return Expected(True, valid_id, method, False)
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return Expected(True, valid_id, method, False, token if type(token) in (str, int) else None)
+
+
+def check_notifications(notifications: list[Any], expected: list[Expected]) -> Optional[str]:
+    """Server notifications sent while handling the messages: only notifications/progress, only for a
+    request that asked for it with a progressToken, its progress increasing (WIRE.md §8)."""
+    tokens = [e.progress_token for e in expected if e.answered and e.progress_token is not None]
+    last: dict[Any, float] = {}
+    for note in notifications:
+        if not isinstance(note, dict) or note.get("jsonrpc") != "2.0" or "id" in note:
+            return f"malformed notification {str(note)[:200]}"
+        if note.get("method") != "notifications/progress":
+            return f"unexpected notification {note.get('method')!r}"
+        params = note.get("params")
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        if not any(type(token) is type(t) and token == t for t in tokens):
+            return f"progress for token {token!r}, which no request here asked for"
+        progress = params.get("progress")
+        if isinstance(progress, bool) or not isinstance(progress, (int, float)):
+            return f"progress value {progress!r} is not a number"
+        key = (type(token), token)
+        if key in last and not progress > last[key]:
+            return f"progress went from {last[key]} to {progress}"
+        last[key] = progress
+    return None
 
 
 def stdio_segments(line: bytes) -> list[bytes]:
@@ -130,7 +170,7 @@ def check_response(response: Any, expected: Expected) -> Optional[str]:
         return f"answer has unexpected members {sorted(extra)}"
     if "error" in response:
         error = response["error"]
-        if not isinstance(error, dict) or type(error.get("code")) is not int or not isinstance(error.get("message"), str):
+        if not (isinstance(error, dict) and type(error.get("code")) is int and isinstance(error.get("message"), str)):
             return f"malformed error object {error!r:.200}"
         if error["code"] not in KNOWN_CODES:
             return f"error code {error['code']} is not one a 2026-07-28 server sends"
@@ -140,8 +180,6 @@ def check_response(response: Any, expected: Expected) -> Optional[str]:
     result = response["result"]
     if not isinstance(result, dict) or result.get("resultType") != "complete":
         return "result is not an object with resultType \"complete\""
-    if expected.notification:
-        return "a notification was answered"
     return None
 
 

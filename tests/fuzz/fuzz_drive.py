@@ -34,7 +34,6 @@ from typing import Any, Callable, NamedTuple, Optional
 import fuzz_check
 import fuzz_gen
 from fuzz_check import ABSENT, Expected
-
 from mcpserver import protocol
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -263,7 +262,7 @@ class Core:
             reply = protocol.dispatch_bytes(data, self.server, headers)
             if reply.response is not None:
                 encoded = protocol.encode(reply.response)
-        except BaseException as exc:  # noqa: B036 - what escapes the core is exactly what is looked for
+        except BaseException as exc:
             escaped = exc
         finally:
             elapsed = time.perf_counter() - started
@@ -402,6 +401,7 @@ class _Stderr:
 
     def __init__(self, stream: Any):
         self.lines: list[str] = []
+        self.deaths = 0  # threads that died with a traceback ("Exception in thread ...")
         self.changed = threading.Condition()
         self.consumed = 0
         self.closed = False
@@ -412,6 +412,7 @@ class _Stderr:
         for raw in iter(stream.readline, b""):
             with self.changed:
                 self.lines.append(raw.decode("utf-8", "replace"))
+                self.deaths += raw.startswith(b"Exception in thread")
                 self.changed.notify_all()
         with self.changed:
             self.closed = True
@@ -493,8 +494,10 @@ def stderr_findings(text: str, fail_on_purpose: tuple[str, ...]) -> list[Finding
 def describe(data: bytes) -> str:
     """What a message asks for, in a few words: `tools/call reads_stdin`."""
     parsed, message = fuzz_check.decode(data)
-    if not parsed or not isinstance(message, dict) or not isinstance(message.get("method"), str):
+    if not parsed or not isinstance(message, dict):
         return "a malformed message"
+    if not isinstance(message.get("method"), str):
+        return f"a message whose method is {fuzz_gen.json_kind(message.get('method'))}"
     params = message.get("params") if isinstance(message.get("params"), dict) else {}
     named = params.get("name", params.get("uri"))
     return message["method"] + (f" {named[:40]}" if isinstance(named, str) else "")
@@ -519,10 +522,10 @@ def merged(findings: list[Finding]) -> list[Finding]:
     the crash it caused is reported, are dropped."""
     logged_internal = any(f.kind in ("internal-error", "traceback") and "internal error (" not in f.where
                           for f in findings)
-    crashes = {f.where.split("(", 1)[-1].rstrip(")") for f in findings if f.kind in ("crash", "hang")}
+    crashed = any(f.kind in ("crash", "hang") for f in findings)
     return [f for f in findings
             if not (logged_internal and f.kind == "internal-error" and f.where.startswith("internal error ("))
-            and not (f.kind == "traceback" and f.where in crashes)]
+            and not (f.kind == "traceback" and crashed)]  # the traceback is the crash's own story
 
 
 class LiveStdio:
@@ -554,9 +557,9 @@ class LiveStdio:
 
     @staticmethod
     def _read(stream: Any, answers: queue.Queue[Optional[bytes]]) -> None:
-        reader = io.BufferedReader(stream, 1 << 20)
-        for line in iter(reader.readline, b""):
-            answers.put(line)
+        with io.BufferedReader(stream, 1 << 20) as reader:
+            for line in iter(reader.readline, b""):
+                answers.put(line)
         answers.put(None)
 
     @staticmethod
@@ -584,32 +587,49 @@ class LiveStdio:
                 pass
         self.process = None
 
-    def exchange(self, data: bytes, timeout: Optional[float] = None) -> tuple[list[bytes], float, str, str]:
-        """Send `data` as one line and a mark; (answers before the mark's, seconds, stderr logged, state)
-        where state is "ok", "died" or "hung"."""
+    def exchange(self, data: bytes, timeout: Optional[float] = None) -> tuple[list[Any], float, str, str]:
+        """Send `data` as one line; wait for as many responses as it holds requests (stdio answers in
+        completion order, so a mark sent at once could overtake a slow call); then send a mark and take
+        everything up to its answer, and the stderr up to its line. Returns (decoded lines, seconds to
+        the last expected response, stderr logged, state "ok", "died" or "hung")."""
+        expectations = [fuzz_check.expect(segment, http=False) for segment in fuzz_check.stdio_segments(data)]
+        wanted = sum(e.answered for e in expectations)
         self.marks += 1
         n = self.marks
         started = time.perf_counter()
-        self.writes.put(data + b"\n" + mark_request(n) + b"\n")
-        mark_id = f"fuzz-mark-{n}"
-        answers: list[bytes] = []
+        self.writes.put(data + b"\n")
+        lines: list[Any] = []
         deadline = time.monotonic() + (timeout or self.hang_timeout)
-        state = "ok"
-        while True:
-            try:
-                line = self.answers.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                state = "hung"
-                break
-            if line is None:
-                state = "died"
-                break
-            if mark_id.encode() in line[:200] and _answer_id(line) == mark_id:
-                break
-            answers.append(line)
+        state = self._collect(lines, deadline, lambda: sum(not _is_notification(x) for x in lines) >= wanted)
         elapsed = time.perf_counter() - started
+        if state == "ok":
+            self.writes.put(mark_request(n) + b"\n")
+            mark_id = f"fuzz-mark-{n}"
+            state = self._collect(lines, time.monotonic() + self.hang_timeout,
+                                  lambda: isinstance(lines[-1] if lines else None, dict) and lines[-1].get("id") == mark_id)
+            if state == "ok":
+                lines.pop()
         logged, _ = self.stderr.until(f"fuzz-mark {n}\n", 5.0 if state == "ok" else 0.5)
-        return answers, elapsed, logged, state
+        return lines, elapsed, logged, state
+
+    def _collect(self, lines: list[Any], deadline: float, done: Callable[[], bool]) -> str:
+        deaths = self.stderr.deaths
+        while not done():
+            try:
+                line = self.answers.get(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    return "hung"
+                if self.stderr.deaths > deaths:  # a server thread died: give it a moment, then call it hung
+                    deadline = min(deadline, time.monotonic() + 0.5)
+                continue
+            if line is None:
+                return "died"
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                lines.append(_NotJson(line))
+        return "ok"
 
     def timer(self, data: bytes) -> float:
         _, elapsed, _, state = self.exchange(data)
@@ -618,9 +638,9 @@ class LiveStdio:
         return elapsed
 
     def check(self, message: fuzz_gen.Message, index: int = 0) -> list[Finding]:
-        answers, elapsed, logged, state = self.exchange(message.data)
-        findings = self.judge(message.data, answers, logged, state)
-        size = max(len(message.data), sum(len(a) for a in answers))
+        lines, elapsed, logged, state = self.exchange(message.data)
+        findings = self.judge(message.data, lines, logged, state)
+        size = max(len(message.data), sum(len(json.dumps(x)) for x in lines if not isinstance(x, _NotJson)))
         limit = self.budget.limit(size)
         if state == "ok" and elapsed > limit:
             best = elapsed if elapsed > 10 * limit else min(elapsed, self.timer(message.data),
@@ -630,7 +650,7 @@ class LiveStdio:
                                                                     f"{limit:.3f} s"))
         return triaged(findings, message, self.triage)
 
-    def judge(self, data: bytes, answers: list[bytes], logged: str, state: str) -> list[Finding]:
+    def judge(self, data: bytes, lines: list[Any], logged: str, state: str) -> list[Finding]:
         findings = stderr_findings(logged, self.fail_on_purpose)
         if state != "ok":
             what = where_in_text(logged) if "Traceback" in logged else f"after {describe(data)}"
@@ -638,31 +658,52 @@ class LiveStdio:
                                     (logged or self.stderr.tail())[-800:]))
             self.start()
             return merged(findings)
-        decoded = []
-        for raw in answers:
-            try:
-                decoded.append(json.loads(raw))
-            except ValueError:
-                findings.append(Finding("bad-answer", "stdout line is not JSON", raw[:300].decode("latin-1")))
-        # One written line may hold several messages (a mutation can add newlines): answers come in order.
+        for line in lines:
+            if isinstance(line, _NotJson):
+                findings.append(Finding("bad-answer", "stdout line is not JSON", line.raw[:300].decode("latin-1")))
+        # One written line may hold several messages (a mutation can add newlines).
         expectations = [fuzz_check.expect(segment, http=False) for segment in fuzz_check.stdio_segments(data)]
-        answered = [e for e in expectations if e.answered]
-        if len(decoded) != len(answered):
-            findings.append(Finding("extra-answer" if len(decoded) > len(answered) else "no-answer",
-                                    "answer count differs from the messages that need one",
-                                    f"{len(decoded)} answers for {len(answered)} requests "
-                                    f"({len(expectations)} messages on the line)"))
-            return merged(findings)
-        for expected, response in zip(answered, decoded):
-            findings += judge_answers(expected, [response])
+        findings += judge_lines(expectations, [x for x in lines if not isinstance(x, _NotJson)])
         return merged(findings)
 
 
-def _answer_id(line: bytes) -> Any:
-    try:
-        return json.loads(line).get("id")
-    except (ValueError, AttributeError):
-        return None
+class _NotJson(NamedTuple):
+    raw: bytes
+
+
+def _is_notification(line: Any) -> bool:
+    return isinstance(line, dict) and "method" in line and "id" not in line
+
+
+def judge_lines(expectations: list[Expected], lines: list[Any]) -> list[Finding]:
+    """Answers and notifications a transport sent for some messages, paired with them by id (stdio may
+    answer out of order)."""
+    findings = []
+    notifications = [x for x in lines if _is_notification(x)]
+    responses = [x for x in lines if not _is_notification(x)]
+    problem = fuzz_check.check_notifications(notifications, expectations)
+    if problem:
+        findings.append(Finding("bad-notification", _normalise(problem), problem))
+    remaining = [e for e in expectations if e.answered]
+    if len(responses) != len(remaining):
+        unanswered = [e for e in expectations if not e.answered]
+        if len(responses) > len(remaining) and unanswered:
+            what = "notification" if any(e.notification for e in unanswered) else "client response"
+            return [*findings, Finding("extra-answer", f"a {what} was answered", str(responses[-1])[:300])]
+        findings.append(Finding("extra-answer" if len(responses) > len(remaining) else "no-answer",
+                                "answer count differs from the messages that need one",
+                                f"{len(responses)} answers for {len(remaining)} requests"))
+    for response in responses:
+        answer_id = response.get("id", ABSENT) if isinstance(response, dict) else ABSENT
+        match = next((e for e in remaining if (e.id is ABSENT and answer_id is ABSENT)
+                      or (e.id is not ABSENT and type(e.id) is type(answer_id) and e.id == answer_id)), None)
+        if match is None and remaining:
+            match = remaining[0]  # its id is wrong: judge_answers says how
+        if match is None:
+            continue
+        remaining.remove(match)
+        findings += judge_answers(match, [response])
+    return findings
 
 
 class HttpResponse(NamedTuple):
@@ -698,7 +739,7 @@ def read_response(sock: socket.socket, buffer: bytearray, deadline: float, head_
             if buffer:
                 raise ConnectionError(f"connection closed inside a response head: {bytes(buffer[:200])!r}")
             return None
-    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+    head, _, _rest = bytes(buffer).partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
@@ -711,6 +752,8 @@ def read_response(sock: socket.socket, buffer: bytearray, deadline: float, head_
     del buffer[:len(head) + 4]
     if head_only:
         body = b""
+    elif headers.get("transfer-encoding", "").lower() == "chunked":
+        body = _read_chunked(buffer, fill)
     elif "content-length" in headers:
         length = int(headers["content-length"])
         while len(buffer) < length:
@@ -727,6 +770,40 @@ def read_response(sock: socket.socket, buffer: bytearray, deadline: float, head_
 
 
 _NO_LINE_BREAKS = {ord("\r"): None, ord("\n"): None, 0: None}
+def _read_chunked(buffer: bytearray, fill: Callable[[], bool]) -> bytes:
+    body = bytearray()
+    while True:
+        while b"\r\n" not in buffer:
+            if not fill():
+                raise ConnectionError("connection closed inside a chunk size")
+        line, _, _ = bytes(buffer).partition(b"\r\n")
+        size = int(line.split(b";")[0], 16)
+        del buffer[:len(line) + 2]
+        while len(buffer) < size + 2:
+            if not fill():
+                raise ConnectionError("connection closed inside a chunk")
+        body += buffer[:size]
+        del buffer[:size + 2]
+        if size == 0:
+            return bytes(body)
+
+
+def sse_messages(body: bytes) -> tuple[list[Any], Optional[str]]:
+    """The JSON messages of an SSE body (`data:` lines; comments skipped); and what is wrong, if anything."""
+    messages: list[Any] = []
+    for frame in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = [line[5:].lstrip(b" ") for line in frame.split(b"\n") if line.startswith(b"data:")]
+        other = [line for line in frame.split(b"\n") if line and not line.startswith((b"data:", b":"))]
+        if other:
+            return messages, f"SSE lines that are neither data nor comments: {other[0][:100]!r}"
+        if data:
+            try:
+                messages.append(json.loads(b"\n".join(data)))
+            except ValueError:
+                return messages, f"SSE data that is not JSON: {b''.join(data)[:100]!r}"
+    return messages, None
+
+
 TRANSPORT_REFUSALS = {400, 403, 404, 405, 406, 411, 413, 414, 415, 431, 501, 503, 505}
 
 
@@ -873,7 +950,17 @@ class LiveHttp:
             findings.append(Finding("transport", _normalise(problem), problem))
         content_type = response.headers.get("content-type", "")
         expected = fuzz_check.expect(message.data, http=True)
-        if content_type.startswith("application/json"):
+        if content_type.startswith("text/event-stream"):
+            messages, sse_problem = sse_messages(response.body)
+            if sse_problem:
+                findings.append(Finding("bad-answer", _normalise(sse_problem), sse_problem))
+            if response.status != 200:
+                findings.append(Finding("status", f"HTTP {response.status} for a stream", repr(response.body[:200])))
+            if messages and _is_notification(messages[-1]):
+                findings.append(Finding("bad-answer", "a stream that does not end with the response",
+                                        str(messages[-1])[:200]))
+            findings += judge_lines([expected], messages)
+        elif content_type.startswith("application/json"):
             try:
                 answer = json.loads(response.body)
             except ValueError:
@@ -977,7 +1064,7 @@ def framing_request(rng: random.Random, path: str) -> bytes:
             headers.insert(0, "Transfer-Encoding: identity")
     elif roll == 5:
         line = rng.choice([f"POST {path} HTTP/1.0", f"POST {path} HTTP/2.0", f"POST  {path} HTTP/1.1",
-                           f"POST {path}", f"post {path} HTTP/1.1", f"POST {path}?x=1 HTTP/1.1", f"POST /%6dcp HTTP/1.1",
+                           f"POST {path}", f"post {path} HTTP/1.1", f"POST {path}?x=1 HTTP/1.1", "POST /%6dcp HTTP/1.1",
                            f"POST {path}%00 HTTP/1.1", f"POST http://127.0.0.1{path} HTTP/1.1", "POST * HTTP/1.1",
                            f"POST {path}/ HTTP/1.1", f"POST {path}\x00 HTTP/1.1", f"POST /{'a' * 70_000} HTTP/1.1",
                            f"BREW {path} HTTP/1.1", f"GET {path} HTTP/1.1", f"HEAD {path} HTTP/1.1",
@@ -989,7 +1076,8 @@ def framing_request(rng: random.Random, path: str) -> bytes:
                                    f"X: y\r\nContent-Length: {n}\x00"]))
     else:
         headers += [f"Content-Length: {n}", rng.choice(["Expect: 100-continue", "Connection: close",
-                                                       "Connection: upgrade\r\nUpgrade: h2c", "Content-Encoding: gzip"])]
+                                                       "Connection: upgrade\r\nUpgrade: h2c",
+                                                       "Content-Encoding: gzip"])]
     newline = "\n" if rng.random() < 0.1 else "\r\n"
     head = newline.join([line, *headers]) + newline + newline
     return head.encode("utf-8", "surrogateescape") + body
@@ -1116,7 +1204,7 @@ def _smaller_values(value: Any) -> Any:
             yield value[:i] + value[i + 1:]
         for i, item in enumerate(value):
             for smaller in _smaller_values(item):
-                yield value[:i] + [smaller] + value[i + 1:]
+                yield [*value[:i], smaller, *value[i + 1:]]
     elif isinstance(value, str) and value:
         yield value[:len(value) // 2]
         if len(value) > 1:

@@ -41,6 +41,14 @@ class Raw:
         return f"Raw({self.text[:40]!r}{'...' if len(self.text) > 40 else ''})"
 
 
+def json_kind(value: Any) -> str:
+    """"an array", "an object", "a string"...: a decoded JSON value's type, for messages."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
 class Message(NamedTuple):
     """One message to send: the bytes (a stdio line without its newline, or an HTTP body), the HTTP
     header lines (None: the driver mirrors the body as a conforming client would), and the family
@@ -346,7 +354,7 @@ class SchemaGen:
         if isinstance(value, list) and roll < 0.3:
             return value * rng.choice([2, 50]) if value else [hostile_value(rng)]
         if isinstance(value, (int, float)) and not isinstance(value, bool) and roll < 0.5:
-            return Raw(rng.choice(NUMBER_TOKENS + ["1e999", "1" + "0" * 400, "-1e999"]))
+            return Raw(rng.choice([*NUMBER_TOKENS, "1e999", "1" + "0" * 400, "-1e999"]))
         if isinstance(value, str) and roll < 0.4:
             return rng.choice([value * rng.choice([2, 100, 5000]), value + rng.choice(UNICODE_EDGES),
                                " " + value, value.upper(), rng.choice(LONE_SURROGATES)])
@@ -476,8 +484,10 @@ class Generator:
         ("bytes", 16), ("repetitive", 3), ("notification", 5),
     )
 
-    def __init__(self, target: Target, schema: Optional[dict[str, Any]] = None, large: float = 0.002):
+    def __init__(self, target: Target, schema: Optional[dict[str, Any]] = None, large: float = 0.002,
+                 repetitive_sizes: tuple[int, ...] = (1000, 4000, 16_000, 64_000)):
         self.target = target
+        self.repetitive_sizes = repetitive_sizes
         self.schema = schema or load_schema()
         self.gen = SchemaGen(self.schema)
         self.large = large
@@ -575,15 +585,15 @@ class Generator:
         message: dict[str, Any] = self.valid_request(rng)
         roll = rng.randrange(12)
         if roll == 0:
-            message["jsonrpc"] = rng.choice(["1.0", "2.1", 2.0, 2, None, "", "2.0 ", [], "２.０"])
+            message["jsonrpc"] = rng.choice(["1.0", "2.1", 2.0, 2, None, "", "2.0 ", [], "\uff12.\uff10"])  # fullwidth 2.0
         elif roll == 1:
             del message["jsonrpc"]
         elif roll == 2:
             message["id"] = request_id(rng)
         elif roll == 3:
             message["method"] = rng.choice([None, 5, [], {}, "", " tools/list", "Tools/List", "tools/list\x00",
-                                            "tools/list/", "TOOLS/CALL", "tools\\list", big_string(rng, 5000)]
-                                           + self.methods + list(RETIRED_METHODS))
+                                            "tools/list/", "TOOLS/CALL", "tools\\list", big_string(rng, 5000),
+                                            *self.methods, *RETIRED_METHODS])
         elif roll == 4:
             del message["method"]
         elif roll == 5:
@@ -639,7 +649,7 @@ class Generator:
             data = mutate_bytes(to_bytes(base, rng), rng)
         elif family == "repetitive":
             kind = rng.choice(REPETITIVE_KINDS)
-            data = repetitive(kind, rng.choice([1000, 4000, 16_000, 64_000]), self, rng)
+            data = repetitive(kind, rng.choice(self.repetitive_sizes))
             family = f"repetitive:{kind}"
         else:
             data = to_bytes(self.builders[family](rng), rng)
@@ -733,9 +743,8 @@ def _request(method: str, **params: Any) -> dict[str, Any]:
             "params": {"_meta": {META_VERSION: VERSION, META_CAPABILITIES: {}}, **params}}
 
 
-def repetitive(kind: str, size: int, generator: Optional[Generator] = None,
-               rng: Optional[random.Random] = None) -> bytes:
-    """A message of about `size` bytes of the named repetitive shape (deterministic when rng is None)."""
+def repetitive(kind: str, size: int) -> bytes:
+    """A message of about `size` bytes of the named repetitive shape."""
     n = max(1, size)
     if kind == "unclosed_string_escapes":
         return ("[" * 65 + '"' + '\\"' * (n // 2)).encode()
@@ -861,7 +870,7 @@ def _contradict(headers: list[tuple[str, str]], rng: random.Random) -> list[tupl
         name, value = headers[i]
         headers[i] = (name, rng.choice([value.upper(), value.lower(), " " + value + " ", value + "x", value[:-1],
                                         "", value + "\t", value + ",", _latin1_safe(value + "é")]))
-    elif roll == 2:
+    elif roll == 2 and headers:
         i = rng.randrange(len(headers))
         headers.insert(i, (headers[i][0], rng.choice(["2025-06-18", "tools/list", "other", headers[i][1]])))
     elif roll == 3:

@@ -10,6 +10,7 @@ plus what the examples do not reach.
   JSON cannot carry, print to stdout without newlines, read the protocol's stdin.
 - Resource templates with reserved (`{+var}`) and adjacent expansions, the shapes whose matching can
   backtrack.
+- A tool that reports progress, so notifications travel on stdio and as SSE over HTTP.
 - A small page size, so cursors are handed out and can be forged.
 
 `mark` is the fuzzer's own tool: it writes a line to stderr, so everything the server logged for
@@ -18,13 +19,13 @@ the message before it is known to be on stderr when its answer arrives.
 
 import asyncio
 import enum
-import importlib.util
 import os
 import subprocess
 import sys
 from typing import Any, Literal, Optional
 
-from mcpserver import Server, ToolError, ToolResult, content
+from mcpserver import Context, Server, ToolError, ToolResult, content
+from mcpserver._loader import load_target
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -41,17 +42,6 @@ server = Server("fuzz", "1.0.0", title="Fuzz target", instructions="Everything t
                 page_size=4)
 
 
-def _load(path: str) -> Server:
-    if path.endswith(".json"):
-        return Server.from_manifest(path)
-    name = "fuzz_example_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.server
-
-
 def _include(other: Server) -> None:
     for tool in other.tools.values():
         if tool.name not in server.tools:
@@ -64,8 +54,8 @@ def _include(other: Server) -> None:
 
 
 for _example in ("demo.py", "movies.py", "git.json"):
-    _include(_load(os.path.join(EXAMPLES, _example)))
-_include(_load(os.path.join(ROOT, "tests", "conformance", "spec_fixtures.py")))
+    _include(load_target(os.path.join(EXAMPLES, _example)))
+_include(load_target(os.path.join(ROOT, "tests", "conformance", "spec_fixtures.py")))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +256,14 @@ def spawns_child() -> str:
 
 
 @server.tool()
+def progress_steps(steps: int = 3, ctx: Context = None) -> str:  # type: ignore[assignment]
+    """Reports progress `steps` times (at most 200), when the request asked for it with a progressToken."""
+    for step in range(1, max(0, min(steps, 200)) + 1):
+        ctx.progress(step, steps, f"step {step}")
+    return f"{steps} steps"
+
+
+@server.tool()
 def mark(n: int) -> str:
     """The fuzzer's sentinel: writes a numbered line to stderr."""
     sys.stderr.write(f"fuzz-mark {n}\n")
@@ -287,7 +285,7 @@ def file_with_extension(path: str, ext: str) -> Optional[str]:
     return f"{path} ({ext})" if ext in ("txt", "md") else None
 
 
-@server.resource_template("repo://{+owner}/{+name}/{+path}", name="repo-file")
+@server.resource_template("repo://{+owner}/{+name}/{+path}.json", name="repo-file")
 def repo_file(owner: str, name: str, path: str) -> Optional[str]:
     return f"{owner}/{name}: {path}" if owner == "octo" else None
 
