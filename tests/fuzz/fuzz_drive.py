@@ -604,9 +604,7 @@ class LiveStdio:
         elapsed = time.perf_counter() - started
         if state == "ok":
             self.writes.put(mark_request(n) + b"\n")
-            mark_id = f"fuzz-mark-{n}"
-            state = self._collect(lines, time.monotonic() + self.hang_timeout,
-                                  lambda: isinstance(lines[-1] if lines else None, dict) and lines[-1].get("id") == mark_id)
+            state = self._collect(lines, time.monotonic() + self.hang_timeout, lambda: _is_mark(lines, n))
             if state == "ok":
                 lines.pop()
         logged, _ = self.stderr.until(f"fuzz-mark {n}\n", 5.0 if state == "ok" else 0.5)
@@ -665,6 +663,10 @@ class LiveStdio:
         expectations = [fuzz_check.expect(segment, http=False) for segment in fuzz_check.stdio_segments(data)]
         findings += judge_lines(expectations, [x for x in lines if not isinstance(x, _NotJson)])
         return merged(findings)
+
+
+def _is_mark(lines: list[Any], n: int) -> bool:
+    return bool(lines) and isinstance(lines[-1], dict) and lines[-1].get("id") == f"fuzz-mark-{n}"
 
 
 class _NotJson(NamedTuple):

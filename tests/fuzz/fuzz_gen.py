@@ -585,7 +585,8 @@ class Generator:
         message: dict[str, Any] = self.valid_request(rng)
         roll = rng.randrange(12)
         if roll == 0:
-            message["jsonrpc"] = rng.choice(["1.0", "2.1", 2.0, 2, None, "", "2.0 ", [], "\uff12.\uff10"])  # fullwidth 2.0
+            fullwidth = "\uff12.\uff10"
+            message["jsonrpc"] = rng.choice(["1.0", "2.1", 2.0, 2, None, "", "2.0 ", [], fullwidth])
         elif roll == 1:
             del message["jsonrpc"]
         elif roll == 2:
