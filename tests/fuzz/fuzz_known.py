@@ -11,6 +11,7 @@ corpus/ and in the report of the run that found it.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Optional
 
@@ -40,6 +41,19 @@ KNOWN: dict[str, tuple[str, str]] = {
         "server/examples/demo.py add(a=10**400) raises OverflowError (isError with a traceback)",
         r"OverflowError in .*\(tool add\)"),
 }
+
+
+def kills_a_server(data: bytes) -> Optional[str]:
+    """The label of an open bug this message would take a server down with (fuzz A and B), else None.
+    Only `make soak` asks: its load must not stop at the first such message while the bug is open."""
+    try:
+        message = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(message, dict) and (isinstance(message.get("id"), (list, dict))
+                                      or isinstance(message.get("method"), (list, dict))):
+        return next((label for label in KNOWN if label.startswith(("fuzz A", "fuzz B"))), None)
+    return None
 
 
 def known(signature: str) -> Optional[str]:
