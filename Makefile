@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
-	@echo "make lint        ruff, and mypy --strict on server/"
+	@echo "make lint        ruff, and mypy --strict on server/, matrix/ and scripts/"
 	@echo "make test-auth   token validation against a real authorization server (oidc-provider; Node 22 on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/conformance tests/fuzz
+	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/fuzz
 
 # pyenv's python3.9 shim refuses to run unless asked; this asks.
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))
@@ -53,23 +53,22 @@ PYTHON_VERSION ?=
 JOBS ?= auto
 MATRIX_ARGS ?=
 
-.PHONY: matrix lab-engine lab-browser test-lab clean-lab
+.PHONY: matrix lab-engine lab-browser lab-registry test-lab clean-lab
 
-# The lab's host tools (pytest, pytest-testinfra) from the `lab` extra, without building mcpserver itself.
-$(LAB_VENV)/.installed: pyproject.toml
-	@echo "lab: creating $(LAB_VENV) with the lab extra of pyproject.toml"
-	$(PYTHON) -m venv $(LAB_VENV)
-	$(LAB_PY) -c "import sys, tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['lab'], sep='\n')" > $(LAB_VENV)/lab-requirements.txt
-	$(LAB_PY) -m pip install --quiet -r $(LAB_VENV)/lab-requirements.txt
+# The lab's host tools (pytest, pytest-testinfra, packaging) from the `lab` extra, without building mcpserver
+# itself: matrix/venv.py, the same code scripts/run_matrix.py provisions itself with on a bare Python.
+$(LAB_VENV)/.installed: pyproject.toml matrix/venv.py
+	$(PYTHON) -m matrix.venv $(LAB_VENV) >/dev/null
 	touch $@
 
 lab-engine:
 	@sh scripts/ensure_engine.sh
 
+# make exits 2 on any failure; the script's last line says its own exit code (CI: call the script directly).
 matrix: $(LAB_VENV)/.installed lab-engine
 	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(MATRIX_ARGS)
 
-test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser)
+test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser lab-registry)
 	$(LAB_PY) -m pytest -q -p no:cacheprovider tests/lab $(if $(ENGINE),,-m "not engine")
 
 # Headless Chromium renders report.html in the lab's tests.
@@ -78,8 +77,14 @@ lab-browser:
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
+# Debian's docker-registry: the image store the travel tests start on 127.0.0.1 (tests/lab/machines.py).
+lab-registry:
+	@command -v docker-registry >/dev/null 2>&1 || { echo "lab: installing docker-registry (apt-get) for the travel tests"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null 2>&1 \
+	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null; }; }
+
 clean-lab:
-	@sh scripts/clean_lab.sh
+	@$(PYTHON) scripts/clean_lab.py
 
 # --- benchmarks (bench/; see docs/performance.md) -----------------------------------------------------------
 # The peers (the official SDK, gunicorn) live in their own venv, from bench/requirements.txt;

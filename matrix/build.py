@@ -1,11 +1,14 @@
 """Build a cell's images: the python stage, the runtime stage (what a user ships) and the test stage.
 
-The build context is assembled here, not taken from the repository root: only the files a stage needs,
+The Dockerfile is assembled here: the family's recipe (images/<recipe>/Dockerfile: a base plus its
+Python, as the `python` stage) followed by the one shared tail (images/tail.Dockerfile: the user, the
+embedded server, the entrypoint and the test stage), so what every image shares is written once. The
+build context is assembled here too, not taken from the repository root: only the files a stage needs,
 in a tar with fixed metadata, so the layer cache and the image tags depend on content alone.
 
 Each stage's tag carries a hash of exactly its inputs:
-  python   = Dockerfile + base image ID + Python version and source
-  runtime  = python + server/mcpserver + server/examples
+  python   = the family's recipe + base image ID + Python version and source
+  runtime  = python + the shared tail + server/mcpserver + server/examples
   test     = runtime + the suites (tests/ without the lab's own trees) + pyproject.toml
 A tag that exists is not rebuilt, so an unchanged rerun builds nothing, a change in tests/ rebuilds only
 the test stage, and a change in server/ only the layers from the COPY of the code on. A cell whose Python
@@ -18,14 +21,17 @@ import hashlib
 import io
 import tarfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import LABEL, Engine, tail
-from .model import IN_CONTAINER_SUITES, Cell, PythonFrom
+from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Engine, tail
+from .errors import CellProblem
+from .model import IN_CONTAINER_SUITES, Cell, Outcome
+from .travel import Store, fetch_image, keep_image
 
 IMAGE_REPO = "mcplab"
+TAIL = "images/tail.Dockerfile"
 BUILD_TIMEOUT = 1800.0
 STAGES = ("python", "runtime", "test")
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
@@ -43,13 +49,6 @@ class Images:
     python: str
     runtime: str
     test: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class BuildFailure:
-    stage: str
-    message: str
-    log_tail: str
 
 
 def _walk(root: Path, source: Path, prefix: str) -> list[ContextFile]:
@@ -86,7 +85,7 @@ def suite_files(root: Path) -> list[ContextFile]:
             if path.is_file():
                 files += _walk(root, path, "lab/")
         for suite in IN_CONTAINER_SUITES:
-            files += _walk(root, tests / suite, "lab/")
+            files += _walk(root, tests / suite.value, "lab/")
     files += _walk(root, root / "server/examples", "lab/")
     if (root / "pyproject.toml").is_file():
         files += _walk(root, root / "pyproject.toml", "lab/")
@@ -135,9 +134,17 @@ class BuildPlan:
     cell: Cell
     base_image: str
     base_id: str
-    dockerfile: bytes
+    recipe: bytes  # images/<recipe>/Dockerfile: the base plus its Python ('' when missing)
+    tail: bytes  # images/tail.Dockerfile: what every family shares ('' when missing)
     code: tuple[ContextFile, ...]
     suites: tuple[ContextFile, ...]
+
+    @property
+    def dockerfile(self) -> bytes:
+        """The recipe followed by the shared tail; b'' when either is missing."""
+        if not (self.recipe and self.tail):
+            return b""
+        return self.recipe.rstrip(b"\n") + b"\n\n" + self.tail
 
     @property
     def build_args(self) -> tuple[str, ...]:
@@ -152,17 +159,22 @@ class BuildPlan:
         """The stages built and tagged, in order. A Python compiled in the Dockerfile's `builder` stage is
         tagged there too: the legacy builder leaves a stage that no later stage is FROM as an untagged
         image, which `docker image prune` removes, and the next code change would compile it again."""
-        return ("builder", *STAGES) if self.cell.python_from is PythonFrom.BUILDER else STAGES
+        return ("builder", *STAGES) if self.cell.compiles_python else STAGES
 
     def keys(self) -> dict[str, str]:
-        python = digest(self.dockerfile, self.base_id, *self.build_args)
-        runtime = digest(python, self.code)
+        # The tail is not an input of the python stage: changing the user or the entrypoint must not
+        # compile a builder stage's CPython again.
+        python = digest(self.recipe, self.base_id, *self.build_args)
+        runtime = digest(python, self.tail, self.code)
         test = digest(runtime, self.suites)
         return {"builder": python, "python": python, "runtime": runtime, "test": test}
 
+    def tag_prefix(self, stage: str) -> str:
+        """Every build of this cell's stage is tagged <prefix><hash of its inputs>."""
+        return f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-py{self.cell.python}-{stage}-"
+
     def tag(self, stage: str) -> str:
-        prefix = f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-py{self.cell.python}"
-        return f"{prefix}-{stage}-{self.keys()[stage][:12]}"
+        return self.tag_prefix(stage) + self.keys()[stage][:12]
 
     def tags(self) -> Images:
         return Images(**{stage: self.tag(stage) for stage in STAGES})
@@ -178,63 +190,88 @@ class BuildPlan:
         return context_tar(self.dockerfile, files)
 
 
+def _read(path: Path) -> bytes:
+    return path.read_bytes() if path.is_file() else b""
+
+
 def plan_build(cell: Cell, root: Path, base_image: str, base_id: str) -> BuildPlan:
-    dockerfile = root / "images" / cell.family.value / "Dockerfile"
     return BuildPlan(
         cell=cell,
         base_image=base_image,
         base_id=base_id,
-        dockerfile=dockerfile.read_bytes() if dockerfile.is_file() else b"",
+        recipe=_read(root / "images" / cell.family.recipe / "Dockerfile"),
+        tail=_read(root / TAIL),
         code=tuple(code_files(root)),
         suites=tuple(suite_files(root)),
     )
 
 
 class Builder:
-    """Builds tags at most once per run, whichever cells share them."""
+    """Builds tags at most once per run, whichever cells share them. A failed stage raises CellProblem
+    (error, with the build log's tail), and again for every cell that asks for it."""
 
-    def __init__(self, engine: Engine, logdir: Path, run_id: str) -> None:
+    def __init__(self, engine: Engine, *, logdir: Path, run_id: str, tree: str, stores: Sequence[Store] = ()) -> None:
         self.engine = engine
         self.logdir = logdir
         self.run_id = run_id
+        self.tree = tree
+        self.stores = stores
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
-        self._failed: dict[str, BuildFailure] = {}
+        self._failed: dict[str, CellProblem] = {}
 
-    def build(self, plan: BuildPlan, on_stage: Callable[[str], None] | None = None) -> Images | BuildFailure:
+    def build(self, plan: BuildPlan, on_stage: Callable[[str], None] | None = None) -> Images:
         if not plan.dockerfile:
-            path = f"images/{plan.cell.family.value}/Dockerfile"
-            return BuildFailure(stage="python", message=f"{path} does not exist", log_tail="")
+            recipe = f"images/{plan.cell.family.recipe}/Dockerfile"
+            raise CellProblem(Outcome.ERROR, f"{recipe} or {TAIL} does not exist")
+        built = False
         for stage in plan.stages:
             if on_stage is not None:
                 on_stage(stage)
-            failure = self._build_stage(plan, stage, plan.tag(stage))
-            if failure:
-                return failure
+            built = self._build_stage(plan, stage, plan.tag(stage)) or built
+        if built:
+            self.prune_superseded(plan)
+        for stage in plan.stages if self.stores else ():
+            keep_image(self.stores, self.engine, plan.tag(stage), self.logdir / "store.log")
         return plan.tags()
 
-    def _build_stage(self, plan: BuildPlan, stage: str, tag: str) -> BuildFailure | None:
+    def _build_stage(self, plan: BuildPlan, stage: str, tag: str) -> bool:
+        """Make `tag` present: already there, fetched from a store, or built (and then kept in the stores).
+        Returns whether it was built."""
         with self._lock:
             lock = self._locks.setdefault(tag, threading.Lock())
         with lock:
             if tag in self._failed:
-                return self._failed[tag]
-            if self.engine.image_id(tag):
-                return None
+                raise self._failed[tag]
             log = self.logdir / f"build-{plan.cell.name}-{stage}.log"
-            # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
-            argv = ["build", "--force-rm", "--target", stage, "--label", f"{LABEL}=1", "--tag", tag]
-            for arg in plan.build_args:
-                argv += ["--build-arg", arg]
-            argv.append("-")
-            done = self.engine.run(argv, input=plan.context(stage), timeout=BUILD_TIMEOUT, log=str(log))
-            if done.returncode == 0 and self.engine.image_id(tag):
-                return None
-            what = "timed out" if done.returncode < 0 else f"failed (exit {done.returncode})"
-            failure = BuildFailure(
-                stage=stage,
-                message=f"docker build of the {stage} stage {what}; full log: {log}",
-                log_tail=tail(done.output),
-            )
-            self._failed[tag] = failure
-            return failure
+            if self.engine.image_id(tag) or fetch_image(self.stores, self.engine, tag, self.logdir / "fetch.log"):
+                return False
+            labels = {LABEL: "1", RUN_LABEL: self.run_id, TAG_LABEL: tag, TREE_LABEL: self.tree}
+            done = self.engine.build(plan.context(stage), target=stage, tag=tag, build_args=plan.build_args,
+                                     labels=labels, log=log, timeout=BUILD_TIMEOUT)  # fmt: skip
+            if done.ok and self.engine.image_id(tag):
+                return True
+            what = "timed out" if done.timed_out else f"failed (exit {done.returncode})"
+            message = f"docker build of the {stage} stage {what}; full log: {log}"
+            self._failed[tag] = CellProblem(Outcome.ERROR, message, tail(done.output))
+            raise self._failed[tag]
+
+    def prune_superseded(self, plan: BuildPlan) -> list[str]:
+        """Remove this checkout's older builds of the cell's stages (other hashes under the same prefix),
+        keeping the current ones. Images another checkout built, a user's image built FROM a lab image (it
+        inherits the labels but not the tag its TAG_LABEL names) and images a container uses all stay."""
+        current = {plan.tag(stage) for stage in plan.stages}
+        doomed = []
+        for stage in plan.stages:
+            repository, _, prefix = plan.tag_prefix(stage).partition(":")
+            for ref in self.engine.references(repository):
+                if ref in current or not ref.partition(":")[2].startswith(prefix):
+                    continue
+                facts = self.engine.image_facts(ref)
+                labels = facts.get("labels") or {}
+                assert isinstance(labels, dict)
+                if labels.get(TAG_LABEL) == ref and labels.get(TREE_LABEL) == self.tree:
+                    doomed.append(ref)
+        for ref in doomed:
+            self.engine.remove_images(ref)
+        return doomed

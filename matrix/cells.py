@@ -8,18 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .model import Bootstrap, Cell, Family, PythonFrom
+from .model import Bootstrap, BootstrapMethod, Cell, Family, PythonFrom
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - the lab venv installs tomli below 3.11
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 CELLS_TOML = Path(__file__).with_name("cells.toml")
 SCHEMA = 1
 _CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "bootstrap"}
 _BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "keyring_env", "script"}
-_BOOTSTRAP_METHODS = {"debootstrap", "apk", "builder"}
 
 
 def load_cells(path: Path = CELLS_TOML) -> tuple[Cell, ...]:
@@ -55,14 +54,14 @@ def _base_cell_for(cell: Cell, cells: tuple[Cell, ...]) -> Cell | None:
             for other in cells
             if other.base == cell.base
             and other.family.in_container
-            and not (other.bootstrap and other.bootstrap.method == "builder")
+            and not (other.bootstrap and other.bootstrap.method is BootstrapMethod.BUILDER)
         ),
         None,
     )
 
 
 def _with_base_cell(cell: Cell, cells: tuple[Cell, ...], source: str) -> Cell:
-    if not (cell.bootstrap and cell.bootstrap.method == "builder"):
+    if not (cell.bootstrap and cell.bootstrap.method is BootstrapMethod.BUILDER):
         return cell
     donor = _base_cell_for(cell, cells)
     if donor is None:
@@ -104,7 +103,7 @@ def _parse_cell(entry: Any, index: int, source: str) -> Cell:
     if (family is Family.HOST) != (python_from is PythonFrom.HOST):
         raise ConfigError(f"{where}: family 'host' goes with python_from 'host', and only with it.")
     bootstrap = _parse_bootstrap(entry.get("bootstrap"), where)
-    if (python_from is PythonFrom.BUILDER) != (bootstrap is not None and bootstrap.method == "builder"):
+    if (python_from is PythonFrom.BUILDER) != (bootstrap is not None and bootstrap.method is BootstrapMethod.BUILDER):
         raise ConfigError(f"{where}: python_from 'builder' goes with bootstrap method 'builder', and only with it.")
     return Cell(
         name=entry["name"],
@@ -125,14 +124,16 @@ def _parse_bootstrap(raw: Any, where: str) -> Bootstrap | None:
     unknown = set(raw) - _BOOTSTRAP_KEYS
     if unknown:
         raise ConfigError(f"{where}: bootstrap has unknown keys {sorted(unknown)}.")
-    method = raw.get("method")
-    if method not in _BOOTSTRAP_METHODS:
-        raise ConfigError(f"{where}: bootstrap method {method!r} is not one of {sorted(_BOOTSTRAP_METHODS)}.")
-    boot = Bootstrap(**{k: str(v) for k, v in raw.items()})
-    if method == "debootstrap" and not boot.suite:
+    try:
+        method = BootstrapMethod(raw.get("method"))
+    except ValueError:
+        known = ", ".join(m.value for m in BootstrapMethod)
+        raise ConfigError(f"{where}: bootstrap method {raw.get('method')!r} is not one of {known}.") from None
+    boot = Bootstrap(**{k: str(v) for k, v in raw.items() if k != "method"}, method=method)
+    if method is BootstrapMethod.DEBOOTSTRAP and not boot.suite:
         raise ConfigError(f"{where}: a debootstrap bootstrap needs `suite`.")
-    if method == "apk" and not (boot.release and boot.mirror_env):
+    if method is BootstrapMethod.APK and not (boot.release and boot.mirror_env):
         raise ConfigError(f"{where}: an apk bootstrap needs `release` and `mirror_env`.")
-    if method == "builder" and set(raw) != {"method"}:
+    if method is BootstrapMethod.BUILDER and set(raw) != {"method"}:
         raise ConfigError(f"{where}: a builder bootstrap takes no other keys (its base is had like other cells').")
     return boot

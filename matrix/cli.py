@@ -1,10 +1,11 @@
 """scripts/run_matrix.py's command line: parse arguments, then run one of three pipelines.
 
   list     load -> select -> shard -> availability -> print (text, --json, or --github-matrix)
-  run      load -> select -> shard -> run cells -> write reports -> print table -> exit code
-  merge    read results of shards -> merge -> write reports -> print table -> exit code
+  run      load -> select -> shard -> engine check -> run cells -> write reports -> print table -> exit code
+  merge    read results of shards -> check they are one plan's -> merge -> write reports -> exit code
 
-Every LabError is caught here, once, and becomes its exit code with its message.
+Every LabError is caught here, once, and becomes its exit code with its message; the last line printed
+is always the exit code and what it means (`make` reports every failure as 2, hiding the real code).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -19,34 +22,32 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from . import report
+from . import LAB_ROOT, report
+from .cellrun import availability, base_plans
 from .cells import CELLS_TOML, load_cells
+from .engine import Engine
 from .errors import LabError, NothingToRun, UsageError
-from .model import Cell, CellResult, Environment, Outcome
-from .pipeline import (
-    DEFAULT_TIMEOUT,
-    LAB_ROOT,
-    Lab,
-    Options,
-    availability,
-    base_plans,
-    environment,
-    run_matrix,
-)
+from .lab import DEFAULT_TIMEOUT, KEEP_RUNS, Lab, Options, environment
+from .model import SUITES, Cell, CellResult, Family, Outcome, Suite
+from .outcomes import EXIT_CODES, exit_code
 from .plan import (
     Selection,
-    exit_code,
+    check_shards,
     github_matrix,
     merge_results,
     order_results,
     parse_jobs,
     parse_shard,
     parse_suites,
+    plan_digest,
     select,
     shard,
     split_values,
 )
 from .progress import Progress
+from .schedule import run_matrix
+
+RUN_FOLDER = re.compile(r"^\d{14}-[0-9a-f]{6}$")  # lab.Lab.run_id
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,39 +55,74 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message}. Run with --help for the options.")
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _epilog() -> str:
+    codes = "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
+    return (f"exit codes:\n{codes}\n`make matrix` exits 2 on any failure (make's rule) and prints the real code "
+            "last; CI should call this script to get it.")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="run_matrix.py",
         description="Build the lab's images and run every suite in every cell; write a results matrix.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sel = p.add_argument_group("selection (values may be repeated or comma-separated; globs allowed)")
-    sel.add_argument("--distro", action="append", default=[], help="family: debian, ubuntu, alpine, host")
+    sel.add_argument("--distro", action="append", default=[], help="family: " + ", ".join(f.value for f in Family))
     sel.add_argument("--python", action="append", default=[], help="Python X.Y, e.g. 3.11")
     sel.add_argument("--cell", action="append", default=[], help="cell name, e.g. 'debian-*'")
-    sel.add_argument("--suite", action="append", default=[], help="unit, http, payload, images")
+    sel.add_argument("--suite", action="append", default=[], help=", ".join(s.value for s in SUITES))
     sel.add_argument("--shard", help="K/N: run a deterministic share of the selected cells")
+    sel.add_argument("--durations", type=Path, metavar="RESULTS",
+                     help="with --shard: balance shards by the cell durations of an earlier run's results")  # fmt: skip
     out = p.add_argument_group("listing")
     out.add_argument("--list", action="store_true", help="print the cells and their availability here")
     out.add_argument("--json", action="store_true", help="with --list: print the cells as JSON")
     out.add_argument("--github-matrix", action="store_true", help="print a GitHub Actions {'include': [...]}")
+    out.add_argument("--shards", type=int, metavar="N", default=0,
+                     help="with --github-matrix: N jobs of one --shard K/N each, not a job per cell")  # fmt: skip
+    sel.add_argument("--available-only", action="store_true",
+                     help="leave out the cells this kind of machine cannot run (CI's matrix and shards)")  # fmt: skip
+    out.add_argument("--base", metavar="CELL", help="make (or find) CELL's base image and print its reference")
     run = p.add_argument_group("running")
     run.add_argument("--jobs", default="auto", help="cells at a time: a number or 'auto' (default)")
     run.add_argument("--fail-fast", action="store_true", help="stop at the first cell that does not pass")
     run.add_argument("--keep", action="store_true", help="leave a failed suite's container for debugging")
     run.add_argument("--strict", action="store_true", help="also fail when a cell is unavailable")
-    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per suite (default %(default)s)")
-    run.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="run every suite, even one that passed before with exactly the same inputs",
-    )
-    run.add_argument("--merge", nargs="+", metavar="DIR", help="join the results.json of shards into one report")
+    run.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT,
+                     help="seconds per suite, more than 0 (default %(default)s)")  # fmt: skip
+    run.add_argument("--no-cache", action="store_true",
+                     help="run every suite, even one that passed before with exactly the same inputs")  # fmt: skip
+    run.add_argument("--registry", metavar="HOST:PORT/PREFIX", default=os.environ.get("LAB_REGISTRY", ""),
+                     help="push built images and passed-suite records there; pull instead of building")  # fmt: skip
+    run.add_argument("--cache-dir", type=Path, metavar="DIR",
+                     help="the same with `docker save` archives in a folder (e.g. a CI cache)")  # fmt: skip
+    run.add_argument("--merge", nargs="+", metavar="DIR", help="join the results of every shard of a run into one")
     paths = p.add_argument_group("paths (for tests and odd layouts)")
     paths.add_argument("--cells", type=Path, default=CELLS_TOML, help="the cell table (default matrix/cells.toml)")
     paths.add_argument("--root", type=Path, default=LAB_ROOT, help="source tree with server/, tests/, images/")
     paths.add_argument("--cache", type=Path, default=Path(os.environ.get("LAB_CACHE", LAB_ROOT / ".cache" / "lab")))
-    paths.add_argument("--results", type=Path, default=LAB_ROOT / "matrix" / "results", help="where reports go")
+    paths.add_argument("--results", type=Path, default=LAB_ROOT / "matrix" / "results",
+                       help="reports go to RESULTS/<run id>/, with RESULTS/latest pointing at the newest")  # fmt: skip
     return p
+
+
+def needs_host_tools(argv: Sequence[str]) -> bool:
+    """Whether the command runs cells (and so needs pytest, testinfra and packaging on the host); listing,
+    merging, --base and --help run on a bare standard-library Python (as CI's listing and merging jobs do)."""
+    light = {"--list", "--github-matrix", "--merge", "--base", "--help", "-h"}
+    return not any(arg.split("=", 1)[0] in light for arg in argv)
 
 
 def jobs_auto() -> int:
@@ -96,13 +132,15 @@ def jobs_auto() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        code = _main(list(sys.argv[1:] if argv is None else argv))
     except LabError as exc:
         print(f"run_matrix: {exc.message}", file=sys.stderr)
-        return exc.exit_code
+        code = exc.exit_code
     except BrokenPipeError:  # `--list | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
+    print(f"run_matrix: exit {code}: {EXIT_CODES.get(code, 'see --help')}", file=sys.stderr)
+    return code
 
 
 def _main(argv: list[str]) -> int:
@@ -117,46 +155,52 @@ def _main(argv: list[str]) -> int:
         suites=parse_suites(args.suite),
     )
     which = parse_shard(args.shard) if args.shard else None
-    chosen = shard(select(cells, selection), which)
+    if args.durations and not which:
+        raise UsageError("--durations goes with --shard.")
+    if args.base:
+        return _base(cells, args.base)
+    selected = select(cells, selection)
+    if args.available_only:
+        selected = _available(selected)
+    durations = _durations(args.durations) if args.durations else None
+    chosen = shard(selected, which, durations)
     if args.github_matrix:
-        print(github_matrix(chosen))
+        print(github_matrix(chosen, shards=args.shards))
         return 0
     if args.list:
         return _list(chosen, as_json=args.json)
-    if args.json:
-        raise UsageError("--json goes with --list.")
+    if args.json or args.shards:
+        raise UsageError("--json goes with --list, --shards with --github-matrix.")
     if not chosen:
         raise UsageError(f"shard {which} of this selection is empty; use fewer shards.")
     options = Options(
-        selection=selection,
-        jobs=parse_jobs(args.jobs, jobs_auto()),
-        fail_fast=args.fail_fast,
-        keep=args.keep,
-        strict=args.strict,
-        timeout=args.timeout,
-        root=args.root.resolve(),
-        cache=args.cache.resolve(),
-        results=args.results.resolve(),
-        shard=which,
-        use_cache=not args.no_cache,
-    )
-    return _run(chosen, options)
+        selection=selection, jobs=parse_jobs(args.jobs, jobs_auto()), fail_fast=args.fail_fast, keep=args.keep,
+        strict=args.strict, timeout=args.timeout, root=args.root.resolve(), cache=args.cache.resolve(),
+        results=args.results.resolve(), shard=which, plan=plan_digest(selected, selection, which.count if which else 1),
+        use_cache=not args.no_cache, registry=args.registry,
+        cache_dir=args.cache_dir.resolve() if args.cache_dir else None,
+    )  # fmt: skip
+    return _run(chosen, options, whole_table=len(chosen) == len(cells))
+
+
+def _durations(path: Path) -> dict[str, float]:
+    results, _, _ = report.read_results(path if path.is_dir() else path.parent)
+    return {r.cell: r.duration for r in results if r.duration}
+
+
+def _rows(cells: Sequence[Cell]) -> list[tuple[Cell, bool, str]]:
+    env = dict(os.environ)
+    plans = base_plans(cells, Engine(), env)
+    return [(cell, *availability(cell, plans, env)) for cell in cells]
 
 
 def _list(cells: Sequence[Cell], *, as_json: bool) -> int:
-    from .engine import Engine
-
-    env = dict(os.environ)
-    plans = base_plans(cells, Engine(), env)
-    rows = []
-    for cell in cells:
-        ok, how = availability(cell, plans, env)
-        rows.append((cell, ok, how))
+    rows = _rows(cells)
     if as_json:
         data = [
             {
                 "name": c.name, "family": c.family.value, "release": c.release, "python": c.python,
-                "base": c.base, "python_from": c.python_from.value, "suites": list(c.suites),
+                "base": c.base, "python_from": c.python_from.value, "suites": [s.value for s in c.suites],
                 "available": ok, "detail": how,
             }
             for c, ok, how in rows
@@ -169,67 +213,108 @@ def _list(cells: Sequence[Cell], *, as_json: bool) -> int:
     return 0
 
 
-def _sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+def _available(cells: Sequence[Cell]) -> tuple[Cell, ...]:
+    """The cells this kind of machine can run. Every machine of one kind (a CI runner label) gets the same
+    answer, so each shard of a run filters alike and the shards still partition one plan."""
+    if any(c.family.in_container for c in cells):
+        Engine().version()  # a dead engine must not shrink the matrix to nothing in silence
+    return tuple(cell for cell, ok, _ in _rows(cells) if ok)
 
 
-def _run(cells: Sequence[Cell], options: Options) -> int:
-    previous = signal.signal(signal.SIGTERM, _sigterm)
-    try:
-        with Progress([c.name for c in cells]) as progress:
-            lab = Lab(options, progress)
-            environ = environment(lab.engine, options.root, options.shard)
-            environ = replace(environ, extra={"run_id": lab.run_id, "logs": str(lab.logdir)})
-            suites = options.selection.suites
+def _base(cells: Sequence[Cell], name: str) -> int:
+    """Make or find one cell's base and print its reference (docs/embedding.md builds FROM it)."""
+    cell = next((c for c in cells if c.name == name and c.family.in_container), None)
+    if cell is None:
+        raise UsageError(f"--base takes a container cell's name; {name!r} is not one. See --list.")
+    engine = Engine()
+    engine.version()
+    plans = base_plans([cell], engine, dict(os.environ))
+    with Progress([cell.name], live=False) as progress:
+        lab = Lab(Options(), progress, engine)
+        try:
+            base = lab.bases.obtain(plans[cell.name])
+        finally:
+            lab.cleanup()
+    print(base.image)
+    return 0
 
+
+def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> int:
+    engine = Engine()
+    engine_version = ""
+    if any(c.family.in_container for c in cells) or engine.asked_for():
+        engine_version = engine.version()  # EngineError (exit 3): a dead engine is never a pass
+    with Progress([c.name for c in cells]) as progress:
+        lab = Lab(options, progress, engine)
+        folder = options.results / lab.run_id
+        previous = {sig: signal.signal(sig, _interrupt_handler(lab)) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
             def partial(results: list[CellResult]) -> None:
-                report.write_reports(results, environ, options.results, suites=suites, summary=False)
+                env = environment(lab, engine_version=engine_version, partial="the run is still going")
+                report.write_reports(results, env, folder, suites=options.selection.suites, summary=False)
+                report.point(options.results / report.LATEST, folder)
 
-            results, interrupted = run_matrix(lab, cells, on_result=partial)
-        report.write_reports(results, environ, options.results, suites=suites)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+            results = run_matrix(lab, cells, on_result=partial)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    interrupted = lab.interrupted.is_set()
+    why_partial = f"interrupted ({lab.stop_reason})" if interrupted else lab.stop_reason
+    env = environment(lab, engine_version=engine_version, partial=why_partial)
+    report.write_reports(results, env, folder, suites=options.selection.suites)
+    report.point(options.results / report.LATEST, folder)
+    complete = whole_table and not why_partial and options.selection.suites == SUITES and options.shard is None
+    if complete:
+        report.point(options.results / report.LATEST_FULL, folder)
+    _prune_reports(options.results)
     print(report.to_table(results, suites=options.selection.suites), end="")
-    for message in lab.kept:
-        print(message)
-    print(f"reports: {', '.join(str(options.results / n) for n in report.REPORT_FILES)}")
-    if interrupted:
-        print(
-            "run_matrix: interrupted; what finished is in the reports, the rest is marked cancelled.",
-            file=sys.stderr,
-        )
-        return 130
-    code = exit_code(results, strict=options.strict)
+    for kept in lab.kept:
+        print(kept.advice())
+    print(f"reports: {folder} ({', '.join(report.REPORT_FILES)}); {options.results / report.LATEST} points there")
+    code = exit_code(results, strict=options.strict, interrupted=interrupted)
     if code == 3:
         reasons = "; ".join(f"{r.cell}: {r.message}" for r in results if r.outcome is Outcome.UNAVAILABLE)
         raise NothingToRun(f"no selected cell can run here ({reasons}).")
     return code
 
 
+def _prune_reports(results: Path) -> None:
+    """Keep the newest KEEP_RUNS run folders, and whatever `latest` and `latest-full` point at."""
+    keep = {os.path.realpath(results / name) for name in (report.LATEST, report.LATEST_FULL)}
+    runs = sorted(p for p in results.iterdir() if RUN_FOLDER.match(p.name) and not p.is_symlink())
+    for old in runs[:-KEEP_RUNS]:
+        if os.path.realpath(old) not in keep:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _interrupt_handler(lab: Lab):  # type: ignore[no-untyped-def]
+    """SIGINT and SIGTERM stop the run, also when the shell started it with SIGINT ignored (a background
+    job): the handler is installed explicitly instead of relying on Python's default KeyboardInterrupt."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        lab.interrupt(f"the run was interrupted by {signal.Signals(signum).name}")
+
+    return handler
+
+
 def _merge(args: argparse.Namespace) -> int:
-    groups = []
-    envs: list[Environment] = []
-    suites: tuple[str, ...] = ()
+    groups, envs = [], []
+    suites: tuple[Suite, ...] = ()
     for directory in args.merge:
         results, env, shard_suites = report.read_results(Path(directory))
         groups.append(results)
-        envs.append(env)
+        envs.append((directory, env))
         suites = suites or shard_suites
-    cells = load_cells(args.cells)
-    merged = order_results(merge_results(groups), cells)
-    first = envs[0]
-    environ = Environment(
-        engine=first.engine,
-        kernel=first.kernel,
-        commit=first.commit,
-        date=first.date,
-        host=first.host,
-        shard=f"merged {len(envs)} shards",
-        extra={f"shard {e.shard or i + 1}": f"{e.host}, engine {e.engine}, {e.date}" for i, e in enumerate(envs)},
-    )
-    report.write_reports(merged, environ, args.results.resolve(), suites=suites)
+    check_shards(envs)
+    merged = order_results(merge_results(groups), load_cells(args.cells))
+    first = envs[0][1]
+    shards = {f"shard {e.shard}": f"{e.host}, engine {e.engine}, {e.date}, run {e.run_id}" for _, e in envs}
+    environ = replace(first, shard=f"merged {len(envs)} shards", run_id="", extra=shards)
+    out = args.results.resolve()
+    report.write_reports(merged, environ, out, suites=suites)
     print(report.to_table(merged, suites=suites), end="")
     code = exit_code(merged, strict=args.strict)
     if code == 3:
         raise NothingToRun("none of the merged cells could run.")
     return code
+

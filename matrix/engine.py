@@ -1,26 +1,36 @@
-"""The Docker engine, through the docker CLI: whatever DOCKER_HOST or the current context names.
+"""The Docker engine, through the docker CLI: whatever DOCKER_HOST or the current docker context names.
 
-Everything the lab creates carries LABEL (and containers also RUN_LABEL=<run id>), so cleanup can find
-exactly what this run started and `make clean-lab` exactly what the lab ever made.
+This module is the lab's one seam to the outside: every docker argument list is written here, and every
+process the lab starts (docker clients, debootstrap, host pytest runs, pip) is started by `Engine.command`
+and tracked, so an interrupt reaches all of them (`kill_all`). tests/lab/fake_engine.py stands in for the
+docker side in fast tests of the harness; the engine tests drive this class against the real thing.
+
+Everything the lab creates carries LABEL; containers and images also RUN_LABEL=<run id>, and images
+TAG_LABEL=<the tag the lab gave them>. An image built FROM a lab image inherits its labels, so clean-up
+checks identity (the image still wears the tag its TAG_LABEL names), never the inherited label alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
+import tarfile
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from .errors import EngineError
 
 LABEL = "org.mcpserver.lab"
 RUN_LABEL = "org.mcpserver.lab.run"
-TIMED_OUT = -9  # returncode reported when the harness killed a command at its deadline
+TAG_LABEL = "org.mcpserver.lab.tag"
+TREE_LABEL = "org.mcpserver.lab.tree"  # which checkout built it: superseded images are pruned per checkout
 CLI_TIMEOUT = 120.0  # seconds for quick engine queries; builds and suites have their own limits
 
 
@@ -28,158 +38,421 @@ CLI_TIMEOUT = 120.0  # seconds for quick engine queries; builds and suites have 
 class Completed:
     returncode: int
     output: str
+    timed_out: bool = False  # the harness killed it at its deadline
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    @property
+    def signal(self) -> int:
+        """The signal that ended a host process (subprocess reports it as a negative returncode), or 0."""
+        return -self.returncode if self.returncode < 0 and not self.timed_out else 0
+
+    def last_line(self) -> str:
+        return (self.output.strip().splitlines() or ["no output"])[-1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerSpec:
+    """One `docker run`/`docker create`: the image, its arguments and how it is confined."""
+
+    image: str
+    args: tuple[str, ...] = ()
+    name: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    network: str = "none"
+    user: str = ""
+    entrypoint: str | None = None
+    volumes: tuple[tuple[str, str], ...] = ()  # (volume, target), mounted read-only
+    memory: str = ""  # also the swap limit: no swapping past it
+    pids_limit: int = 0
+    init: bool = False  # an init as PID 1 (docker-init): signals and zombies behave as on a host
+    env: Mapping[str, str] = field(default_factory=dict)
+    remove: bool = False
+    interactive: bool = False
+
+    def argv(self) -> list[str]:
+        args = ["--network", self.network]
+        args += [a for k, v in sorted(self.labels.items()) for a in ("--label", f"{k}={v}")]
+        args += ["--name", self.name] if self.name else []
+        args += ["--user", self.user] if self.user else []
+        args += ["--entrypoint", self.entrypoint] if self.entrypoint is not None else []
+        args += ["--memory", self.memory, "--memory-swap", self.memory] if self.memory else []
+        args += ["--pids-limit", str(self.pids_limit)] if self.pids_limit else []
+        args += ["--init"] if self.init else []
+        args += ["--rm"] if self.remove else []
+        args += ["-i"] if self.interactive else []
+        args += [a for k, v in sorted(self.env.items()) for a in ("-e", f"{k}={v}")]
+        for volume, target in self.volumes:
+            args += ["--mount", f"type=volume,source={volume},target={target},readonly"]
+        return [*args, self.image, *self.args]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerState:
+    exit_code: int
+    oom_killed: bool
+
+
+def label_args(labels: Mapping[str, str]) -> list[str]:
+    return [a for k, v in sorted(labels.items()) for a in ("--label", f"{k}={v}")]
 
 
 class Engine:
-    """A thin wrapper over the docker CLI that remembers the processes it started, so an interrupt can
-    stop them."""
+    """The docker CLI as methods, and the tracker of every process the lab starts."""
 
     def __init__(self, docker: str = "docker") -> None:
         self.docker = docker
         self._lock = threading.Lock()
         self._procs: set[subprocess.Popen[bytes]] = set()
 
-    # -- queries ---------------------------------------------------------------------------------
-    def available(self) -> str:
-        """'' when an engine answers, else why not."""
+    # -- processes -------------------------------------------------------------------------------
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        input: bytes | None = None,
+        log: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        stdin_from: subprocess.Popen[bytes] | None = None,
+    ) -> Completed:
+        """Run a command to completion with a hard timeout, killing its whole process group on expiry.
+
+        The child gets a session of its own: a timeout then kills its children too, and a Ctrl-C at the
+        terminal reaches only the harness, which stops everything itself. Output (stdout and stderr)
+        is returned and, with `log`, appended there. `stdin_from` pipes another tracked process's output in.
+        """
+        stdin = stdin_from.stdout if stdin_from else subprocess.PIPE if input is not None else subprocess.DEVNULL
+        proc = self._start(argv, stdin=stdin, env=env, cwd=cwd)
+        if stdin_from is not None and stdin_from.stdout is not None:
+            stdin_from.stdout.close()  # the pipe is the child's now: a dead reader stops the writer
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            _kill_group(proc)
+
+        deadline = threading.Timer(timeout, expire) if timeout is not None else None
+        try:
+            if deadline is not None:
+                deadline.start()
+            if input is not None:
+                threading.Thread(target=_feed, args=(proc, input), daemon=True).start()
+            out = _drain(proc, log)
+            proc.wait()
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+            self._finish(proc)
+        return Completed(returncode=proc.returncode, output=out.decode("utf-8", "replace"), timed_out=expired.is_set())
+
+    def _start(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: int | object = subprocess.DEVNULL,
+        stdout: int = subprocess.PIPE,
+        stderr: int = subprocess.STDOUT,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=stdin,  # type: ignore[arg-type]
+            stdout=stdout,
+            stderr=stderr,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._procs.add(proc)
+        return proc
+
+    def _finish(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+        if proc.poll() is None:
+            _kill_group(proc)
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+    def kill_all(self) -> int:
+        """Kill every process still running; safe in a signal handler (no lock: a snapshot of the set is
+        taken in one step under the GIL). Returns how many were killed."""
+        killed = 0
+        for proc in list(self._procs):
+            if proc.poll() is None:
+                _kill_group(proc)
+                killed += 1
+        return killed
+
+    def _docker(self, args: Sequence[str], *, timeout: float | None = CLI_TIMEOUT, **kwargs: object) -> Completed:
+        try:
+            return self.command([self.docker, *args], timeout=timeout, **kwargs)  # type: ignore[arg-type]
+        except FileNotFoundError:
+            return Completed(returncode=127, output=f"the docker CLI ({self.docker}) is not installed")
+
+    def _docker_bytes(self, args: Sequence[str], *, timeout: float = CLI_TIMEOUT) -> bytes | None:
+        """stdout of `docker ARGS` as bytes (e.g. the tar `docker cp SRC -` writes); None on failure."""
+        proc = self._start([self.docker, *args], stderr=subprocess.DEVNULL)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            self._finish(proc)
+        return out if proc.returncode == 0 else None
+
+    # -- the engine itself -------------------------------------------------------------------------
+    def version(self) -> str:
+        """The engine's version; EngineError (exit 3) with what to do when none answers."""
         if shutil.which(self.docker) is None:
-            return "the docker CLI is not installed"
-        done = self.run(["version", "--format", "{{.Server.Version}}"], timeout=30)
-        if done.returncode != 0:
-            return "no Docker engine answers (" + (done.output.strip().splitlines() or ["?"])[-1] + ")"
-        return ""
+            raise EngineError(f"the docker CLI ({self.docker}) is not installed. {_START_ONE}")
+        done = self._docker(["version", "--format", "{{.Server.Version}}"], timeout=30)
+        if not done.ok:
+            raise EngineError(f"no Docker engine answers at {self.endpoint()} ({done.last_line()}). {_START_ONE}")
+        return done.output.strip()
 
-    def require(self) -> None:
-        why = self.available()
-        if why:
-            raise EngineError(
-                f"{why}. Run `make matrix` (it starts one on a Debian/Ubuntu host where you are root) or "
-                "start a Docker engine and point DOCKER_HOST at it."
-            )
+    def endpoint(self) -> str:
+        """Where the CLI sends commands: DOCKER_HOST, else the current docker context's endpoint."""
+        if os.environ.get("DOCKER_HOST"):
+            return os.environ["DOCKER_HOST"]
+        done = self._docker(["context", "inspect", "--format", "{{.Endpoints.docker.Host}}"], timeout=30)
+        return done.output.strip() if done.ok else "the default socket"
 
-    def server_version(self) -> str:
-        done = self.run(["version", "--format", "{{.Server.Version}}"], timeout=30)
-        return done.output.strip() if done.returncode == 0 else ""
-
-    def image_id(self, ref: str) -> str:
-        """The image's ID, or '' when it is not present."""
-        done = self.run(["image", "inspect", "--format", "{{.Id}}", ref], timeout=CLI_TIMEOUT)
-        return done.output.strip() if done.returncode == 0 else ""
-
-    def image_size(self, ref: str) -> int:
-        done = self.run(["image", "inspect", "--format", "{{.Size}}", ref], timeout=CLI_TIMEOUT)
-        return int(done.output.strip()) if done.returncode == 0 else -1
+    def asked_for(self) -> bool:
+        """Whether the user named an engine (DOCKER_HOST, or a docker context other than the default)."""
+        if os.environ.get("DOCKER_HOST") or os.environ.get("DOCKER_CONTEXT", "default") != "default":
+            return True
+        done = self._docker(["context", "show"], timeout=30) if shutil.which(self.docker) else None
+        return bool(done and done.ok and done.output.strip() not in ("", "default"))
 
     def registry_mirrors(self) -> tuple[str, ...]:
-        done = self.run(["info", "--format", "{{json .RegistryConfig.Mirrors}}"], timeout=CLI_TIMEOUT)
+        done = self._docker(["info", "--format", "{{json .RegistryConfig.Mirrors}}"])
         try:
-            mirrors = json.loads(done.output) if done.returncode == 0 else None
+            mirrors = json.loads(done.output) if done.ok else None
         except json.JSONDecodeError:
             return ()
         return tuple(mirrors or ())
 
-    def containers(self, *labels: str, all_states: bool = True) -> tuple[str, ...]:
-        args = ["ps", "-q", "--no-trunc"] + (["-a"] if all_states else [])
-        for label in labels:
-            args += ["--filter", f"label={label}"]
-        done = self.run(args, timeout=CLI_TIMEOUT)
-        return tuple(done.output.split()) if done.returncode == 0 else ()
+    def manifest(self, ref: str) -> Completed:
+        """Ask a registry about `ref` without downloading layers (plain HTTP allowed, as the engine allows
+        it for registries on loopback addresses)."""
+        return self._docker(["manifest", "inspect", "--insecure", ref], timeout=30)
 
-    # -- actions ---------------------------------------------------------------------------------
-    def remove_containers(self, *labels: str) -> int:
-        ids = self.containers(*labels)
+    # -- images ------------------------------------------------------------------------------------
+    def image_id(self, ref: str) -> str | None:
+        done = self._docker(["image", "inspect", "--format", "{{.Id}}", ref])
+        return done.output.strip() if done.ok else None
+
+    def image_facts(self, ref: str) -> dict[str, object]:
+        """RepoTags, Labels and Created of an image ({} when absent)."""
+        fmt = '{"tags":{{json .RepoTags}},"labels":{{json .Config.Labels}},"created":{{json .Created}}}'
+        done = self._docker(["image", "inspect", "--format", fmt, ref])
+        return dict(json.loads(done.output)) if done.ok else {}
+
+    def images(self, *labels: str) -> tuple[str, ...]:
+        """IDs of the images carrying every label (KEY or KEY=VALUE), tagged or not."""
+        args = ["images", "-a", "-q", "--no-trunc"] + [a for label in labels for a in ("--filter", f"label={label}")]
+        done = self._docker(args)
+        return tuple(dict.fromkeys(done.output.split())) if done.ok else ()
+
+    def references(self, repository: str) -> tuple[str, ...]:
+        """The repository:tag names present under one repository."""
+        done = self._docker(["images", "--format", "{{.Repository}}:{{.Tag}}", repository])
+        return tuple(done.output.split()) if done.ok else ()
+
+    def build(
+        self,
+        context: bytes,
+        *,
+        target: str | None,
+        tag: str,
+        build_args: Sequence[str],
+        labels: Mapping[str, str],
+        log: Path,
+        timeout: float,
+    ) -> Completed:
+        # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
+        argv = ["build", "--force-rm", *(["--target", target] if target else []), "--tag", tag, *label_args(labels)]
+        argv += [a for arg in build_args for a in ("--build-arg", arg)]
+        return self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
+
+    def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float) -> Completed:
+        """tar the tree into `docker import` under `tag`; both processes are tracked."""
+        tar = self._start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
+        changes = [a for k, v in sorted(labels.items()) for a in ("--change", f"LABEL {k}={v}")]
+        try:
+            done = self.command([self.docker, "import", *changes, "--change", 'CMD ["/bin/sh"]', "-", tag],
+                                timeout=timeout, log=log, stdin_from=tar)  # fmt: skip
+        finally:
+            self._finish(tar)
+        return done if tar.returncode == 0 else Completed(returncode=tar.returncode or 1, output="tar failed")
+
+    def pull(self, ref: str, *, log: Path | None = None, timeout: float = 600.0) -> Completed:
+        return self._docker(["pull", ref], timeout=timeout, log=log)
+
+    def push(self, ref: str, *, log: Path | None = None, timeout: float = 600.0) -> Completed:
+        return self._docker(["push", ref], timeout=timeout, log=log)
+
+    def tag(self, source: str, target: str) -> Completed:
+        return self._docker(["tag", source, target])
+
+    def save(self, ref: str, archive: Path, *, timeout: float = 600.0) -> Completed:
+        return self._docker(["save", "--output", str(archive), ref], timeout=timeout)
+
+    def load(self, archive: Path, *, timeout: float = 600.0) -> Completed:
+        return self._docker(["load", "--input", str(archive)], timeout=timeout)
+
+    def remove_images(self, *refs: str) -> Completed:
+        """Untag or remove; an image a container still uses, or another tag still names, stays."""
+        return self._docker(["rmi", *refs]) if refs else Completed(returncode=0, output="")
+
+    def prune_dangling(self, *labels: str) -> Completed:
+        return self._docker(["image", "prune", "-f", *[a for label in labels for a in ("--filter", f"label={label}")]])
+
+    # -- containers --------------------------------------------------------------------------------
+    def run(self, spec: ContainerSpec, *, timeout: float | None, log: Path | None = None,
+            input: bytes | None = None) -> Completed:  # fmt: skip
+        """`docker run` to completion. On timeout the client is killed; the container is stopped here
+        too, since killing the client does not stop it."""
+        done = self._docker(["run", *spec.argv()], timeout=timeout, log=log, input=input)
+        if done.timed_out and spec.name:
+            self.kill(spec.name)
+        return done
+
+    def attach(self, spec: ContainerSpec) -> subprocess.Popen[bytes]:
+        """`docker run -i` with its stdin and stdout as pipes (tracked); the caller ends it with `detach`."""
+        return self._start([self.docker, "run", *replace(spec, interactive=True).argv()], stdin=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+
+    def detach(self, proc: subprocess.Popen[bytes]) -> None:
+        self._finish(proc)
+
+    def start(self, spec: ContainerSpec) -> Completed:
+        """`docker run -d`: the container's ID in the output."""
+        return self._docker(["run", "-d", *spec.argv()])
+
+    def create(self, spec: ContainerSpec) -> Completed:
+        return self._docker(["create", *spec.argv()])
+
+    def exec(self, container: str, argv: Sequence[str], *, input: bytes | None = None,
+             timeout: float = CLI_TIMEOUT) -> Completed:  # fmt: skip
+        return self._docker(["exec", *(["-i"] if input is not None else []), container, *argv],
+                            input=input, timeout=timeout)  # fmt: skip
+
+    def stop(self, container: str, *, grace: int = 10) -> Completed:
+        return self._docker(["stop", "-t", str(grace), container], timeout=grace + CLI_TIMEOUT)
+
+    def kill(self, container: str) -> Completed:
+        return self._docker(["kill", container], timeout=60)
+
+    def logs(self, container: str) -> str:
+        return self._docker(["logs", container]).output
+
+    def state(self, container: str) -> ContainerState | None:
+        done = self._docker(["inspect", "--format", "{{.State.ExitCode}} {{.State.OOMKilled}}", container])
+        if not done.ok:
+            return None
+        code, oom = done.output.split()
+        return ContainerState(exit_code=int(code), oom_killed=oom == "true")
+
+    def image_config(self, ref: str, field_path: str) -> str:
+        """One field of an image's config, e.g. `.Config.User` or `.Size` ('' when absent)."""
+        done = self._docker(["image", "inspect", "--format", "{{" + field_path + "}}", ref])
+        return done.output.strip() if done.ok else ""
+
+    def copy_out(self, container: str, path: str) -> bytes | None:
+        """A file or folder from a container, as the tar `docker cp` writes; None when it is not there."""
+        return self._docker_bytes(["cp", f"{container}:{path}", "-"])
+
+    def read_file(self, container: str, path: str) -> bytes | None:
+        """One file's content from a container (running or not); None when it is not there."""
+        data = self.copy_out(container, path)
+        if not data:
+            return None
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                for member in tar:
+                    handle = tar.extractfile(member)
+                    if handle is not None:
+                        return handle.read()
+        except tarfile.TarError:
+            return None
+        return None
+
+    def copy_in(self, source: Path | str, container: str, path: str, *, timeout: float = 300.0) -> Completed:
+        return self._docker(["cp", str(source), f"{container}:{path}"], timeout=timeout)
+
+    def containers(self, *labels: str) -> tuple[str, ...]:
+        """IDs of containers (any state) carrying every label."""
+        args = ["ps", "-a", "-q", "--no-trunc"] + [a for label in labels for a in ("--filter", f"label={label}")]
+        done = self._docker(args)
+        return tuple(done.output.split()) if done.ok else ()
+
+    def container_names(self, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        done = self._docker(["inspect", "--format", "{{.Id}} {{.Name}}", *ids])
+        pairs = (line.split() for line in done.output.splitlines() if len(line.split()) == 2)
+        return {cid: name.lstrip("/") for cid, name in pairs}
+
+    def remove_containers(self, *ids: str) -> int:
         if ids:
-            self.run(["rm", "-f", "-v", *ids], timeout=CLI_TIMEOUT)
+            self._docker(["rm", "-f", "-v", *ids])
         return len(ids)
 
-    def run(
-        self,
-        args: Sequence[str],
-        *,
-        timeout: float | None = None,
-        input: bytes | None = None,
-        log: str | None = None,
-    ) -> Completed:
-        """Run `docker ARGS`; output (stdout+stderr) is returned and, with `log`, also written there.
+    def remove_by_label(self, *labels: str) -> int:
+        return self.remove_containers(*self.containers(*labels))
 
-        On timeout the client is killed and returncode is TIMED_OUT; callers that started a container kill it
-        by name themselves, since killing the client does not stop the container.
-        """
-        return run_command([self.docker, *args], timeout=timeout, input=input, log=log, tracker=self)
+    # -- volumes -----------------------------------------------------------------------------------
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> Completed:
+        return self._docker(["volume", "create", *label_args(labels), name])
 
-    def run_bytes(self, args: Sequence[str], *, timeout: float | None = None) -> bytes:
-        """stdout of `docker ARGS` as bytes (e.g. the tar that `docker cp SRC -` writes); b'' on failure."""
-        try:
-            done = subprocess.run([self.docker, *args], capture_output=True, timeout=timeout, start_new_session=True)
-        except subprocess.TimeoutExpired:
-            return b""
-        return done.stdout if done.returncode == 0 else b""
+    def volumes(self, *labels: str) -> tuple[str, ...]:
+        done = self._docker(["volume", "ls", "-q", *[a for label in labels for a in ("--filter", f"label={label}")]])
+        return tuple(done.output.split()) if done.ok else ()
 
-    def track(self, proc: subprocess.Popen[bytes]) -> None:
-        with self._lock:
-            self._procs.add(proc)
-
-    def untrack(self, proc: subprocess.Popen[bytes]) -> None:
-        with self._lock:
-            self._procs.discard(proc)
-
-    def kill_all(self) -> None:
-        """Stop every client process still running (used on interrupt, before removing containers)."""
-        with self._lock:
-            procs = list(self._procs)
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
+    def remove_volumes(self, *names: str) -> Completed:
+        return self._docker(["volume", "rm", "-f", *names]) if names else Completed(returncode=0, output="")
 
 
-def run_command(
-    argv: Sequence[str],
-    *,
-    timeout: float | None = None,
-    input: bytes | None = None,
-    log: str | None = None,
-    env: dict[str, str] | None = None,
-    cwd: str | None = None,
-    tracker: Engine | None = None,
-) -> Completed:
-    """Run a command to completion with a hard timeout, killing its whole process group on expiry.
+_START_ONE = (
+    "Run `make lab-engine` (it starts one on a Debian/Ubuntu host where you are root), or start a Docker "
+    "engine and point DOCKER_HOST (or `docker context use`) at it; `--distro host` runs without one."
+)
 
-    The child gets a session of its own: a timeout then kills its children too, and a Ctrl-C at the
-    terminal reaches only the harness, which stops and cleans up everything itself.
-    """
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-    )
-    if tracker is not None:
-        tracker.track(proc)
-    try:
-        try:
-            out, _ = proc.communicate(input=input, timeout=timeout)
-            code = proc.returncode
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, _ = proc.communicate()
-            code = TIMED_OUT
-    finally:
-        if tracker is not None:
-            tracker.untrack(proc)
-        if proc.poll() is None:
-            _kill_group(proc)
-            proc.wait()
-    if log:
-        with open(log, "ab") as sink:
-            sink.write(out)
-    return Completed(returncode=code, output=out.decode("utf-8", "replace"))
+
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, OSError):
+        proc.stdin.write(data)
+        proc.stdin.close()
+
+
+def _drain(proc: subprocess.Popen[bytes], log: Path | None) -> bytes:
+    """Read a process's output to the end, appending it to `log` as it comes (a running build's log can
+    be followed)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    chunks = []
+    with open(log, "ab") if log is not None else contextlib.nullcontext() as sink:
+        for chunk in iter(lambda: os.read(fd, 65536), b""):
+            chunks.append(chunk)
+            if sink is not None:
+                sink.write(chunk)
+                sink.flush()
+    return b"".join(chunks)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
 

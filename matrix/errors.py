@@ -1,10 +1,13 @@
 """One error hierarchy for the lab; each class carries the exit code `main` turns it into.
 
-A cell that fails is never an exception: it becomes an Outcome in its record. These are for the run as a
-whole: a bad selector, no engine, a broken cells.toml. Messages are prose that say what to do next.
+A cell that fails is never one of these: it becomes an Outcome in its record (a step that cannot give a
+cell what it needs raises `CellProblem`, which `run_cell` turns into the record). These are for the run as
+a whole: a bad selector, no engine, a broken cells.toml. Messages are prose that say what to do next.
 """
 
 from __future__ import annotations
+
+from .model import Outcome
 
 
 class LabError(Exception):
@@ -28,7 +31,7 @@ class ConfigError(LabError):
 
 
 class EngineError(LabError):
-    """No Docker engine answers, or it refused something the whole run needs."""
+    """The Docker engine the run needs does not answer."""
 
     exit_code = 3
 
@@ -39,7 +42,11 @@ class NothingToRun(LabError):
     exit_code = 3
 
 
-class Interrupted(LabError):
-    """Ctrl-C or SIGTERM: what finished is written, the rest marked cancelled."""
+class CellProblem(Exception):
+    """A step could not give one cell what it needs: the cell's outcome (error or unavailable) and why."""
 
-    exit_code = 130
+    def __init__(self, outcome: Outcome, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+        self.log_tail = log_tail

@@ -12,6 +12,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from .engine import Engine
+
 PROBE = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
 
 
@@ -49,21 +51,30 @@ def find_interpreter(python: str, env: Mapping[str, str] | None = None) -> str:
     return ""
 
 
-def prepare_venv(interpreter: str, python: str, root: Path, cache: Path) -> Path:
+def _ask(engine: Engine, python: Path | str, code: str) -> str:
+    done = engine.command([str(python), "-I", "-c", code], timeout=60)
+    if not done.ok:
+        raise RuntimeError(f"{python} -c {code!r} failed: {done.last_line()}")
+    return done.output.strip()
+
+
+def full_version(engine: Engine, python: Path | str) -> str:
+    """The exact version, e.g. 3.9.18."""
+    return _ask(engine, python, "import platform; print(platform.python_version())")
+
+
+def prepare_venv(engine: Engine, interpreter: str, python: str, root: Path, cache: Path) -> Path:
     """A venv for `interpreter` with root/server/mcpserver copied in; returns its python."""
     venv = cache / f"py{python}"
     marker = venv / "mcplab-interpreter"
     if not marker.exists() or marker.read_text() != interpreter:
         shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([interpreter, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        made = engine.command([interpreter, "-m", "venv", "--without-pip", str(venv)], timeout=120)
+        if not made.ok:
+            raise RuntimeError(f"{interpreter} -m venv failed: {made.last_line()}")
         marker.write_text(interpreter)
     venv_python = venv / "bin" / "python"
-    site = Path(
-        subprocess.run(
-            [str(venv_python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True, timeout=60,
-        ).stdout.strip()
-    )  # fmt: skip
+    site = Path(_ask(engine, venv_python, "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
     target = site / "mcpserver"
     shutil.rmtree(target, ignore_errors=True)
     source = root / "server" / "mcpserver"

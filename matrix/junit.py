@@ -93,7 +93,7 @@ def merged(results: Sequence[CellResult]) -> bytes:
         for suite in suites:
             if suite.outcome is Outcome.NOT_RUN:
                 continue
-            name = f"{result.cell}/{suite.suite}"
+            name = f"{result.cell}/{suite.suite.value}"
             if suite.junit_xml:
                 try:
                     root = ET.fromstring(suite.junit_xml)
@@ -105,7 +105,7 @@ def merged(results: Sequence[CellResult]) -> bytes:
                         out.append(found)
                     continue
             element = ET.SubElement(out, "testsuite", name=name, tests="1")
-            case = ET.SubElement(element, "testcase", classname=result.cell, name=suite.suite)
+            case = ET.SubElement(element, "testcase", classname=result.cell, name=suite.suite.value)
             if suite.outcome in (Outcome.UNAVAILABLE, Outcome.CANCELLED):
                 element.set("skipped", "1")
                 ET.SubElement(case, "skipped", message=f"{suite.outcome.value}: {suite.message}")

@@ -1,22 +1,26 @@
 """Passed suites are remembered by a hash of everything that decides their result, like a build cache.
 
-A rerun with nothing changed then reports the earlier pass, marked "cached", instead of running the same
-tests in the same image again; any change in the code, the suites, the image, the interpreter or the
-pytest folder changes the key and the suite runs. Only passes are remembered: a failure, error or
-timeout always runs again. `--no-cache` runs everything regardless.
+A rerun with nothing changed then reports the earlier pass, marked "cached" (with the run that produced
+it), instead of running the same tests in the same image again; any change in the code, the suites, the
+image, the interpreter or the pytest folder changes the key and the suite runs. Only passes are
+remembered: a failure, error or timeout always runs again. `--no-cache` runs everything regardless.
+With an image store (travel.py) the records travel with the images to other machines.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from .engine import Engine
 from .model import Outcome, SuiteResult
 from .report import suite_from_dict, suite_to_dict, write_atomic
+from .travel import Store
 
-MEMO_VERSION = "1"  # bump when what a suite run means changes (arguments, limits, judge rules)
+MEMO_VERSION = "2"  # bump when what a suite run means changes (arguments, limits, judge rules)
 
 
 def memo_key(*parts: str) -> str:
@@ -40,20 +44,46 @@ def files_digest(paths: list[Path]) -> str:
 
 
 class SuiteMemo:
-    def __init__(self, directory: Path, *, enabled: bool = True) -> None:
+    def __init__(self, directory: Path, *, enabled: bool = True, engine: Engine | None = None,
+                 stores: Sequence[Store] = ()) -> None:  # fmt: skip
         self.directory = directory
         self.enabled = enabled
+        self.engine = engine
+        self.stores = stores
 
     def get(self, key: str) -> SuiteResult | None:
         if not self.enabled:
             return None
         path = self.directory / f"{key}.json"
-        try:
-            result = suite_from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError, KeyError):
+        data = path.read_bytes() if path.is_file() else self._fetch(key)
+        if data is None:
             return None
-        return replace(result, cached=True) if result.outcome is Outcome.PASSED else None
+        try:
+            result = suite_from_dict(json.loads(data))
+        except (ValueError, TypeError, KeyError):
+            return None
+        if result.outcome is not Outcome.PASSED:
+            return None
+        if not path.is_file():
+            write_atomic(path, data)
+        self._share(key, data)  # a pass remembered here travels too, whichever run produced it
+        return replace(result, cached=True)
+
+    def _fetch(self, key: str) -> bytes | None:
+        if self.engine is None:
+            return None
+        return next((data for store in self.stores if (data := store.fetch_record(self.engine, key))), None)
 
     def put(self, key: str, result: SuiteResult) -> None:
         if result.outcome is Outcome.PASSED and not result.cached:
-            write_atomic(self.directory / f"{key}.json", json.dumps(suite_to_dict(result)).encode())
+            data = json.dumps(suite_to_dict(result)).encode()
+            write_atomic(self.directory / f"{key}.json", data)
+            self._share(key, data)
+
+    def _share(self, key: str, data: bytes) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        for store in self.stores:
+            if not store.has_record(engine, key):
+                store.keep_record(engine, key, data)

@@ -9,15 +9,27 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-SUITES: tuple[str, ...] = ("unit", "http", "payload", "images")
-"""Every suite the lab knows, in report column order. "images" is the testinfra checks, run from the host."""
 
-IN_CONTAINER_SUITES: tuple[str, ...] = ("unit", "http", "payload")
-"""The project's own suites: run inside each container (or by each host interpreter)."""
+class Suite(str, enum.Enum):
+    """Every suite the lab knows, in report column order."""
+
+    UNIT = "unit"
+    HTTP = "http"
+    PAYLOAD = "payload"
+    IMAGES = "images"  # the testinfra checks of tests/images, run from the host against a built image
+
+    @property
+    def in_container(self) -> bool:
+        """The project's own suites (tests/<name>) run inside each container or by each host interpreter."""
+        return self is not Suite.IMAGES
+
+
+SUITES: tuple[Suite, ...] = tuple(Suite)
+IN_CONTAINER_SUITES: tuple[Suite, ...] = tuple(s for s in Suite if s.in_container)
 
 
 class Family(str, enum.Enum):
-    """How a cell's image is made. Container families have images/<family>/Dockerfile."""
+    """How a cell's image is made; `recipe` names its images/<recipe>/Dockerfile."""
 
     DEBIAN = "debian"
     UBUNTU = "ubuntu"
@@ -29,6 +41,11 @@ class Family(str, enum.Enum):
     def in_container(self) -> bool:
         return self is not Family.HOST
 
+    @property
+    def recipe(self) -> str:
+        """Debian and Ubuntu share one apt recipe; the others have their own."""
+        return "apt" if self in (Family.DEBIAN, Family.UBUNTU) else self.value
+
 
 class PythonFrom(str, enum.Enum):
     DISTRO = "distro"  # the distribution's python3.X package, installed in the image
@@ -37,18 +54,24 @@ class PythonFrom(str, enum.Enum):
     BUILDER = "builder"  # built from source by a builder stage of the family's Dockerfile (e.g. musl)
 
 
+class BootstrapMethod(str, enum.Enum):
+    DEBOOTSTRAP = "debootstrap"
+    APK = "apk"
+    BUILDER = "builder"  # no recipe of its own: the base is had as another cell with that base has it
+
+
 @dataclass(frozen=True, kw_only=True)
 class Bootstrap:
     """How a base can be made without a registry.
 
-    method "debootstrap": `suite` (and optional `keyring`, `script`), mirror from `mirror_env` or
-    debootstrap's default. method "apk": `release` ("v3.23"), mirror from `mirror_env`, which must be set.
-    method "builder": no recipe of its own. The cell's `base` only hosts a builder stage of the family's
-    Dockerfile (the musl+busybox family compiles CPython there and ships an image FROM scratch); it is had
-    exactly as the table's other cell with that `base` has it (`Cell.base_cell`), so both share one base.
+    DEBOOTSTRAP: `suite` (and optional `keyring`, `script`), mirror from `mirror_env` or debootstrap's
+    default. APK: `release` ("v3.23"), mirror from `mirror_env`, which must be set. BUILDER: the cell's
+    `base` only hosts a builder stage of the family's Dockerfile (the musl+busybox family compiles CPython
+    there and ships an image FROM scratch); it is had exactly as the table's other cell with that `base`
+    has it (`Cell.base_cell`), so both share one base.
     """
 
-    method: str
+    method: BootstrapMethod
     suite: str = ""
     release: str = ""
     mirror_env: str = ""
@@ -66,16 +89,16 @@ class Cell:
     base: str = ""
     python_from: PythonFrom
     bootstrap: Bootstrap | None = None
-    base_cell: Cell | None = None  # method "builder": the cell whose way of getting `base` this one shares
+    base_cell: Cell | None = None  # method BUILDER: the cell whose way of getting `base` this one shares
 
     @property
-    def python_command(self) -> str:
-        return f"python{self.python}"
-
-    @property
-    def suites(self) -> tuple[str, ...]:
+    def suites(self) -> tuple[Suite, ...]:
         """The suites that apply to this cell; host cells have no image to check."""
         return SUITES if self.family.in_container else IN_CONTAINER_SUITES
+
+    @property
+    def compiles_python(self) -> bool:
+        return self.python_from is PythonFrom.BUILDER
 
 
 class Outcome(str, enum.Enum):
@@ -88,10 +111,6 @@ class Outcome(str, enum.Enum):
     UNAVAILABLE = "unavailable"
     CANCELLED = "cancelled"
     NOT_RUN = "not-run"  # a suite that does not apply to the cell, or was not selected
-
-    @property
-    def is_verdict(self) -> bool:
-        return self in (Outcome.PASSED, Outcome.FAILED)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +126,7 @@ class TestFailure:
 
 @dataclass(frozen=True, kw_only=True)
 class SuiteResult:
-    suite: str
+    suite: Suite
     outcome: Outcome
     tests: int = 0
     passed: int = 0
@@ -120,6 +139,8 @@ class SuiteResult:
     log_tail: str = ""
     junit_xml: str = ""  # the suite's own JUnit XML, kept to merge into junit.xml
     cached: bool = False  # an identical run (same image or interpreter, code, suite) passed before
+    produced_by: str = ""  # the run id that ran it (for a cached result: the earlier run)
+    produced_at: str = ""  # when that run ran it (UTC, ISO 8601)
 
     @property
     def counts(self) -> str:
@@ -140,22 +161,28 @@ class CellResult:
     message: str = ""  # the reason for unavailable, the error for error
     log_tail: str = ""
     image: str = ""
-    base: str = ""  # how the base was had, e.g. "bootstrapped debian:bookworm as mcplab/base:..."
+    base: str = ""  # how the base was had, e.g. "debootstrapped from debootstrap's default mirror"
     family: str = ""
     python: str = ""
+    python_version: str = ""  # the exact version the suites ran on, e.g. 3.9.2
 
-    def suite(self, name: str) -> SuiteResult | None:
-        return next((s for s in self.suites if s.suite == name), None)
+    def suite(self, name: Suite) -> SuiteResult | None:
+        return next((s for s in self.suites if s.suite is name), None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Environment:
-    """Where a run happened; recorded in results.json."""
+    """Where and on what a run happened; recorded in results.json and shown in every report."""
 
     engine: str = ""
     kernel: str = ""
     commit: str = ""
+    dirty: tuple[str, ...] = ()  # files with uncommitted changes in the tested tree
     date: str = ""
     host: str = ""
+    run_id: str = ""
+    logs: str = ""
     shard: str = ""
+    plan: str = ""  # a digest of the cell table and selection, the same for every shard of one plan
+    partial: str = ""  # why the report does not cover the whole plan (interrupted, stopped early)
     extra: dict[str, str] = field(default_factory=dict)

@@ -1,17 +1,20 @@
-"""The plan as pure data: which cells and suites, which shard, and how results become outcomes and exit codes.
+"""The plan as pure data: which cells and suites, which shard, in which order, and how shards join again.
 
 Nothing here touches an engine, a file or the clock, so every rule is a unit test (tests/lab/test_plan.py).
+The outcome rules are in outcomes.py.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import UsageError
-from .model import SUITES, Cell, CellResult, Outcome, PythonFrom, SuiteResult
+from .model import SUITES, Cell, CellResult, Environment, Suite
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,7 +24,7 @@ class Selection:
     distros: tuple[str, ...] = ()
     pythons: tuple[str, ...] = ()
     cells: tuple[str, ...] = ()
-    suites: tuple[str, ...] = SUITES
+    suites: tuple[Suite, ...] = SUITES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,15 +41,16 @@ def split_values(raw: Iterable[str]) -> tuple[str, ...]:
     return tuple(v.strip() for item in raw for v in item.split(",") if v.strip())
 
 
-def parse_suites(raw: Iterable[str]) -> tuple[str, ...]:
+def parse_suites(raw: Iterable[str]) -> tuple[Suite, ...]:
     values = split_values(raw)
     if not values:
         return SUITES
-    unknown = [v for v in values if v not in SUITES]
+    known = [s.value for s in SUITES]
+    unknown = [v for v in values if v not in known]
     if unknown:
-        raise UsageError(f"unknown suite {', '.join(unknown)}; the suites are {', '.join(SUITES)}.")
+        raise UsageError(f"unknown suite {', '.join(unknown)}; the suites are {', '.join(known)}.")
     # Report columns keep one order whatever order they were asked in.
-    return tuple(s for s in SUITES if s in values)
+    return tuple(s for s in SUITES if s.value in values)
 
 
 def parse_shard(raw: str) -> Shard:
@@ -103,68 +107,34 @@ def _what_exists(cells: Sequence[Cell], option: str) -> str:
     return f"Known {option.removeprefix('--')} values: {', '.join(values)}."
 
 
-def shard(cells: Sequence[Cell], which: Shard | None) -> tuple[Cell, ...]:
-    """A deterministic share: round-robin over the selection in table order, so shards balance families."""
+def shard(cells: Sequence[Cell], which: Shard | None, durations: Mapping[str, float] | None = None) -> tuple[Cell, ...]:
+    """A deterministic share of the selection, in table order.
+
+    Without durations: round-robin in table order, so shards balance families. With the durations of an
+    earlier run: longest first, each cell to the shard with the least work so far, so shards finish close
+    together; a cell with no recorded duration counts as the median of those recorded.
+    """
     if which is None:
         return tuple(cells)
-    return tuple(c for i, c in enumerate(cells) if i % which.count == which.index - 1)
+    if not durations:
+        return tuple(c for i, c in enumerate(cells) if i % which.count == which.index - 1)
+    known = [durations[c.name] for c in cells if c.name in durations]
+    default = statistics.median(known) if known else 1.0
+    load = [0.0] * which.count
+    mine: set[str] = set()
+    for cell in sorted(cells, key=lambda c: -durations.get(c.name, default)):  # stable: table order on ties
+        index = min(range(which.count), key=lambda i: (load[i], i))
+        load[index] += durations.get(cell.name, default)
+        if index == which.index - 1:
+            mine.add(cell.name)
+    return tuple(c for c in cells if c.name in mine)
 
 
-# --- outcomes --------------------------------------------------------------------------------------
-
-# When suites disagree, the cell shows the most urgent: a broken harness hides verdicts, so it comes first.
-_PRECEDENCE = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.FAILED, Outcome.CANCELLED, Outcome.UNAVAILABLE)
-
-
-def cell_outcome(suites: Sequence[SuiteResult]) -> Outcome:
-    outcomes = {s.outcome for s in suites}
-    for outcome in _PRECEDENCE:
-        if outcome in outcomes:
-            return outcome
-    if Outcome.PASSED in outcomes:
-        return Outcome.PASSED
-    # Nothing ran and nothing said why: that is the harness's fault, not a pass.
-    return Outcome.ERROR
-
-
-def pytest_outcome(exit_code: int, failed: int, errors: int, tests: int) -> Outcome:
-    """pytest's exit code plus its JUnit counts -> a suite outcome.
-
-    0 all passed; 1 some tests failed (a verdict); 5 no tests collected, 2/3/4 interrupted, internal or
-    usage error: the suite did not give a verdict, so it is an error.
-    """
-    if exit_code == 0 and tests > 0:
-        return Outcome.PASSED
-    if exit_code == 1 and (failed or errors):
-        return Outcome.FAILED
-    return Outcome.ERROR
-
-
-BAD = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT, Outcome.CANCELLED})
-
-
-def exit_code(results: Sequence[CellResult], *, strict: bool = False) -> int:
-    """0 every cell that could run passed; 1 any failed, errored or timed out (or, with --strict, was
-    unavailable); 3 nothing could run at all."""
-    ran = [r for r in results if r.outcome is not Outcome.UNAVAILABLE]
-    if not ran:
-        return 3
-    if any(r.outcome in BAD for r in ran):
-        return 1
-    if strict and len(ran) != len(results):
-        return 1
-    return 0
-
-
-def counts(results: Sequence[CellResult]) -> dict[str, int]:
-    tally = {o.value: 0 for o in Outcome if o is not Outcome.NOT_RUN}
-    for r in results:
-        tally[r.outcome.value] = tally.get(r.outcome.value, 0) + 1
-    return tally
-
-
-def should_stop(result: CellResult, *, fail_fast: bool) -> bool:
-    return fail_fast and result.outcome in BAD - {Outcome.CANCELLED}
+def plan_digest(cells: Sequence[Cell], selection: Selection, count: int) -> str:
+    """The identity of a sharded plan: the selected cells as the table defines them, the suites and N.
+    Every shard of one plan records the same digest, so --merge can tell shards of different plans apart."""
+    text = json.dumps([repr(c) for c in cells] + [s.value for s in selection.suites] + [count])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anything_running: bool) -> Cell | None:
@@ -185,17 +155,20 @@ def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anyt
 
 
 def _longest_first(cell: Cell) -> int:
-    if cell.python_from is PythonFrom.BUILDER:
+    if cell.compiles_python:
         return 0
     return 1 if cell.family.in_container else 2
 
 
-def github_matrix(cells: Sequence[Cell]) -> str:
-    """GitHub Actions `strategy.matrix` JSON: one job per cell."""
-    include = [
-        {"cell": c.name, "family": c.family.value, "python": c.python, "container": c.family.in_container}
-        for c in cells
-    ]
+def github_matrix(cells: Sequence[Cell], *, shards: int = 0) -> str:
+    """GitHub Actions `strategy.matrix` JSON: one job per cell, or with `shards` one job per --shard K/N."""
+    if shards:
+        include: list[dict[str, object]] = [{"shard": f"{k}/{shards}"} for k in range(1, shards + 1)]
+    else:
+        include = [
+            {"cell": c.name, "family": c.family.value, "python": c.python, "container": c.family.in_container}
+            for c in cells
+        ]
     return json.dumps({"include": include}, separators=(",", ":"))
 
 
@@ -203,6 +176,35 @@ def order_results(results: Iterable[CellResult], cells: Sequence[Cell]) -> tuple
     """Table order for known cells, then any others (from merged shards of another table) by name."""
     rank = {c.name: i for i, c in enumerate(cells)}
     return tuple(sorted(results, key=lambda r: (rank.get(r.cell, len(rank)), r.cell)))
+
+
+def check_shards(envs: Sequence[tuple[str, Environment]]) -> None:
+    """Refuse to merge results that are not the shards of one plan: every shard K/N present once, one
+    commit, one plan (cell table, selection, N). Each entry is (where it was read, its environment)."""
+    problems = []
+    commits = {f"{env.commit or '?'}{' (dirty)' if env.dirty else ''}" for _, env in envs}
+    if len(commits) > 1:
+        problems.append(f"they test different commits ({', '.join(sorted(commits))})")
+    plans = {env.plan for _, env in envs}
+    if len(plans) > 1:
+        problems.append("they come from different plans (cell table, selection or shard count differ)")
+    shards = [(where, env.shard) for where, env in envs]
+    counts = {s.partition("/")[2] for _, s in shards if "/" in s}
+    if len(counts) > 1 or any("/" not in s for _, s in shards):
+        listed = ", ".join(f"{w}: {s or 'not a shard'}" for w, s in shards)
+        problems.append(f"they are not shards of one --shard K/N run ({listed})")
+    elif counts:
+        count = int(counts.pop())
+        seen = [int(s.partition("/")[0]) for _, s in shards]
+        missing = sorted(set(range(1, count + 1)) - set(seen))
+        twice = sorted({k for k in seen if seen.count(k) > 1})
+        if missing:
+            listed = ", ".join(f"{k}/{count}" for k in missing)
+            problems.append(f"shard{'s' if len(missing) > 1 else ''} {listed} missing")
+        if twice:
+            problems.append(f"shard {', '.join(f'{k}/{count}' for k in twice)} given more than once")
+    if problems:
+        raise UsageError("cannot merge: " + "; ".join(problems) + ". Merge the results of every shard of one run.")
 
 
 def merge_results(groups: Iterable[Sequence[CellResult]]) -> tuple[CellResult, ...]:

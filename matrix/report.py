@@ -1,6 +1,11 @@
 """Reports from records: results.json (versioned, mergeable), matrix.md, junit.xml, report.html, and the
 table printed at the end. Rendering is pure (records in, text out); `write_reports` writes each file
-atomically (temp file + rename) so an interrupted run never leaves half a report.
+atomically (temp file + rename, world-readable) so an interrupted run never leaves half a report.
+
+Every run writes its own folder, RESULTS/<run id>/, and points RESULTS/latest at it; a complete run of
+the whole table also moves RESULTS/latest-full, so a subset or interrupted run never hides the last full
+report. Every report names the tree it tested (commit, and the changed files when it was dirty), the
+run and its logs, and whether it is partial.
 """
 
 from __future__ import annotations
@@ -16,20 +21,21 @@ from typing import Any
 
 from . import junit
 from .errors import ConfigError
-from .model import SUITES, CellResult, Environment, Outcome, SuiteResult, TestFailure
-from .plan import counts
+from .model import SUITES, CellResult, Environment, Outcome, Suite, SuiteResult, TestFailure
+from .outcomes import counts
 
-SCHEMA = "mcplab-results/1"
+SCHEMA = "mcplab-results/2"
 REPORT_FILES = ("results.json", "matrix.md", "junit.xml", "report.html")
+LATEST, LATEST_FULL = "latest", "latest-full"
 
 # --- results.json ------------------------------------------------------------------------------------
 
 
-def to_json(results: Sequence[CellResult], env: Environment, *, suites: Sequence[str] = SUITES) -> str:
+def to_json(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
     data = {
         "schema": SCHEMA,
         "environment": asdict(env),
-        "suites": list(suites),
+        "suites": [s.value for s in suites],
         "counts": counts(results),
         "cells": [_cell_dict(r) for r in results],
     }
@@ -39,14 +45,13 @@ def to_json(results: Sequence[CellResult], env: Environment, *, suites: Sequence
 def _cell_dict(result: CellResult) -> dict[str, Any]:
     data = asdict(result)
     data["outcome"] = result.outcome.value
-    for suite in data["suites"]:
-        suite["outcome"] = suite["outcome"].value if isinstance(suite["outcome"], Outcome) else suite["outcome"]
+    data["suites"] = [suite_to_dict(s) for s in result.suites]
     return data
 
 
 def from_json(
     text: str, *, source: str = "results.json"
-) -> tuple[tuple[CellResult, ...], Environment, tuple[str, ...]]:
+) -> tuple[tuple[CellResult, ...], Environment, tuple[Suite, ...]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -54,19 +59,21 @@ def from_json(
     if data.get("schema") != SCHEMA:
         raise ConfigError(f"{source} has schema {data.get('schema')!r}; this lab reads {SCHEMA!r}.")
     results = tuple(_cell_from(c) for c in data["cells"])
-    env = Environment(**data["environment"])
-    return results, env, tuple(data.get("suites", SUITES))
+    env = Environment(**{**data["environment"], "dirty": tuple(data["environment"].get("dirty", ()))})
+    return results, env, tuple(Suite(s) for s in data.get("suites", SUITES))
 
 
 def suite_to_dict(suite: SuiteResult) -> dict[str, Any]:
     data = asdict(suite)
+    data["suite"] = suite.suite.value
     data["outcome"] = suite.outcome.value
     return data
 
 
 def suite_from_dict(data: dict[str, Any]) -> SuiteResult:
     failures = tuple(TestFailure(**f) for f in data.get("failures", ()))
-    return SuiteResult(**{**data, "outcome": Outcome(data["outcome"]), "failures": failures})
+    return SuiteResult(**{**data, "suite": Suite(data["suite"]), "outcome": Outcome(data["outcome"]),
+                          "failures": failures})  # fmt: skip
 
 
 def _cell_from(data: dict[str, Any]) -> CellResult:
@@ -100,7 +107,7 @@ def _why(result: CellResult) -> str:
     if result.message:
         return result.message
     bad = [s for s in result.suites if s.outcome not in (Outcome.PASSED, Outcome.NOT_RUN)]
-    return "; ".join(f"{s.suite}: {s.message or _failed_count(s)}" for s in bad)
+    return "; ".join(f"{s.suite.value}: {s.message or _failed_count(s)}" for s in bad)
 
 
 def _failed_count(suite: SuiteResult) -> str:
@@ -113,13 +120,13 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[str] = SUITES) -> str:
+def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
     lines = [
-        "| cell | outcome | " + " | ".join(suites) + " | time | notes |",
-        "|---|---|" + "---|" * len(suites) + "---|---|",
+        "| cell | outcome | python | " + " | ".join(s.value for s in suites) + " | time | notes |",
+        "|---|---|---|" + "---|" * len(suites) + "---|---|",
     ]
     for r in results:
-        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}"]
+        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", r.python_version or "—"]
         row += [suite_text(r.suite(s)) for s in suites]
         row += [f"{r.duration:.0f}s" if r.duration else "", _md_escape(_why(r))[:200]]
         lines.append("| " + " | ".join(row) + " |")
@@ -129,18 +136,34 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     failures = [(r, s, f) for r in results for s in r.suites for f in s.failures]
     if failures:
         lines += ["", "Failing tests:", ""]
-        lines += [f"- `{r.cell}` {s.suite}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures]
-    lines += [
-        "",
-        f"Engine {env.engine or '-'}, kernel {env.kernel or '-'}, commit {env.commit or '-'}, {env.date}.",
-    ]
+        lines += [f"- `{r.cell}` {s.suite.value}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures]
+    lines += ["", *provenance(env)]
     return "\n".join(lines) + "\n"
 
 
-def to_table(results: Sequence[CellResult], *, suites: Sequence[str] = SUITES) -> str:
+def provenance(env: Environment) -> list[str]:
+    """What a report covers and where it came from, one fact a line."""
+    tree = env.commit or "not a git checkout"
+    if env.dirty:
+        shown = ", ".join(env.dirty[:20]) + (f" and {len(env.dirty) - 20} more" if len(env.dirty) > 20 else "")
+        tree += f" plus uncommitted changes (dirty: {shown})"
+    lines = [f"Tested tree: {tree}."]
+    if env.partial:
+        lines.append(f"PARTIAL REPORT: {env.partial}.")
+    lines.append(f"Run {env.run_id or '-'} at {env.date}; logs in {env.logs or '-'}.")
+    lines.append(f"Engine {env.engine or '-'}, kernel {env.kernel or '-'}, host {env.host or '-'}"
+                 f"{', shard ' + env.shard if env.shard else ''}.")  # fmt: skip
+    return lines
+
+
+def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES) -> str:
     """The plain-text table printed at the end of a run."""
-    header = ["cell", "outcome", *suites, "time"]
-    rows = [[r.cell, r.outcome.value, *(suite_text(r.suite(s)) for s in suites), f"{r.duration:.0f}s"] for r in results]
+    header = ["cell", "outcome", "python", *(s.value for s in suites), "time"]
+    rows = [
+        [r.cell, r.outcome.value, r.python_version or "—", *(suite_text(r.suite(s)) for s in suites),
+         f"{r.duration:.0f}s"]
+        for r in results
+    ]  # fmt: skip
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
@@ -149,7 +172,8 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[str] = SUITES) -
             continue
         out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
         for s in r.suites:
-            out += [f"    {s.suite}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}" for f in s.failures]
+            out += [f"    {s.suite.value}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}"
+                    for f in s.failures]  # fmt: skip
     return "\n".join(out) + "\n"
 
 
@@ -175,57 +199,60 @@ def _css(suite: SuiteResult | None) -> str:
     return suite.outcome.value if suite else Outcome.NOT_RUN.value
 
 
-def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[str] = SUITES) -> str:
-    """One self-contained page: inline CSS, no scripts, no external assets."""
+def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
+    """One self-contained page: inline CSS, no scripts, no external assets. Every row links to that
+    cell's details, which every cell has."""
     e = html.escape
     tally = counts(results)
     head = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         "<title>mcpserver lab matrix</title><style>" + _CSS + "</style></head><body>",
         "<h1>mcpserver lab matrix</h1>",
-        f"<div class=env>{len(results)} cells: "
-        + e(", ".join(f"{n} {k}" for k, n in tally.items() if n))
-        + f" · engine {e(env.engine or '-')} · kernel {e(env.kernel or '-')}"
-        + f" · commit {e(env.commit[:12] or '-')}"
-        + f" · {e(env.date)}{' · shard ' + e(env.shard) if env.shard else ''}</div>",
+        f"<div class=env>{len(results)} cells: " + e(", ".join(f"{n} {k}" for k, n in tally.items() if n)) + "<br>"
+        + "<br>".join(e(line) for line in provenance(env)) + "</div>",
         "<div class=legend>"
         + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN)
         + "</div><br>",
-        "<table><tr><th>cell</th><th>outcome</th>"
-        + "".join(f"<th>{e(s)}</th>" for s in suites)
+        "<table><tr><th>cell</th><th>outcome</th><th>python</th>"
+        + "".join(f"<th>{e(s.value)}</th>" for s in suites)
         + "<th>time</th><th>why</th></tr>",
-    ]
+    ]  # fmt: skip
     body = []
     for r in results:
         cells = "".join(f"<td class='s {_css(r.suite(s))}'>{e(suite_text(r.suite(s)))}</td>" for s in suites)
         body.append(
             f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td>"
-            f"<td class={r.outcome.value} title='{e(_why(r))}'>{r.outcome.value}</td>{cells}"
+            f"<td class={r.outcome.value} title='{e(_why(r))}'>{r.outcome.value}</td>"
+            f"<td>{e(r.python_version or '—')}</td>{cells}"
             f"<td>{r.duration:.0f}s</td><td class=why>{e(_why(r)[:160])}</td></tr>"
         )
     body.append("</table>")
-    details = ["<h2>Details</h2>"]
-    for r in results:
-        if r.outcome is Outcome.PASSED:
-            continue
-        details.append(f"<h3 id='d-{e(r.cell)}' class={r.outcome.value}>{e(r.cell)}: {r.outcome.value}</h3>")
-        if r.message:
-            details.append(f"<p>{e(r.message)}</p>")
-        if r.log_tail:
-            details.append(f"<details><summary>log tail</summary><pre>{e(r.log_tail)}</pre></details>")
-        for s in r.suites:
-            if s.outcome in (Outcome.PASSED, Outcome.NOT_RUN):
-                continue
-            details.append(
-                f"<p><b>{e(s.suite)}</b>: {s.outcome.value} {e(s.counts if s.tests else '')} {e(s.message)}</p>"
-            )
-            for f in s.failures:
-                details.append(
-                    f"<details><summary>{e(f.test_id)}</summary><p>{e(f.message)}</p><pre>{e(f.details)}</pre></details>"
-                )
-            if s.log_tail:
-                details.append(f"<details><summary>{e(s.suite)} log tail</summary><pre>{e(s.log_tail)}</pre></details>")
+    details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
     return "\n".join(head + body + details) + "\n</body></html>\n"
+
+
+def _html_details(r: CellResult) -> str:
+    e = html.escape
+    facts = [("python", r.python_version), ("base", r.base), ("image", r.image), ("time", f"{r.duration:.0f}s")]
+    out = [f"<h3 id='d-{e(r.cell)}' class={r.outcome.value}>{e(r.cell)}: {r.outcome.value}</h3>",
+           "<p>" + " · ".join(f"{k} {e(v)}" for k, v in facts if v) + "</p>"]  # fmt: skip
+    if r.message:
+        out.append(f"<p>{e(r.message)}</p>")
+    if r.log_tail:
+        out.append(f"<details><summary>log tail</summary><pre>{e(r.log_tail)}</pre></details>")
+    for s in r.suites:
+        if s.outcome is Outcome.NOT_RUN:
+            continue
+        where = f" (cached: passed in run {s.produced_by} at {s.produced_at})" if s.cached else ""
+        counted = s.counts if s.tests else ""
+        out.append(f"<p><b>{e(s.suite.value)}</b>: {s.outcome.value} {e(counted)} in {s.duration:.0f}s"
+                   f"{e(where)} {e(s.message)}</p>")  # fmt: skip
+        for f in s.failures:
+            out.append(f"<details><summary>{e(f.test_id)}</summary><p>{e(f.message)}</p><pre>{e(f.details)}</pre>"
+                       "</details>")  # fmt: skip
+        if s.log_tail:
+            out.append(f"<details><summary>{e(s.suite.value)} log tail</summary><pre>{e(s.log_tail)}</pre></details>")
+    return "\n".join(out)
 
 
 # --- writing -----------------------------------------------------------------------------------------
@@ -237,6 +264,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(temp, 0o644)  # reports are for everyone to read (mkstemp makes them 0600)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
@@ -248,7 +276,7 @@ def write_reports(
     env: Environment,
     out: Path,
     *,
-    suites: Sequence[str] = SUITES,
+    suites: Sequence[Suite] = SUITES,
     summary: bool = True,
 ) -> dict[str, Path]:
     """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set."""
@@ -269,8 +297,26 @@ def write_reports(
     return written
 
 
-def read_results(directory: Path) -> tuple[tuple[CellResult, ...], Environment, tuple[str, ...]]:
-    path = directory / "results.json"
-    if not path.is_file():
-        raise ConfigError(f"{path} does not exist; --merge takes directories written by run_matrix.py.")
+def point(link: Path, run_folder: Path) -> None:
+    """Make `link` a symlink to the run folder (relative, replaced atomically)."""
+    temp = link.with_name(f".{link.name}.{os.getpid()}")
+    temp.unlink(missing_ok=True)
+    temp.symlink_to(run_folder.name)
+    os.replace(temp, link)
+
+
+def results_file(directory: Path) -> Path:
+    """The results.json a directory holds: its own, else its `latest` run's, else its newest run folder's
+    (a CI artifact may drop the link). --merge takes any of them."""
+    for candidate in (directory / "results.json", directory / LATEST / "results.json"):
+        if candidate.is_file():
+            return candidate
+    runs = sorted(p for p in directory.glob("*/results.json") if not p.parent.is_symlink())
+    if runs:
+        return runs[-1]
+    raise ConfigError(f"{directory} holds no results.json; --merge takes folders written by run_matrix.py.")
+
+
+def read_results(directory: Path) -> tuple[tuple[CellResult, ...], Environment, tuple[Suite, ...]]:
+    path = results_file(directory)
     return from_json(path.read_text(encoding="utf-8"), source=str(path))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -19,6 +18,8 @@ import zipfile
 from email.parser import Parser
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .engine import Engine
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -65,7 +66,7 @@ def wheel_requirements(wheel: Path) -> list[Requirement]:
     return [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
 
 
-def _download(requirement: str, python: str, dest: Path) -> Path:
+def _download(engine: Engine, requirement: str, python: str, dest: Path) -> Path:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
@@ -75,11 +76,10 @@ def _download(requirement: str, python: str, dest: Path) -> Path:
         "--python-version", python, "--implementation", "py", "--abi", "none", "--platform", "any",
         "--dest", str(dest), requirement,
     ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+    done = engine.command(argv, timeout=300)
+    if not done.ok:
         raise WheelError(
-            f"pip could not download {requirement} for Python {python} ({last}). The host needs a package "
+            f"pip could not download {requirement} for Python {python} ({done.last_line()}). The host needs a package "
             "index once per Python version; later runs reuse .cache/lab/pytest."
         )
     new = sorted(set(dest.iterdir()) - before)
@@ -93,7 +93,7 @@ def _download(requirement: str, python: str, dest: Path) -> Path:
     raise WheelError(f"pip reported success for {requirement} but left no wheel in {dest}")
 
 
-def resolve_for(python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS) -> list[Path]:
+def resolve_for(engine: Engine, python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS) -> list[Path]:
     """Download the closure of `requirements` for Python `python` into dest; returns the wheels."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
@@ -107,7 +107,7 @@ def resolve_for(python: str, dest: Path, requirements: tuple[str, ...] = REQUIRE
         if name in seen:
             continue
         seen.add(name)
-        wheel = _download(requirement, python, dest)
+        wheel = _download(engine, requirement, python, dest)
         wheels.append(wheel)
         for dep in wheel_requirements(wheel):
             marker = str(dep.marker) if dep.marker else None
@@ -120,8 +120,9 @@ def resolve_for(python: str, dest: Path, requirements: tuple[str, ...] = REQUIRE
 class PytestFolders:
     """One unpacked folder per Python version under cache_dir, made once even with many threads asking."""
 
-    def __init__(self, cache_dir: Path) -> None:
+    def __init__(self, cache_dir: Path, engine: Engine) -> None:
         self.cache_dir = cache_dir
+        self.engine = engine
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
 
@@ -139,7 +140,7 @@ class PytestFolders:
                 site = work / "site"
                 downloads.mkdir()
                 site.mkdir()
-                wheels = resolve_for(python, downloads)
+                wheels = resolve_for(self.engine, python, downloads)
                 for wheel in wheels:
                     with zipfile.ZipFile(wheel) as archive:
                         archive.extractall(site)

@@ -1,9 +1,11 @@
 #!/bin/sh
 # Make sure a Docker engine answers before the lab runs, and that debootstrap is there to make bases.
 #
-# Order: an engine that already answers (DOCKER_HOST or the current context) is used as it is. Otherwise,
-# on a Debian or Ubuntu host where we are root, install docker.io and debootstrap from the distro and
-# start dockerd in the background, waiting with a deadline. Anywhere else, stop and say what to do.
+# Order: an engine that already answers (DOCKER_HOST or the current docker context) is used as it is. An
+# engine that was named (DOCKER_HOST, DOCKER_CONTEXT or a current context other than "default") and does
+# not answer is an error: starting a local one instead would test somewhere else. Otherwise, on a Debian
+# or Ubuntu host where we are root, install docker.io and debootstrap from the distro and start dockerd in
+# the background, waiting with a deadline. Anywhere else, stop and say what to do.
 # Exit codes: 0 ready, 1 could not provision (message says why and what to do).
 set -eu
 
@@ -45,6 +47,10 @@ if engine_answers; then
 else
     if [ -n "${DOCKER_HOST:-}" ]; then
         die "DOCKER_HOST=${DOCKER_HOST} does not answer. Start that engine, or unset DOCKER_HOST to let the lab start a local one."
+    fi
+    context="${DOCKER_CONTEXT:-$(docker context show 2>/dev/null || echo default)}"
+    if [ "$context" != default ]; then
+        die "the docker context '$context' does not answer. Start that engine, or 'docker context use default' to let the lab start a local one."
     fi
     if [ "$(id -u)" != 0 ] || ! is_debian_like; then
         die "no Docker engine answers and this host is not a Debian/Ubuntu machine where we are root, so the lab will not install one. Start a Docker engine (or point DOCKER_HOST at one), make sure 'docker info' works for this user (for a local engine: add the user to the docker group), then run 'make matrix' again."

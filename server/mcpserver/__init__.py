@@ -12,7 +12,7 @@
 Serve it with `python -m mcpserver demo.py` (stdio) or `python -m mcpserver --http demo.py`.
 """
 
-from . import content
+from . import content, inputs
 from ._context import Cancelled, Context
 from ._loader import load_target
 from ._prompts import Prompt
@@ -41,6 +41,7 @@ __all__ = [
     "__version__",
     "content",
     "handle",
+    "inputs",
     "load_target",
     "run",
 ]

@@ -1,13 +1,15 @@
-"""python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP."""
+"""python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP.
+
+`mcpserver call|list|config TARGET ...` try a server from the shell (see _cli).
+"""
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import sys
-from typing import Optional
+from types import SimpleNamespace
 
+from . import _log
 from ._init import init_if_pid1
 from ._loader import load_target
 from ._run import run
@@ -15,57 +17,138 @@ from ._version import __version__
 from .errors import ConfigError
 from .protocol import PROTOCOL_VERSION
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Optional
+
 TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
 TOKEN_FD_ENVIRONMENT = "MCPSERVER_TOKEN_FD"  # set only for the process that replaces this one
+HTTP_GROUP = "HTTP (Streamable HTTP transport)"
 
 
-def _parser() -> argparse.ArgumentParser:
+class Option:
+    """One command-line option, read by the quick parser and by argparse alike."""
+
+    __slots__ = ("choices", "default", "dest", "flag", "group", "help", "kind", "metavar")
+
+    def __init__(self, flag: str, kind: Any, help: str, *, default: Any = None, metavar: Optional[str] = None,
+                 choices: Optional[tuple[str, ...]] = None, group: Optional[str] = None):
+        self.flag = flag
+        self.dest = flag[2:].replace("-", "_")
+        self.kind = kind  # bool: a flag; list: repeatable; str, int or float: one value of that type
+        self.help = help
+        self.default = [] if kind is list else False if kind is bool else default
+        self.metavar = metavar
+        self.choices = choices
+        self.group = group
+
+
+OPTIONS = (
+    Option("--check", bool, "load TARGET, print what it advertises, exit 0 or 1"),
+    Option("--log-level", str, "default: info (the HTTP access log is at info)", default="info",
+           choices=("debug", "info", "warning", "error")),
+    Option("--log-file", str, "append logs here instead of stderr", metavar="FILE"),
+    Option("--max-concurrent", int, "stdio: calls that may run at once; the reader waits beyond it (default 16)",
+           metavar="N"),
+    Option("--grace", float, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
+           "second signal stops at once", metavar="SECONDS"),
+    Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
+    Option("--host", str, "address to bind (default 127.0.0.1)", default="127.0.0.1", group=HTTP_GROUP),
+    Option("--port", int, "port (default 3000; 0 picks a free one)", default=3000, group=HTTP_GROUP),
+    Option("--path", str, "endpoint path (default /mcp)", default="/mcp", group=HTTP_GROUP),
+    Option("--token-file", str, "read the bearer token clients must send from FILE's first line (or set "
+           "MCPSERVER_TOKEN)", metavar="FILE", group=HTTP_GROUP),
+    Option("--token", str, "the bearer token itself; visible in ps, so prefer --token-file", group=HTTP_GROUP),
+    Option("--insecure-no-auth", bool, "allow a non-loopback bind without a token (only behind your own auth)",
+           group=HTTP_GROUP),
+    Option("--allow-origin", list, "an Origin browsers may call from (repeatable); loopback origins are allowed by "
+           "default", metavar="ORIGIN", group=HTTP_GROUP),
+    Option("--allow-host", list, "an extra Host header name to accept when bound to loopback (repeatable)",
+           metavar="HOST", group=HTTP_GROUP),
+    Option("--max-body-bytes", int, "largest request body (default 32 MiB)", metavar="N", group=HTTP_GROUP),
+    Option("--max-connections", int, "open connections at once (default 64)", metavar="N", group=HTTP_GROUP),
+    Option("--read-timeout", float, "drop a client that idles this long on keep-alive or takes longer to send a "
+           "body (default 30)", metavar="SECONDS", group=HTTP_GROUP),
+    Option("--header-timeout", float, "drop a client whose request head takes longer than this to arrive "
+           "(default 10)", metavar="SECONDS", group=HTTP_GROUP),
+)
+
+
+def _quick_parse(argv: list[str]) -> Any:
+    """The common command lines, parsed without importing argparse; None for anything else (--help,
+    --version, a mistake), which argparse then parses and explains."""
+    by_flag = {option.flag: option for option in OPTIONS}
+    values: dict[str, Any] = {o.dest: [] if o.kind is list else o.default for o in OPTIONS}
+    values["target"] = None
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        index += 1
+        if not word.startswith("-") and values["target"] is None:
+            values["target"] = word
+            continue
+        flag, equals, value = word.partition("=")
+        option = by_flag.get(flag)
+        if option is None:
+            return None
+        if option.kind is bool:
+            if equals:
+                return None
+            values[option.dest] = True
+            continue
+        if not equals:
+            if index >= len(argv):
+                return None
+            value = argv[index]
+            index += 1
+        try:
+            typed = value if option.kind in (str, list) else option.kind(value)
+        except ValueError:
+            return None
+        if option.choices is not None and typed not in option.choices:
+            return None
+        if option.kind is list:
+            values[option.dest].append(typed)
+        else:
+            values[option.dest] = typed
+    return SimpleNamespace(**values) if values["target"] is not None else None
+
+
+def _parser() -> Any:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="python -m mcpserver",
         description=f"Serve an MCP server (protocol {PROTOCOL_VERSION}) over stdio, or over HTTP with --http.",
-        epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools.")
+        epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools. "
+               "Also: mcpserver call TARGET TOOL [JSON|-], mcpserver list TARGET, mcpserver config TARGET.")
     parser.add_argument("target", metavar="TARGET", nargs="?")
     parser.add_argument("--version", action="version", version=f"mcpserver {__version__} (protocol {PROTOCOL_VERSION})")
-    parser.add_argument("--check", action="store_true", help="load TARGET, print what it advertises, exit 0 or 1")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                        help="default: info (the HTTP access log is at info)")
-    parser.add_argument("--log-file", metavar="FILE", help="append logs here instead of stderr")
-    parser.add_argument("--max-concurrent", type=int, metavar="N",
-                        help="stdio: calls that may run at once; the reader waits beyond it (default 16)")
-    parser.add_argument("--grace", type=float, metavar="SECONDS",
-                        help="on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); "
-                             "a second signal stops at once")
-    http = parser.add_argument_group("HTTP (Streamable HTTP transport)")
-    http.add_argument("--http", action="store_true", help="serve over HTTP instead of stdio")
-    http.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    http.add_argument("--port", type=int, default=3000, help="port (default 3000; 0 picks a free one)")
-    http.add_argument("--path", default="/mcp", help="endpoint path (default /mcp)")
-    http.add_argument("--token-file", metavar="FILE",
-                      help="read the bearer token clients must send from FILE's first line (or set MCPSERVER_TOKEN)")
-    http.add_argument("--token", help="the bearer token itself; visible in ps, so prefer --token-file")
-    http.add_argument("--insecure-no-auth", action="store_true",
-                      help="allow a non-loopback bind without a token (only behind your own auth)")
-    http.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                      help="an Origin browsers may call from (repeatable); loopback origins are allowed by default")
-    http.add_argument("--allow-host", action="append", default=[], metavar="HOST",
-                      help="an extra Host header name to accept when bound to loopback (repeatable)")
-    http.add_argument("--max-body-bytes", type=int, metavar="N", help="largest request body (default 32 MiB)")
-    http.add_argument("--max-connections", type=int, metavar="N", help="open connections at once (default 64)")
-    http.add_argument("--read-timeout", type=float, metavar="SECONDS",
-                      help="drop a client that idles this long on keep-alive or takes longer to send a body "
-                           "(default 30)")
-    http.add_argument("--header-timeout", type=float, metavar="SECONDS",
-                      help="drop a client whose request head takes longer than this to arrive (default 10)")
+    groups: dict[Optional[str], Any] = {None: parser}
+    for option in OPTIONS:
+        if option.group not in groups:
+            groups[option.group] = parser.add_argument_group(option.group)
+        target = groups[option.group]
+        if option.kind is bool:
+            target.add_argument(option.flag, action="store_true", help=option.help)
+        elif option.kind is list:
+            target.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=option.help)
+        else:
+            target.add_argument(option.flag, type=option.kind, default=option.default, metavar=option.metavar,
+                                choices=option.choices, help=option.help)
     return parser
 
 
-def configure_logging(level: str, log_file: Optional[str]) -> None:
-    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+def _parse(argv: list[str]) -> Any:
+    """The command line: quickly when it is a common one, else through argparse (which exits on errors)."""
+    quick = _quick_parse(argv)
+    if quick is not None:
+        return quick
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.target is None:
+        parser.error("TARGET is required (e.g. server/examples/demo.py)")
+    return args
 
 
 def _print_check(target: str) -> int:
@@ -109,23 +192,30 @@ def _token_out_of_environment() -> Optional[str]:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+SUBCOMMANDS = ("call", "list", "config")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.target is None:
-        parser.error("TARGET is required (e.g. server/examples/demo.py)")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        from ._cli import main as subcommand
+
+        return subcommand(argv)
+    args = _parse(argv)
     token = args.token
     if args.http and not token and not args.token_file:
         token = _token_out_of_environment()
     init_if_pid1()
     try:
-        configure_logging(args.log_level, args.log_file)
+        _log.configure(args.log_level, args.log_file)
     except OSError as exc:
-        parser.error(f"cannot open the log file: {exc}")
+        print(f"mcpserver: cannot open the log file: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.check:
             return _print_check(args.target)
         server = load_target(args.target)
+        _log.adopt_logging()  # the server's code imported logging: route it where the command line says
         if not args.http:
             stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
                                                            ("grace_seconds", args.grace)) if value is not None}

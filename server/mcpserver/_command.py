@@ -25,20 +25,34 @@ from __future__ import annotations
 import atexit
 import os
 import re
-import secrets
 import selectors
-import shutil
-import signal
-import string
 import subprocess
 import threading
 import time
-from typing import Any, Callable, ClassVar, Optional, Union
 
 from . import _json
 from ._context import Cancelled, Context
 from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult
 from .errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, ClassVar, Optional, Union
+    ArgvItem = Union[str, dict[str, Any]]  # "text {placeholder}" or {"if": "prop", "args": [...]}
+if TYPE_CHECKING:
+    import signal
+    from string import Formatter
+
+    _formatter_parser = Formatter().parse
+else:
+    try:  # the C modules: signal.py and string.py cost start-up (enums; Template's metaclass)
+        import _signal as signal
+        from _string import formatter_parser as _formatter_parser
+    except ImportError:  # an interpreter without them
+        import signal
+        from string import Formatter
+
+        _formatter_parser = Formatter().parse
 
 __all__ = ["CommandSpec", "command_tool", "run_program"]
 
@@ -54,9 +68,7 @@ LINGER_AFTER_EXIT = 0.2  # seconds to read what is still in the pipes once the p
 CANCEL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is cancelled
 _LINE_END = re.compile(rb"[\r\n]")
 _CHUNK = 65536
-_SERVER_MARK = secrets.token_hex(6)
-
-ArgvItem = Union[str, dict[str, Any]]  # "text {placeholder}" or {"if": "prop", "args": [...]}
+_SERVER_MARK = os.urandom(6).hex()
 
 
 class CommandSpec:
@@ -73,6 +85,7 @@ class CommandSpec:
         "env": ("env", None),
         "shell": ("shell", False),
         "progress": ("progress", None),  # a regex over stderr lines: see _progress_reader
+        "confirm": ("confirm", None),  # a question the user must accept before the program runs
     }
     __slots__ = ("command", *OPTIONS)
 
@@ -85,6 +98,7 @@ class CommandSpec:
     env: dict[str, str]
     shell: bool
     progress: Optional[str]
+    confirm: Optional[str]
 
     def __init__(self, command: Union[list[ArgvItem], tuple[ArgvItem, ...], str], **options: Any):
         unknown = sorted(set(options) - set(self.OPTIONS))
@@ -99,7 +113,7 @@ class CommandSpec:
 
 def _placeholders(template: str, where: str) -> list[str]:
     try:
-        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        return [name for _, name, _, _ in _formatter_parser(template) if name is not None]
     except ValueError as exc:
         raise ConfigError(f"{where}: bad placeholder in {template!r}: {exc}") from None
 
@@ -144,6 +158,23 @@ def _check_bounded(name: str, schema: dict[str, Any], where: str) -> None:
 
 def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: Optional[str]) -> None:
     where = f"command tool {name!r}"
+    check_template = _template_checker(schema, where)
+    program = _check_command(spec, schema, check_template, where)
+    if not isinstance(spec.env, dict):
+        raise ConfigError(f"{where}: \"env\" must map variable names to strings")
+    for variable, template in spec.env.items():
+        check_template(template, frozenset())
+        if variable in (TOKEN_ENVIRONMENT, MARK_VARIABLE):
+            raise ConfigError(f"{where}: {variable} is never passed to programs")
+    _check_options(spec, schema, where)
+    if spec.cwd is not None and not os.path.isdir(spec.cwd):
+        raise ConfigError(f"{where}: working directory {spec.cwd!r} does not exist")
+    if not _find_program(program, base_dir):
+        raise ConfigError(f"{where}: program {program!r} is not on PATH")
+
+
+def _template_checker(schema: dict[str, Any], where: str) -> Callable[[Any, frozenset[str]], None]:
+    """A check for one argv/env template: bounded placeholders, and optional ones only where it may be absent."""
     required = set(schema.get("required") or ())
     properties = schema.get("properties") or {}
 
@@ -157,36 +188,40 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
                 raise ConfigError(f"{where}: {template!r} uses optional argument {placeholder!r}, which has no "
                                   f"default; wrap it in {{\"if\": \"{placeholder}\", \"args\": [...]}}")
 
+    return check_template
+
+
+def _check_command(spec: CommandSpec, schema: dict[str, Any], check_template: Callable[[Any, frozenset[str]], None],
+                   where: str) -> str:
+    """Check the argv (or the shell script); return the program to look for on PATH."""
     if spec.shell:
         if not isinstance(spec.command, str):
             raise ConfigError(f"{where}: with \"shell\": true the command is one string of shell script")
-        program = "sh"
-    else:
-        if isinstance(spec.command, str) or not spec.command:
-            raise ConfigError(f"{where}: the command must be a non-empty array (argv); "
-                              "set \"shell\": true to run a shell script")
-        for item in spec.command:
-            if isinstance(item, dict):
-                condition = item.get("if")
-                if set(item) != {"if", "args"} or not isinstance(condition, str) or not isinstance(item["args"], list):
-                    raise ConfigError(f"{where}: a conditional argv group is {{\"if\": \"property\", \"args\": [...]}}")
-                if condition not in properties:
-                    raise ConfigError(f"{where}: \"if\": {condition!r} is not a property of the inputSchema")
-                for sub in item["args"]:
-                    check_template(sub, frozenset({condition}))
-            else:
-                check_template(item, frozenset())
-        first = spec.command[0]
-        if not isinstance(first, str) or _placeholders(first, where):
-            raise ConfigError(f"{where}: the program (argv[0]) must be fixed text")
-        program = first
-    if not isinstance(spec.env, dict):
-        raise ConfigError(f"{where}: \"env\" must map variable names to strings")
-    for variable, template in spec.env.items():
-        check_template(template, frozenset())
-        if variable in (TOKEN_ENVIRONMENT, MARK_VARIABLE):
-            raise ConfigError(f"{where}: {variable} is never passed to programs")
+        return "sh"
+    if isinstance(spec.command, str) or not spec.command:
+        raise ConfigError(f"{where}: the command must be a non-empty array (argv); "
+                          "set \"shell\": true to run a shell script")
+    properties = schema.get("properties") or {}
+    for item in spec.command:
+        if isinstance(item, dict):
+            condition = item.get("if")
+            if set(item) != {"if", "args"} or not isinstance(condition, str) or not isinstance(item["args"], list):
+                raise ConfigError(f"{where}: a conditional argv group is {{\"if\": \"property\", \"args\": [...]}}")
+            if condition not in properties:
+                raise ConfigError(f"{where}: \"if\": {condition!r} is not a property of the inputSchema")
+            for sub in item["args"]:
+                check_template(sub, frozenset({condition}))
+        else:
+            check_template(item, frozenset())
+    first = spec.command[0]
+    if not isinstance(first, str) or _placeholders(first, where):
+        raise ConfigError(f"{where}: the program (argv[0]) must be fixed text")
+    return first
 
+
+def _check_options(spec: CommandSpec, schema: dict[str, Any], where: str) -> None:
+    required = set(schema.get("required") or ())
+    properties = schema.get("properties") or {}
     if isinstance(spec.stdin, dict):
         argument = spec.stdin.get("argument")
         if set(spec.stdin) != {"argument"} or argument not in properties:
@@ -205,17 +240,24 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         raise ConfigError(f"{where}: \"shell\" must be true or false")
     if spec.progress is not None:
         _progress_pattern(spec.progress, where)
-    if spec.cwd is not None and not os.path.isdir(spec.cwd):
-        raise ConfigError(f"{where}: working directory {spec.cwd!r} does not exist")
-    if not _find_program(program, base_dir):
-        raise ConfigError(f"{where}: program {program!r} is not on PATH")
+    if spec.confirm is not None:
+        if not isinstance(spec.confirm, str):
+            raise ConfigError(f"{where}: \"confirm\" must be the question to ask, a string")
+        for placeholder in _placeholders(spec.confirm, where):
+            if placeholder not in properties:
+                raise ConfigError(f"{where}: \"confirm\" uses {{{placeholder}}}, which is not a property of the "
+                                  "inputSchema")
 
 
 def _find_program(program: str, base_dir: Optional[str]) -> Optional[str]:
     if os.sep in program:
         path = os.path.join(base_dir or os.getcwd(), program)
         return path if os.access(path, os.X_OK) else None
-    return shutil.which(program)
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(directory or os.curdir, program)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def _render(value: Any, name: str) -> str:
@@ -279,6 +321,8 @@ class _Command:
 
     def __call__(self, arguments: dict[str, Any], context: Optional[Context]) -> Any:
         argv = self.argv(arguments)
+        if self.spec.confirm is not None:
+            self._confirmed(arguments, context or Context())
         reader = None
         if context is not None and self.spec.progress is not None and context.progress_token is not None:
             reader = _progress_reader(_progress_pattern(self.spec.progress, self.name), context)
@@ -306,6 +350,16 @@ class _Command:
                 raise ToolError(f"Command `{shown}` did not print valid JSON: {exc}") from None
             return ToolResult(content=[{"type": "text", "text": output}], structured=structured)
         return output
+
+
+    def _confirmed(self, arguments: dict[str, Any], context: Context) -> None:
+        """Ask the user (elicitation) before running; the run goes ahead only if they accept."""
+        assert self.spec.confirm is not None
+        values = {**self.defaults, **arguments}
+        question = self.spec.confirm.format_map({k: values.get(k, "") for k in _placeholders(self.spec.confirm, "")})
+        answer = context.elicit(question, {"type": "object", "properties": {}}, key="confirm")
+        if answer.get("action") != "accept":
+            raise ToolError(f"Not run: the user did not confirm ({answer.get('action')}): {question}")
 
 
 def _progress_pattern(source: Any, where: str) -> re.Pattern[str]:
@@ -375,7 +429,7 @@ def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_
     SIGKILL after CANCEL_GRACE. `on_stderr_line` sees each line of stderr as it arrives (lines end
     at \\n or \\r, as progress bars draw them). See the module docstring for when the run ends.
     """
-    mark = f"{_SERVER_MARK}-{secrets.token_hex(4)}"
+    mark = f"{_SERVER_MARK}-{os.urandom(4).hex()}"
     _leftovers.started()
     cancel_read, cancel_write = os.pipe() if on_cancel is not None else (-1, -1)
     process = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -429,64 +483,75 @@ class _Pipes:
         """Serve the pipes until the run ends: "done" when the program exited and its output was read,
         else "timeout", "overflow", "cancelled", or "leftover" (it exited, but something it started
         still holds a pipe open)."""
-        process = self.process
-        assert process.stdout is not None and process.stderr is not None
-        exit_signal = _exit_signal(process.pid)
-        exited_at: Optional[float] = None
-        cancelled_at: Optional[float] = None
+        self.exit_signal, self.cancel_fd = _exit_signal(self.process.pid), cancel_fd
+        self.exited_at: Optional[float] = None
+        self.cancelled_at: Optional[float] = None
         with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            selector.register(process.stderr, selectors.EVENT_READ)
-            if process.stdin is not None:
-                if self.data:
-                    os.set_blocking(process.stdin.fileno(), False)
-                    selector.register(process.stdin, selectors.EVENT_WRITE)
-                else:
-                    process.stdin.close()
-            pipes = len(selector.get_map())
-            for extra in (exit_signal, cancel_fd):
-                if extra is not None and extra >= 0:
-                    selector.register(extra, selectors.EVENT_READ)
+            self.pipes = self._register(selector)
             try:
                 while True:
-                    now = time.monotonic()
-                    if exited_at is None and process.poll() is not None:
-                        exited_at = now
-                    if cancelled_at is not None:
-                        if (exited_at is not None and not pipes) or now >= cancelled_at + CANCEL_GRACE:
-                            return "cancelled"
-                        until = cancelled_at + CANCEL_GRACE
-                    elif exited_at is None:
-                        if now >= deadline:
-                            return "timeout"
-                        until = deadline
-                    elif not pipes:
-                        return "done"
-                    elif now >= exited_at + LINGER_AFTER_EXIT:
-                        return "leftover"
-                    else:
-                        until = exited_at + LINGER_AFTER_EXIT
-                    if exited_at is None and exit_signal is None:
-                        until = min(until, now + 0.05)  # no pidfd: notice the exit by polling
-                    for key, _ in selector.select(max(0.0, until - now)):
-                        if key.fd == exit_signal:
-                            selector.unregister(key.fileobj)  # poll() above records the time
-                        elif key.fd == cancel_fd:
-                            selector.unregister(key.fileobj)
-                            cancelled_at = time.monotonic()
-                            _signal_group(process.pid, signal.SIGTERM)
-                        else:
-                            moved = self._transfer(key)
-                            if moved is None:
-                                selector.unregister(key.fileobj)
-                                pipes -= 1
-                                if key.fileobj is process.stdin:
-                                    process.stdin.close()
-                            elif moved:
-                                return "overflow"
+                    outcome, until = self._verdict(time.monotonic(), deadline)
+                    if outcome is not None:
+                        return outcome
+                    for key, _ in selector.select(max(0.0, until - time.monotonic())):
+                        if self._handle(key, selector):
+                            return "overflow"
             finally:
-                if exit_signal is not None:
-                    os.close(exit_signal)
+                if self.exit_signal is not None:
+                    os.close(self.exit_signal)
+
+    def _register(self, selector: selectors.BaseSelector) -> int:
+        """Register the pipes (and the exit and cancel signals); return how many pipes there are."""
+        process = self.process
+        assert process.stdout is not None and process.stderr is not None
+        selector.register(process.stdout, selectors.EVENT_READ)
+        selector.register(process.stderr, selectors.EVENT_READ)
+        if process.stdin is not None:
+            if self.data:
+                os.set_blocking(process.stdin.fileno(), False)
+                selector.register(process.stdin, selectors.EVENT_WRITE)
+            else:
+                process.stdin.close()
+        pipes = len(selector.get_map())
+        for extra in (self.exit_signal, self.cancel_fd):
+            if extra is not None and extra >= 0:
+                selector.register(extra, selectors.EVENT_READ)
+        return pipes
+
+    def _verdict(self, now: float, deadline: float) -> tuple[Optional[str], float]:
+        """How the run ended, if it has; else until when to wait for the pipes."""
+        if self.exited_at is None and self.process.poll() is not None:
+            self.exited_at = now
+        if self.cancelled_at is not None:
+            over = (self.exited_at is not None and not self.pipes) or now >= self.cancelled_at + CANCEL_GRACE
+            return ("cancelled" if over else None), self.cancelled_at + CANCEL_GRACE
+        if self.exited_at is None:
+            if now >= deadline:
+                return "timeout", now
+            return None, deadline if self.exit_signal is not None else min(deadline, now + 0.05)  # else: poll
+        if not self.pipes:
+            return "done", now
+        if now >= self.exited_at + LINGER_AFTER_EXIT:
+            return "leftover", now
+        return None, self.exited_at + LINGER_AFTER_EXIT
+
+    def _handle(self, key: selectors.SelectorKey, selector: selectors.BaseSelector) -> bool:
+        """Act on one ready file; True when stdout passed its cap."""
+        if key.fd == self.exit_signal:
+            selector.unregister(key.fileobj)  # _verdict's poll() records the time
+        elif key.fd == self.cancel_fd:
+            selector.unregister(key.fileobj)
+            self.cancelled_at = time.monotonic()
+            _signal_group(self.process.pid, signal.SIGTERM)
+        else:
+            moved = self._transfer(key)
+            if moved is None:
+                selector.unregister(key.fileobj)
+                self.pipes -= 1
+                if key.fileobj is self.process.stdin:
+                    self.process.stdin.close()
+            return bool(moved)
+        return False
 
     def _transfer(self, key: selectors.SelectorKey) -> Optional[bool]:
         """Move one chunk: None when the pipe is finished, True when stdout passed its cap."""

@@ -15,23 +15,41 @@ Rules of this module:
 
 from __future__ import annotations
 
-import logging
 import threading
-from typing import Any, Callable, Optional
 
-__all__ = ["Cancelled", "Context", "Flight"]
+from . import _log
 
-log = logging.getLogger("mcpserver.context")
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
+    Emit = Callable[[dict[str, Any]], None]
+
+__all__ = ["Cancelled", "Context", "Flight", "InputRequired"]
+
+log = _log.get("mcpserver.context")
 
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-
-Emit = Callable[[dict[str, Any]], None]
 
 
 class Cancelled(BaseException):
     """The request was cancelled: its result will never be sent. Raised by Context.progress and
     check_cancelled; a BaseException, like asyncio.CancelledError, so `except Exception` lets it pass."""
+
+
+class InputRequired(BaseException):
+    """The client has not answered yet: the request ends with an input_required result, and runs again
+    from the start, with the answers, when the client retries (WIRE.md §14.2)."""
+
+    def __init__(self, requests: dict[str, dict[str, Any]]):
+        super().__init__(", ".join(requests))
+        self.requests = requests
+
+
+_NO_DEFAULT: Any = object()
+# What a valid answer to each input method looks like: the keys it must have.
+_ANSWER_KEYS = {"elicitation/create": ("action",), "sampling/createMessage": ("role", "content"),
+                "roots/list": ("roots",)}
 
 
 class Flight:
@@ -118,14 +136,16 @@ class Context:
             return "done"
     """
 
-    __slots__ = ("flight", "meta", "method", "request_id")
+    __slots__ = ("_asked", "answers", "flight", "meta", "method", "request_id")
 
     def __init__(self, request_id: Any = None, meta: Optional[dict[str, Any]] = None, flight: Optional[Flight] = None,
-                 method: str = "tools/call"):
+                 method: str = "tools/call", answers: Optional[dict[str, Any]] = None):
         self.request_id = request_id
         self.method = method
         self.meta: dict[str, Any] = meta if meta is not None else {}
         self.flight = flight if flight is not None else Flight()
+        self.answers: dict[str, Any] = answers if answers is not None else {}  # the client's, keyed as asked
+        self._asked = 0
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
@@ -174,3 +194,69 @@ class Context:
         if message is not None:
             params["message"] = str(message)
         self.flight.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}, progress=done)
+
+    # -- input from the client (MRTR) ---------------------------------------------------------------
+
+    def supports(self, capability: str) -> bool:
+        """Whether the client declared `capability` ("elicitation", "sampling", "roots", ...) on this request."""
+        return capability in self.client_capabilities
+
+    def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The client's answers to `requests` (key -> a request from mcpserver.inputs), asking if need be.
+
+        The first time, this ends the request with an input_required result; when the client retries
+        with the answers, the tool runs again from the start and this returns them. So code before
+        it runs once per round: keep it free of side effects, or make them idempotent.
+        """
+        from .errors import InvalidParams, MissingClientCapability
+        from .inputs import CAPABILITY
+
+        missing = {key: request for key, request in requests.items() if key not in self.answers}
+        if missing:
+            lacking: dict[str, Any] = {CAPABILITY[r["method"]]: {} for r in missing.values()
+                       if r.get("method") in CAPABILITY and not self.supports(CAPABILITY[r["method"]])}
+            if lacking:
+                raise MissingClientCapability(f"Missing required client capability: {', '.join(lacking)}",
+                                              data={"requiredCapabilities": lacking})
+            raise InputRequired(missing)
+        answers = {}
+        for key, request in requests.items():
+            answer = self.answers[key]
+            needed = _ANSWER_KEYS.get(request.get("method", ""), ())
+            if not isinstance(answer, dict) or any(k not in answer for k in needed):
+                raise InvalidParams(f"Invalid params: inputResponses[{key!r}] is not a valid answer to "
+                                    f"{request.get('method')} (it needs {', '.join(needed) or 'an object'})")
+            answers[key] = answer
+        return answers
+
+    def _ask_one(self, request: dict[str, Any], key: Optional[str], default: Any) -> dict[str, Any]:
+        from .inputs import CAPABILITY
+
+        self._asked += 1
+        key = key if key is not None else f"input-{self._asked}"
+        if default is not _NO_DEFAULT and not self.supports(CAPABILITY[request["method"]]):
+            return default  # type: ignore[no-any-return]
+        answer: dict[str, Any] = self.ask({key: request})[key]
+        return answer
+
+    def elicit(self, message: str, schema: Optional[dict[str, Any]] = None, *, key: Optional[str] = None,
+               default: Any = _NO_DEFAULT) -> dict[str, Any]:
+        """Ask the user to fill a form; the ElicitResult ({"action": "accept", "content": {...}}, or
+        "decline" / "cancel"). Without elicitation support: `default` if given, else -32021."""
+        from .inputs import elicit
+
+        return self._ask_one(elicit(message, schema), key, default)
+
+    def sample(self, messages: Any, max_tokens: int, *, key: Optional[str] = None, default: Any = _NO_DEFAULT,
+               **params: Any) -> dict[str, Any]:
+        """Ask the client's model; the CreateMessageResult ({"role", "content", "model", ...})."""
+        from .inputs import sample
+
+        return self._ask_one(sample(messages, max_tokens, **params), key, default)
+
+    def roots(self, *, key: Optional[str] = None, default: Any = _NO_DEFAULT) -> list[dict[str, Any]]:
+        """The client's roots ([{"uri": "file:///...", "name": ...}, ...])."""
+        from .inputs import roots
+
+        answer = self._ask_one(roots(), key, default)
+        return answer.get("roots", []) if isinstance(answer, dict) else answer  # type: ignore[no-any-return]

@@ -28,19 +28,27 @@ from __future__ import annotations
 import os
 import re
 import select
-import signal
 import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Optional
-from urllib.parse import unquote
 
 from ._json import THREAD_STACK_BYTES
 from ._server import Server
 from ._version import __version__
 from .errors import ConfigError
 from .http import DEFAULT_MAX_BODY_BYTES, TOKEN_ENVIRONMENT, McpApp, is_loopback, read_token_file
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Iterable, Optional
+if TYPE_CHECKING:
+    import signal
+else:
+    try:  # the C module: signal.py wraps every constant in an enum, which costs start-up
+        import _signal as signal
+    except ImportError:  # an interpreter without it (PyPy)
+        import signal
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
@@ -373,7 +381,7 @@ class _Connection:
             path = "/" + path.split("://", 1)[1].partition("/")[2]
         content_type = content_length = ""
         environ: dict[str, Any] = {
-            "REQUEST_METHOD": head.method, "SCRIPT_NAME": "", "PATH_INFO": unquote(path, "latin-1"),
+            "REQUEST_METHOD": head.method, "SCRIPT_NAME": "", "PATH_INFO": _unquote(path),
             "QUERY_STRING": query, "RAW_URI": head.target, "SERVER_NAME": self.server.host,
             "SERVER_PORT": str(self.server.port), "SERVER_PROTOCOL": "HTTP/" + head.version,
             "REMOTE_ADDR": str(self.address[0]) if self.address else "", "wsgi.version": (1, 0),
@@ -424,6 +432,14 @@ class _Connection:
         if chunked:
             self._send(b"0\r\n\r\n")
         return keep_alive
+
+
+def _unquote(path: str) -> str:
+    if "%" not in path:
+        return path
+    from urllib.parse import unquote
+
+    return unquote(path, "latin-1")
 
 
 def _chunk(data: bytes) -> bytes:
@@ -630,6 +646,9 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
     try:
         server.accept_until_stopped()
     finally:
+        shutdown = getattr(app, "shutdown", None)
+        if shutdown is not None:  # long-lived streams (subscriptions) end now, so the drain need not wait
+            shutdown()
         left = server.drain(grace_seconds, hurry)
         if left:
             print(f"mcpserver: exiting with {left} request(s) still running after the grace period", file=sys.stderr)

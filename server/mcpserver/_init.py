@@ -12,12 +12,10 @@ Set MCPSERVER_NO_INIT=1 to serve as PID 1 directly (when something else reaps).
 from __future__ import annotations
 
 import os
-import signal
 
 __all__ = ["init_if_pid1"]
 
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
-             signal.SIGWINCH)
+FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
 
 
 def init_if_pid1() -> None:
@@ -32,6 +30,8 @@ def init_if_pid1() -> None:
 
 
 def _become_foreground() -> None:
+    import signal
+
     os.setpgid(0, 0)
     try:
         if os.isatty(0):
@@ -43,6 +43,8 @@ def _become_foreground() -> None:
 
 
 def _reap_until_exit(server: int) -> None:
+    import signal
+
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)  # the server alone holds the protocol's pipes: their EOF is the server's
     os.dup2(null, 1)
@@ -54,8 +56,8 @@ def _reap_until_exit(server: int) -> None:
         except ProcessLookupError:
             pass
 
-    for signum in FORWARDED:
-        signal.signal(signum, forward)
+    for name in FORWARDED:
+        signal.signal(getattr(signal, name), forward)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)

@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any
 
 # Deeper than any real MCP message (the envelope uses four levels); far below what any thread
 # stack needs to survive. Raise it only together with the thread stack size.
@@ -23,8 +26,8 @@ THREAD_STACK_BYTES = 8 * 1024 * 1024
 # A string, or an unclosed one running to the end of the text (an optional lone backslash last). Every
 # '"' it starts at matches at once, so no position is scanned twice: linear on any input. Without the
 # unclosed alternative, each '"' of an unclosed string rescanned to the end (quadratic: 1 MB took 50 min).
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)'  # compiled on first use (re caches it): most servers never need it
+_NOT_BRACKET = r"[^\[\]{}]+"
 
 
 class JSONTooDeep(ValueError):
@@ -64,7 +67,7 @@ _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allo
 
 def nesting_depth(text: str) -> int:
     """The deepest array/object nesting in `text`, brackets inside strings not counted."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    brackets = re.sub(_NOT_BRACKET, "", re.sub(_STRING, "", text, flags=re.DOTALL))
     depth = deepest = 0
     for char in brackets:
         if char in "[{":

@@ -12,12 +12,15 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import Any, Optional
 
 from . import _json
 from ._server import DEFAULT_TTL_MS, Server
 from ._version import __version__
 from .errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Optional
 
 __all__ = ["load_manifest", "load_target"]
 

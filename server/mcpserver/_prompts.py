@@ -10,10 +10,17 @@ Rules of this module:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
-
+from ._completions import check_completions
+from ._context import Context
+from ._schema import context_parameter
 from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, parameters, parse_docstring
 from .errors import ConfigError, InvalidParams
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
+
+    from ._completions import Completer
 
 __all__ = ["Prompt"]
 
@@ -21,15 +28,19 @@ __all__ = ["Prompt"]
 class Prompt:
     """One prompt: its definition, and the function that renders its messages."""
 
-    __slots__ = ("arguments", "definition", "description", "name", "renderer")
+    __slots__ = ("arguments", "completions", "context_parameter", "definition", "description", "name", "renderer")
 
     def __init__(self, renderer: Callable[..., Any], *, name: Optional[str] = None, title: Optional[str] = None,
-                 description: Optional[str] = None):
+                 description: Optional[str] = None, completions: Optional[dict[str, Completer]] = None):
+        """`completions` maps an argument to its values (a list, or a function: see _completions)."""
         self.name = name or str(getattr(renderer, "__name__", ""))
         summary, param_docs = parse_docstring(docstring(renderer))
         self.description = description or summary
+        self.context_parameter = context_parameter(renderer, f"prompt {self.name!r}")
         arguments = []
         for parameter in parameters(renderer):
+            if parameter.name == self.context_parameter:
+                continue
             if parameter.kind in (VAR_POSITIONAL, VAR_KEYWORD):
                 raise ConfigError(f"prompt {self.name!r}: name every argument (no *args or **kwargs)")
             argument: dict[str, Any] = {"name": parameter.name}
@@ -38,14 +49,16 @@ class Prompt:
             argument["required"] = parameter.default is EMPTY
             arguments.append(argument)
         self.arguments = tuple(arguments)
+        self.completions = check_completions(completions, {a["name"] for a in arguments}, f"prompt {self.name!r}")
         self.renderer = renderer
         self.definition: dict[str, Any] = {"name": self.name}
         for key, value in (("title", title), ("description", self.description), ("arguments", arguments or None)):
             if value is not None:
                 self.definition[key] = value
 
-    def get(self, arguments: Any) -> dict[str, Any]:
-        """The GetPromptResult (without resultType) for `arguments`, checked first."""
+    def get(self, arguments: Any, context: Optional[Context] = None) -> dict[str, Any]:
+        """The GetPromptResult (without resultType) for `arguments`, checked first. A prompt that takes
+        a Context may ask the client for input (InputRequired passes through)."""
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
@@ -57,6 +70,8 @@ class Prompt:
         for argument in self.arguments:
             if argument["required"] and argument["name"] not in arguments:
                 raise InvalidParams(f"Missing required argument {argument['name']!r} for prompt {self.name}")
+        if self.context_parameter is not None:
+            arguments = {**arguments, self.context_parameter: context if context is not None else Context()}
         result: dict[str, Any] = {"messages": self._messages(self.renderer(**arguments))}
         if self.description:
             result["description"] = self.description

@@ -10,16 +10,23 @@ Rules of this module:
 
 from __future__ import annotations
 
-import base64
 import re
-from typing import Any, Callable, Optional, Union
 
+from ._completions import check_completions
+from ._context import Context
+from ._schema import context_parameter
 from ._signature import docstring, parameters, parse_docstring
 from .errors import ConfigError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional, Sequence, Union
+
+    from ._completions import Completer
+    ResourceContent = Union[str, bytes, list[dict[str, Any]], None]
+
 __all__ = ["Resource", "ResourceNotFound", "ResourceTemplate", "read"]
 
-ResourceContent = Union[str, bytes, list[dict[str, Any]], None]
 TEMPLATE_VARIABLE = re.compile(r"\{([+#]?)([A-Za-z0-9_]+)\}")
 
 
@@ -35,7 +42,7 @@ def definition(**fields: Any) -> dict[str, Any]:
 class Resource:
     """One URI and its reader."""
 
-    __slots__ = ("definition", "mime_type", "reader", "uri")
+    __slots__ = ("context_parameter", "definition", "mime_type", "reader", "uri")
 
     def __init__(self, uri: str, reader: Callable[[], ResourceContent], *, name: Optional[str] = None,
                  title: Optional[str] = None, description: Optional[str] = None, mime_type: Optional[str] = None,
@@ -45,21 +52,24 @@ class Resource:
         self.uri = uri
         self.reader = reader
         self.mime_type = mime_type
+        self.context_parameter = context_parameter(reader, f"resource {uri!r}")
         self.definition = definition(uri=uri, name=name or getattr(reader, "__name__", uri), title=title,
                                      description=description or _summary(reader), mimeType=mime_type,
                                      annotations=annotations)
 
-    def read(self) -> list[dict[str, Any]]:
-        return contents(self.uri, self.reader(), self.mime_type)
+    def read(self, context: Optional[Context] = None) -> list[dict[str, Any]]:
+        return contents(self.uri, _call(self.reader, {}, self.context_parameter, context), self.mime_type)
 
 
 class ResourceTemplate:
     """An RFC 6570 template (level 1 `{var}` and level 2 `{+var}`) and the reader it routes to."""
 
-    __slots__ = ("definition", "mime_type", "pattern", "reader", "uri_template", "variables")
+    __slots__ = ("completions", "context_parameter", "definition", "mime_type", "pattern", "reader", "uri_template",
+                 "variables")
 
     def __init__(self, uri_template: str, reader: Callable[..., ResourceContent], *, name: Optional[str] = None,
-                 title: Optional[str] = None, description: Optional[str] = None, mime_type: Optional[str] = None):
+                 title: Optional[str] = None, description: Optional[str] = None, mime_type: Optional[str] = None,
+                 completions: Optional[dict[str, Completer]] = None):
         self.variables = [m.group(2) for m in TEMPLATE_VARIABLE.finditer(uri_template)]
         accepted = {p.name for p in parameters(reader)}
         missing = [v for v in self.variables if v not in accepted]
@@ -77,6 +87,8 @@ class ResourceTemplate:
         self.uri_template = uri_template
         self.pattern = re.compile("".join(parts))
         self.reader = reader
+        self.context_parameter = context_parameter(reader, f"resource template {uri_template!r}")
+        self.completions = check_completions(completions, set(self.variables), f"resource template {uri_template!r}")
         self.mime_type = mime_type
         self.definition = definition(uriTemplate=uri_template, name=name or getattr(reader, "__name__", uri_template),
                                      title=title, description=description or _summary(reader), mimeType=mime_type)
@@ -86,16 +98,26 @@ class ResourceTemplate:
         return found.groupdict() if found else None
 
 
-def read(resources: dict[str, Resource], templates: list[ResourceTemplate], uri: str) -> list[dict[str, Any]]:
-    """Contents for `uri`: an exact resource first, then the first template that matches."""
+def read(resources: dict[str, Resource], templates: Sequence[ResourceTemplate], uri: str,
+         context: Optional[Context] = None) -> list[dict[str, Any]]:
+    """Contents for `uri`: an exact resource first, then the first template that matches. A reader that
+    takes a Context may ask the client for input (InputRequired passes through)."""
     resource = resources.get(uri)
     if resource is not None:
-        return resource.read()
+        return resource.read(context)
     for template in templates:
         variables = template.match(uri)
         if variables is not None:
-            return contents(uri, template.reader(**variables), template.mime_type)
+            value = _call(template.reader, variables, template.context_parameter, context)
+            return contents(uri, value, template.mime_type)
     raise ResourceNotFound(uri)
+
+
+def _call(reader: Callable[..., ResourceContent], arguments: dict[str, Any], context_parameter: Optional[str],
+          context: Optional[Context]) -> ResourceContent:
+    if context_parameter is not None:
+        arguments = {**arguments, context_parameter: context if context is not None else Context()}
+    return reader(**arguments)
 
 
 def contents(uri: str, value: ResourceContent, mime_type: Optional[str]) -> list[dict[str, Any]]:
@@ -109,6 +131,8 @@ def contents(uri: str, value: ResourceContent, mime_type: Optional[str]) -> list
     if isinstance(value, str):
         item["text"] = value
     elif isinstance(value, (bytes, bytearray)):
+        import base64
+
         item["blob"] = base64.b64encode(value).decode("ascii")
     else:
         raise TypeError(f"a resource reader returned {type(value).__name__}; return str, bytes or a contents list")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import sys
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from ._context import Context
 from ._signature import (
@@ -31,8 +30,10 @@ from ._signature import (
 from ._validate import json_type
 from .errors import ConfigError
 
-if TYPE_CHECKING:
-    import typing
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from types import ModuleType
+    from typing import Any, Callable, Optional
 
 _NONE_TYPE = type(None)
 # What a plain class annotation maps to; anything else (list[str], Optional[...], Literal) needs typing.
@@ -40,7 +41,7 @@ _SIMPLE = {str: "string", bool: "boolean", int: "integer", float: "number", list
            dict: "object"}
 
 
-def _typing() -> typing.ModuleType:  # type: ignore[name-defined]
+def _typing() -> ModuleType:
     """typing, imported only for annotations that are not plain classes (a module using them has it already)."""
     import typing
 
@@ -81,7 +82,7 @@ def schema_for_annotation(annotation: Any, where: str) -> dict[str, Any]:
         values = [member.value for member in annotation]
         return _with_common_type({"enum": values}, values)
     typing = _typing()
-    if annotation is Any:
+    if annotation is typing.Any:
         return {}
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -114,7 +115,7 @@ def schema_for_annotation(annotation: Any, where: str) -> dict[str, Any]:
                 "minItems": len(args), "maxItems": len(args)}
     if origin in (dict, collections.abc.Mapping):
         schema = {"type": "object"}
-        if len(args) == 2 and args[1] is not Any:
+        if len(args) == 2 and args[1] is not typing.Any:
             schema["additionalProperties"] = schema_for_annotation(args[1], where)
         return schema
     raise ConfigError(f"{where}: type {annotation!r} has no JSON Schema mapping here; "
@@ -172,12 +173,18 @@ def resolve_annotations(fn: Callable[..., Any], params: list[Parameter], where: 
     return resolved
 
 
-class SignatureSchema(NamedTuple):
-    input_schema: dict[str, Any]
-    description: Optional[str]
-    # JSON gives 3.0 for an int and "red" for an Enum member; these turn them back.
-    converters: dict[str, Callable[[Any], Any]]
-    context_parameter: Optional[str]  # the parameter annotated Context, which the call fills in
+class SignatureSchema:
+    """What a signature and docstring give a tool."""
+
+    __slots__ = ("context_parameter", "converters", "description", "input_schema")
+
+    def __init__(self, input_schema: dict[str, Any], description: Optional[str],
+                 converters: dict[str, Callable[[Any], Any]], context_parameter: Optional[str]):
+        self.input_schema = input_schema
+        self.description = description
+        # JSON gives 3.0 for an int and "red" for an Enum member; these turn them back.
+        self.converters = converters
+        self.context_parameter = context_parameter  # the parameter annotated Context, which the call fills in
 
 
 def _converter(annotation: Any) -> Optional[Callable[[Any], Any]]:
@@ -259,3 +266,13 @@ def _is_jsonable(value: Any) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and _is_jsonable(v) for k, v in value.items())
     return False
+
+
+def context_parameter(fn: Callable[..., Any], where: str) -> Optional[str]:
+    """The name of `fn`'s parameter annotated Context, if it has one."""
+    params = parameters(fn)
+    if not any(p.annotation is Context or (isinstance(p.annotation, str) and "Context" in p.annotation)
+               for p in params):
+        return None
+    annotations = resolve_annotations(fn, params, where)
+    return next((p.name for p in params if annotations.get(p.name) is Context), None)

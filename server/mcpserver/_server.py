@@ -7,16 +7,23 @@ start-up, never at call time.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, TypeVar, Union
+import threading
 
+from ._context import Context
 from ._prompts import Prompt
 from ._resources import Resource, ResourceNotFound, ResourceTemplate, definition, read
+from ._state import DEFAULT_STATE_TTL, Sealer
+from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
 from ._tools import Tool, function_tool
 from .errors import ConfigError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Iterable, Optional, TypeVar, Union
+    F = TypeVar("F", bound=Callable[..., Any])
+
 __all__ = ["Prompt", "Resource", "ResourceNotFound", "ResourceTemplate", "Server"]
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_TTL_MS = 300_000  # list results are static for a process's life; a restart may change them
 DEFAULT_PAGE_SIZE = 100
@@ -34,7 +41,14 @@ class Server:
 
     def __init__(self, name: str, version: str = "0.0.0", *, title: Optional[str] = None,
                  instructions: Optional[str] = None, ttl_ms: int = DEFAULT_TTL_MS, cache_scope: str = "public",
-                 page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True):
+                 page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
+                 state_key: Optional[str] = None, state_ttl: float = DEFAULT_STATE_TTL,
+                 max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = ()):
+        """`state_key` seals the requestState of input_required rounds (default $MCPSERVER_STATE_KEY, else
+        a key of this process only); `state_ttl` is how many seconds a client may take to answer;
+        `max_listeners` bounds the subscriptions/listen streams open at once; `offers` names categories
+        ("tools", "resources", "prompts") to declare even while they are empty, for a server that adds
+        them at run time."""
         if not isinstance(name, str) or not name:
             raise ConfigError("a server needs a non-empty name")
         if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
@@ -51,9 +65,18 @@ class Server:
         self.cache_scope = cache_scope
         self.page_size = page_size
         self.server_info_in_results = server_info_in_results
+        self.offers = frozenset(offers)
+        unknown = sorted(self.offers - {"tools", "resources", "prompts"})
+        if unknown:
+            raise ConfigError(f"offers may name tools, resources and prompts, not {unknown[0]!r}")
+        self.sealer = Sealer(state_key, state_ttl)
+        self.subscriptions = Subscriptions(max_listeners)
+        # The registry may change while requests run: each change replaces a whole mapping (under
+        # _lock), so a request that took one sees it whole, and listeners are told.
+        self._lock = threading.Lock()
         self.tools: dict[str, Tool] = {}
         self.resources: dict[str, Resource] = {}
-        self.resource_templates: list[ResourceTemplate] = []
+        self.resource_templates: tuple[ResourceTemplate, ...] = ()
         self.prompts: dict[str, Prompt] = {}
 
     def __repr__(self) -> str:
@@ -65,22 +88,37 @@ class Server:
         return definition(name=self.name, version=self.version, title=self.title)
 
     def capabilities(self) -> dict[str, Any]:
+        """What this server offers. A change of its lists, and resource_updated(), reach listeners that asked
+        (subscriptions/listen), so listChanged and subscribe are true wherever the category exists."""
         capabilities: dict[str, Any] = {}
-        if self.tools:
-            capabilities["tools"] = {}
-        if self.resources or self.resource_templates:
-            capabilities["resources"] = {}
-        if self.prompts:
-            capabilities["prompts"] = {}
+        if self.tools or "tools" in self.offers:
+            capabilities["tools"] = {"listChanged": True}
+        if self.resources or self.resource_templates or "resources" in self.offers:
+            capabilities["resources"] = {"subscribe": True, "listChanged": True}
+        if self.prompts or "prompts" in self.offers:
+            capabilities["prompts"] = {"listChanged": True}
+        if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
+            capabilities["completions"] = {}
         return capabilities
 
     # -- tools ----------------------------------------------------------------------------------
 
     def add_tool(self, tool: Tool) -> Tool:
-        if tool.name in self.tools:
-            raise ConfigError(f"duplicate tool name {tool.name!r}")
-        self.tools[tool.name] = tool
+        """Add a tool; while serving, listeners that asked are told the list changed."""
+        with self._lock:
+            if tool.name in self.tools:
+                raise ConfigError(f"duplicate tool name {tool.name!r}")
+            self.tools = {**self.tools, tool.name: tool}
+        self.subscriptions.list_changed("tools")
         return tool
+
+    def remove_tool(self, name: str) -> None:
+        """Remove a tool (KeyError if there is none); listeners that asked are told."""
+        with self._lock:
+            if name not in self.tools:
+                raise KeyError(f"no tool {name!r}")
+            self.tools = {key: tool for key, tool in self.tools.items() if key != name}
+        self.subscriptions.list_changed("tools")
 
     def tool(self, fn: Optional[F] = None, **options: Any) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
@@ -117,42 +155,91 @@ class Server:
         """
 
         def register(function: F) -> F:
-            if uri in self.resources:
-                raise ConfigError(f"duplicate resource URI {uri!r}")
-            self.resources[uri] = Resource(uri, function, **options)
+            self.add_resource(Resource(uri, function, **options))
             return function
 
         return register
+
+    def add_resource(self, resource: Resource) -> Resource:
+        with self._lock:
+            if resource.uri in self.resources:
+                raise ConfigError(f"duplicate resource URI {resource.uri!r}")
+            self.resources = {**self.resources, resource.uri: resource}
+        self.subscriptions.list_changed("resources")
+        return resource
+
+    def remove_resource(self, uri: str) -> None:
+        with self._lock:
+            if uri not in self.resources:
+                raise KeyError(f"no resource {uri!r}")
+            self.resources = {key: resource for key, resource in self.resources.items() if key != uri}
+        self.subscriptions.list_changed("resources")
 
     def resource_template(self, uri_template: str, **options: Any) -> Callable[[F], F]:
         """Register a reader for every URI matching an RFC 6570 template; variables become arguments.
 
-        Options: name, title, description (default: the docstring), mime_type.
+        Options: name, title, description (default: the docstring), mime_type, completions (a variable ->
+        a list of values or a function (value, resolved) -> values).
         """
 
         def register(function: F) -> F:
-            self.resource_templates.append(ResourceTemplate(uri_template, function, **options))
+            self.add_resource_template(ResourceTemplate(uri_template, function, **options))
             return function
 
         return register
 
-    def read_resource(self, uri: str) -> list[dict[str, Any]]:
+    def add_resource_template(self, template: ResourceTemplate) -> ResourceTemplate:
+        with self._lock:
+            self.resource_templates = (*self.resource_templates, template)
+        self.subscriptions.list_changed("resources")
+        return template
+
+    def remove_resource_template(self, uri_template: str) -> None:
+        with self._lock:
+            kept = tuple(t for t in self.resource_templates if t.uri_template != uri_template)
+            if len(kept) == len(self.resource_templates):
+                raise KeyError(f"no resource template {uri_template!r}")
+            self.resource_templates = kept
+        self.subscriptions.list_changed("resources")
+
+    def resource_updated(self, uri: str) -> None:
+        """Say that `uri` changed: listeners subscribed to it get notifications/resources/updated."""
+        self.subscriptions.resource_updated(uri)
+
+    def read_resource(self, uri: str, context: Optional[Context] = None) -> list[dict[str, Any]]:
         """Contents for `uri`; ResourceNotFound when nothing serves it."""
-        return read(self.resources, self.resource_templates, uri)
+        return read(self.resources, self.resource_templates, uri, context)
+
+    def serves(self, uri: str) -> bool:
+        """Whether a resource or a template answers for `uri`."""
+        return uri in self.resources or any(t.match(uri) is not None for t in self.resource_templates)
 
     # -- prompts --------------------------------------------------------------------------------
 
     def prompt(self, fn: Optional[F] = None, **options: Any) -> Any:
         """Register a prompt. Its parameters are its (string) arguments; it returns a str or messages.
 
-        Options: name, title, description (default: the docstring).
+        Options: name, title, description (default: the docstring), completions (an argument -> a list of
+        values or a function (value, resolved arguments) -> values).
         """
 
         def register(function: F) -> F:
-            prompt = Prompt(function, **options)
-            if prompt.name in self.prompts:
-                raise ConfigError(f"duplicate prompt name {prompt.name!r}")
-            self.prompts[prompt.name] = prompt
+            self.add_prompt(Prompt(function, **options))
             return function
 
         return register(fn) if fn is not None else register
+
+    def add_prompt(self, prompt: Prompt) -> Prompt:
+        with self._lock:
+            if prompt.name in self.prompts:
+                raise ConfigError(f"duplicate prompt name {prompt.name!r}")
+            self.prompts = {**self.prompts, prompt.name: prompt}
+        self.subscriptions.list_changed("prompts")
+        return prompt
+
+    def remove_prompt(self, name: str) -> None:
+        with self._lock:
+            if name not in self.prompts:
+                raise KeyError(f"no prompt {name!r}")
+            self.prompts = {key: prompt for key, prompt in self.prompts.items() if key != name}
+        self.subscriptions.list_changed("prompts")

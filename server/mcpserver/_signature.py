@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 import types
-from typing import Any, Callable, NamedTuple, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
 
 __all__ = ["EMPTY", "Parameter", "cleandoc", "docstring", "is_coroutine_function", "parameters", "parse_docstring",
            "unwrap"]
@@ -29,11 +32,16 @@ class _Empty:
 EMPTY: Any = _Empty()  # no default, or no annotation
 
 
-class Parameter(NamedTuple):
-    name: str
-    kind: str
-    default: Any = EMPTY
-    annotation: Any = EMPTY  # as written: an object, or a string under `from __future__ import annotations`
+class Parameter:
+    """One parameter of a function, as inspect.Parameter tells it."""
+
+    __slots__ = ("annotation", "default", "kind", "name")
+
+    def __init__(self, name: str, kind: str, default: Any = EMPTY, annotation: Any = EMPTY):
+        self.name = name
+        self.kind = kind
+        self.default = default
+        self.annotation = annotation  # as written: an object, or a string under `from __future__ import annotations`
 
 
 def unwrap(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -8,21 +8,25 @@ the traceback goes to the log only (WIRE.md §9.4).
 
 from __future__ import annotations
 
-import logging
 import re
-from typing import Any, Callable, NamedTuple, Optional
 
-from . import _json
-from ._context import Cancelled, Context
-from ._schema import resolve_annotations, schema_from_function
+from . import _json, _log
+from ._context import Cancelled, Context, InputRequired
+from ._schema import context_parameter as context_parameter_of
+from ._schema import schema_from_function
 from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, is_coroutine_function, parameters
 from ._validate import check_schema, quick_validator, validate
 from .content import ContentBlock
-from .errors import ConfigError
+from .errors import ConfigError, ProtocolError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
+    Handler = Callable[[dict[str, Any], Optional[Context]], Any]
 
 __all__ = ["Tool", "ToolError", "ToolResult", "function_tool"]
 
-log = logging.getLogger("mcpserver.tools")
+log = _log.get("mcpserver.tools")
 
 # The one table of a tool's own fields: Python keyword -> key in a JSON manifest (None: Python only).
 # function_tool and command_tool take these keywords; the manifest loader maps its keys through it.
@@ -37,8 +41,8 @@ TOOL_OPTIONS: dict[str, Optional[str]] = {
     "requires_client_capabilities": None,
 }
 
-TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
-_HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+TOOL_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_HEADER_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # compiled on first use: most tools have no x-mcp-header
 _ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
@@ -69,15 +73,17 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-class HeaderParam(NamedTuple):
+class HeaderParam:
     """An argument the client mirrors into `Mcp-Param-{name}` (the x-mcp-header annotation)."""
 
-    name: str
-    path: tuple[str, ...]
+    __slots__ = ("name", "path")
+
+    def __init__(self, name: str, path: tuple[str, ...]):
+        self.name = name
+        self.path = path
 
 
 # handler(arguments, context): context is None unless the tool takes one (takes_context).
-Handler = Callable[[dict[str, Any], Optional[Context]], Any]
 
 
 class Tool:
@@ -93,7 +99,7 @@ class Tool:
                  meta: Optional[dict[str, Any]] = None,
                  requires_client_capabilities: Optional[dict[str, Any]] = None, takes_context: bool = False):
         where = f"tool {name!r}"
-        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+        if not isinstance(name, str) or not 0 < len(name) <= 128 or not TOOL_NAME_CHARACTERS.issuperset(name):
             raise ConfigError(f"invalid tool name {name!r}: use 1 to 128 of A-Z a-z 0-9 _ - .")
         check_schema(input_schema, f"{where} inputSchema", root_object=True)
         if output_schema is not None:
@@ -148,6 +154,8 @@ class Tool:
         except BaseException as exc:
             if context is not None and context.cancelled:  # whatever cancelling looked like from inside the tool
                 raise exc if isinstance(exc, Cancelled) else Cancelled(str(exc)) from exc
+            if isinstance(exc, (InputRequired, ProtocolError)):  # the context's: ask the client, or refuse
+                raise
             if isinstance(exc, ToolError):
                 return error_result(str(exc) or f"Tool {self.name} failed")
             # KeyboardInterrupt, CancelledError, SystemExit... raised by tool code are the tool's failure:
@@ -225,7 +233,7 @@ def _header_params(schema: dict[str, Any], where: str) -> tuple[HeaderParam, ...
                 continue
             if "x-mcp-header" in sub:
                 header = sub["x-mcp-header"]
-                if not isinstance(header, str) or not _HEADER_TOKEN.fullmatch(header):
+                if not isinstance(header, str) or not re.fullmatch(_HEADER_TOKEN, header):
                     raise ConfigError(f"{where}: x-mcp-header {header!r} must be a non-empty HTTP token")
                 if sub.get("type") not in ("string", "integer", "boolean"):
                     raise ConfigError(f"{where}: x-mcp-header {header!r} may only annotate a string, integer "
@@ -307,10 +315,7 @@ def _check_signature_accepts(fn: Callable[..., Any], schema: dict[str, Any], whe
     """An explicit schema must fit the function: every property a parameter, every needed one required.
     Returns the parameter annotated Context, if any."""
     params = parameters(fn)
-    context_parameter = None
-    if any(p.annotation is Context or (isinstance(p.annotation, str) and "Context" in p.annotation) for p in params):
-        annotations = resolve_annotations(fn, params, where)
-        context_parameter = next((p.name for p in params if annotations.get(p.name) is Context), None)
+    context_parameter = context_parameter_of(fn, where)
     params = [p for p in params if p.name != context_parameter]
     if any(p.kind == VAR_KEYWORD for p in params):
         return context_parameter

@@ -14,11 +14,13 @@ Rules of this module:
 
 from __future__ import annotations
 
-import math
 import re
-from typing import Any, Callable, Optional
 
 from .errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
 
 __all__ = ["MAX_ERRORS", "MAX_SCHEMA_DEPTH", "check_schema", "json_equal", "json_type", "quick_validator",
            "validate"]
@@ -312,7 +314,7 @@ def _is_multiple(value: float, divisor: float) -> bool:
         from fractions import Fraction
 
         return (Fraction(value) / Fraction(divisor)).denominator == 1
-    return math.isfinite(quotient) and quotient == int(quotient)
+    return quotient - quotient == 0 and quotient == int(quotient)  # finite: inf - inf and nan are not 0
 
 
 def _show(value: Any) -> str:
@@ -423,6 +425,31 @@ def _check_node(node: Any, root: Any, where: str, pointer: str, depth: int) -> N
         raise ConfigError(f"{where}: schema at {pointer} must be an object or a boolean")
     if depth > MAX_SCHEMA_DEPTH:
         raise ConfigError(f"{where}: schema nested too deeply at {pointer}")
+    _check_keywords(node, root, where, pointer)
+    for keyword in _SUBSCHEMA_KEYWORDS:
+        if keyword in node:
+            _check_node(node[keyword], root, where, f"{pointer}/{keyword}", depth + 1)
+    for keyword in _SUBSCHEMA_MAP_KEYWORDS:
+        if keyword in node:
+            if not isinstance(node[keyword], dict):
+                raise ConfigError(f"{where}: {pointer}/{keyword} must be an object")
+            for name, sub in node[keyword].items():
+                _check_node(sub, root, where, f"{pointer}/{keyword}/{name}", depth + 1)
+    for keyword in _SUBSCHEMA_LIST_KEYWORDS:
+        if keyword in node:
+            if not isinstance(node[keyword], list) or not node[keyword]:
+                raise ConfigError(f"{where}: {pointer}/{keyword} must be a non-empty array")
+            for i, sub in enumerate(node[keyword]):
+                _check_node(sub, root, where, f"{pointer}/{keyword}/{i}", depth + 1)
+    if "items" in node:
+        items = node["items"]
+        for i, sub in enumerate(items if isinstance(items, list) else [items]):
+            _check_node(sub, root, where, f"{pointer}/items" + (f"/{i}" if isinstance(items, list) else ""),
+                        depth + 1)
+
+
+def _check_keywords(node: dict[str, Any], root: Any, where: str, pointer: str) -> None:
+    """The keywords of one schema object that hold values, not subschemas."""
 
     def bad(keyword: str, expected: str) -> ConfigError:
         return ConfigError(f"{where}: {pointer}/{keyword} must be {expected}")
@@ -437,10 +464,9 @@ def _check_node(node: Any, root: Any, where: str, pointer: str, depth: int) -> N
             raise bad("type", "one of " + ", ".join(_JSON_TYPES) + " or a list of them")
     if "enum" in node and not isinstance(node["enum"], list):
         raise bad("enum", "an array")
-    for keyword in ("required",):
-        if keyword in node and not (isinstance(node[keyword], list)
-                                    and all(isinstance(n, str) for n in node[keyword])):
-            raise bad(keyword, "an array of strings")
+    if "required" in node and not (isinstance(node["required"], list)
+                                   and all(isinstance(n, str) for n in node["required"])):
+        raise bad("required", "an array of strings")
     for keyword in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
                     "minContains", "maxContains"):
         if keyword in node and (not isinstance(node[keyword], int) or isinstance(node[keyword], bool)
@@ -451,9 +477,7 @@ def _check_node(node: Any, root: Any, where: str, pointer: str, depth: int) -> N
             raise bad(keyword, "a number")
     if "multipleOf" in node and node["multipleOf"] <= 0:
         raise bad("multipleOf", "greater than 0")
-    patterns = [node["pattern"]] if "pattern" in node else []
-    patterns += list(node.get("patternProperties", {}) or {})
-    for source in patterns:
+    for source in ([node["pattern"]] if "pattern" in node else []) + list(node.get("patternProperties", {}) or {}):
         try:
             re.compile(source)
         except (re.error, TypeError) as exc:
@@ -467,23 +491,3 @@ def _check_node(node: Any, root: Any, where: str, pointer: str, depth: int) -> N
             _resolve(root, ref)
         except (KeyError, IndexError, ValueError, TypeError):
             raise ConfigError(f"{where}: $ref {ref!r} at {pointer} points nowhere") from None
-    for keyword in _SUBSCHEMA_KEYWORDS:
-        if keyword in node:
-            _check_node(node[keyword], root, where, f"{pointer}/{keyword}", depth + 1)
-    for keyword in _SUBSCHEMA_MAP_KEYWORDS:
-        if keyword in node:
-            if not isinstance(node[keyword], dict):
-                raise bad(keyword, "an object")
-            for name, sub in node[keyword].items():
-                _check_node(sub, root, where, f"{pointer}/{keyword}/{name}", depth + 1)
-    for keyword in _SUBSCHEMA_LIST_KEYWORDS:
-        if keyword in node:
-            if not isinstance(node[keyword], list) or not node[keyword]:
-                raise bad(keyword, "a non-empty array")
-            for i, sub in enumerate(node[keyword]):
-                _check_node(sub, root, where, f"{pointer}/{keyword}/{i}", depth + 1)
-    if "items" in node:
-        items = node["items"]
-        for i, sub in enumerate(items if isinstance(items, list) else [items]):
-            _check_node(sub, root, where, f"{pointer}/items" + (f"/{i}" if isinstance(items, list) else ""),
-                        depth + 1)

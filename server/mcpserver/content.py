@@ -6,8 +6,9 @@ dict for the common cases. Each helper gives a `ContentBlock`, a dict in wire fo
 
 from __future__ import annotations
 
-import base64
-from typing import Any, Optional, Union
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Optional, Union
 
 __all__ = ["ContentBlock", "audio", "embedded", "image", "resource_link", "text"]
 
@@ -27,7 +28,11 @@ def _block(fields: dict[str, Any], annotations: Optional[dict[str, Any]],
 
 
 def _base64(data: Union[bytes, str]) -> str:
-    return data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
+    if isinstance(data, str):
+        return data
+    import base64  # here, not at import: a server that never sends binary content never loads it
+
+    return base64.b64encode(data).decode("ascii")
 
 
 def text(value: str, *, annotations: Optional[dict[str, Any]] = None,

@@ -7,7 +7,9 @@ must answer with (WIRE.md §7.2, §16.9), so the transport holds no table of its
 
 from __future__ import annotations
 
-from typing import Any, Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Optional
 
 __all__ = [
     "ConfigError",

@@ -22,43 +22,44 @@ Rules of this module:
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
-import logging
 import os
-import queue
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
-from urllib.parse import urlsplit
 
-from . import protocol
+from . import _log, protocol
 from ._context import Flight
 from ._server import Server
 from .errors import ConfigError, ProtocolError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Iterable, Iterator, Optional, Union
+    StartResponse = Callable[..., Any]
+
 __all__ = ["McpApp", "create_app", "read_token_file"]
 
-log = logging.getLogger("mcpserver.http")
-access_log = logging.getLogger("mcpserver.http.access")
+log = _log.get("mcpserver.http")
+access_log = _log.get("mcpserver.http.access")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # a 5 MB payload stays under it even when JSON escaping grows it 6x
 TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
 TOKEN_FILE_ENVIRONMENT = "MCPSERVER_TOKEN_FILE"
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 
-StartResponse = Callable[..., Any]
 Response = tuple[str, list[tuple[str, str]], bytes]
 
 
 def is_loopback(host: str) -> bool:
-    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine's loopback."""
-    if host == "localhost":
+    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine's loopback:
+    localhost, 127.0.0.0/8, ::1, or ::ffff:127.x.x.x (ipaddress would say the same, at a start-up cost)."""
+    host = host.strip("[]").lower()
+    if host in ("localhost", "::1", "0:0:0:0:0:0:0:1"):
         return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    if host.startswith("::ffff:"):
+        host = host[7:]
+    octets = host.split(".")
+    return (len(octets) == 4 and octets[0] == "127"
+            and all(o.isascii() and o.isdigit() and len(o) <= 3 and int(o) <= 255 for o in octets))
 
 
 def _host_name(host_header: str) -> str:
@@ -115,6 +116,8 @@ class McpApp:
             return True
         if not self.loopback:
             return False
+        from urllib.parse import urlsplit  # only when a browser sent an Origin
+
         parts = urlsplit(origin)
         return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
 
@@ -130,6 +133,10 @@ class McpApp:
         start_response(status, headers)
         self._log(environ, status, started)
         return [body] if body else []
+
+    def shutdown(self) -> None:
+        """The server is stopping: open subscriptions/listen streams end with their graceful result."""
+        self.server.subscriptions.end_all()
 
     def _log(self, environ: dict[str, Any], status: str, started: float) -> None:
         access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),
@@ -167,6 +174,10 @@ class McpApp:
             return _json_response(protocol.error_reply(exc))
         mirrored = self._mirrored(environ)
         flight = None
+        if isinstance(message, dict) and message.get("method") == protocol.LISTEN and "id" in message:
+            if not accepted & {"text/event-stream", "*/*"}:
+                return _plain("406 Not Acceptable", "subscriptions/listen answers with text/event-stream; accept it")
+            return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"))
         if isinstance(message, dict) and message.get("method") in protocol.RUNS_AUTHOR_CODE and "id" in message:
             if protocol.progress_token(message) is not None and accepted & {"text/event-stream", "*/*"}:
                 return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"))
@@ -184,6 +195,8 @@ class McpApp:
                           f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)")
         given = environ.get("HTTP_AUTHORIZATION", "")
         scheme, _, credential = given.partition(" ")
+        import hmac
+
         if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self._token):
             status, headers, body = _plain("401 Unauthorized", "A valid bearer token is required")
             return status, [*headers, ("WWW-Authenticate", 'Bearer realm="mcp"')], body
@@ -229,6 +242,7 @@ class McpApp:
 _STATUS_LINES = {200: "200 OK", 202: "202 Accepted", 400: "400 Bad Request", 404: "404 Not Found",
                  500: "500 Internal Server Error"}
 SSE_KEEPALIVE_SECONDS = 15.0  # a comment this often on a quiet stream: proxies keep it, a gone client is noticed
+SSE_BACKLOG = 256  # notifications a stream may hold for a slow client before it keeps only the latest of each
 _SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")]
 
 
@@ -242,64 +256,84 @@ def _json_response(reply: protocol.Reply) -> Response:
 
 
 class _Stream:
-    """A request answered as an SSE stream: its progress notifications as they happen, then its response.
+    """A request answered as an SSE stream: its notifications as they happen, then its response.
 
-    The request runs on a thread of its own. The response commits to text/event-stream with the first
-    notification (or after SSE_KEEPALIVE_SECONDS of silence); a reply that comes first goes out as
-    plain JSON with its own status, so 400 and 404 errors are never inside a stream (WIRE.md §16.7).
-    Frames are `data: <one-line JSON>` with no event ids. Closing the stream cancels the request.
+    Progress streams and subscriptions/listen use it. The request runs on a thread of its own. The
+    response commits to text/event-stream with the first notification (or after
+    SSE_KEEPALIVE_SECONDS of silence); a reply that comes first goes out as plain JSON with its own
+    status, so 400 and 404 errors are never inside a stream (WIRE.md §16.7). Frames are
+    `data: <one-line JSON>` with no event ids. Closing the stream cancels the request.
+    Notifications a slow client has not taken yet are coalesced (the latest progress, one
+    list_changed per list, one updated per URI), so a client that never reads costs bounded memory.
     """
 
     def __init__(self, server: Server, message: dict[str, Any], headers: dict[str, str],
                  on_disconnect: Optional[Callable[[Callable[[], None]], None]]):
-        self._events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self.flight = Flight(lambda note: self._events.put(("note", note)))
-        self.flight.on_cancel(lambda: self._events.put(("cancelled", None)))
+        self._changed = threading.Condition()
+        self._pending: list[dict[str, Any]] = []
+        self._compact_at = SSE_BACKLOG
+        self._reply: Optional[protocol.Reply] = None
+        self._over = False  # answered, or cancelled
+        self.flight = Flight(self._note)
+        self.flight.on_cancel(self._end)
         if on_disconnect is not None:
             on_disconnect(self.flight.cancel)
 
         def work() -> None:
             reply = protocol.dispatch(message, server, headers, flight=self.flight)
-            if not self.flight.finish(lambda: self._events.put(("reply", reply))):
-                self._events.put(("cancelled", None))
+            if not self.flight.finish(lambda: self._end(reply)):
+                self._end()
 
         threading.Thread(target=work, name="mcpserver-stream", daemon=True).start()
+
+    def _note(self, note: dict[str, Any]) -> None:
+        with self._changed:
+            self._pending.append(note)
+            if len(self._pending) > self._compact_at:  # the client is not keeping up: keep the latest of each kind
+                latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+                for pending in self._pending:
+                    params = pending.get("params") or {}
+                    latest[(pending.get("method"), params.get("uri"), params.get("progressToken"))] = pending
+                self._pending = list(latest.values())
+                self._compact_at = max(SSE_BACKLOG, 2 * len(self._pending))  # amortised: never quadratic
+            self._changed.notify()
+
+    def _end(self, reply: Optional[protocol.Reply] = None) -> None:
+        with self._changed:
+            self._reply, self._over = reply, True
+            self._changed.notify()
+
+    def _next(self) -> tuple[list[dict[str, Any]], Optional[protocol.Reply], bool]:
+        """Wait for something to send: pending notifications, and whether the stream is over (with its reply)."""
+        with self._changed:
+            if not (self._pending or self._over):
+                self._changed.wait(SSE_KEEPALIVE_SECONDS)
+            notes, self._pending = self._pending, []
+            return notes, self._reply, self._over
 
     def run(self, start_response: StartResponse, logged: Callable[[str], None]) -> Iterator[bytes]:
         committed = False
         try:
             while True:
-                try:
-                    kind, item = self._events.get(timeout=SSE_KEEPALIVE_SECONDS)
-                except queue.Empty:
-                    if not committed:
-                        committed = self._commit(start_response, logged)
-                    yield b": keep-alive\n\n"
-                    continue
-                if kind == "cancelled":
-                    if not committed:
-                        start_response("202 Accepted", [("Content-Type", "text/plain"), ("Content-Length", "0")])
-                    return
-                if kind == "reply" and not committed:
-                    status, headers, body = _json_response(item)
+                notes, reply, over = self._next()
+                if not committed and over and not notes:  # answered before any notification: plain JSON
+                    status, headers, body = _json_response(reply or protocol.Reply(None, protocol.CANCELLED))
                     start_response(status, headers)
                     logged(status)
                     yield body
                     return
                 if not committed:
-                    committed = self._commit(start_response, logged)
-                yield b"data: " + protocol.encode(item.response if kind == "reply" else item) + b"\n\n"
-                if kind == "reply":
+                    start_response("200 OK", _SSE_HEADERS)
+                    logged("200 (stream)")
+                    committed = True
+                frames = [b"data: " + protocol.encode(note) + b"\n\n" for note in notes]
+                if over and reply is not None and reply.response is not None:
+                    frames.append(b"data: " + protocol.encode(reply.response) + b"\n\n")
+                yield b"".join(frames) or b": keep-alive\n\n"
+                if over:
                     return
         finally:
             self.flight.cancel()  # a no-op once answered; else the client closed the stream: stop the request
-
-    @staticmethod
-    def _commit(start_response: StartResponse, logged: Callable[[str], None]) -> bool:
-        start_response("200 OK", _SSE_HEADERS)
-        logged("200 (stream)")
-        return True
-
 
 
 def _plain(status: str, message: str) -> Response:

@@ -27,16 +27,15 @@ and cacheScope; every result's _meta names the server unless the server was told
 
 from __future__ import annotations
 
-import base64
-import binascii
-import logging
 import re
-from typing import Any, Callable, NamedTuple, Optional
 
-from . import _json
-from ._context import Cancelled, Context, Flight
+from . import _json, _log
+from ._completions import complete
+from ._context import Cancelled, Context, Flight, InputRequired
 from ._resources import ResourceNotFound
 from ._server import Server
+from ._state import arguments_digest
+from ._subscriptions import LIST_CHANGED, META_SUBSCRIPTION, Listener
 from .errors import (
     HeaderMismatch,
     InternalError,
@@ -49,16 +48,22 @@ from .errors import (
     UnsupportedVersion,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
+    Handler = Callable[[Server, dict[str, Any], Context], dict[str, Any]]
+
 __all__ = ["CANCELLED", "PROTOCOL_VERSION", "RUNS_AUTHOR_CODE", "SUPPORTED_VERSIONS", "Reply", "cancelled_request",
            "dispatch", "dispatch_bytes", "encode", "error_reply", "handle", "parse", "progress_token"]
 
-log = logging.getLogger("mcpserver.protocol")
+log = _log.get("mcpserver.protocol")
 
 PROTOCOL_VERSION = "2026-07-28"
 CANCELLED = 499  # Reply.status of a request cancelled while it ran: nothing is sent for it
 # Methods that run the server author's code, so may take long: transports run them where a client can
 # cancel them, and stream them when progress is asked for.
 RUNS_AUTHOR_CODE = frozenset({"tools/call", "prompts/get", "resources/read"})
+LISTEN = "subscriptions/listen"  # a request that stays open: transports give it a stream of its own
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -77,18 +82,24 @@ _RETIRED = {
     "initialize": "2026-07-28 has no initialize handshake: send server/discover, with _meta on every request",
     "ping": "2026-07-28 has no ping",
     "logging/setLevel": "logging/setLevel is not part of 2026-07-28; logs go to the server's stderr",
-    "resources/subscribe": "this server offers no resource subscriptions",
-    "resources/unsubscribe": "this server offers no resource subscriptions",
+    "resources/subscribe": "2026-07-28 has no resources/subscribe: use subscriptions/listen",
+    "resources/unsubscribe": "2026-07-28 has no resources/unsubscribe: use subscriptions/listen",
 }
 _BASE64_OPEN, _BASE64_CLOSE = "=?base64?", "?="
 _VISIBLE = re.compile(r"[\t -~]*")  # what a header value may hold: visible ASCII, space and tab
 
 
-class Reply(NamedTuple):
+class Reply:
     """What to send back: a response object (None for a notification) and the HTTP status for it."""
 
-    response: Optional[dict[str, Any]]
-    status: int
+    __slots__ = ("response", "status")
+
+    def __init__(self, response: Optional[dict[str, Any]], status: int):
+        self.response = response
+        self.status = status
+
+    def __repr__(self) -> str:
+        return f"Reply({self.response!r}, {self.status})"
 
 
 def parse(data: bytes) -> Any:
@@ -238,8 +249,10 @@ def _headers_present(headers: dict[str, str], method: str) -> None:
 def _decoded(value: str, name: str) -> str:
     if value.startswith(_BASE64_OPEN) and value.endswith(_BASE64_CLOSE) and len(value) >= 11:
         try:
+            import base64
+
             return base64.b64decode(value[len(_BASE64_OPEN):-len(_BASE64_CLOSE)], validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
+        except ValueError:  # binascii.Error is one
             raise HeaderMismatch(f"Header mismatch: {name} is not valid =?base64?...?= UTF-8") from None
     return value
 
@@ -322,9 +335,6 @@ def _version_supported(version: str) -> None:
                                  data={"supported": list(SUPPORTED_VERSIONS), "requested": version})
 
 
-Handler = Callable[[Server, dict[str, Any], Context], dict[str, Any]]
-
-
 def _method(method: str, server: Server) -> Handler:
     entry = _METHODS.get(method)
     if entry is None:
@@ -344,9 +354,9 @@ def _method(method: str, server: Server) -> Handler:
 
 
 def _success(request_id: Any, result: dict[str, Any], server: Server) -> dict[str, Any]:
-    result["resultType"] = "complete"
+    result.setdefault("resultType", "complete")  # an input_required round has set its own
     if server.server_info_in_results:
-        result["_meta"] = {META_SERVER_INFO: server.info}
+        result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: server.info}
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
@@ -388,15 +398,19 @@ def _page(server: Server, params: dict[str, Any], key: str, items: list[dict[str
     end = start + server.page_size
     result: dict[str, Any] = {key: items[start:end]}
     if end < len(items):
+        import base64
+
         result["nextCursor"] = base64.urlsafe_b64encode(f"{key}:{end}".encode()).decode("ascii")
     return _cacheable(server, result)
 
 
 def _cursor_offset(cursor: str, key: str, count: int) -> int:
     try:
+        import base64
+
         kind, _, offset = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii").partition(":")
         start = int(offset)
-    except (ValueError, UnicodeError, binascii.Error):
+    except ValueError:  # UnicodeError and binascii.Error are ValueErrors
         start, kind = -1, ""
     if kind != key or not 0 < start < count:
         raise InvalidParams("Invalid cursor")
@@ -416,6 +430,34 @@ def _list_tools(server: Server, params: dict[str, Any], context: Context) -> dic
     return _page(server, params, "tools", [tool.definition for tool in server.tools.values()])
 
 
+def _resumable(server: Server, params: dict[str, Any], context: Context, target: str, arguments: Any,
+               run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run the author's code for a method that may ask the client for input (MRTR, WIRE.md §14.2).
+
+    The answers come from the sealed requestState of earlier rounds (checked before anything runs:
+    a tampered, foreign or expired state is -32602) and from this round's inputResponses, of which
+    only the keys asked for last round count. If the code asks for what is not answered yet, the
+    result is input_required, with the questions and a newly sealed state.
+    """
+    def binding() -> tuple[str, str, str]:  # hashed only when a state is opened or sealed
+        return context.method, target, arguments_digest(arguments)
+
+    state, responses = params.get("requestState"), params.get("inputResponses")
+    pending: Optional[list[str]] = None
+    if state is not None:
+        context.answers, pending = server.sealer.open(state, binding())
+    if responses is not None:
+        if not isinstance(responses, dict):
+            raise InvalidParams("Invalid params: inputResponses must be an object of answers")
+        context.answers.update((key, answer) for key, answer in responses.items()
+                               if pending is None or key in pending)
+    try:
+        return run()
+    except InputRequired as needed:
+        return {"resultType": "input_required", "inputRequests": needed.requests,
+                "requestState": server.sealer.seal(binding(), context.answers, list(needed.requests))}
+
+
 def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     name = _named("tools/call", params)
     arguments = params.get("arguments", {})
@@ -432,7 +474,9 @@ def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict
         if missing:
             raise MissingClientCapability(f"Missing required client capability: {', '.join(missing)}",
                                           data={"requiredCapabilities": missing})
-    return tool.call(arguments, context if tool.takes_context else None)
+    if not tool.takes_context:
+        return tool.call(arguments)
+    return _resumable(server, params, context, name, arguments, lambda: tool.call(arguments, context))
 
 
 def _list_resources(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -445,11 +489,14 @@ def _list_templates(server: Server, params: dict[str, Any], context: Context) ->
 
 def _read_resource(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     uri = _named("resources/read", params)
-    try:
-        contents = server.read_resource(uri)
-    except ResourceNotFound:
-        raise InvalidParams("Resource not found", data={"uri": uri}) from None
-    return _cacheable(server, {"contents": contents})
+
+    def read() -> dict[str, Any]:
+        try:
+            return _cacheable(server, {"contents": server.read_resource(uri, context)})
+        except ResourceNotFound:
+            raise InvalidParams("Resource not found", data={"uri": uri}) from None
+
+    return _resumable(server, params, context, uri, None, read)
 
 
 def _list_prompts(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -461,7 +508,55 @@ def _get_prompt(server: Server, params: dict[str, Any], context: Context) -> dic
     prompt = server.prompts.get(name)
     if prompt is None:
         raise InvalidParams(f"Unknown prompt: {name}")
-    return prompt.get(params.get("arguments"))
+    arguments = params.get("arguments")
+    if prompt.context_parameter is None:
+        return prompt.get(arguments)
+    return _resumable(server, params, context, name, arguments, lambda: prompt.get(arguments, context))
+
+
+def _complete(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    ref = params.get("ref")
+    if not isinstance(ref, dict) or ref.get("type") not in ("ref/prompt", "ref/resource"):
+        raise InvalidParams('Invalid params: "ref" must be {"type": "ref/prompt", "name": ...} or '
+                            '{"type": "ref/resource", "uri": ...}')
+    if ref["type"] == "ref/prompt":
+        name = ref.get("name")
+        prompt = server.prompts.get(name) if isinstance(name, str) else None
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
+        return complete(prompt.completions, params)
+    template = next((t for t in server.resource_templates if t.uri_template == ref.get("uri")), None)
+    if template is None:
+        raise InvalidParams(f"Unknown resource template: {ref.get('uri')}")
+    return complete(template.completions, params)
+
+
+def _listen(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    """subscriptions/listen: acknowledge, then stay open until cancelled (nothing more is sent) or the
+    server shuts down (the graceful result is the answer). Notifications go out through the flight."""
+    wanted = params.get("notifications")
+    if not isinstance(wanted, dict):
+        raise InvalidParams('Invalid params: "notifications" must be an object (a SubscriptionFilter)')
+    capabilities = server.capabilities()
+    honoured: dict[str, Any] = {key: True for key, (kind, _) in LIST_CHANGED.items()
+                                if wanted.get(key) is True and kind in capabilities}
+    uris = wanted.get("resourceSubscriptions")
+    if uris is not None and not (isinstance(uris, list) and all(isinstance(u, str) for u in uris)):
+        raise InvalidParams("Invalid params: notifications.resourceSubscriptions must be an array of URIs")
+    served = [uri for uri in uris or () if server.serves(uri)]
+    if served:
+        honoured["resourceSubscriptions"] = served
+    listener = Listener(context.request_id, {LIST_CHANGED[key][0] for key in honoured if key in LIST_CHANGED},
+                        set(served), context.flight)
+    server.subscriptions.open(listener)
+    try:
+        context.on_cancel(listener.ended.set)
+        listener.send("notifications/subscriptions/acknowledged", {"notifications": honoured})
+        listener.ended.wait()
+    finally:
+        server.subscriptions.close(listener)
+    context.check_cancelled()
+    return {"_meta": {META_SUBSCRIPTION: context.request_id}}
 
 
 _METHODS: dict[str, tuple[Optional[str], Handler]] = {
@@ -473,4 +568,6 @@ _METHODS: dict[str, tuple[Optional[str], Handler]] = {
     "resources/read": ("resources", _read_resource),
     "prompts/list": ("prompts", _list_prompts),
     "prompts/get": ("prompts", _get_prompt),
+    "completion/complete": ("completions", _complete),
+    "subscriptions/listen": (None, _listen),
 }

@@ -21,30 +21,37 @@ Rules of this module:
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 import sys
 import threading
 import time
-from typing import Any, BinaryIO, Optional, Union
 
-from . import protocol
+from . import _log, protocol
 from ._context import Flight
 from ._json import THREAD_STACK_BYTES
 from ._server import Server
 from .errors import InvalidRequest, ProtocolError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, BinaryIO, Optional, Union
+    Writer = Union[BinaryIO, "_FdWriter"]
+if TYPE_CHECKING:
+    import signal
+else:
+    try:  # the C module: signal.py wraps every constant in an enum, which costs start-up
+        import _signal as signal
+    except ImportError:  # an interpreter without it (PyPy)
+        import signal
+
 __all__ = ["DEFAULT_GRACE_SECONDS", "DEFAULT_MAX_CONCURRENT", "MAX_LINE_BYTES", "serve_stdio"]
 
-log = logging.getLogger("mcpserver.stdio")
+log = _log.get("mcpserver.stdio")
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # room for a 5 MB payload even when JSON escapes make it 6x longer
 DEFAULT_MAX_CONCURRENT = 16  # requests running the author's code at once; the reader waits beyond it
 DEFAULT_GRACE_SECONDS = 10.0
 HAND_OFF_AFTER = 0.01  # seconds a call may hold the reader before reading moves to another thread
-
-Writer = Union[BinaryIO, "_FdWriter"]
 
 
 class _LogWriter:
@@ -56,7 +63,7 @@ class _LogWriter:
 
     MAX_PARTIAL_LINE = 64 * 1024
 
-    def __init__(self, logger: logging.Logger):
+    def __init__(self, logger: _log.Logger):
         self._logger = logger
         self._pending: list[str] = []
         self._pending_size = 0
@@ -116,7 +123,7 @@ def _protocol_stream() -> _FdWriter:
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
-    sys.stdout = _LogWriter(logging.getLogger("mcpserver.tool.stdout"))
+    sys.stdout = _LogWriter(_log.get("mcpserver.tool.stdout"))
     return _FdWriter(protocol_fd)
 
 
@@ -154,7 +161,8 @@ class _Session:
         self._lock = threading.Lock()  # the flights, the running count and the reader role
         self._changed = threading.Condition(self._lock)  # a slot freed, or the last call ended
         self._flights: dict[Any, list[Flight]] = {}
-        self._running = 0
+        self._running = 0  # calls running the author's code: at most max_concurrent
+        self._listens = 0  # open subscriptions/listen streams
         self._max_concurrent = max_concurrent
         self._reader_thread: Optional[threading.Thread] = None
         self._inline = 0  # which call the reader is running itself (0: none), counted from 1
@@ -237,8 +245,11 @@ class _Session:
             self.cancel(cancelled)
             return True
         request_id = message.get("id") if isinstance(message, dict) else None
-        runs_code = isinstance(message, dict) and message.get("method") in protocol.RUNS_AUTHOR_CODE
-        if not runs_code or request_id is None:
+        method = message.get("method") if isinstance(message, dict) else None
+        if method == protocol.LISTEN and request_id is not None:
+            self._listen(message, request_id)
+            return True
+        if method not in protocol.RUNS_AUTHOR_CODE or request_id is None:
             self._answer(protocol.dispatch(message, self.server))
             return True
         flight = Flight(self.write)
@@ -252,6 +263,39 @@ class _Session:
             if self._inline == call:  # else the role has passed on, and _inline is another reader's call
                 self._inline = 0
             return self._reader_thread is me
+
+    def _listen(self, message: dict[str, Any], request_id: Any) -> None:
+        """A subscriptions/listen stream: on a thread of its own, outside the slots for calls (the server's
+        listener limit bounds these). It ends when cancelled, or at shutdown with its graceful result,
+        followed by notifications/cancelled for its id (WIRE.md §14.1)."""
+        flight = Flight(self.write)
+        with self._lock:
+            self._flights.setdefault(request_id, []).append(flight)
+            self._listens += 1
+
+        def listen() -> None:
+            try:
+                reply = protocol.dispatch(message, self.server, flight=flight)
+                if reply.response is not None and flight.finish(lambda: self._answer(reply)) \
+                        and "result" in reply.response:
+                    self.write({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                "params": {"requestId": request_id, "reason": "the server is shutting down"}})
+                else:
+                    flight.finish()
+            finally:
+                with self._changed:
+                    self._forget(request_id, flight)
+                    self._listens -= 1
+                    self._changed.notify_all()
+
+        threading.Thread(target=listen, name="mcpserver-listen", daemon=True).start()
+
+    def _forget(self, request_id: Any, flight: Flight) -> None:
+        flights = self._flights.get(request_id, [])
+        if flight in flights:
+            flights.remove(flight)
+        if not flights:
+            self._flights.pop(request_id, None)
 
     def _answer(self, reply: protocol.Reply) -> None:
         if reply.response is not None:
@@ -277,11 +321,7 @@ class _Session:
             flight.finish(None if reply.response is None else lambda: self._answer(reply))
         finally:
             with self._lock:
-                flights = self._flights.get(request_id, [])
-                if flight in flights:
-                    flights.remove(flight)
-                if not flights:
-                    self._flights.pop(request_id, None)
+                self._forget(request_id, flight)
                 self._running -= 1
                 if self._running == self._max_concurrent - 1 or not self._running:
                     self._changed.notify_all()  # a reader waiting for a slot, or the main thread for the end
@@ -321,10 +361,10 @@ class _Session:
         return len(flights)
 
     def wait_idle(self, seconds: Optional[float]) -> bool:
-        """Wait until no call runs, for at most `seconds` (None: without limit); whether none runs."""
+        """Wait until no call runs and no listen stream is open, for at most `seconds` (None: without
+        limit); whether that is so."""
         with self._changed:
-            self._changed.wait_for(lambda: self._running == 0, seconds)
-            return self._running == 0
+            return self._changed.wait_for(lambda: self._running == 0 and self._listens == 0, seconds)
 
 
 def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Optional[Writer] = None, *,
@@ -366,7 +406,9 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
 
 
 def _finish(session: _Session, signals: list[int], grace_seconds: float) -> None:
-    """Answer what was read: all of it after EOF; what finishes within the grace after a signal."""
+    """Answer what was read: all of it after EOF; what finishes within the grace after a signal. Listen
+    streams end at once, with their graceful result."""
+    session.server.subscriptions.end_all()
     deadline: Optional[float] = None
     while not session.closed and signals[0] < 2:
         if signals[0] and deadline is None:

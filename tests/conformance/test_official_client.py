@@ -5,8 +5,14 @@ handshake on any error, so each test asserts that 2026-07-28 was really negotiat
 """
 
 import asyncio
+import json
 import os
+import shutil
+import signal
+import socket
+import subprocess
 import sys
+import time
 
 import pytest
 from mcptest import DEMO, GIT, MOVIES, ROOT, SLOW_TOOLS, HttpServer
@@ -125,3 +131,123 @@ def test_cancelling_a_call_from_the_official_client_stops_the_tool(transport, tm
     else:
         with HttpServer(SLOW_TOOLS) as server:
             asyncio.run(session(f"http://127.0.0.1:{server.port}/mcp"))
+
+
+INTERACTIVE = os.path.join(ROOT, "server", "examples", "interactive.py")
+NOTES = os.path.join(ROOT, "server", "examples", "notes.py")
+
+
+async def answer_everything(target):
+    """Drive every kind of input request with the official client's own callbacks."""
+    types = mcp.types
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        if "Where to" in params.message:
+            return types.ElicitResult(action="accept", content={"city": "Kyoto"})
+        if "How many days" in params.message:
+            return types.ElicitResult(action="accept", content={"days": 5})
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async def on_sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(role="assistant", model="test-model",
+                                         content=types.TextContent(type="text", text="old pond / frog jumps"))
+
+    async def on_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///tmp", name="tmp")])
+
+    async with mcp.Client(target, elicitation_callback=on_elicit, sampling_callback=on_sample,
+                          list_roots_callback=on_roots) as client:
+        assert client.protocol_version == "2026-07-28"
+        trip = await client.call_tool("trip_plan", {})
+        deleted = await client.call_tool("delete_file", {"path": "/tmp/nothing"})
+        haiku = await client.call_tool("haiku", {"topic": "frogs"})
+        where = await client.call_tool("where_am_i", {})
+    return asked, trip.content[0].text, deleted.content[0].text, haiku.content[0].text, where.structured_content
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_official_client_answers_elicitation_sampling_and_roots(transport):
+    if transport == "stdio":
+        asked, trip, deleted, haiku, where = asyncio.run(answer_everything(stdio_target(INTERACTIVE)))
+    else:
+        with HttpServer(INTERACTIVE) as server:
+            asked, trip, deleted, haiku, where = asyncio.run(answer_everything(f"http://127.0.0.1:{server.port}/mcp"))
+    assert trip == "5 days in Kyoto: book the train, pack light."
+    assert deleted == "Deleted /tmp/nothing."
+    assert haiku == "old pond / frog jumps"
+    assert where == {"roots": ["file:///tmp"], "here": ["/tmp"]}
+    assert asked[:2] == ["Where to?", "How many days in Kyoto?"] and "Write a haiku about frogs." in asked
+
+
+def test_rounds_on_different_gunicorn_workers_share_the_state_key(tmp_path):
+    gunicorn = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    if not os.path.exists(gunicorn):
+        pytest.skip("gunicorn is not installed here")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "access.log"
+    process = subprocess.Popen([gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "--access-logfile", str(log),
+                                "--access-logformat", "%(p)s %(r)s", f"mcpserver.http:create_app({INTERACTIVE!r})"],
+                               env={**os.environ, "MCPSERVER_STATE_KEY": "shared by both workers"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        for _ in range(6):  # each trip takes three rounds; connections are new per round, so workers vary
+            _, trip, *_ = asyncio.run(answer_everything(url))
+            assert trip == "5 days in Kyoto: book the train, pack light."
+        workers = {line.split()[0] for line in log.read_text().splitlines() if "POST" in line}
+        assert len(workers) == 2, f"every round landed on one worker: {workers}"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(20)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_official_client_listens_for_changes(transport):
+    async def session(target):
+        async with mcp.Client(target) as client:
+            assert client.protocol_version == "2026-07-28"
+            await client.call_tool("write_note", {"name": "plan", "text": "v1"})
+            async with client.listen(tools_list_changed=True, resource_subscriptions=["notes://plan"]) as sub:
+                await client.call_tool("write_note", {"name": "plan", "text": "v2"})
+                await client.call_tool("enable_shouting", {})
+                events = []
+                async for event in sub:
+                    events.append(event)
+                    if len(events) == 2:
+                        break
+            tools = await client.list_tools()
+        return events, [tool.name for tool in tools.tools]
+
+    if transport == "stdio":
+        events, tools = asyncio.run(session(stdio_target(NOTES)))
+    else:
+        with HttpServer(NOTES) as server:
+            events, tools = asyncio.run(session(f"http://127.0.0.1:{server.port}/mcp"))
+    assert "shout" in tools
+    assert len(events) == 2, events
+
+
+def test_the_printed_config_entry_connects_the_official_client(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mcpserver", "config", DEMO], capture_output=True, text=True,
+                          check=True, cwd=str(tmp_path))
+    entry = json.loads(done.stdout)["mcpServers"]["demo"]
+
+    async def session():
+        parameters = mcp.StdioServerParameters(command=entry["command"], args=entry["args"], cwd="/",
+                                               env={**os.environ, **entry.get("env", {})})
+        async with mcp.Client(parameters) as client:
+            assert client.protocol_version == "2026-07-28"
+            return (await client.call_tool("echo", {"text": "configured"})).content[0].text
+
+    assert asyncio.run(session()) == "configured"

@@ -20,7 +20,14 @@ RESULT_OF = {
     "server/discover": "DiscoverResult", "tools/list": "ListToolsResult", "tools/call": "CallToolResult",
     "resources/list": "ListResourcesResult", "resources/templates/list": "ListResourceTemplatesResult",
     "resources/read": "ReadResourceResult", "prompts/list": "ListPromptsResult", "prompts/get": "GetPromptResult",
+    "completion/complete": "CompleteResult", "subscriptions/listen": "SubscriptionsListenResult",
 }
+NOTIFICATION_OF = {"notifications/progress": "ProgressNotification",
+                   "notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
+                   "notifications/tools/list_changed": "ToolListChangedNotification",
+                   "notifications/resources/list_changed": "ResourceListChangedNotification",
+                   "notifications/resources/updated": "ResourceUpdatedNotification",
+                   "notifications/cancelled": "CancelledNotification"}
 ERROR_OF = {-32700: "ParseError", -32600: "InvalidRequestError", -32601: "MethodNotFoundError",
             -32602: "InvalidParamsError", -32603: "InternalError"}
 RESPONSE_ERROR_OF = {-32020: "HeaderMismatchError", -32022: "UnsupportedProtocolVersionError"}
@@ -38,6 +45,10 @@ def check(message, response):
     conforms(response, "JSONRPCMessage")
     if "result" in response:
         conforms(response, "JSONRPCResultResponse")
+        if response["result"]["resultType"] == "input_required":
+            assert message["method"] in ("tools/call", "prompts/get", "resources/read")
+            conforms(response["result"], "InputRequiredResult")
+            return "input_required"
         conforms(response["result"], RESULT_OF[message["method"]])
         return "result"
     conforms(response, "JSONRPCErrorResponse")
@@ -58,6 +69,7 @@ ERROR_PATHS = [
     (request("ping"), -32601),
     (request("logging/setLevel", level="debug"), -32601),
     (request("completion/complete"), -32601),
+    (request("subscriptions/listen"), -32602),
     (request("tools/list", cursor="not-a-cursor"), -32602),
     (call("no_such_tool"), -32602),
     (request("tools/call", name=5), -32602),
@@ -184,3 +196,77 @@ def test_error_shapes_match_the_spec_examples(fixtures_server):
     assert missing == {"code": -32602, "message": "Resource not found", "data": {"uri": "file:///project/none.rs"}}
     blob = fixtures_server.ask(request("resources/read", uri="file:///project/logo.png"))["result"]["contents"][0]
     conforms(blob, "BlobResourceContents")
+
+
+EVERYTHING = os.path.join(ROOT, "server", "examples", "everything.py")
+NOTES = os.path.join(ROOT, "server", "examples", "notes.py")
+ALL_CAPABILITIES = dict(META, **{"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {},
+                                                                               "roots": {}}})
+
+
+ANSWERS = {
+    "user_name": {"action": "accept", "content": {"name": "Ada"}},
+    "confirm": {"action": "accept", "content": {"ok": True}},
+    "capital_question": {"role": "assistant", "model": "m", "content": {"type": "text", "text": "Paris"}},
+    "greeting": {"role": "assistant", "model": "m", "content": {"type": "text", "text": "Hi"}},
+    "client_roots": {"roots": [{"uri": "file:///tmp"}]},
+    "step1": {"action": "accept", "content": {"name": "Ada"}},
+    "step2": {"action": "accept", "content": {"color": "red"}},
+}
+
+
+def test_every_answer_of_the_conformance_fixture_conforms_rounds_and_notifications_too():
+    with StdioServer(EVERYTHING) as server:
+        listed = request("tools/list")
+        tools = server.ask(listed)["result"]["tools"]
+        assert check(listed, server.ask(listed)) == "result"
+        for tool in tools:
+            arguments = {"region": "eu", "query": "q"} if tool["name"] == "test_header_params" else {}
+            message = request("tools/call", meta=ALL_CAPABILITIES, name=tool["name"], arguments=arguments)
+            response = server.ask(message)
+            for _ in range(3):  # answer each round as a client would, until the call completes
+                if check(message, response) != "input_required":
+                    break
+                asked = response["result"]["inputRequests"]
+                for input_request in asked.values():
+                    conforms(input_request, "InputRequest")
+                message = request("tools/call", meta=ALL_CAPABILITIES, name=tool["name"], arguments=arguments,
+                                  inputResponses={key: ANSWERS[key] for key in asked},
+                                  requestState=response["result"]["requestState"])
+                response = server.ask(message)
+            assert check(message, response) == "result", (tool["name"], response)
+        for message in (request("completion/complete", ref={"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                                argument={"name": "arg1", "value": "pa"}),
+                        request("prompts/get", name="test_prompt_with_embedded_resource",
+                                arguments={"resourceUri": "test://x"}),
+                        request("resources/read", uri="test://template/7/data")):
+            assert check(message, server.ask(message)) == "result"
+        message = request("tools/call", meta=dict(ALL_CAPABILITIES, progressToken=1), name="test_tool_with_progress",
+                          arguments={})
+        server.send((json.dumps(message) + "\n").encode())
+        while "id" not in (note := server.receive()):
+            conforms(note, NOTIFICATION_OF[note["method"]])
+        assert check(message, note) == "result"
+
+
+def test_every_notification_of_a_subscription_conforms():
+    with StdioServer(NOTES) as server:
+        server.ask(call("write_note", name="n", text="1"))
+        listen = request("subscriptions/listen", "sub", notifications={
+            "toolsListChanged": True, "resourcesListChanged": True, "resourceSubscriptions": ["notes://n"]})
+        server.send((json.dumps(listen) + "\n").encode())
+        for step in (call("write_note", id="a", name="n", text="2"), call("write_note", id="b", name="m", text="1"),
+                     call("enable_shouting", id="c")):
+            server.send((json.dumps(step) + "\n").encode())
+        seen = []
+        while len([m for m in seen if "id" in m]) < 3:
+            seen.append(server.receive())
+        for note in (m for m in seen if "id" not in m):
+            conforms(note, NOTIFICATION_OF[note["method"]])
+        assert {m["method"] for m in seen if "id" not in m} == set(NOTIFICATION_OF) - {
+            "notifications/progress", "notifications/cancelled"}
+        code, rest = server.close()
+        assert code == 0
+        closing = [json.loads(raw) for raw in rest.splitlines()]
+        assert check(listen, closing[0]) == "result"
+        conforms(closing[1], "CancelledNotification")

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from lab_checks import Cell, HttpServer, docker, start_http, start_stdio
+from lab_checks import ENGINE, Cell, HttpServer, start_http, start_stdio
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,14 +50,14 @@ def cell(request: pytest.FixtureRequest) -> Cell:
 def http_server(cell: Cell) -> Iterator[HttpServer]:
     server = start_http(cell, token=uuid.uuid4().hex)
     yield server
-    docker("rm", "-f", server.name, check=False)
+    ENGINE.remove_containers(server.name)
 
 
 @pytest.fixture(scope="module")
 def stdio_server(cell: Cell) -> Iterator[str]:
     name = start_stdio(cell)
     yield name
-    docker("rm", "-f", name, check=False)
+    ENGINE.remove_containers(name)
 
 
 @pytest.fixture(scope="module")

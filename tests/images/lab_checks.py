@@ -1,22 +1,29 @@
-"""Helpers of the image checks: docker calls, labels, HTTP requests, server start-up."""
+"""Helpers of the image checks: containers through the lab's engine (matrix/engine.py), HTTP requests,
+server start-up.
+
+The checks reach a container wherever its engine is: HTTP requests are made from inside the server's own
+container (`docker exec` of the image's Python), so no port is published and no address of the engine's
+host is guessed; a remote engine (DOCKER_HOST=tcp://..., ssh://..., or a docker context) works the same."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import struct
-import subprocess
+import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from pathlib import Path
 
 import pytest
 
-LABEL = "org.mcpserver.lab"
-RUN_LABEL = "org.mcpserver.lab.run"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from matrix.engine import LABEL, RUN_LABEL, Completed, ContainerSpec, Engine
+
+ENGINE = Engine()
 DEMO = "/opt/mcpserver/examples/demo.py"
 PROTOCOL = "2026-07-28"
 PORT = 3000
@@ -32,6 +39,23 @@ DISCOVER = {
         }
     },
 }
+# Runs inside the server's container: POST stdin to the server on the container's own loopback, print
+# status, headers and body as JSON. The image's Python is the only client every image has.
+CLIENT = """
+import base64, json, sys, urllib.error, urllib.request
+url, token, version = sys.argv[1:4]
+headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+           "MCP-Protocol-Version": version, "Mcp-Method": "server/discover"}
+if token:
+    headers["Authorization"] = "Bearer " + token
+request = urllib.request.Request(url, data=sys.stdin.buffer.read(), headers=headers, method="POST")
+try:
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        status, got, body = answer.status, dict(answer.headers), answer.read()
+except urllib.error.HTTPError as exc:
+    status, got, body = exc.code, dict(exc.headers), exc.read()
+print(json.dumps({"status": status, "headers": got, "body": base64.b64encode(body).decode()}))
+"""
 
 
 @dataclass(frozen=True)
@@ -61,41 +85,34 @@ def elf_interpreter(data: bytes) -> str:
     return ""
 
 
-def docker(
-    *args: str, timeout: float = 120, check: bool = True, input: bytes | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["docker", *args], capture_output=True, timeout=timeout, check=check, input=input)
-
-
-def labels() -> list[str]:
-    return ["--label", f"{LABEL}=1", "--label", f"{RUN_LABEL}={os.environ.get('LAB_RUN_ID', 'checks')}"]
+def labels() -> dict[str, str]:
+    return {LABEL: "1", RUN_LABEL: os.environ.get("LAB_RUN_ID", "checks")}
 
 
 def unique(prefix: str) -> str:
     return f"mcplab-check-{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def engine_host() -> str:
-    """Where published ports are: this machine, or the remote engine DOCKER_HOST names."""
-    url = urlparse(os.environ.get("DOCKER_HOST", ""))
-    return url.hostname if url.scheme in ("tcp", "ssh") and url.hostname else "127.0.0.1"
+def run(cell: Cell, *args: str, image: str = "", entrypoint: str | None = None, input: bytes | None = None,
+        env: dict[str, str] | None = None, timeout: float = 60) -> Completed:  # fmt: skip
+    """A one-off container of the cell's image (or another), removed afterwards."""
+    spec = ContainerSpec(image=image or cell.image, args=args, labels=labels(), entrypoint=entrypoint, remove=True,
+                         interactive=input is not None, env=env or {})  # fmt: skip
+    return ENGINE.run(spec, timeout=timeout, input=input)
 
 
-def post(url: str, body: bytes, token: str | None) -> tuple[int, dict[str, str], bytes]:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": PROTOCOL,
-        "Mcp-Method": "server/discover",
-    }
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, dict(answer.headers), answer.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
+def output_of(done: Completed) -> str:
+    assert done.ok, done.output
+    return done.output
+
+
+def post(server: HttpServer, body: bytes, token: str | None) -> tuple[int, dict[str, str], bytes]:
+    """POST to the server from inside its container; (status, headers, body)."""
+    done = ENGINE.exec(server.name, [server.interpreter, "-c", CLIENT, server.url, token or "", PROTOCOL], input=body)
+    if not done.ok:
+        raise OSError(f"the request did not get through: {done.output.strip()[-300:]}")
+    answer = json.loads(done.output.strip().splitlines()[-1])
+    return answer["status"], answer["headers"], base64.b64decode(answer["body"])
 
 
 def json_messages(content_type: str, body: bytes) -> list[dict[str, object]]:
@@ -106,55 +123,49 @@ def json_messages(content_type: str, body: bytes) -> list[dict[str, object]]:
     return [json.loads(text)]
 
 
-def container_log(name: str) -> str:
-    done = docker("logs", name, check=False)
-    return (done.stdout + done.stderr).decode(errors="replace")
-
-
 def start_stdio(cell: Cell) -> str:
     """A detached stdio server (the image's default command) with stdin held open; returns its name
     once PID 1 is the cell's Python (the entrypoint's `exec` has happened)."""
     name = unique("stdio")
-    docker("run", "-d", "-i", "--name", name, *labels(), "--network", "none", cell.image)
+    output_of(ENGINE.start(ContainerSpec(image=cell.image, name=name, labels=labels(), interactive=True)))
     deadline = time.monotonic() + READY_DEADLINE
     while time.monotonic() < deadline:
-        argv = docker("exec", name, "cat", "/proc/1/cmdline", check=False).stdout.split(b"\0")
+        done = ENGINE.exec(name, ["cat", "/proc/1/cmdline"])
+        argv = done.output.encode().split(b"\0") if done.ok else []
         if argv and argv[0] == cell.interpreter.encode():
             return name
         time.sleep(0.1)
-    logs = container_log(name)
-    docker("rm", "-f", name, check=False)
+    logs = ENGINE.logs(name)
+    ENGINE.remove_containers(name)
     pytest.fail(f"{cell.image}'s PID 1 never became {cell.interpreter}; its log:\n{logs}")
 
 
 @dataclass(frozen=True)
 class HttpServer:
     name: str
-    url: str
+    url: str  # as seen from inside the container
     token: str
+    interpreter: str
 
 
 def start_http(cell: Cell, token: str) -> HttpServer:
+    """An HTTP server bound to all addresses in its container (no port published), answering once up."""
     name = unique("http")
-    docker(
-        "run", "-d", "--name", name, *labels(), "-p", f"127.0.0.1::{PORT}", cell.image,
-        "--http", "--host", "0.0.0.0", "--port", str(PORT), "--token", token, DEMO,
-    )  # fmt: skip
-    port = docker("port", name, f"{PORT}/tcp").stdout.decode().split()[0].rsplit(":", 1)[1]
-    server = HttpServer(name=name, url=f"http://{engine_host()}:{port}/mcp", token=token)
+    spec = ContainerSpec(image=cell.image, name=name, labels=labels(),
+                         args=("--http", "--host", "0.0.0.0", "--port", str(PORT), "--token", token, DEMO))  # fmt: skip
+    output_of(ENGINE.start(spec))
+    server = HttpServer(name=name, url=f"http://127.0.0.1:{PORT}/mcp", token=token, interpreter=cell.interpreter)
     deadline = time.monotonic() + READY_DEADLINE
     body = json.dumps(DISCOVER).encode()
     while True:
         try:
-            status, _, _ = post(server.url, body, token)
+            status, _, _ = post(server, body, token)
             if status == 200:
                 return server
         except OSError:
             pass
         if time.monotonic() > deadline:
-            logs = container_log(name)
-            docker("rm", "-f", name, check=False)
-            pytest.fail(
-                f"{cell.image} did not answer over HTTP within {READY_DEADLINE:.0f}s; its log:\n{logs}"
-            )
+            logs = ENGINE.logs(name)
+            ENGINE.remove_containers(name)
+            pytest.fail(f"{cell.image} did not answer over HTTP within {READY_DEADLINE:.0f}s; its log:\n{logs}")
         time.sleep(0.2)

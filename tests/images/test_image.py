@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 from lab_checks import (
     DISCOVER,
+    ENGINE,
     PROTOCOL,
     Cell,
+    ContainerSpec,
     HttpServer,
-    docker,
     json_messages,
     labels,
+    output_of,
     post,
+    run,
     start_http,
     unique,
 )
@@ -49,19 +51,7 @@ def test_mcpserver_imports_isolated(host, cell: Cell) -> None:  # type: ignore[n
 
 
 def _distributions(image: str, cell: Cell) -> set[str]:
-    out = docker(
-        "run",
-        "--rm",
-        *labels(),
-        "--network",
-        "none",
-        "--entrypoint",
-        cell.interpreter,
-        image,
-        "-I",
-        "-c",
-        LIST_DISTRIBUTIONS,
-    ).stdout
+    out = output_of(run(cell, "-I", "-c", LIST_DISTRIBUTIONS, image=image, entrypoint=cell.interpreter))
     return set(json.loads(out))
 
 
@@ -76,68 +66,41 @@ def test_no_third_party_distribution(cell: Cell) -> None:
 def test_runs_as_non_root(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
     assert host.user().uid != 0
     assert host.user().name == "mcp"
-    configured = (
-        docker("image", "inspect", "--format", "{{.Config.User}}", cell.image).stdout.decode().strip()
-    )
-    assert configured == "mcp"
+    assert ENGINE.image_config(cell.image, ".Config.User") == "mcp"
 
 
 def test_stdio_discover(cell: Cell) -> None:
-    line = json.dumps(DISCOVER) + "\n"
-    done = subprocess.run(
-        ["docker", "run", "-i", "--rm", *labels(), "--network", "none", cell.image],
-        input=line.encode(),
-        capture_output=True,
-        timeout=60,
-    )
-    answers = [json.loads(x) for x in done.stdout.decode().splitlines() if x.strip()]
-    assert answers, f"no answer on stdout; stderr:\n{done.stderr.decode(errors='replace')}"
+    done = run(cell, input=(json.dumps(DISCOVER) + "\n").encode())
+    answers = [json.loads(x) for x in done.output.splitlines() if x.startswith("{")]
+    assert answers, f"no answer on stdout; output:\n{done.output}"
     assert PROTOCOL in answers[0]["result"]["supportedVersions"]
 
 
 def test_http_with_token_answers(http_server: HttpServer) -> None:
-    status, headers, body = post(http_server.url, json.dumps(DISCOVER).encode(), http_server.token)
+    status, headers, body = post(http_server, json.dumps(DISCOVER).encode(), http_server.token)
     assert status == 200
     messages = json_messages(headers.get("Content-Type", ""), body)
     assert PROTOCOL in messages[-1]["result"]["supportedVersions"]  # type: ignore[index]
 
 
 def test_http_without_token_is_refused(http_server: HttpServer) -> None:
-    status, _, _ = post(http_server.url, json.dumps(DISCOVER).encode(), None)
+    status, _, _ = post(http_server, json.dumps(DISCOVER).encode(), None)
     assert status == 401
 
 
 def test_http_public_bind_without_token_refuses_to_start(cell: Cell) -> None:
-    done = subprocess.run(
-        [
-            "docker",
-            "run",
-            "--rm",
-            *labels(),
-            "--network",
-            "none",
-            "-e",
-            "MCPSERVER_TOKEN=",
-            cell.image,
-            "--http",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            "3000",
-            "/opt/mcpserver/examples/demo.py",
-        ],
-        capture_output=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
+    done = run(cell, "--http", "--host", "0.0.0.0", "--port", "3000", "/opt/mcpserver/examples/demo.py",
+               env={"MCPSERVER_TOKEN": ""})  # fmt: skip
+    assert done.returncode != 0 and not done.timed_out
 
 
 def _stop_and_measure(name: str) -> tuple[float, int]:
     started = time.monotonic()
-    docker("stop", "-t", "10", name)
+    output_of(ENGINE.stop(name, grace=10))
     elapsed = time.monotonic() - started
-    code = int(docker("inspect", "--format", "{{.State.ExitCode}}", name).stdout.decode())
-    return elapsed, code
+    state = ENGINE.state(name)
+    assert state is not None
+    return elapsed, state.exit_code
 
 
 def test_docker_stop_ends_http_server_fast_with_0(cell: Cell) -> None:
@@ -145,34 +108,31 @@ def test_docker_stop_ends_http_server_fast_with_0(cell: Cell) -> None:
     try:
         elapsed, code = _stop_and_measure(server.name)
     finally:
-        docker("rm", "-f", server.name, check=False)
+        ENGINE.remove_containers(server.name)
     assert code == 0
     assert elapsed < STOP_LIMIT, f"docker stop took {elapsed:.1f}s: SIGTERM was not handled by PID 1"
 
 
 def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
     name = unique("stdio")
-    argv = ["docker", "run", "-i", "--name", name, *labels(), "--network", "none", cell.image]
-    with subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    ) as proc:
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write((json.dumps(DISCOVER) + "\n").encode())
-            proc.stdin.flush()
-            assert proc.stdout.readline(), "no answer before stop"  # up, with its signal handlers set
-            elapsed, code = _stop_and_measure(name)
-            proc.wait(timeout=30)
-        finally:
-            proc.kill()
-            docker("rm", "-f", name, check=False)
+    proc = ENGINE.attach(ContainerSpec(image=cell.image, name=name, labels=labels()))
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write((json.dumps(DISCOVER) + "\n").encode())
+        proc.stdin.flush()
+        assert proc.stdout.readline(), "no answer before stop"  # up, with its signal handlers set
+        elapsed, code = _stop_and_measure(name)
+        proc.wait(timeout=30)
+    finally:
+        ENGINE.detach(proc)
+        ENGINE.remove_containers(name)
     assert code == 0
     assert elapsed < STOP_LIMIT, f"docker stop took {elapsed:.1f}s: SIGTERM was not handled by PID 1"
 
 
 def test_server_adds_under_1_mb(cell: Cell) -> None:
     def size(image: str) -> int:
-        return int(docker("image", "inspect", "--format", "{{.Size}}", image).stdout.decode())
+        return int(ENGINE.image_config(image, ".Size"))
 
     added = size(cell.image) - size(cell.python_image)
     assert 0 < added < SIZE_LIMIT, f"the server adds {added} bytes to its base"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lab_checks import Cell, docker, elf_interpreter, labels
+from lab_checks import Cell, elf_interpreter, output_of, run
 
 MUSL_FAMILIES = {"musl-busybox", "alpine"}
 BUSYBOX_FAMILIES = {"musl-busybox", "alpine"}
@@ -70,8 +70,8 @@ def test_the_applets_command_tools_and_checks_use_are_there(host) -> None:  # ty
 
 @pytest.mark.families("musl-busybox")
 def test_missing_stdlib_modules_are_the_recorded_ones(cell: Cell) -> None:
-    argv = ["run", "--rm", *labels(), "--network", "none", "--entrypoint", cell.interpreter, cell.image]
-    missing = set(json.loads(docker(*argv, "-I", "-c", LIST_MISSING).stdout)) - NOT_ON_LINUX
+    listed = output_of(run(cell, "-I", "-c", LIST_MISSING, entrypoint=cell.interpreter))
+    missing = set(json.loads(listed)) - NOT_ON_LINUX
     assert missing == MUSL_BUILD_MISSING, (
         f"newly missing: {sorted(missing - MUSL_BUILD_MISSING)}; no longer missing: "
         f"{sorted(MUSL_BUILD_MISSING - missing)} (update MUSL_BUILD_MISSING and docs/musl.md)"
@@ -83,6 +83,5 @@ def test_raw_deep_json_in_a_thread_still_kills_this_python(cell: Cell) -> None:
     """Why the cell exists: musl's 128 KiB thread stacks. CPython 3.13's decoder, called directly (not
     through mcpserver's guard), dies with SIGSEGV here on 2,000 levels; glibc survives ~20,000. If this
     stops crashing, the cell no longer exercises the hazard the server guards against (see docs/musl.md)."""
-    argv = ["run", "--rm", *labels(), "--network", "none", "--entrypoint", cell.interpreter, cell.image]
-    done = docker(*argv, "-I", "-c", RAW_DEEP_JSON_IN_A_THREAD, check=False)
-    assert done.returncode == 139 and b"alive" not in done.stdout, (done.returncode, done.stdout, done.stderr)
+    done = run(cell, "-I", "-c", RAW_DEEP_JSON_IN_A_THREAD, entrypoint=cell.interpreter)
+    assert done.returncode == 139 and "alive" not in done.output, (done.returncode, done.output)

@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from matrix.bases import (
-    BaseFacts,
-    apk_version,
-    bootstrap_tag,
-    plan_base,
-    prepare_rootfs,
-    pull_reference,
-    snapshot_expired,
-)
+from matrix.bases import BaseAction, BaseFacts, bootstrap_tag, plan_base, pull_reference
+from matrix.bootstrap import apk_version, prepare_rootfs, snapshot_expired
 from matrix.cells import load_cells
 
 CELLS = {c.name: c for c in load_cells()}
@@ -25,7 +18,7 @@ UBUNTU_KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
 
 
 def actions(name: str, facts: BaseFacts) -> list[str]:
-    return [s.action for s in plan_base(CELLS[name], facts)]
+    return [s.action.value for s in plan_base(CELLS[name], facts)]
 
 
 def test_on_this_machine_debian_is_bootstrapped_and_the_rest_unavailable_with_reasons() -> None:
@@ -35,9 +28,9 @@ def test_on_this_machine_debian_is_bootstrapped_and_the_rest_unavailable_with_re
         steps = plan_base(cell, HERE)
         recipe = cell.base_cell or cell  # the musl cell's builder stage runs on the trixie cell's base
         if recipe.family.value == "debian" and recipe.python_from.value == "distro":
-            assert [s.action for s in steps] == ["debootstrap", "unavailable"], name
+            assert [s.action for s in steps] == [BaseAction.DEBOOTSTRAP, BaseAction.UNAVAILABLE], name
         else:
-            assert [s.action for s in steps] == ["unavailable"], name
+            assert [s.action for s in steps] == [BaseAction.UNAVAILABLE], name
             assert steps[0].reason.startswith(f"{cell.base}: not present, no registry reachable"), steps[0].reason
 
 
@@ -63,7 +56,7 @@ def test_a_base_bootstrapped_earlier_is_found_by_its_tag() -> None:
     tag = bootstrap_tag(cell, "")
     facts = BaseFacts(present=frozenset({tag}), registry="x", env={})
     steps = plan_base(cell, facts)
-    assert [(s.action, s.image) for s in steps] == [("present", tag)]
+    assert [(s.action, s.image) for s in steps] == [(BaseAction.PRESENT, tag)]
 
 
 def test_both_sid_cells_share_one_base() -> None:
@@ -83,7 +76,7 @@ def test_the_musl_cell_shares_the_trixie_cells_base() -> None:
 def test_a_builder_cell_without_a_base_cell_is_unavailable_with_the_reason() -> None:
     lone = replace(CELLS["musl-busybox-py3.13"], base_cell=None)
     steps = plan_base(lone, HERE)
-    assert [s.action for s in steps] == ["unavailable"]
+    assert [s.action for s in steps] == [BaseAction.UNAVAILABLE]
     assert "had like another cell's, and none was given" in steps[0].reason
 
 
@@ -97,7 +90,7 @@ def test_registry_mirror_is_honoured() -> None:
     facts = BaseFacts(registry="", env={"LAB_REGISTRY_MIRROR": "mirror.invalid:5000"})
     pull = plan_base(CELLS["alpine-official-py3.14"], facts)[0]
     assert (pull.action, pull.source, pull.image) == (
-        "pull",
+        BaseAction.PULL,
         "mirror.invalid:5000/library/python:3.14-alpine",
         "python:3.14-alpine",
     )
@@ -108,7 +101,7 @@ def test_ubuntu_bootstraps_once_a_mirror_and_keyring_exist() -> None:
     env = {"LAB_UBUNTU_MIRROR": "http://ubuntu.mirror.invalid/ubuntu/"}
     facts = BaseFacts(registry="x", debootstrap=True, root=True, env=env, keyrings=frozenset({UBUNTU_KEYRING}))
     step = plan_base(CELLS["ubuntu-22.04-py3.10"], facts)[0]
-    assert (step.action, step.source) == ("debootstrap", "http://ubuntu.mirror.invalid/ubuntu")
+    assert (step.action, step.source) == (BaseAction.DEBOOTSTRAP, "http://ubuntu.mirror.invalid/ubuntu")
     no_keyring = BaseFacts(registry="x", debootstrap=True, root=True, env=env)
     assert "set LAB_UBUNTU_KEYRING" in plan_base(CELLS["ubuntu-22.04-py3.10"], no_keyring)[-1].reason
     own = {**env, "LAB_UBUNTU_KEYRING": "/srv/ubuntu.gpg"}
@@ -132,7 +125,7 @@ def test_alpine_bootstraps_from_a_configured_mirror() -> None:
 )
 def test_missing_tools_make_debian_unavailable_with_the_reason(facts: BaseFacts, fragment: str) -> None:
     steps = plan_base(CELLS["debian-bookworm-py3.11"], facts)
-    assert steps[-1].action == "unavailable" and fragment in steps[-1].reason
+    assert steps[-1].action is BaseAction.UNAVAILABLE and fragment in steps[-1].reason
 
 
 def test_bootstrap_tags_are_deterministic_and_move_with_the_mirror() -> None:
@@ -172,3 +165,11 @@ def test_apk_index_lookup() -> None:
     index = "C:Q1abc\nP:busybox\nV:1.37.0-r1\n\nC:Q1def\nP:apk-tools-static\nV:3.0.3-r0\nA:x86_64\n"
     assert apk_version(index, "apk-tools-static") == "3.0.3-r0"
     assert apk_version(index, "python3") == ""
+
+
+def test_with_an_image_store_a_bootstrapped_base_is_fetched_before_it_is_made_again() -> None:
+    facts = BaseFacts(registry="x", debootstrap=True, root=True, env={}, store=True)
+    steps = plan_base(CELLS["debian-bookworm-py3.11"], facts)
+    assert [s.action for s in steps] == [BaseAction.FETCH, BaseAction.DEBOOTSTRAP, BaseAction.UNAVAILABLE]
+    assert steps[0].image == steps[1].image == bootstrap_tag(CELLS["debian-bookworm-py3.11"], "")
+    assert actions("debian-slim-py3.12", facts) == ["unavailable"]  # nothing of the lab's own to fetch

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from matrix.build import STAGES, plan_build
 from matrix.cells import load_cells
+from matrix.model import Family
 
 ROOT = Path(__file__).resolve().parents[2]
 CELLS = {c.name: c for c in load_cells()}
@@ -33,3 +35,27 @@ def test_the_builder_stage_needs_no_files_and_moves_with_the_base() -> None:
     assert one.context("builder") == one.context("python")
     assert one.tag("builder") != two.tag("builder")
     assert one.tag("runtime") != two.tag("runtime")
+
+
+def test_every_family_is_its_recipe_plus_the_one_shared_tail() -> None:
+    tail = (ROOT / "images/tail.Dockerfile").read_bytes()
+    recipes = {}
+    for cell in CELLS.values():
+        if not cell.family.in_container:
+            continue
+        plan = plan_build(cell, ROOT, "mcplab/base:x", "sha256:1")
+        assert plan.dockerfile.endswith(tail), cell.name
+        recipes[cell.family] = plan.dockerfile[: -len(tail)]
+        assert b"\nUSER " not in recipes[cell.family] and b"\nENTRYPOINT" not in recipes[cell.family], cell.name
+    assert recipes[Family.DEBIAN] == recipes[Family.UBUNTU]  # one apt recipe for both
+
+
+def test_a_change_to_the_tail_rebuilds_from_the_runtime_stage_only(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "images", tmp_path / "images")
+    cell = CELLS["musl-busybox-py3.13"]
+    before = plan_build(cell, tmp_path, "mcplab/base:x", "sha256:1")
+    with open(tmp_path / "images/tail.Dockerfile", "a") as tail:
+        tail.write("# a comment\n")
+    after = plan_build(cell, tmp_path, "mcplab/base:x", "sha256:1")
+    assert before.tag("builder") == after.tag("builder") and before.tag("python") == after.tag("python")
+    assert before.tag("runtime") != after.tag("runtime")

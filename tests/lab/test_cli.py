@@ -4,8 +4,17 @@ These run the real CLI; with or without an engine the answers below hold."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+from matrix import report
+from matrix.cli import needs_host_tools
+from matrix.model import CellResult, Environment, Family, Outcome, Suite
+from matrix.outcomes import EXIT_CODES
 
 from .conftest import LAB_ROOT
 
@@ -16,12 +25,13 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*RUN_MATRIX, *args], capture_output=True, text=True, timeout=120)
 
 
-def test_alpine_cannot_run_here_exits_3_and_says_why(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.engine
+def test_alpine_cannot_run_here_exits_3_and_says_why(tmp_path: Path) -> None:
     done = run("--distro", "alpine", "--results", str(tmp_path))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "no selected cell can run here" in done.stderr
-    assert "alpine:3.23: not present" in done.stderr or "no Docker engine answers" in done.stderr
-    data = json.loads((tmp_path / "results.json").read_text())
+    assert "alpine:3.23: not present" in done.stderr
+    data = json.loads((tmp_path / "latest" / "results.json").read_text())
     assert {c["outcome"] for c in data["cells"]} == {"unavailable"}
 
 
@@ -52,3 +62,70 @@ def test_shard_selects_a_deterministic_share() -> None:
     first = json.loads(run("--github-matrix", "--shard", "1/3").stdout)["include"]
     again = json.loads(run("--github-matrix", "--shard", "1/3").stdout)["include"]
     assert first == again and first
+
+
+def test_the_last_line_is_the_real_exit_code_and_what_it_means() -> None:
+    # `make matrix` can only exit 2 on failure; the script's own code is printed last, for every outcome.
+    done = run("--python", "2.7")
+    assert done.stderr.rstrip().splitlines()[-1].startswith("run_matrix: exit 2: usage:")
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "soon"])
+def test_timeout_must_be_positive_seconds(value: str) -> None:
+    done = run("--timeout", value, "--distro", "host")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--timeout" in done.stderr
+
+
+def test_help_lists_every_family_suite_and_exit_code() -> None:
+    text = run("--help").stdout
+    for family in Family:
+        assert family.value in text
+    for suite in Suite:
+        assert suite.value in text
+    for code, meaning in EXIT_CODES.items():
+        assert f"{code:<4} {meaning}" in text
+
+
+def write_shard(folder: Path, shard: str, cells: list[str], *, commit: str = "abc", plan: str = "p") -> Path:
+    env = Environment(commit=commit, plan=plan, shard=shard, run_id=f"run-{shard.replace('/', '-')}")
+    results = [CellResult(cell=name, outcome=Outcome.PASSED) for name in cells]
+    report.write_reports(results, env, folder)
+    return folder
+
+
+def test_merge_refuses_what_is_not_one_plans_shards(tmp_path: Path) -> None:
+    one = write_shard(tmp_path / "one", "1/3", ["host-py3.9"])
+    two = write_shard(tmp_path / "two", "2/3", ["host-py3.10"])
+    done = run("--merge", str(one), str(two), "--results", str(tmp_path / "merged"))
+    assert done.returncode == 2 and "shard 3/3 missing" in done.stderr, done.stderr
+    three = write_shard(tmp_path / "three", "3/3", ["host-py3.11"], commit="other")
+    done = run("--merge", str(one), str(two), str(three), "--results", str(tmp_path / "merged"))
+    assert done.returncode == 2 and "they test different commits (abc, other)" in done.stderr, done.stderr
+    three = write_shard(tmp_path / "three", "3/3", ["host-py3.11"])
+    done = run("--merge", str(one), str(two), str(three), "--results", str(tmp_path / "merged"))
+    assert done.returncode == 0, done.stderr
+    assert [c["cell"] for c in json.loads((tmp_path / "merged/results.json").read_text())["cells"]] == [
+        "host-py3.9", "host-py3.10", "host-py3.11"
+    ]  # fmt: skip
+
+
+def test_only_runs_need_the_host_tools() -> None:
+    assert needs_host_tools(["--distro", "debian"])
+    for light in (["--list"], ["--github-matrix"], ["--merge", "a"], ["--help"], ["--base=debian-sid-py3.14"]):
+        assert not needs_host_tools(light), light
+
+
+@pytest.mark.engine
+def test_github_matrix_can_leave_out_what_this_kind_of_machine_cannot_run() -> None:
+    listed = {c["name"]: c["available"] for c in json.loads(run("--list", "--json").stdout)}
+    everything = [j["cell"] for j in json.loads(run("--github-matrix").stdout)["include"]]
+    available = [j["cell"] for j in json.loads(run("--github-matrix", "--available-only").stdout)["include"]]
+    assert everything == list(listed)
+    assert available == [name for name, ok in listed.items() if ok]
+    assert "alpine-3.23-py3.12" not in available and "debian-bookworm-py3.11" in available
+    shards = json.loads(run("--github-matrix", "--available-only", "--shards", "3").stdout)["include"]
+    assert shards == [{"shard": "1/3"}, {"shard": "2/3"}, {"shard": "3/3"}]
+    dead = subprocess.run([*RUN_MATRIX, "--github-matrix", "--available-only"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "DOCKER_HOST": "unix:///nope"})  # fmt: skip
+    assert dead.returncode == 3 and "no Docker engine answers" in dead.stderr  # never an empty matrix in silence

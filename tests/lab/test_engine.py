@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from matrix.engine import LABEL, Engine
+from matrix.engine import LABEL, TREE_LABEL, Engine
+from matrix.lab import tree_identity
 
 from .conftest import FIXTURES, LAB_ROOT
 
@@ -60,21 +61,23 @@ def make_tree(tmp_path: Path, files: dict[str, str] | None = None, dockerfile: s
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     if dockerfile is not None:
-        (root / "images/debian/Dockerfile").write_text(dockerfile)
+        (root / "images/apt/Dockerfile").write_text(dockerfile)
     (tmp_path / "cells.toml").write_text(CELLS_TOML)
     return root
 
 
 def run_matrix(
-    tmp_path: Path, root: Path, *args: str, results: str = "results", timeout: float = 900
+    tmp_path: Path, root: Path, *args: str, results: str = "results", timeout: float = 900,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, dict[str, Any]]:
     out = tmp_path / results
     done = subprocess.run(
         [*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"), "--root", str(root),
          "--results", str(out), *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, "CI": "1"},
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, "CI": "1", **(env or {})},
     )  # fmt: skip
-    data = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    latest = out / "latest" / "results.json"
+    data = json.loads(latest.read_text()) if latest.exists() else {}
     return done.returncode, done.stdout + done.stderr, data
 
 
@@ -113,7 +116,7 @@ def test_failing_suite_comes_out_failed_with_the_test_id(tmp_path: Path, engine:
 def test_broken_dockerfile_comes_out_error_with_its_log_tail(tmp_path: Path, engine: Engine) -> None:
     before = lab_containers(engine)
     dockerfile = (
-        (LAB_ROOT / "images/debian/Dockerfile")
+        (LAB_ROOT / "images/apt/Dockerfile")
         .read_text()
         .replace(
             "FROM ${BASE} AS python\n",
@@ -144,21 +147,24 @@ def test_hanging_suite_comes_out_timeout_within_the_limit(tmp_path: Path, engine
     assert lab_containers(engine) == before
 
 
-def test_interrupted_run_leaves_no_container_and_writes_what_finished(tmp_path: Path, engine: Engine) -> None:
+def test_interrupt_keeps_what_finished_even_in_the_background(tmp_path: Path, engine: Engine) -> None:
+    """Started as a shell starts a background job (SIGINT ignored), SIGINT still stops the run; the suites
+    that finished keep their results, only unfinished work is cancelled, and nothing is left behind."""
     before = lab_containers(engine)
     root = make_tree(tmp_path, {"tests/payload/test_hang.py": HANGING})
     out = tmp_path / "results"
     proc = subprocess.Popen(
         [*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"), "--root", str(root), "--results", str(out),
          "--cell", f"{CONTAINER_CELL},fx-host-py3.11", "--suite", "unit,payload", "--timeout", "600",
-         "--jobs", "2"],
+         "--jobs", "2", "--no-cache"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "CI": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
-        while not (lab_containers(engine) - before):
+        while not any("payload" in n for n in engine.container_names(list(lab_containers(engine) - before)).values()):
             assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < deadline, "no suite container appeared"
+            assert time.monotonic() < deadline, "the payload suite's container never appeared"
             time.sleep(0.2)
         time.sleep(1)  # the hanging suite is now running in its container
         proc.send_signal(signal.SIGINT)
@@ -166,12 +172,46 @@ def test_interrupted_run_leaves_no_container_and_writes_what_finished(tmp_path: 
     finally:
         proc.kill()
     assert proc.returncode == 130, output
+    assert output.rstrip().endswith("run_matrix: exit 130: interrupted (Ctrl-C, SIGINT or SIGTERM): the partial "
+                                    "report says what finished"), output  # fmt: skip
     assert lab_containers(engine) == before, "the interrupted run left containers behind"
-    data = json.loads((out / "results.json").read_text())
-    outcomes = {c["cell"]: c["outcome"] for c in data["cells"]}
-    assert outcomes[CONTAINER_CELL] == "cancelled"
-    assert outcomes["fx-host-py3.11"] in ("passed", "cancelled")
-    assert not list((LAB_ROOT / ".cache/lab/tmp").glob(f"{data['environment']['extra']['run_id']}*"))
+    data = json.loads((out / "latest" / "results.json").read_text())
+    assert data["environment"]["partial"].startswith("interrupted (the run was interrupted by SIGINT)")
+    assert not (out / "latest-full").exists(), "an interrupted run must not stand for the last full report"
+    container = cell_of(data, CONTAINER_CELL)
+    assert suite_of(container, "unit")["outcome"] == "passed", container
+    assert suite_of(container, "payload")["outcome"] == "cancelled"
+    assert container["outcome"] == "cancelled"
+    assert suite_of(cell_of(data, "fx-host-py3.11"), "unit")["outcome"] == "passed"
+    assert not list((LAB_ROOT / ".cache/lab/tmp").glob(f"{data['environment']['run_id']}*"))
+
+
+KILLED = "import os, signal, time\n\n\ndef test_dies():\n    time.sleep(1)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+
+
+def test_a_killed_suite_is_an_error_on_the_host_and_in_a_container(tmp_path: Path) -> None:
+    """A suite whose process dies by SIGKILL is `killed by signal 9`, not a timeout; in a container it runs
+    under an init, so the kill works there as on the host (as PID 1 it would be ignored and pass)."""
+    root = make_tree(tmp_path, {"tests/unit/test_kill.py": KILLED})
+    code, output, data = run_matrix(tmp_path, root, "--cell", f"{CONTAINER_CELL},fx-host-py3.11", "--suite", "unit")
+    assert code == 1, output
+    for name in (CONTAINER_CELL, "fx-host-py3.11"):
+        unit = suite_of(cell_of(data, name), "unit")
+        assert unit["outcome"] == "error", (name, unit)
+        assert unit["message"].startswith("killed by signal 9 (SIGKILL)"), (name, unit["message"])
+        assert "test_kill.py::test_dies" in unit["log_tail"]
+
+
+def test_a_dead_engine_is_an_error_exit_3_never_a_pass(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    code, output, data = run_matrix(tmp_path, root, "--suite", "unit", env={"DOCKER_HOST": "unix:///nope"})
+    assert code == 3, output
+    assert data == {}, "nothing ran, so no report can say anything passed"
+    assert "no Docker engine answers at unix:///nope" in output
+    assert output.rstrip().endswith("every selected cell is unavailable"), output
+    code, output, _ = run_matrix(tmp_path, root, "--cell", "fx-host-py3.11", "--suite", "unit",
+                                 env={"DOCKER_HOST": "unix:///nope"})  # fmt: skip
+    assert code == 3, output  # asked for by DOCKER_HOST: it must answer even when no container cell runs
 
 
 def test_merged_shards_equal_the_unsharded_run(tmp_path: Path) -> None:
@@ -251,14 +291,17 @@ def test_report_with_every_outcome_renders_in_headless_chromium(tmp_path: Path) 
     check_report_in_chromium(tmp_path)
 
 
-def test_unchanged_rerun_builds_nothing_and_a_code_change_rebuilds_only_code_layers(tmp_path: Path) -> None:
+def test_unchanged_rerun_builds_nothing_and_a_code_change_rebuilds_only_code_layers(
+    tmp_path: Path, engine: Engine
+) -> None:
     root = make_tree(tmp_path)
+    tree = tree_identity(root)
     args = ("--cell", CONTAINER_CELL, "--suite", "unit")
     first = run_matrix(tmp_path, root, *args, results="first")
     assert first[0] == 0, first[1]
     again = run_matrix(tmp_path, root, *args, results="again")
     assert again[0] == 0, again[1]
-    logs = Path(again[2]["environment"]["extra"]["logs"])
+    logs = Path(again[2]["environment"]["logs"])
     assert not list(logs.glob("build-*.log")), "an unchanged rerun built something"
     assert suite_of(cell_of(again[2], CONTAINER_CELL), "unit")["cached"] is True
     forced = run_matrix(tmp_path, root, *args, "--no-cache", results="forced")
@@ -268,10 +311,15 @@ def test_unchanged_rerun_builds_nothing_and_a_code_change_rebuilds_only_code_lay
     init.write_text(init.read_text() + f"# a one-line change {time.time_ns()}\n")
     changed = run_matrix(tmp_path, root, *args, results="changed")
     assert changed[0] == 0, changed[1]
-    logs = Path(changed[2]["environment"]["extra"]["logs"])
+    logs = Path(changed[2]["environment"]["logs"])
     assert suite_of(cell_of(changed[2], CONTAINER_CELL), "unit")["cached"] is False
     built = sorted(p.name for p in logs.glob("build-*.log"))
     assert built == [f"build-{CONTAINER_CELL}-runtime.log", f"build-{CONTAINER_CELL}-test.log"]
     runtime_log = (logs / f"build-{CONTAINER_CELL}-runtime.log").read_text()
     # The python stage's layers were reused, not rebuilt (legacy builder / BuildKit wording).
     assert "Using cache" in runtime_log or "CACHED" in runtime_log
+    # The superseded runtime and test images of this tree were pruned; the python stage stays.
+    cell_tags = [r for r in engine.references("mcplab/debian") if r.startswith("mcplab/debian:bookworm-py3.11-")]
+    for stage in ("runtime", "test"):
+        mine = [r for r in cell_tags if f"-{stage}-" in r and engine.image_facts(r)["labels"].get(TREE_LABEL) == tree]
+        assert len(mine) == 1, (stage, mine)

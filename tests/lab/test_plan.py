@@ -8,12 +8,11 @@ import pytest
 
 from matrix.cells import load_cells
 from matrix.errors import UsageError
-from matrix.model import Cell, CellResult, Family, Outcome, PythonFrom, SuiteResult
+from matrix.model import Cell, CellResult, Environment, Family, Outcome, PythonFrom, Suite
 from matrix.plan import (
     Selection,
     Shard,
-    cell_outcome,
-    exit_code,
+    check_shards,
     github_matrix,
     merge_results,
     order_results,
@@ -21,10 +20,9 @@ from matrix.plan import (
     parse_shard,
     parse_suites,
     pick_next,
-    pytest_outcome,
+    plan_digest,
     select,
     shard,
-    should_stop,
     split_values,
 )
 
@@ -75,8 +73,8 @@ def test_selectors_that_match_apart_but_not_together_are_an_error() -> None:
 
 
 def test_suites_parse_in_report_order_and_refuse_unknown_ones() -> None:
-    assert parse_suites(["payload,unit"]) == ("unit", "payload")
-    assert parse_suites([]) == ("unit", "http", "payload", "images")
+    assert parse_suites(["payload,unit"]) == (Suite.UNIT, Suite.PAYLOAD)
+    assert parse_suites([]) == (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD, Suite.IMAGES)
     with pytest.raises(UsageError, match="unknown suite lint"):
         parse_suites(["unit,lint"])
 
@@ -112,78 +110,15 @@ def test_shards_mix_families() -> None:
     assert {c.family for c in first} & {c.family for c in second} >= {Family.DEBIAN, Family.HOST}
 
 
-def suite(outcome: Outcome, name: str = "unit") -> SuiteResult:
-    return SuiteResult(suite=name, outcome=outcome)
-
-
-@pytest.mark.parametrize(
-    ("outcomes", "expected"),
-    [
-        ([Outcome.PASSED, Outcome.PASSED], Outcome.PASSED),
-        ([Outcome.PASSED, Outcome.NOT_RUN], Outcome.PASSED),
-        ([Outcome.PASSED, Outcome.FAILED], Outcome.FAILED),
-        ([Outcome.FAILED, Outcome.TIMEOUT], Outcome.TIMEOUT),
-        ([Outcome.TIMEOUT, Outcome.ERROR], Outcome.ERROR),
-        ([Outcome.PASSED, Outcome.CANCELLED], Outcome.CANCELLED),
-        ([Outcome.NOT_RUN], Outcome.ERROR),
-        ([], Outcome.ERROR),
-    ],
-)
-def test_cell_outcome_shows_the_most_urgent(outcomes: list[Outcome], expected: Outcome) -> None:
-    assert cell_outcome([suite(o) for o in outcomes]) is expected
-
-
-@pytest.mark.parametrize(
-    ("code", "failed", "errors", "tests", "expected"),
-    [
-        (0, 0, 0, 31, Outcome.PASSED),
-        (1, 2, 0, 31, Outcome.FAILED),
-        (1, 0, 1, 31, Outcome.FAILED),  # an error in a fixture is still a verdict on a test
-        (5, 0, 0, 0, Outcome.ERROR),  # no tests collected is no verdict
-        (0, 0, 0, 0, Outcome.ERROR),
-        (2, 0, 0, 3, Outcome.ERROR),  # interrupted
-        (4, 0, 0, 0, Outcome.ERROR),  # usage error, e.g. the suite directory is missing
-        (1, 0, 0, 5, Outcome.ERROR),  # exit 1 without a failing test: something else broke
-    ],
-)
-def test_pytest_outcome(code: int, failed: int, errors: int, tests: int, expected: Outcome) -> None:
-    assert pytest_outcome(code, failed, errors, tests) is expected
-
-
-def cell(outcome: Outcome, name: str = "c") -> CellResult:
-    return CellResult(cell=name, outcome=outcome)
-
-
-@pytest.mark.parametrize(
-    ("outcomes", "strict", "expected"),
-    [
-        ([Outcome.PASSED, Outcome.UNAVAILABLE], False, 0),
-        ([Outcome.PASSED, Outcome.UNAVAILABLE], True, 1),
-        ([Outcome.PASSED, Outcome.FAILED], False, 1),
-        ([Outcome.PASSED, Outcome.ERROR], False, 1),
-        ([Outcome.PASSED, Outcome.TIMEOUT], False, 1),
-        ([Outcome.PASSED, Outcome.CANCELLED], False, 1),
-        ([Outcome.UNAVAILABLE, Outcome.UNAVAILABLE], False, 3),
-        ([Outcome.UNAVAILABLE], True, 3),
-        ([], False, 3),
-    ],
-)
-def test_exit_codes(outcomes: list[Outcome], strict: bool, expected: int) -> None:
-    assert exit_code([cell(o, f"c{i}") for i, o in enumerate(outcomes)], strict=strict) == expected
-
-
-def test_fail_fast_stops_on_bad_outcomes_only() -> None:
-    assert should_stop(cell(Outcome.FAILED), fail_fast=True)
-    assert should_stop(cell(Outcome.TIMEOUT), fail_fast=True)
-    assert not should_stop(cell(Outcome.UNAVAILABLE), fail_fast=True)
-    assert not should_stop(cell(Outcome.FAILED), fail_fast=False)
-
-
 def test_github_matrix_is_one_job_per_cell() -> None:
     chosen = select(CELLS, Selection(distros=("debian",)))
     data = json.loads(github_matrix(chosen))
     assert [j["cell"] for j in data["include"]] == names(chosen)
     assert all(j["container"] for j in data["include"])
+
+
+def cell(outcome: Outcome, name: str = "c") -> CellResult:
+    return CellResult(cell=name, outcome=outcome)
 
 
 def test_merge_refuses_overlapping_shards_and_orders_by_table() -> None:
@@ -220,3 +155,52 @@ def test_a_cell_that_compiles_its_python_starts_first_once_its_base_is_there() -
     host = next(c for c in CELLS if c.family is Family.HOST)
     assert pick_next([host, trixie, musl], lambda c: True, anything_running=True) is musl
     assert pick_next([host, trixie, musl], lambda c: c is not musl, anything_running=True) is trixie
+
+
+def test_shards_balanced_by_earlier_durations_finish_close_together() -> None:
+    # Round-robin in table order puts the long container cells together; the durations of an earlier run
+    # (longest first, to the least loaded shard) even them out.
+    durations = {c.name: (300.0 if c.compiles_python else 120.0 if c.family.in_container else 20.0) for c in CELLS}
+    durations.pop("host-py3.15")  # a cell the earlier run did not have counts as the median
+
+    def spread(shares: list[tuple[Cell, ...]]) -> float:
+        loads = [sum(durations.get(c.name, 120.0) for c in share) for share in shares]
+        return max(loads) - min(loads)
+
+    for count in (2, 3, 4):
+        balanced = [shard(CELLS, Shard(index=k, count=count), durations) for k in range(1, count + 1)]
+        naive = [shard(CELLS, Shard(index=k, count=count)) for k in range(1, count + 1)]
+        assert sorted(c.name for share in balanced for c in share) == sorted(names(CELLS))
+        assert spread(balanced) <= spread(naive)
+        assert spread(balanced) <= 300.0  # within the longest single cell
+        assert balanced[0] == shard(CELLS, Shard(index=1, count=count), durations)  # deterministic
+
+
+def env(shard_: str, commit: str = "abc", plan: str = "p1", dirty: tuple[str, ...] = ()) -> Environment:
+    return Environment(shard=shard_, commit=commit, plan=plan, dirty=dirty)
+
+
+def test_merge_checks_every_shard_of_one_plan_is_there_once() -> None:
+    check_shards([("a", env("1/2")), ("b", env("2/2"))])  # fine
+    cases = [
+        ([("a", env("1/3")), ("b", env("2/3"))], "shard 3/3 missing"),
+        ([("a", env("1/2")), ("b", env("1/2"))], "shard 2/2 missing; shard 1/2 given more than once"),
+        ([("a", env("1/2")), ("b", env("2/2", commit="def"))], "they test different commits (abc, def)"),
+        ([("a", env("1/2")), ("b", env("2/2", dirty=("x.py",)))], "different commits (abc, abc (dirty))"),
+        ([("a", env("1/2")), ("b", env("2/2", plan="p2"))], "different plans"),
+        ([("a", env("1/2")), ("b", env("2/3"))], "not shards of one --shard K/N run"),
+        ([("a", env("")), ("b", env(""))], "a: not a shard"),
+    ]
+    for envs, message in cases:
+        with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as caught:
+            check_shards(envs)
+        assert caught.value.exit_code == 2
+
+
+def test_the_plan_digest_moves_with_the_table_the_selection_and_n() -> None:
+    debian = select(CELLS, Selection(distros=("debian",)))
+    base = plan_digest(debian, Selection(distros=("debian",)), 2)
+    assert base == plan_digest(debian, Selection(distros=("debian",)), 2)
+    assert base != plan_digest(debian, Selection(distros=("debian",)), 3)
+    assert base != plan_digest(debian[1:], Selection(distros=("debian",)), 2)
+    assert base != plan_digest(debian, Selection(distros=("debian",), suites=(Suite.UNIT,)), 2)

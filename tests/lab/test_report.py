@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from matrix import report
 from matrix.junit import merged
-from matrix.model import CellResult, Environment, Outcome, SuiteResult, TestFailure
+from matrix.model import CellResult, Environment, Outcome, Suite, SuiteResult, TestFailure
 
 JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites>
 <testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
@@ -20,15 +22,16 @@ JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites>
 <testcase classname="tests.unit.test_proto" name="test_skip" time="0"><skipped message="later"/></testcase>
 </testsuite></testsuites>"""
 
-ENV = Environment(engine="20.10.24", kernel="6.1", commit="abc123", date="2026-11-30T00:00:00+00:00")
+ENV = Environment(engine="20.10.24", kernel="6.1", commit="abc123", date="2026-11-30T00:00:00+00:00",
+                  run_id="20261130000000-abcdef", logs="/tmp/logs", dirty=("server/x.py",))  # fmt: skip
 FAILING_ID = "tests/unit/test_proto.py::TestTools::test_add[2-3]"
 
 
 def results() -> list[CellResult]:
     """One cell of every outcome."""
-    passed = SuiteResult(suite="unit", outcome=Outcome.PASSED, tests=31, passed=31, junit_xml="")
+    passed = SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=31, passed=31, junit_xml="")
     failed = SuiteResult(
-        suite="unit",
+        suite=Suite.UNIT,
         outcome=Outcome.FAILED,
         tests=3,
         passed=1,
@@ -38,11 +41,12 @@ def results() -> list[CellResult]:
         junit_xml=JUNIT_ONE_FAILURE,
     )
     timeout = SuiteResult(
-        suite="unit", outcome=Outcome.TIMEOUT, message="did not finish within 5s", log_tail="hanging <here>"
+        suite=Suite.UNIT, outcome=Outcome.TIMEOUT, message="did not finish within 5s", log_tail="hanging <here>"
     )
-    not_run = SuiteResult(suite="http", outcome=Outcome.NOT_RUN)
+    not_run = SuiteResult(suite=Suite.HTTP, outcome=Outcome.NOT_RUN)
     return [
-        CellResult(cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0, suites=(passed, not_run)),
+        CellResult(cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0, suites=(passed, not_run),
+                   python_version="3.11.2"),
         CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,)),
         CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT, suites=(timeout,)),
         CellResult(cell="ubuntu-24.04-py3.12", outcome=Outcome.UNAVAILABLE, message="ubuntu:24.04: not present"),
@@ -57,21 +61,21 @@ def results() -> list[CellResult]:
 
 
 def test_counts_read_like_31_of_31() -> None:
-    text = report.to_markdown(results(), ENV, suites=("unit", "http"))
-    assert "| `debian-bookworm-py3.11` | ✅ passed | 31/31 | — | 12s |" in text
+    text = report.to_markdown(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
+    assert "| `debian-bookworm-py3.11` | ✅ passed | 3.11.2 | 31/31 | — | 12s |" in text
     assert "1/2 (1 skipped)" in text
     assert "6 cells: 1 passed, 1 failed, 1 error, 1 timeout, 1 unavailable, 1 cancelled." in text
     assert "`tests/unit/test_proto.py::TestTools::test_add[2-3]`: assert 6 == 5" in text
 
 
 def test_json_round_trip_is_lossless() -> None:
-    text = report.to_json(results(), ENV, suites=("unit", "http"))
+    text = report.to_json(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
     data = json.loads(text)
-    assert data["schema"] == "mcplab-results/1"
+    assert data["schema"] == "mcplab-results/2"
     assert data["counts"]["failed"] == 1
     assert data["environment"]["engine"] == "20.10.24"
     back, env, suites = report.from_json(text)
-    assert list(back) == results() and env == ENV and suites == ("unit", "http")
+    assert list(back) == results() and env == ENV and suites == (Suite.UNIT, Suite.HTTP)
 
 
 def test_html_is_self_contained_and_escaped() -> None:
@@ -99,7 +103,7 @@ def test_junit_merges_one_testsuite_per_cell_and_suite() -> None:
 
 
 def test_table_lists_failures_under_it() -> None:
-    table = report.to_table(results(), suites=("unit",))
+    table = report.to_table(results(), suites=(Suite.UNIT,))
     assert "debian-sid-py3.15: failed: unit: 1 of 2 failed" in table
     assert "    unit: tests/unit/test_proto.py::TestTools::test_add[2-3]: assert 6 == 5" in table
 
@@ -113,3 +117,36 @@ def test_write_reports_atomically_and_to_step_summary(tmp_path: Path, monkeypatc
     assert "| cell | outcome |" in summary.read_text()
     back, _, _ = report.read_results(tmp_path / "out")
     assert [r.cell for r in back] == [r.cell for r in results()]
+
+
+def test_every_link_has_its_anchor_and_every_report_names_its_tree() -> None:
+    page = report.to_html(results(), ENV)
+    links = set(re.findall(r"href='#([^']+)'", page))
+    anchors = set(re.findall(r"id='([^']+)'", page))
+    assert links and links <= anchors, sorted(links - anchors)
+    for text in (page, report.to_markdown(results(), ENV)):
+        assert "abc123 plus uncommitted changes (dirty: server/x.py)" in text
+        assert "Run 20261130000000-abcdef" in text and "/tmp/logs" in text
+
+
+def test_a_partial_report_says_so_and_cached_results_say_where_from() -> None:
+    cached = SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=1, passed=1, cached=True,
+                         produced_by="20261129000000-123456", produced_at="2026-11-29T00:00:00+00:00")  # fmt: skip
+    one = [CellResult(cell="host-py3.11", outcome=Outcome.PASSED, suites=(cached,))]
+    env = replace(ENV, partial="interrupted (the run was interrupted by SIGINT)")
+    page = report.to_html(one, env)
+    assert "PARTIAL REPORT: interrupted" in page and "PARTIAL REPORT" in report.to_markdown(one, env)
+    assert "cached: passed in run 20261129000000-123456 at 2026-11-29T00:00:00+00:00" in page
+
+
+def test_reports_are_world_readable_and_runs_keep_their_own_folders(tmp_path: Path) -> None:
+    first, second = tmp_path / "20261130000000-aaaaaa", tmp_path / "20261130000001-bbbbbb"
+    for folder in (first, second):
+        report.write_reports(results(), ENV, folder)
+        report.point(tmp_path / report.LATEST, folder)
+    for name in report.REPORT_FILES:
+        assert (first / name).stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / report.LATEST).resolve() == second
+    assert report.results_file(tmp_path) == tmp_path / report.LATEST / "results.json"
+    (tmp_path / report.LATEST).unlink()  # an artifact upload may drop the link
+    assert report.results_file(tmp_path) == second / "results.json"

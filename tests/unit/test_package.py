@@ -83,9 +83,9 @@ def test_the_public_api_is_what_all_says():
 # its own layer or above, so every arrow points down: transports -> protocol -> registry. Lazy
 # imports inside functions count too. __init__ is the facade and may import anything.
 LAYERS = (
-    ("errors", "_json", "_version", "content", "_signature", "_context"),
-    ("_validate", "_jose"),
-    ("_schema", "auth"),
+    ("errors", "_json", "_version", "content", "_signature", "inputs", "_log"),
+    ("_context", "_validate", "_jose", "_state", "_completions"),
+    ("_schema", "auth", "_subscriptions"),
     ("_tools", "_resources", "_prompts"),
     ("_command",),
     ("_server",),
@@ -93,7 +93,7 @@ LAYERS = (
     ("protocol",),
     ("stdio", "http"),
     ("_httpd",),
-    ("_init", "_run"),
+    ("_init", "_run", "_cli"),
     ("__main__",),
 )
 
@@ -135,3 +135,48 @@ def test_the_layer_rule_catches_an_upward_import():
     assert layering_problems({"_server": "def run(self):\n    from .stdio import serve_stdio\n"}) == [
         "_server (layer 5) imports stdio (layer 8)"]
     assert layering_problems({"stdio": "from . import http\n"}) == ["stdio (layer 8) imports http (layer 8)"]
+
+
+def defined_names(statements) -> set:
+    """The names statements import or assign."""
+    names = set()
+    for sub in (sub for statement in statements for sub in ast.walk(statement)):
+        if isinstance(sub, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in sub.names}
+        elif isinstance(sub, ast.Assign):
+            names |= {target.id for target in sub.targets if isinstance(target, ast.Name)}
+    return names
+
+
+def type_only_names_used_at_run_time(source: str) -> list:
+    """Names imported or defined only under `if TYPE_CHECKING:` but used outside annotations."""
+    tree = ast.parse(source)
+    type_only = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            type_only |= defined_names(node.body) - defined_names(node.orelse)
+    annotations = set()
+    for node in ast.walk(tree):
+        for field in ("annotation", "returns"):
+            value = getattr(node, field, None)
+            if value is not None:
+                annotations |= {id(sub) for sub in ast.walk(value)}
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            annotations |= {id(sub) for statement in node.body for sub in ast.walk(statement)}
+    return sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in type_only
+                   and id(node) not in annotations})
+
+
+def test_names_kept_for_type_checkers_are_never_needed_at_run_time():
+    # typing is not imported at run time (it costs start-up): a runtime use of one of its names would be a
+    # NameError only on the code path that reaches it.
+    for name in os.listdir(PACKAGE_DIR):
+        if name.endswith(".py"):
+            with open(os.path.join(PACKAGE_DIR, name), encoding="utf-8") as file:
+                assert type_only_names_used_at_run_time(file.read()) == [], name
+
+
+def test_the_type_only_check_finds_a_runtime_use():
+    source = ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from typing import Any\n"
+              "def f(x: Any) -> Any:\n    return x is Any\n")
+    assert type_only_names_used_at_run_time(source) == ["Any"]

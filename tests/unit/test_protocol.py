@@ -51,7 +51,7 @@ def http_headers(method, name=None, **extra):
 def test_discover_lists_version_capabilities_instructions_and_cache_hints(server):
     result = handle(request("server/discover"), server)["result"]
     assert result["supportedVersions"] == [VERSION]
-    assert result["capabilities"] == {"tools": {}}
+    assert result["capabilities"] == {"tools": {"listChanged": True}}
     assert result["instructions"] == "Use echo."
     assert result["resultType"] == "complete"
     assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0
@@ -467,7 +467,7 @@ def test_bad_header_values_are_32020(server, value):
 
 def test_notifications_need_no_headers(server):
     reply = dispatch({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}, server, {})
-    assert reply == (None, 202)
+    assert (reply.response, reply.status) == (None, 202)
 
 
 def test_mcp_param_headers_must_mirror_annotated_arguments():

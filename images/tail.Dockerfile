@@ -1,0 +1,31 @@
+# --- runtime: what a user ships. Shared by every family: matrix/build.py appends this file to the family's
+# recipe (images/<recipe>/Dockerfile), whose last stage is `python` (the base plus its Python, with
+# ENV MCP_PYTHON naming the interpreter).
+FROM python AS runtime
+# The user, written into /etc/passwd and /etc/group directly: the same on glibc and on busybox, with or
+# without useradd. The .pth line puts /opt/mcpserver on the interpreter's default sys.path (also under
+# `python -I`). Both come before the code, so a code change rebuilds neither.
+RUN set -eu; \
+    grep -q '^mcp:' /etc/group || echo 'mcp:x:10001:' >> /etc/group; \
+    grep -q '^mcp:' /etc/passwd || echo 'mcp:x:10001:10001::/home/mcp:/usr/sbin/nologin' >> /etc/passwd; \
+    mkdir -p /home/mcp; chown 10001:10001 /home/mcp; chmod 755 /home/mcp; \
+    site="$("$MCP_PYTHON" -I -c 'import site; print(site.getsitepackages()[0])')"; \
+    mkdir -p "$site"; echo /opt/mcpserver > "$site/mcpserver.pth"
+COPY server/mcpserver /opt/mcpserver/mcpserver
+COPY server/examples /opt/mcpserver/examples
+# Compiled here: the server runs as a user who cannot write __pycache__, and every start would
+# otherwise compile it again (measured: 68 -> 53 ms to the first answer on bookworm, 110 -> 84 on musl).
+RUN "$MCP_PYTHON" -m compileall -q /opt/mcpserver
+USER mcp
+WORKDIR /home/mcp
+# `exec` makes python${PYTHON} PID 1, so `docker stop`'s SIGTERM reaches the server itself.
+ENTRYPOINT ["/bin/sh", "-c", "exec \"$MCP_PYTHON\" -m mcpserver \"$@\"", "mcpserver"]
+CMD ["/opt/mcpserver/examples/demo.py"]
+
+# --- test: the runtime plus the suites; pytest is mounted read-only at /opt/pytest ---------------------
+FROM runtime AS test
+ENV PYTHONPATH=/opt/pytest PYTHONDONTWRITEBYTECODE=1
+COPY lab /lab
+WORKDIR /lab
+ENTRYPOINT ["/bin/sh", "-c", "exec \"$MCP_PYTHON\" -m pytest \"$@\"", "pytest"]
+CMD ["tests", "-p", "no:cacheprovider"]

@@ -1,0 +1,196 @@
+"""One cell in, one record out: base -> build -> for each suite: key -> run (or an identical earlier pass)
+-> judge. `run_cell` never raises: whatever breaks becomes the cell's outcome (a step that cannot give
+the cell what it needs raises CellProblem; anything else is a harness error with its traceback)."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from . import LAB_ROOT
+from . import host as hostcells
+from .bases import BaseAction, BaseStep, plan_base
+from .bootstrap import gather_facts
+from .build import Images, plan_build
+from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine, tail
+from .errors import CellProblem
+from .lab import Lab
+from .memo import files_digest, memo_key
+from .model import Cell, CellResult, Family, Outcome, Suite, SuiteResult
+from .outcomes import cancelled_if_interrupted, cell_outcome
+from .suiterun import pytest_volume, run_image_checks, run_in_container, run_on_host, volume_name
+
+Say = Callable[[str], None]
+VERSION_PROBE = "import platform; print(platform.python_version())"
+
+
+def base_plans(cells: Sequence[Cell], engine: Engine, env: Mapping[str, str], *, store: bool = False
+               ) -> dict[str, tuple[BaseStep, ...]]:  # fmt: skip
+    containers = tuple(c for c in cells if c.family.in_container)
+    if not containers:
+        return {}
+    facts = gather_facts(engine, containers, env, store=store)
+    return {c.name: plan_base(c, facts) for c in containers}
+
+
+def availability(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Mapping[str, str]) -> tuple[bool, str]:
+    """(available, how or why not) for --list, without building anything."""
+    if cell.family is Family.HOST:
+        found = hostcells.find_interpreter(cell.python, env)
+        return (True, found) if found else (False, f"no python{cell.python} on PATH or in pyenv")
+    steps = plans[cell.name]
+    first = steps[0]
+    if first.action is BaseAction.UNAVAILABLE:
+        return False, first.reason
+    how = " else ".join(s.action.value for s in steps if s.action is not BaseAction.UNAVAILABLE)
+    return True, f"{how} ({first.reason})"
+
+
+def unavailable_now(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]]) -> str:
+    """The reason a cell is known to be unavailable before it starts, or ''."""
+    steps = plans.get(cell.name, ())
+    return steps[0].reason if steps and steps[0].action is BaseAction.UNAVAILABLE else ""
+
+
+def run_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
+    started = time.monotonic()
+
+    def say(phase: str) -> None:
+        lab.progress.update(cell.name, phase)
+
+    record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python)
+    chosen = [s for s in cell.suites if s in lab.options.selection.suites]
+    try:
+        if lab.stop.is_set():
+            result = replace(record, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}")
+        elif cell.family is Family.HOST:
+            result = _host_cell(lab, cell, chosen, record, say)
+        else:
+            result = _container_cell(lab, cell, steps, chosen, record, say)
+    except CellProblem as problem:
+        result = replace(record, outcome=problem.outcome, message=problem.message, log_tail=problem.log_tail)
+        if lab.interrupted.is_set() and problem.outcome is Outcome.ERROR:
+            result = replace(result, outcome=Outcome.CANCELLED, message=f"cancelled: {lab.stop_reason}")
+    except Exception as exc:  # a harness bug must become this cell's error, not end the run
+        result = replace(record, message=f"harness error: {exc}", log_tail=tail(traceback.format_exc()))
+    result = replace(result, duration=time.monotonic() - started)
+    lab.progress.update(cell.name, result.outcome.value, done=True)
+    return result
+
+
+def _finish(record: CellResult, cell: Cell, suites: list[SuiteResult], **fields: str) -> CellResult:
+    order = {s: i for i, s in enumerate(cell.suites)}
+    ordered = tuple(sorted(suites, key=lambda s: order[s.suite]))
+    return replace(record, outcome=cell_outcome(ordered), suites=ordered, **fields)  # type: ignore[arg-type]
+
+
+def _run_suites(lab: Lab, cell: Cell, chosen: Sequence[Suite], say: Say, one: Callable[[Suite], SuiteResult]
+                ) -> list[SuiteResult]:  # fmt: skip
+    results = [SuiteResult(suite=s, outcome=Outcome.NOT_RUN) for s in cell.suites if s not in chosen]
+    for suite in chosen:
+        if lab.stop.is_set():
+            results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}"))
+        elif suite.in_container and not (lab.options.root / "tests" / suite.value).is_dir():
+            message = f"tests/{suite.value} does not exist in {lab.options.root}; nothing to run"
+            results.append(SuiteResult(suite=suite, outcome=Outcome.ERROR, message=message))
+        else:
+            say(f"suite {suite.value}")
+            results.append(cancelled_if_interrupted(one(suite), interrupted=lab.interrupted.is_set()))
+    return results
+
+
+def _host_cell(lab: Lab, cell: Cell, chosen: Sequence[Suite], record: CellResult, say: Say) -> CellResult:
+    say("finding interpreter")
+    interpreter = hostcells.find_interpreter(cell.python)
+    if not interpreter:
+        raise CellProblem(Outcome.UNAVAILABLE, f"no python{cell.python} on PATH or in pyenv")
+    say("pytest folder")
+    folder = lab.pytest.folder(cell.python)
+    root = lab.options.root
+    venv_python = hostcells.prepare_venv(lab.engine, interpreter, cell.python, root, lab.options.cache / "host")
+    inputs = files_digest(
+        [root / "server/mcpserver", root / "server/examples", root / "pyproject.toml"]
+        + [p for p in sorted((root / "tests").glob("*")) if p.is_file()]
+    )
+    wheels = ",".join(lab.pytest.wheels(folder))
+
+    def one(suite: Suite) -> SuiteResult:
+        key = memo_key("host", interpreter, cell.python, inputs, files_digest([root / "tests" / suite.value]), wheels)
+        return lab.remembered(key, lambda: run_on_host(
+            lab.engine, venv_python=venv_python, pytest_folder=folder, root=root, cell=cell.name, suite=suite,
+            timeout=lab.options.timeout, logdir=lab.logdir, workdir=lab.workdir,
+        ))  # fmt: skip
+
+    suites = _run_suites(lab, cell, chosen, say, one)
+    version = hostcells.full_version(lab.engine, venv_python)
+    return _finish(record, cell, suites, base=f"host {interpreter}", python_version=version)
+
+
+def _container_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...], chosen: Sequence[Suite], record: CellResult,
+                    say: Say) -> CellResult:  # fmt: skip
+    say("base")
+    base = lab.bases.obtain(steps)
+    plan = plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image) or "")
+    built = lab.builder.build(plan, on_stage=lambda stage: say(f"build {stage}"))
+    folder, volume = None, ""
+    if any(s.in_container for s in chosen):
+        say("pytest folder")
+        folder = lab.pytest.folder(cell.python)
+        volume = volume_name(cell.python, lab.pytest.wheels(folder))
+
+    def one(suite: Suite) -> SuiteResult:
+        return _container_suite(lab, cell, built, (folder, volume), suite)
+
+    suites = _run_suites(lab, cell, chosen, say, one)
+    version = python_version(lab, cell, built.python)
+    return _finish(record, cell, suites, image=built.runtime, base=base.how, python_version=version)
+
+
+def _container_suite(lab: Lab, cell: Cell, built: Images, pytest: tuple[Path | None, str], suite: Suite
+                     ) -> SuiteResult:  # fmt: skip
+    image_id = lab.engine.image_id
+    if suite is Suite.IMAGES:
+        key = memo_key(
+            "images", image_id(built.runtime) or "", image_id(built.python) or "",
+            files_digest([LAB_ROOT / "tests" / "images"]), cell.python, cell.python_from.value, cell.family.value,
+        )  # fmt: skip
+        return lab.remembered(key, lambda: run_image_checks(
+            lab.engine, run_id=lab.run_id, cell=cell.name, family=cell.family.value, python=cell.python,
+            python_from=cell.python_from.value, runtime_image=built.runtime, python_image=built.python,
+            timeout=lab.options.timeout, logdir=lab.logdir, workdir=lab.workdir,
+        ))  # fmt: skip
+
+    folder, volume = pytest
+
+    def in_container() -> SuiteResult:
+        assert folder is not None
+        pytest_volume(lab.engine, volume, folder, built.test)
+        result, kept = run_in_container(
+            lab.engine, run_id=lab.run_id, cell=cell.name, suite=suite, image=built.test, volume=volume,
+            timeout=lab.options.timeout, logdir=lab.logdir, keep=lab.options.keep,
+        )  # fmt: skip
+        if kept is not None:
+            lab.keep(kept)
+        return result
+
+    return lab.remembered(memo_key("container", image_id(built.test) or "", suite.value, volume), in_container)
+
+
+def python_version(lab: Lab, cell: Cell, image: str) -> str:
+    """The exact Python version in an image (e.g. 3.9.2), asked once per image ID and remembered."""
+    image_id = lab.engine.image_id(image) or image
+    remembered = lab.options.cache / "versions" / image_id.replace(":", "_")
+    if remembered.is_file():
+        return remembered.read_text().strip()
+    spec = ContainerSpec(image=image, entrypoint=f"python{cell.python}", args=("-c", VERSION_PROBE), remove=True,
+                         labels={LABEL: "1", RUN_LABEL: lab.run_id})  # fmt: skip
+    done = lab.engine.run(spec, timeout=60)
+    version = done.output.strip().splitlines()[-1] if done.ok and done.output.strip() else ""
+    if version:
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        remembered.write_text(version + "\n")
+    return version
+

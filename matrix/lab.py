@@ -1,0 +1,172 @@
+"""The run context: what one run shares between its steps and threads (options, engine, caches, the stop
+and interrupt flags), where it writes (its logs and temporary folder), and its clean-up."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import LAB_ROOT
+from .bootstrap import Bases
+from .build import Builder
+from .engine import LABEL, RUN_LABEL, Engine
+from .memo import SuiteMemo
+from .model import Environment, SuiteResult
+from .plan import Selection, Shard
+from .progress import Progress
+from .suiterun import Kept
+from .travel import Archives, Registry, Store
+from .wheels import PytestFolders
+
+DEFAULT_TIMEOUT = 600.0  # seconds per suite
+KEEP_RUNS = 20  # the newest runs' log folders (and report folders) are kept
+INTERRUPT_GRACE = 30.0  # seconds the workers get to return after an interrupt killed their processes
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    selection: Selection = field(default_factory=Selection)
+    jobs: int = 2
+    fail_fast: bool = False
+    keep: bool = False
+    strict: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    root: Path = LAB_ROOT  # the source tree: server/, tests/, images/
+    cache: Path = LAB_ROOT / ".cache" / "lab"
+    results: Path = LAB_ROOT / "matrix" / "results"
+    shard: Shard | None = None
+    plan: str = ""  # plan.plan_digest of the selection, recorded for --merge
+    use_cache: bool = True  # report an identical earlier pass instead of running the suite again
+    registry: str = ""  # HOST:PORT/PREFIX images and passed-suite records travel through
+    cache_dir: Path | None = None  # a folder (a CI cache) they travel through
+
+
+def prune_runs(folder: Path, *, keep: int) -> None:
+    """Run ids sort by time; drop all but the newest `keep` run folders."""
+    if folder.is_dir():
+        runs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+        for old in runs[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def stores(options: Options) -> tuple[Store, ...]:
+    found: list[Store] = []
+    if options.registry:
+        found.append(Registry(options.registry))
+    if options.cache_dir is not None:
+        found.append(Archives(options.cache_dir))
+    return tuple(found)
+
+
+def tree_identity(root: Path) -> str:
+    """Which checkout on which machine: superseded images are pruned per checkout (engine.TREE_LABEL)."""
+    return hashlib.sha256(f"{socket.gethostname()}:{root.resolve()}".encode()).hexdigest()[:12]
+
+
+class Lab:
+    """What one run shares between its steps and threads."""
+
+    def __init__(self, options: Options, progress: Progress, engine: Engine | None = None) -> None:
+        self.options = options
+        self.progress = progress
+        self.engine = engine or Engine()
+        self.run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
+        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.workdir = options.cache / "tmp" / self.run_id
+        self.logdir = options.cache / "logs" / self.run_id
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        prune_runs(self.logdir.parent, keep=KEEP_RUNS)
+        travel = stores(options)
+        labels = {LABEL: "1", RUN_LABEL: self.run_id}
+        self.bases = Bases(self.engine, workdir=self.workdir, logdir=self.logdir, cache=options.cache, labels=labels,
+                           stores=travel)  # fmt: skip
+        self.builder = Builder(self.engine, logdir=self.logdir, run_id=self.run_id, tree=tree_identity(options.root),
+                               stores=travel)  # fmt: skip
+        self.pytest = PytestFolders(options.cache / "pytest", self.engine)
+        self.memo = SuiteMemo(options.cache / "passed", enabled=options.use_cache, engine=self.engine, stores=travel)
+        self.stop = threading.Event()
+        self.stop_reason = ""
+        self.interrupted = threading.Event()
+        self.kept: list[Kept] = []
+        self._lock = threading.Lock()
+
+    def remembered(self, key: str, run: Callable[[], SuiteResult]) -> SuiteResult:
+        """An identical earlier pass (see memo.py), or run the suite and remember it if it passes. A run
+        the interrupt cut short is cancelled (outcomes.cancelled_if_interrupted)."""
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        result = replace(run(), produced_by=self.run_id, produced_at=self.started)
+        self.memo.put(key, result)
+        return result
+
+    def request_stop(self, reason: str) -> None:
+        with self._lock:
+            if not self.stop.is_set():
+                self.stop_reason = reason
+                self.stop.set()
+
+    def interrupt(self, reason: str) -> None:
+        """Stop now: no new work, and every process this run started is killed so the workers return.
+        Called from a signal handler, so it takes no lock that the interrupted code may hold."""
+        if not self.stop.is_set():
+            self.stop_reason = reason
+        self.interrupted.set()
+        self.stop.set()
+        self.engine.kill_all()
+
+    def keep(self, kept: Kept) -> None:
+        with self._lock:
+            self.kept.append(kept)
+
+    def cleanup(self) -> int:
+        """Remove this run's containers (but those kept for debugging) and temporary folder; returns how
+        many containers went."""
+        self.engine.kill_all()
+        ids = self.engine.containers(f"{RUN_LABEL}={self.run_id}")
+        names = self.engine.container_names(ids) if self.kept else {}
+        kept = {k.container for k in self.kept}
+        removed = self.engine.remove_containers(*[i for i in ids if names.get(i) not in kept])
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return removed
+
+
+def git_state(root: Path) -> tuple[str, tuple[str, ...]]:
+    """The commit the tree is at, and the files with uncommitted changes ('' and () outside git)."""
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=False).stdout.strip()  # fmt: skip
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"],
+                                capture_output=True, text=True, timeout=10, check=False).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return "", ()
+    return commit, tuple(line[3:] for line in status.splitlines() if len(line) > 3)
+
+
+def environment(lab: Lab, *, engine_version: str, partial: str = "") -> Environment:
+    commit, dirty = git_state(lab.options.root)
+    return Environment(
+        engine=engine_version,
+        kernel=platform.release(),
+        commit=commit,
+        dirty=dirty,
+        date=lab.started,
+        host=f"{platform.system()} {platform.machine()} Python {platform.python_version()}",
+        run_id=lab.run_id,
+        logs=str(lab.logdir),
+        shard=str(lab.options.shard) if lab.options.shard else "",
+        plan=lab.options.plan,
+        partial=partial,
+    )
+

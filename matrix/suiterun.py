@@ -1,0 +1,235 @@
+"""Run one suite and turn what happened into a SuiteResult (the rules are in outcomes.py).
+
+In a container: a fresh container of the test image per suite, under an init (so signals and zombies
+behave as on a host), `--network none`, as the image's non-root user, pytest mounted read-only from a
+volume, the harness's own timeout; the JUnit XML is copied out with `docker cp` (no bind mounts, so a
+remote engine works the same). On the host: the cell's venv python, the same pytest folder on
+PYTHONPATH. The images suite: the testinfra checks, run from the host by the harness's own interpreter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import LAB_ROOT
+from .engine import LABEL, RUN_LABEL, Completed, ContainerSpec, ContainerState, Engine
+from .model import Outcome, Suite, SuiteResult
+from .outcomes import Attempt, judge
+from .wheels import MANIFEST
+
+PYTEST_MOUNT = "/opt/pytest"
+# -v: when a suite dies without JUnit XML (killed, out of memory), the log tail names the test it was in.
+PYTEST_ARGS = ("-p", "no:cacheprovider", "-rfE", "-v")
+# A runaway test must not take the host down with it (seen: 24 GB before the kernel's OOM killer).
+MEMORY_LIMIT = "4g"
+COMPLETE = ".mcplab-complete"
+HOST_TOOLS = ("testinfra", "pytest")  # what the images suite needs in the harness's own interpreter
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kept:
+    """A failed suite's container left for debugging (--keep)."""
+
+    container: str
+    cell: str
+    suite: Suite
+    outcome: Outcome
+    image: str
+    volume: str
+
+    def advice(self) -> str:
+        shell = (
+            f"docker run --rm -it --network none --mount type=volume,source={self.volume},target={PYTEST_MOUNT},"
+            f"readonly --entrypoint /bin/sh {self.image}"
+        )
+        return (
+            f"kept {self.container} ({self.cell} {self.suite.value} {self.outcome.value}): `docker start -ai "
+            f"{self.container}` runs the suite again in it; `{shell}` opens a shell in the same image; "
+            f"`docker rm -f {self.container}` when done."
+        )
+
+
+def container_name(run_id: str, cell: str, suite: Suite) -> str:
+    return f"mcplab-{run_id}-{cell}-{suite.value}"
+
+
+def volume_name(python: str, wheels: list[str]) -> str:
+    key = hashlib.sha256("\n".join(sorted(wheels)).encode()).hexdigest()[:12]
+    return f"mcplab-pytest-py{python}-{key}"
+
+
+def pytest_volume(engine: Engine, name: str, folder: Path, image: str) -> str:
+    """A named volume holding the pytest folder, filled once per engine with `docker cp` (which reaches
+    a remote engine too) and mounted read-only by every suite container of that Python. Filled only when
+    a suite runs: a run whose every suite is remembered needs none.
+
+    The volume counts as filled only once COMPLETE is in it, copied last: an interrupted fill is redone.
+    """
+    with _VOLUME_LOCKS_GUARD:
+        lock = _VOLUME_LOCKS.setdefault(name, threading.Lock())
+    with lock:  # cells of one Python fill their shared volume once
+        _fill_volume(engine, name, folder, image)
+    return name
+
+
+_VOLUME_LOCKS: dict[str, threading.Lock] = {}
+_VOLUME_LOCKS_GUARD = threading.Lock()
+
+
+def _fill_volume(engine: Engine, name: str, folder: Path, image: str) -> None:
+    holder = f"mcplab-fill-{name}-{os.getpid()}"
+    engine.create_volume(name, {LABEL: "1"})
+    try:
+        spec = ContainerSpec(image=image, name=holder, labels={LABEL: "1"}, volumes=((name, PYTEST_MOUNT),))
+        made = engine.create(spec)
+        if not made.ok:
+            raise RuntimeError(f"cannot create a container to fill {name}: {made.last_line()}")
+        if engine.read_file(holder, f"{PYTEST_MOUNT}/{COMPLETE}") is not None:
+            return
+        # The manifest goes again under the name COMPLETE, last, as the mark of a full copy.
+        steps = ((f"{folder}/.", f"{PYTEST_MOUNT}/"), (str(folder / MANIFEST), f"{PYTEST_MOUNT}/{COMPLETE}"))
+        for source, target in steps:
+            copied = engine.copy_in(source, holder, target)
+            if not copied.ok:
+                raise RuntimeError(f"cannot fill {name}: {copied.last_line()}")
+    finally:
+        engine.remove_containers(holder)
+
+
+def run_in_container(
+    engine: Engine,
+    *,
+    run_id: str,
+    cell: str,
+    suite: Suite,
+    image: str,
+    volume: str,
+    timeout: float,
+    logdir: Path,
+    keep: bool = False,
+) -> tuple[SuiteResult, Kept | None]:
+    """Run tests/<suite> in a fresh container. Returns the result and, when kept for debugging, the
+    container."""
+    name = container_name(run_id, cell, suite)
+    junit_path = f"/tmp/junit-{suite.value}.xml"
+    spec = ContainerSpec(
+        image=image, args=(f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit_path}"), name=name,
+        labels={LABEL: "1", RUN_LABEL: run_id}, user="mcp", memory=MEMORY_LIMIT, pids_limit=4096, init=True,
+        volumes=((volume, PYTEST_MOUNT),),
+    )  # fmt: skip
+    started = time.monotonic()
+    done = engine.run(spec, timeout=timeout, log=logdir / f"{cell}-{suite.value}.log")
+    duration = time.monotonic() - started
+    junit = b""
+    state = None
+    if not done.timed_out:
+        junit = engine.read_file(name, junit_path) or b""
+        state = engine.state(name)
+    result = judge(suite, _container_attempt(done, junit.decode("utf-8", "replace"), duration, timeout, state))
+    if keep and result.outcome is not Outcome.PASSED:
+        return result, Kept(container=name, cell=cell, suite=suite, outcome=result.outcome, image=image, volume=volume)
+    engine.remove_containers(name)
+    return result, None
+
+
+def _container_attempt(
+    done: Completed, junit: str, duration: float, timeout: float, state: ContainerState | None
+) -> Attempt:
+    # The init (docker-init) exits 128+N when the suite's process died by signal N; the client itself
+    # killed by a signal (an interrupt) reports it as a negative code.
+    code = done.returncode
+    killed_by = done.signal or (code - 128 if 128 < code <= 128 + 64 and not junit else 0)
+    return Attempt(
+        returncode=code, output=done.output, junit=junit, duration=duration, timeout=timeout,
+        timed_out=done.timed_out, killed_by=killed_by, out_of_memory=bool(state and state.oom_killed),
+        memory_limit=MEMORY_LIMIT,
+    )  # fmt: skip
+
+
+def run_on_host(
+    engine: Engine,
+    *,
+    venv_python: Path,
+    pytest_folder: Path,
+    root: Path,
+    cell: str,
+    suite: Suite,
+    timeout: float,
+    logdir: Path,
+    workdir: Path,
+) -> SuiteResult:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(pytest_folder)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    junit = workdir / f"{cell}-{suite.value}.xml"
+    argv = [str(venv_python), "-m", "pytest", f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit}"]
+    return _run_pytest(engine, suite, argv, junit=junit, env=env, cwd=root, timeout=timeout,
+                       log=logdir / f"{cell}-{suite.value}.log")  # fmt: skip
+
+
+def _run_pytest(
+    engine: Engine,
+    suite: Suite,
+    argv: list[str],
+    *,
+    junit: Path,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    log: Path,
+) -> SuiteResult:
+    """Run one pytest process on the host under the harness's timeout, and judge it by its JUnit XML."""
+    junit.unlink(missing_ok=True)
+    started = time.monotonic()
+    done = engine.command(argv, timeout=timeout, log=log, env=env, cwd=cwd)
+    duration = time.monotonic() - started
+    text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
+    attempt = Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout,
+                      timed_out=done.timed_out, killed_by=done.signal)  # fmt: skip
+    return judge(suite, attempt)
+
+
+def missing_host_tools() -> list[str]:
+    return [name for name in HOST_TOOLS if importlib.util.find_spec(name) is None]
+
+
+def run_image_checks(
+    engine: Engine,
+    *,
+    run_id: str,
+    cell: str,
+    family: str,
+    python: str,
+    python_from: str,
+    runtime_image: str,
+    python_image: str,
+    timeout: float,
+    logdir: Path,
+    workdir: Path,
+) -> SuiteResult:
+    """The testinfra checks in tests/images, run from the host against the cell's runtime image."""
+    missing = missing_host_tools()
+    if missing:
+        message = (
+            f"{', '.join(missing)} not installed for {sys.executable}, which runs the image checks: run "
+            "`make matrix`, or `python3 scripts/run_matrix.py` without a venv active (it provisions .venv-lab)"
+        )
+        return SuiteResult(suite=Suite.IMAGES, outcome=Outcome.ERROR, message=message)
+    env = dict(os.environ)
+    env["LAB_RUN_ID"] = run_id
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(LAB_ROOT), env.get("PYTHONPATH")]))
+    checks = LAB_ROOT / "tests" / "images"
+    argv = [
+        sys.executable, "-m", "pytest", str(checks), *PYTEST_ARGS, "--confcutdir", str(checks),
+        f"--junitxml={workdir / f'{cell}-images.xml'}", f"--image={runtime_image}", f"--python-image={python_image}",
+        f"--cell-python={python}", f"--python-from={python_from}", f"--family={family}",
+    ]  # fmt: skip
+    return _run_pytest(engine, Suite.IMAGES, argv, junit=workdir / f"{cell}-images.xml", env=env, cwd=LAB_ROOT,
+                       timeout=timeout, log=logdir / f"{cell}-images.log")  # fmt: skip

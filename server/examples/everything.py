@@ -1,0 +1,267 @@
+"""The official conformance suite's fixture: the tools, resources, templates and prompts its scenarios
+call, written with the public SDK like any server (`make conformance` runs the suite against it).
+
+    python -m mcpserver --http server/examples/everything.py
+
+Each tool says which scenario it serves. They are fixtures: keep them out of servers you ship.
+"""
+
+import json
+import logging
+from typing import Optional
+
+from mcpserver import Context, Server, ToolError, content, inputs
+
+server = Server("everything", "1.0.0", instructions="Fixtures for the MCP conformance suite.")
+
+RED_PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+SILENT_WAV = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA=="
+
+
+# -- tools: content of every kind ------------------------------------------------------------------
+
+@server.tool()
+def test_simple_text() -> str:
+    """tools-call-simple-text: one text block."""
+    return "This is a simple text response for testing."
+
+
+@server.tool()
+def test_image_content() -> content.ContentBlock:
+    """tools-call-image: a 1x1 red PNG."""
+    return content.image(RED_PIXEL_PNG, "image/png")
+
+
+@server.tool()
+def test_audio_content() -> content.ContentBlock:
+    """tools-call-audio: a short silent WAV."""
+    return content.audio(SILENT_WAV, "audio/wav")
+
+
+@server.tool()
+def test_embedded_resource() -> content.ContentBlock:
+    """tools-call-embedded-resource: an embedded text resource."""
+    return content.embedded("test://embedded-resource", "This is an embedded resource content.",
+                            mime_type="text/plain")
+
+
+@server.tool()
+def test_multiple_content_types() -> list:
+    """tools-call-mixed-content: text, an image and an embedded resource."""
+    return [content.text("Multiple content types test:"), content.image(RED_PIXEL_PNG, "image/png"),
+            content.embedded("test://mixed-content-resource", json.dumps({"test": "data", "value": 123}),
+                             mime_type="application/json")]
+
+
+@server.tool()
+def test_error_handling() -> str:
+    """tools-call-error: always fails, as a result the model can read."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+@server.tool()
+def test_tool_with_progress(ctx: Context) -> str:
+    """tools-call-with-progress: 0, 50 and 100 of 100, 50 ms apart (sent only when a token was given)."""
+    for done in (0, 50, 100):
+        ctx.progress(done, 100)
+        if done < 100:
+            ctx.sleep(0.05)
+    return "progress reported"
+
+
+# -- tools: the per-request capability rules (server-stateless) --------------------------------------
+
+@server.tool(requires_client_capabilities={"sampling": {}})
+def test_missing_capability() -> str:
+    """Needs the client's sampling capability: without it the server answers -32021."""
+    return "the client declared sampling"
+
+
+@server.tool(requires_client_capabilities={"elicitation": {}})
+def test_streaming_elicitation() -> str:
+    """Needs elicitation; answers on its own response and never sends the client a request."""
+    return "the client declared elicitation"
+
+
+@server.tool()
+def test_logging_tool() -> str:
+    """Logs to the server's stderr only: no notifications/message without _meta logLevel."""
+    logging.getLogger("mcpserver.examples").info("test_logging_tool ran")
+    return "logged to stderr"
+
+
+# -- tools: input from the client (the input-required-result-* scenarios) ---------------------------
+
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@server.tool()
+def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Asks for a name, then greets."""
+    answer = ctx.elicit("What is your name?", NAME, key="user_name")
+    return f"Hello, {answer.get('content', {}).get('name', 'stranger')}!"
+
+
+@server.tool()
+def test_input_required_result_sampling(ctx: Context) -> str:
+    """Asks the client's model a question, then returns its answer."""
+    reply = ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    return str(reply.get("content", {}).get("text", ""))
+
+
+@server.tool()
+def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Asks for the client's roots, then names them."""
+    roots = ctx.roots(key="client_roots")
+    return "Roots: " + ", ".join(str(root.get("uri")) for root in roots)
+
+
+@server.tool()
+def test_input_required_result_request_state(ctx: Context) -> str:
+    """Asks for a confirmation; the answer comes back with the sealed requestState, checked first."""
+    answer = ctx.elicit("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                           "required": ["ok"]}, key="confirm")
+    return f"state-ok: the requestState verified, and the answer was {answer.get('action')}"
+
+
+@server.tool()
+def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Asks three things in one round: a name, a greeting from the model, and the roots."""
+    answers = ctx.ask({"user_name": inputs.elicit("What is your name?", NAME),
+                       "greeting": inputs.sample("Generate a greeting", 50),
+                       "client_roots": inputs.roots()})
+    name = answers["user_name"].get("content", {}).get("name")
+    greeting = answers["greeting"].get("content", {}).get("text")
+    return f"{greeting} {name}; roots: {len(answers['client_roots'].get('roots', []))}"
+
+
+@server.tool()
+def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Two rounds: a name, then a colour (the first answer travels in the state)."""
+    name = ctx.elicit("Step 1: What is your name?", NAME, key="step1")
+    colour = ctx.elicit("Step 2: What is your favorite color?", {
+        "type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}, key="step2")
+    return f"{name.get('content', {}).get('name')} likes {colour.get('content', {}).get('color')}"
+
+
+@server.tool()
+def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Asks once; a tampered requestState on the retry is refused before this runs."""
+    answer = ctx.elicit("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                        key="confirm")
+    return f"confirmed: {answer.get('action')}"
+
+
+@server.tool()
+def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Asks only for what the client declared it can answer."""
+    wanted = {}
+    if ctx.supports("elicitation"):
+        wanted["user_name"] = inputs.elicit("What is your name?", NAME)
+    if ctx.supports("sampling"):
+        wanted["greeting"] = inputs.sample("Generate a greeting", 50)
+    if ctx.supports("roots"):
+        wanted["client_roots"] = inputs.roots()
+    answers = ctx.ask(wanted) if wanted else {}
+    return "answered: " + (", ".join(sorted(answers)) or "nothing asked")
+
+
+# -- resources ---------------------------------------------------------------------------------------
+
+@server.resource("test://static-text", mime_type="text/plain")
+def static_text() -> str:
+    """resources-read-text: a static text resource."""
+    return "This is the content of the static text resource."
+
+
+@server.resource("test://static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """resources-read-binary: a 1x1 red PNG."""
+    import base64
+
+    return base64.b64decode(RED_PIXEL_PNG)
+
+
+@server.resource_template("test://template/{id}/data", mime_type="application/json")
+def template_data(id: str) -> str:
+    """resources-templates-read: data for one id."""
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"}, separators=(",", ":"))
+
+
+# -- prompts -----------------------------------------------------------------------------------------
+
+@server.prompt()
+def test_simple_prompt() -> str:
+    """prompts-get-simple: a prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@server.prompt(completions={"arg1": ["paris", "park", "party", "pasta", "pear"], "arg2": ["world", "word"]})
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """prompts-get-with-args: two required arguments.
+
+    Args:
+        arg1: First test argument.
+        arg2: Second test argument.
+    """
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@server.prompt()
+def test_prompt_with_embedded_resource(resourceUri: str) -> list:
+    """prompts-get-embedded-resource: embeds the resource it is given.
+
+    Args:
+        resourceUri: URI of the resource to embed.
+    """
+    return [{"role": "user", "content": content.embedded(resourceUri, "Embedded resource content for testing.",
+                                                         mime_type="text/plain")},
+            {"role": "user", "content": "Please process the embedded resource above."}]
+
+
+@server.prompt()
+def test_prompt_with_image() -> list:
+    """prompts-get-with-image: an image, then a question about it."""
+    return [{"role": "user", "content": content.image(RED_PIXEL_PNG, "image/png")},
+            {"role": "user", "content": "Please analyze the image above."}]
+
+
+@server.prompt()
+def test_input_required_result_prompt(ctx: Context) -> str:
+    """input-required-result-non-tool-request: asks what context to use, then builds the prompt."""
+    answer = ctx.elicit("What context should the prompt use?", {
+        "type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}, key="user_context")
+    return f"Use this context: {answer.get('content', {}).get('context', 'none')}"
+
+
+# -- pending scenarios (run, not yet scored) ----------------------------------------------------------
+
+CONTACT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+    "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                          "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+                   "contactMethod": {"type": "string", "enum": ["phone", "email"]}, "phone": {"type": "string"},
+                   "email": {"type": "string"}},
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]}, "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@server.tool(name="json_schema_2020_12_tool", description="Tool with JSON Schema 2020-12 features",
+             input_schema=CONTACT_SCHEMA)
+def contact(name: str = "", address: Optional[dict] = None, contactMethod: str = "", phone: str = "",
+            email: str = "") -> dict:
+    """json-schema-2020-12: the schema's 2020-12 keywords are listed as written, and enforced."""
+    return {"name": name, "reach": phone if contactMethod == "phone" else email}
+
+
+@server.tool(input_schema={"type": "object", "properties": {
+    "region": {"type": "string", "x-mcp-header": "Region"},
+    "priority": {"type": "integer", "x-mcp-header": "Priority"},
+    "query": {"type": "string"}}, "required": ["region", "query"]})
+def test_header_params(region: str, query: str, priority: int = 0) -> str:
+    """http-custom-header-server-validation: region and priority are mirrored into Mcp-Param headers."""
+    return f"{query} in {region} (priority {priority})"

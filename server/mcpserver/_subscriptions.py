@@ -1,0 +1,94 @@
+"""subscriptions/listen: who is listening for what, and the notifications they asked for (WIRE.md §14.1).
+
+Rules of this module:
+- A listener names the notification types it wants; it is sent only those, each carrying
+  `io.modelcontextprotocol/subscriptionId` (the listen request's id), and only after its
+  acknowledgement, which names the subset the server honours.
+- At most `limit` listeners at once; beyond that a listen request is refused with a clear error.
+- Publishing never waits for a listener: each one's flight decides how its notification is
+  carried (stdout on stdio; a coalescing buffer per SSE stream over HTTP).
+- Ending (shutdown) wakes every listen request, which then answers with its graceful result.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ._context import Flight
+from .errors import InternalError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Optional
+
+__all__ = ["DEFAULT_MAX_LISTENERS", "LIST_CHANGED", "Listener", "Subscriptions"]
+
+DEFAULT_MAX_LISTENERS = 64
+META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+# filter key -> (registry kind, notification method)
+LIST_CHANGED = {"toolsListChanged": ("tools", "notifications/tools/list_changed"),
+                "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
+                "resourcesListChanged": ("resources", "notifications/resources/list_changed")}
+
+
+class Listener:
+    """One open subscriptions/listen stream."""
+
+    __slots__ = ("ended", "flight", "kinds", "subscription_id", "uris")
+
+    def __init__(self, subscription_id: Any, kinds: set[str], uris: set[str], flight: Flight):
+        self.subscription_id = subscription_id
+        self.kinds = kinds
+        self.uris = uris
+        self.flight = flight
+        self.ended = threading.Event()
+
+    def send(self, method: str, params: Optional[dict[str, Any]] = None) -> None:
+        self.flight.send({"jsonrpc": "2.0", "method": method,
+                          "params": {**(params or {}), "_meta": {META_SUBSCRIPTION: self.subscription_id}}})
+
+
+class Subscriptions:
+    """The listeners of one server."""
+
+    def __init__(self, limit: int = DEFAULT_MAX_LISTENERS):
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._listeners: tuple[Listener, ...] = ()  # replaced, never changed: publishers iterate without the lock
+        self._ending = False
+
+    def open(self, listener: Listener) -> None:
+        with self._lock:
+            if len(self._listeners) >= self.limit:
+                raise InternalError(f"Too many subscriptions: this server serves at most {self.limit} "
+                                    "subscriptions/listen streams at once", data={"limit": self.limit},
+                                    http_status=503)
+            self._listeners = (*self._listeners, listener)
+            if self._ending:  # opened while the server shuts down: it ends at once, gracefully
+                listener.ended.set()
+
+    def close(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners = tuple(other for other in self._listeners if other is not listener)
+
+    def __len__(self) -> int:
+        return len(self._listeners)
+
+    def list_changed(self, kind: str) -> None:
+        method = next(method for known, method in LIST_CHANGED.values() if known == kind)
+        for listener in self._listeners:
+            if kind in listener.kinds:
+                listener.send(method)
+
+    def resource_updated(self, uri: str) -> None:
+        for listener in self._listeners:
+            if uri in listener.uris:
+                listener.send("notifications/resources/updated", {"uri": uri})
+
+    def end_all(self) -> None:
+        """Shutdown: every listen request, and any opened from now on, ends with its graceful result."""
+        with self._lock:
+            self._ending = True
+            listeners = self._listeners
+        for listener in listeners:
+            listener.ended.set()

@@ -1,0 +1,101 @@
+"""subscriptions/listen over HTTP: an SSE stream per listener, a slow one never holds up the rest."""
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+
+from mcptest import EXAMPLES, HttpServer, call, mcp_headers, request
+
+NOTES = os.path.join(EXAMPLES, "notes.py")
+SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+
+
+def listen_message(request_id, **notifications):
+    return request("subscriptions/listen", request_id, notifications=notifications)
+
+
+def open_listen(server, request_id, **notifications):
+    message = listen_message(request_id, **notifications)
+    connection = server.connection()
+    connection.request("POST", server.path, body=json.dumps(message).encode(), headers=mcp_headers(message))
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("Content-Type") == "text/event-stream"
+    return connection, response
+
+
+def frames(response):
+    while True:
+        line = response.readline()
+        if not line:
+            return
+        if line.startswith(b"data: "):
+            yield json.loads(line[6:])
+
+
+def test_a_listener_stream_acknowledges_then_carries_what_it_asked_for():
+    with HttpServer(NOTES) as server:
+        assert server.post(call("write_note", name="todo", text="a"))[0] == 200
+        connection, response = open_listen(server, "s1", toolsListChanged=True, resourceSubscriptions=["notes://todo"])
+        stream = frames(response)
+        ack = next(stream)
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"] == {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["notes://todo"]},
+                                 "_meta": {SUBSCRIPTION: "s1"}}
+        server.post(call("write_note", name="todo", text="b"))
+        assert next(stream) == {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                                "params": {"uri": "notes://todo", "_meta": {SUBSCRIPTION: "s1"}}}
+        server.post(call("enable_shouting"))
+        assert next(stream)["method"] == "notifications/tools/list_changed"
+        connection.close()
+
+
+def test_a_listen_without_sse_accepted_is_406():
+    with HttpServer(NOTES) as server:
+        message = listen_message(1, toolsListChanged=True)
+        status, _, _ = server.post(message, headers=dict(mcp_headers(message), Accept="application/json"))
+        assert status == 406
+
+
+def test_fifty_listeners_and_one_that_never_reads():
+    with HttpServer(NOTES) as server:
+        server.post(call("write_note", name="hot", text="0"))
+        stuck = socket.create_connection((server.host, server.port))
+        message = listen_message("stuck", resourceSubscriptions=["notes://hot"])
+        body = json.dumps(message).encode()
+        head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stuck.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode()
+                      + body)  # and never reads a byte of the answer
+        listeners = [open_listen(server, f"l{i}", resourceSubscriptions=["notes://hot"]) for i in range(50)]
+        streams = [frames(response) for _, response in listeners]
+        for stream in streams:
+            assert next(stream)["method"] == "notifications/subscriptions/acknowledged"
+        for n in range(300):  # far more than the stuck client's socket buffers hold
+            assert server.post(call("write_note", name="hot", text=str(n) * 200))[0] == 200
+        started = time.monotonic()
+        assert server.post(request("tools/list"))[0] == 200 and time.monotonic() - started < 1
+        for stream in streams:  # everyone else heard every change (or the latest ones, coalesced)
+            note = next(stream)
+            assert note["method"] == "notifications/resources/updated" and note["params"]["uri"] == "notes://hot"
+        stuck.close()
+        for connection, _ in listeners:
+            connection.close()
+
+
+def test_sigterm_ends_open_streams_with_their_graceful_result():
+    with HttpServer(NOTES) as server:
+        connection, response = open_listen(server, "bye", resourcesListChanged=True)
+        stream = frames(response)
+        assert next(stream)["method"] == "notifications/subscriptions/acknowledged"
+        results = []
+        reader = threading.Thread(target=lambda: results.extend(stream))
+        reader.start()
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        reader.join(10)
+        assert server.process.wait(10) == 0 and time.monotonic() - started < 5
+        assert results[-1]["id"] == "bye" and results[-1]["result"]["_meta"][SUBSCRIPTION] == "bye"
+        connection.close()

@@ -1,0 +1,137 @@
+"""A fake of the docker side of matrix.engine.Engine, for fast tests of the harness's own logic: images,
+containers and volumes are dictionaries, and each suite's container does what the test scripts (pass,
+fail, hang, die by a signal). Host processes still run for real (Engine.command). Any docker command the
+fake does not stand in for fails the test, so nothing here can reach a real engine by accident.
+
+Whatever this stands for is also tested against the real engine (test_engine.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from matrix.engine import Completed, ContainerSpec, ContainerState, Engine
+
+PASSING = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2">
+<testcase classname="tests.{suite}.test_x" name="test_a"/><testcase classname="tests.{suite}.test_x" name="test_b"/>
+</testsuite></testsuites>"""
+FAILING = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2">
+<testcase classname="tests.{suite}.test_x" name="test_a"/><testcase classname="tests.{suite}.test_x" name="test_b">
+<failure message="assert 1 == 2">traceback</failure></testcase></testsuite></testsuites>"""
+
+
+class FakeEngine(Engine):
+    def __init__(self, *, present: Sequence[str] = (), broken_stages: Sequence[str] = (),
+                 suites: Mapping[str, str] | None = None, python_version: str = "3.11.2") -> None:  # fmt: skip
+        super().__init__(docker="fake-docker")
+        self.present = {ref: _id(ref) for ref in present}
+        self.broken_stages = set(broken_stages)
+        self.behaviour = dict(suites or {})  # suite name -> pass, fail, hang, killed, oom
+        self.python_version = python_version
+        self.live: dict[str, dict[str, object]] = {}  # container name -> labels, files, state
+        self.built: list[str] = []
+        self.started = threading.Event()  # set when a hanging suite has started
+        self._killed = threading.Event()
+
+    def _docker(self, args: Sequence[str], **kwargs: object) -> Completed:
+        raise AssertionError(f"the fake engine does not stand in for `docker {' '.join(args)}`")
+
+    def version(self) -> str:
+        return "fake-1.0"
+
+    def endpoint(self) -> str:
+        return "fake://engine"
+
+    def asked_for(self) -> bool:
+        return False
+
+    def registry_mirrors(self) -> tuple[str, ...]:
+        return ()
+
+    def manifest(self, ref: str) -> Completed:
+        return Completed(returncode=1, output="dial tcp: lookup registry: no such host")
+
+    def image_id(self, ref: str) -> str | None:
+        return self.present.get(ref)
+
+    def references(self, repository: str) -> tuple[str, ...]:
+        return tuple(ref for ref in self.present if ref.startswith(f"{repository}:"))
+
+    def build(self, context: bytes, *, target: str, tag: str, build_args: Sequence[str], labels: Mapping[str, str],
+              log: Path, timeout: float) -> Completed:  # fmt: skip
+        if target in self.broken_stages:
+            log.write_text("Step 2/5 : RUN exit 3\ndeliberately broken build\n")
+            return Completed(returncode=1, output="Step 2/5 : RUN exit 3\ndeliberately broken build\n")
+        self.present[tag] = _id(tag)
+        self.built.append(tag)
+        return Completed(returncode=0, output=f"Successfully tagged {tag}\n")
+
+    def run(self, spec: ContainerSpec, *, timeout: float | None, log: Path | None = None,
+            input: bytes | None = None) -> Completed:  # fmt: skip
+        if spec.entrypoint:  # the Python version probe
+            return Completed(returncode=0, output=self.python_version + "\n")
+        suite = spec.args[0].removeprefix("tests/")
+        junit_path = next(a for a in spec.args if a.startswith("--junitxml=")).partition("=")[2]
+        files: dict[str, bytes] = {}
+        finished = ContainerState(exit_code=0, oom_killed=False)
+        self.live[spec.name] = {"labels": dict(spec.labels), "files": files, "state": finished}
+        how = self.behaviour.get(suite, "pass")
+        if how in ("pass", "fail"):
+            files[junit_path] = (PASSING if how == "pass" else FAILING).format(suite=suite).encode()
+            return Completed(returncode=0 if how == "pass" else 1, output=f"{suite}: collected 2 items\n")
+        if how in ("killed", "oom"):
+            self.live[spec.name]["state"] = ContainerState(exit_code=137, oom_killed=how == "oom")
+            return Completed(returncode=137, output=f"tests/{suite}/test_x.py::test_a \n")
+        # hang: until the harness's deadline, or until an interrupt kills the client
+        self.started.set()
+        if self._killed.wait(timeout):
+            return Completed(returncode=-9, output="tests/x.py::test_hangs ")
+        return Completed(returncode=-9, output="tests/x.py::test_hangs ", timed_out=True)
+
+    def kill_all(self) -> int:
+        self._killed.set()
+        return super().kill_all()
+
+    def create(self, spec: ContainerSpec) -> Completed:
+        self.live[spec.name] = {"labels": dict(spec.labels), "files": {}, "state": None}
+        return Completed(returncode=0, output=spec.name)
+
+    def read_file(self, container: str, path: str) -> bytes | None:
+        files = self.live.get(container, {}).get("files", {})
+        assert isinstance(files, dict)
+        return files.get(path)
+
+    def copy_in(self, source: Path | str, container: str, path: str, *, timeout: float = 300.0) -> Completed:
+        return Completed(returncode=0, output="")
+
+    def state(self, container: str) -> ContainerState | None:
+        found = self.live.get(container, {}).get("state")
+        return found if isinstance(found, ContainerState) else None
+
+    def kill(self, container: str) -> Completed:
+        return Completed(returncode=0, output="")
+
+    def containers(self, *labels: str) -> tuple[str, ...]:
+        def carries(name: str) -> bool:
+            have = self.live[name]["labels"]
+            assert isinstance(have, dict)
+            return all(have.get(k) == v if v else k in have for k, _, v in (lbl.partition("=") for lbl in labels))
+
+        return tuple(name for name in self.live if carries(name))
+
+    def container_names(self, ids: Sequence[str]) -> dict[str, str]:
+        return {i: i for i in ids}
+
+    def remove_containers(self, *ids: str) -> int:
+        for name in ids:
+            self.live.pop(name, None)
+        return len(ids)
+
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> Completed:
+        return Completed(returncode=0, output=name)
+
+
+def _id(ref: str) -> str:
+    return "sha256:" + hashlib.sha256(ref.encode()).hexdigest()

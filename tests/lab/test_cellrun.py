@@ -1,0 +1,145 @@
+"""Whole cell runs against the fake engine (fake_engine.py): the pipeline's own logic in milliseconds.
+What the fake stands for is tested against the real engine in test_engine.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from matrix.build import plan_build
+from matrix.cells import parse_cells
+from matrix.lab import Lab, Options
+from matrix.model import Cell, CellResult, Outcome, Suite
+from matrix.outcomes import exit_code
+from matrix.plan import Selection
+from matrix.progress import Progress
+from matrix.schedule import run_matrix
+from matrix.wheels import MANIFEST
+
+from .conftest import FIXTURES, LAB_ROOT
+from .fake_engine import FakeEngine
+
+TABLE = {
+    "schema": 1,
+    "cell": [
+        {"name": "fx-bookworm", "family": "debian", "release": "bookworm", "python": "3.11",
+         "base": "debian:bookworm", "python_from": "distro"},
+        {"name": "fx-official", "family": "debian", "release": "bookworm-slim", "python": "3.12",
+         "base": "python:3.12-slim-bookworm", "python_from": "official"},
+    ],
+}  # fmt: skip
+CELLS = parse_cells(TABLE)
+BOOKWORM, OFFICIAL = CELLS
+IN_CONTAINER = (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD)
+
+
+def a_lab(tmp_path: Path, engine: FakeEngine, **options: object) -> Lab:
+    root = tmp_path / "tree"
+    if not root.exists():
+        shutil.copytree(FIXTURES / "tree", root)
+        shutil.copytree(LAB_ROOT / "images", root / "images")
+        for suite in ("http", "payload"):
+            shutil.copytree(root / "tests/unit", root / "tests" / suite)
+    for python in ("3.11", "3.12"):  # a pytest folder as PytestFolders leaves it, so nothing is downloaded
+        folder = tmp_path / "cache/pytest" / f"py{python}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MANIFEST).write_text(json.dumps({"wheels": ["pytest-8-py3-none-any.whl"]}))
+    settings: dict[str, object] = {"root": root, "cache": tmp_path / "cache", "results": tmp_path / "results",
+                                   "jobs": 2, "selection": Selection(suites=IN_CONTAINER), **options}  # fmt: skip
+    chosen = Options(**settings)  # type: ignore[arg-type]
+    return Lab(chosen, Progress([c.name for c in CELLS], stream=io.StringIO(), live=False), engine)
+
+
+def run(lab: Lab, cells: tuple[Cell, ...] = (BOOKWORM,)) -> dict[str, CellResult]:
+    return {r.cell: r for r in run_matrix(lab, cells)}
+
+
+def outcomes(result: CellResult) -> dict[str, str]:
+    return {s.suite.value: s.outcome.value for s in result.suites}
+
+
+def test_a_passing_cell_records_its_python_and_leaves_nothing(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"])
+    lab = a_lab(tmp_path, engine)
+    result = run(lab)["fx-bookworm"]
+    assert result.outcome is Outcome.PASSED, result
+    assert outcomes(result) == {"unit": "passed", "http": "passed", "payload": "passed", "images": "not-run"}
+    assert result.python_version == "3.11.2"
+    assert all(s.produced_by == lab.run_id for s in result.suites if s.outcome is Outcome.PASSED)
+    assert engine.live == {}, "containers left behind"
+    again = run(a_lab(tmp_path, FakeEngine(present=["debian:bookworm", *engine.built])))["fx-bookworm"]
+    unit = again.suite(Suite.UNIT)
+    assert unit is not None and unit.cached and unit.produced_by == lab.run_id  # provenance of the reuse
+
+
+def test_a_build_failure_is_an_error_with_the_log_tail(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], broken_stages=["runtime"])
+    result = run(a_lab(tmp_path, engine))["fx-bookworm"]
+    assert result.outcome is Outcome.ERROR
+    assert result.message.startswith("docker build of the runtime stage failed (exit 1)")
+    assert "deliberately broken build" in result.log_tail
+    assert engine.live == {}
+
+
+def test_a_suite_timeout_is_a_timeout_and_the_others_still_run(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"http": "hang"})
+    result = run(a_lab(tmp_path, engine, timeout=0.2))["fx-bookworm"]
+    assert result.outcome is Outcome.TIMEOUT
+    assert outcomes(result) == {"unit": "passed", "http": "timeout", "payload": "passed", "images": "not-run"}
+    http = result.suite(Suite.HTTP)
+    assert http is not None and http.message == "did not finish within 0s; the harness stopped it"
+
+
+def test_a_suite_killed_by_a_signal_is_an_error_not_a_timeout(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"unit": "killed", "payload": "oom"})
+    result = run(a_lab(tmp_path, engine))["fx-bookworm"]
+    unit, payload = result.suite(Suite.UNIT), result.suite(Suite.PAYLOAD)
+    assert unit is not None and unit.outcome is Outcome.ERROR
+    assert unit.message.startswith("killed by signal 9 (SIGKILL)")
+    assert payload is not None and payload.message.startswith("killed: out of memory (limit 4g)")
+
+
+def test_an_unavailable_base_is_unavailable_with_the_reason(tmp_path: Path) -> None:
+    results = run(a_lab(tmp_path, FakeEngine()), (OFFICIAL,))
+    official = results["fx-official"]
+    assert official.outcome is Outcome.UNAVAILABLE
+    assert official.message.startswith("python:3.12-slim-bookworm: not present, no registry reachable")
+    assert "official images cannot be bootstrapped here" in official.message
+    assert exit_code(list(results.values())) == 3
+
+
+def test_an_interrupt_keeps_what_finished_and_cancels_the_rest(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"http": "hang"})
+    lab = a_lab(tmp_path, engine, jobs=1)
+    threading.Thread(target=lambda: engine.started.wait(10) and lab.interrupt("the run was interrupted by SIGINT"),
+                     daemon=True).start()  # fmt: skip
+    results = run(lab, (BOOKWORM, OFFICIAL))
+    bookworm = results["fx-bookworm"]
+    assert outcomes(bookworm) == {"unit": "passed", "http": "cancelled", "payload": "cancelled", "images": "not-run"}
+    assert bookworm.outcome is Outcome.CANCELLED
+    assert results["fx-official"].outcome is Outcome.UNAVAILABLE  # known before the interrupt: stays so
+    assert lab.interrupted.is_set() and engine.live == {}
+    assert exit_code(list(results.values()), interrupted=True) == 130
+
+
+def test_kept_containers_are_typed_records_and_survive_cleanup(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"unit": "fail"})
+    lab = a_lab(tmp_path, engine, keep=True)
+    result = run(lab)["fx-bookworm"]
+    assert result.outcome is Outcome.FAILED
+    (kept,) = lab.kept
+    assert (kept.cell, kept.suite, kept.outcome) == ("fx-bookworm", Suite.UNIT, Outcome.FAILED)
+    assert list(engine.live) == [kept.container]
+    assert f"docker start -ai {kept.container}" in kept.advice()
+
+
+@pytest.mark.parametrize("cell", [BOOKWORM])
+def test_the_build_plan_of_the_fixture_tree_has_the_recipe_and_tail(tmp_path: Path, cell: Cell) -> None:
+    a_lab(tmp_path, FakeEngine())
+    plan = plan_build(cell, tmp_path / "tree", "debian:bookworm", "sha256:1")
+    assert plan.dockerfile.startswith(b"# The python stage") and b"FROM python AS runtime" in plan.dockerfile

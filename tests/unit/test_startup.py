@@ -1,0 +1,97 @@
+"""What a server imports before its first answer: nothing the answer does not need.
+
+MCP clients start a stdio server for every conversation, so the time to its first answer is what
+users feel most (docs/performance.md). Each module below costs milliseconds to import and is not
+needed to answer the demo's first tools/call; a test fails if one comes back onto that path.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from mcptest import DEMO, GIT, ROOT, call, line
+
+# The list, in one place: module -> why it stays off the path to the first answer.
+HEAVY = {
+    "inspect": "brings ast, dis, tokenize and more; _signature reads a function's code object instead",
+    "ast": "only for `X | Y` string annotations on 3.9, evaluated when a tool has one",
+    "dis": "comes with inspect",
+    "tokenize": "comes with inspect, linecache and traceback; tracebacks are formatted only on errors",
+    "dataclasses": "builds classes with exec; the registry's classes are plain",
+    "argparse": "with gettext, locale and textwrap; the common command lines are parsed without it",
+    "logging": "with traceback, string and weakref; _log writes records itself until the server's code uses logging",
+    "typing": "annotations are for type checkers only (TYPE_CHECKING); a tool's own typing imports are its own",
+    "email": "what http.server parses headers with; _httpd parses request heads itself",
+    "http.client": "the same, for http.server",
+    "subprocess": "only servers with command tools run programs",
+    "base64": "for binary content, cursors and sealed state: loaded when one is used",
+    "hashlib": "for sealed requestState and tokens: loaded when one is used",
+    "ipaddress": "is_loopback reads addresses itself",
+    "shutil": "with bz2, lzma and zlib; command tools look programs up on PATH themselves",
+    "secrets": "with random and hashlib; os.urandom is enough for run marks",
+    "urllib": "only to parse an Origin header or a percent-encoded path",
+}
+ALLOWED = {"manifest": {"subprocess"}}  # a manifest is command tools: running programs is the point
+
+
+def imported_before_the_first_answer(argv, http=False):
+    """Run `python -X importtime -m mcpserver ...`, get one answer, stop it; the modules it imported."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server"))
+    process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "mcpserver", *argv],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        if http:
+            banner = b""
+            while b" at http://" not in banner:
+                banner = process.stderr.readline()
+                assert banner, "the server did not start"
+            port = int(re.search(rb"127\.0\.0\.1:(\d+)", banner).group(1))
+            import http.client  # the test's client, in the test's process
+
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            body = line(call("echo", text="hi"))
+            connection.request("POST", "/mcp", body, {"Content-Type": "application/json", "Mcp-Method": "tools/call",
+                                                      "MCP-Protocol-Version": "2026-07-28", "Mcp-Name": "echo"})
+            assert connection.getresponse().status == 200
+            connection.close()
+        else:
+            process.stdin.write(line(call("echo", text="hi") if "git" not in argv[-1] else call("git_status")))
+            process.stdin.flush()
+            assert process.stdout.readline().startswith(b'{"jsonrpc"')
+        time.sleep(0.05)
+    finally:
+        process.kill()
+        _, stderr = process.communicate(timeout=10)
+    return {match.group(1) for match in re.finditer(rb"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", stderr)}
+
+
+def names(modules):
+    return {m.decode() for m in modules}
+
+
+@pytest.mark.parametrize(("kind", "argv", "http"), [("stdio", [DEMO], False), ("http", ["--http", "--port", "0", DEMO],
+                                                    True), ("manifest", [GIT], False)])
+def test_no_heavy_module_is_imported_before_the_first_answer(kind, argv, http):
+    imported = names(imported_before_the_first_answer(argv, http))
+    heavy = {module for module in HEAVY if module in imported} - ALLOWED.get(kind, set())
+    assert heavy == set(), {module: HEAVY[module] for module in heavy}
+
+
+def test_a_tool_author_importing_the_sdk_loads_none_of_them():
+    code = "import sys; import mcpserver; from mcpserver import Server; print(' '.join(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server")))
+    loaded = set(done.stdout.split())
+    assert {module for module in HEAVY if module in loaded} == set()
+
+
+def test_the_check_sees_a_heavy_import():
+    # The same measure, on a command line that imports argparse (--help): it must show up.
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server"))
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "mcpserver", "--help"], capture_output=True,
+                          env=env)
+    assert "argparse" in {m.group(1).decode() for m in re.finditer(rb"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)",
+                                                                      done.stderr)}
