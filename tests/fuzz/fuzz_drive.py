@@ -1112,7 +1112,7 @@ def scaling(kind: str, run: Callable[[bytes], float], sizes: list[int], stop_aft
             repeats: int = 3) -> Scaling:
     """Time `kind` at each size (best of `repeats`, fewer when slow) and the echo reference at the same
     byte count; super-linear when time grows at least size^0.6 faster than the reference does and the
-    largest size took over 50 ms."""
+    largest size took over 50 ms, or when the largest size took over 0.25 s and 100 times the reference."""
     import math
 
     measured, seconds, reference = [], [], []
@@ -1134,7 +1134,9 @@ def scaling(kind: str, run: Callable[[bytes], float], sizes: list[int], stop_aft
         span = math.log(measured[hi] / measured[lo])
         exponent = (math.log(seconds[hi] / seconds[lo]) - math.log(max(reference[hi], 1e-9) /
                                                                     max(reference[lo], 1e-9))) / span
-    superlinear = exponent > 0.6 and seconds[-1] > 0.05
+    # Growth faster than the reference's, or a cost so far above it at the largest size measured that the
+    # ladder had to stop before growth could be seen (a cubic shape is at seconds by 1 KB).
+    superlinear = (exponent > 0.6 and seconds[-1] > 0.05) or (seconds[-1] > 0.25 and seconds[-1] > 100 * reference[-1])
     return Scaling(kind, measured, seconds, reference, superlinear, exponent)
 
 

@@ -26,7 +26,10 @@ META_INFO = "io.modelcontextprotocol/clientInfo"
 NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 # Methods of earlier revisions that clients still send (WIRE.md §2); not in the 2026-07-28 schema.
 RETIRED_METHODS = ("initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
-                   "notifications/initialized", "completion/complete")
+                   "notifications/initialized")
+# A subscriptions/listen request stays open until cancelled, so no one-message-one-answer driver can send
+# it; the server's own tests (tests/unit/test_subscriptions.py) cover it.
+STREAMING_METHODS = ("subscriptions/listen",)
 
 
 class Raw:
@@ -493,7 +496,8 @@ class Generator:
         self.large = large
         defs = self.schema["$defs"]
         self.requests = [name for name, d in defs.items() if name.endswith("Request")
-                         and isinstance(d.get("properties", {}).get("method", {}).get("const"), str)]
+                         and isinstance(d.get("properties", {}).get("method", {}).get("const"), str)
+                         and d["properties"]["method"]["const"] not in STREAMING_METHODS]
         self.notifications = [name for name, d in defs.items() if name.endswith("Notification")
                               and isinstance(d.get("properties", {}).get("method", {}).get("const"), str)]
         self.methods = [defs[n]["properties"]["method"]["const"] for n in self.requests + self.notifications]

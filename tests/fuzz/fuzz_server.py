@@ -46,11 +46,9 @@ def _include(other: Server) -> None:
     for tool in other.tools.values():
         if tool.name not in server.tools:
             server.add_tool(tool)
-    for uri, resource in other.resources.items():
-        server.resources.setdefault(uri, resource)
-    server.resource_templates.extend(other.resource_templates)
-    for name, prompt in other.prompts.items():
-        server.prompts.setdefault(name, prompt)
+    server.resources = {**other.resources, **server.resources}
+    server.resource_templates = (*server.resource_templates, *other.resource_templates)
+    server.prompts = {**other.prompts, **server.prompts}
 
 
 for _example in ("demo.py", "movies.py", "git.json"):
