@@ -117,7 +117,7 @@ class Run:
 
 
 def _core_worker(worker: int, jobs: int, seed: int, first: int, count: int, large: float, sample_every: int,
-                 progress: Any, results: Any, dumps_path: str) -> None:
+                 progress: Any, results: Any, dumps_path: str, disabled: set[str]) -> None:
     module = fuzz_server()
     excluded = module.TOUCHES_PROCESS + module.NOT_FUZZED
     generator = fuzz_gen.Generator(fuzz_gen.Target.of(module.server, exclude=excluded), large=large)
@@ -126,7 +126,6 @@ def _core_worker(worker: int, jobs: int, seed: int, first: int, count: int, larg
     if worker == 0 and first < jobs:
         results.put(("note", f"core: {core.budget.describe()}"))
     dumps = fuzz_drive.Dumps(dumps_path)
-    disabled: set[str] = set()
     seen: set[str] = set()
     families: collections.Counter[str] = collections.Counter()
     counts: collections.Counter[str] = collections.Counter()
@@ -147,6 +146,7 @@ def _core_worker(worker: int, jobs: int, seed: int, first: int, count: int, larg
                 results.put(("finding", index, finding, message))
             if finding.kind == "slow" and message.family.startswith("repetitive:"):
                 disabled.add(message.family)
+                results.put(("disabled", message.family))
         if done % 500 == 0:
             results.put(("counts", done, dict(families), dict(counts)))
             done, families, counts = 0, collections.Counter(), collections.Counter()
@@ -156,7 +156,8 @@ def _core_worker(worker: int, jobs: int, seed: int, first: int, count: int, larg
     dumps.close()
 
 
-def run_core(run: Run, count: int, jobs: int, large: float, sample_every: int, workdir: str) -> None:
+def run_core(run: Run, count: int, jobs: int, large: float, sample_every: int, workdir: str,
+             disabled: set[str]) -> None:
     if count <= 0:
         return
     started = time.perf_counter()
@@ -169,8 +170,8 @@ def run_core(run: Run, count: int, jobs: int, large: float, sample_every: int, w
         progress = context.Value("q", first)
         dumps_path = os.path.join(workdir, f"core-{worker}.dumps")
         process = context.Process(target=_core_worker, args=(worker, jobs, run.seed, first, count, large,
-                                                              sample_every, progress, results, dumps_path),
-                                  daemon=True)
+                                                              sample_every, progress, results, dumps_path,
+                                                              set(disabled)), daemon=True)
         process.start()
         workers[worker] = [process, progress, first, time.monotonic(), dumps_path]
 
@@ -196,6 +197,8 @@ def run_core(run: Run, count: int, jobs: int, large: float, sample_every: int, w
                     occurrence = run.failures.get(("core", signature))
                     if occurrence is not None:
                         occurrence.count += n
+            elif kind == "disabled":
+                disabled.add(item[1])
             elif kind == "sampled":
                 sampled += item[1]
             elif kind == "note":
@@ -226,6 +229,8 @@ def run_core(run: Run, count: int, jobs: int, large: float, sample_every: int, w
             else:
                 finding = Finding("crash", f"worker exited {process.exitcode}", f"at message {index}")
             process.join()
+            if message.family.startswith("repetitive:"):
+                disabled.add(message.family)
             run.record("core", index, message, [finding])
             run.messages["core"] += 1
             launch(worker, index + jobs)
@@ -308,6 +313,9 @@ class Sandbox:
         module = fuzz_server()
         if any(f" {name}" in fuzz_drive.describe(message.data) for name in module.TOUCHES_PROCESS):
             return None
+        if message.family.startswith("repetitive:"):  # the same shape, small: as telling, far quicker
+            message = fuzz_gen.Message(fuzz_gen.repetitive(message.family.split(":", 1)[1], 1000), None,
+                                       message.family)
         slow = [f for f in self.check(message) if f.kind == "slow"]
         return slow[0].where.removeprefix("in ") if slow else None
 
@@ -366,7 +374,7 @@ def live_message(generator: fuzz_gen.Generator, seed: int, transport: str, index
     return generator.message(rng)
 
 
-def run_live(run: Run, transport: str, count: int, large: float, sandbox: Sandbox,
+def run_live(run: Run, transport: str, count: int, large: float, sandbox: Sandbox, disabled: set[str],
              framing_share: float = 0.05) -> None:
     if count <= 0:
         return
@@ -385,7 +393,7 @@ def run_live(run: Run, transport: str, count: int, large: float, sandbox: Sandbo
             run.record(transport, -1 - number, message, driver.check(message))
             run.families[transport][message.family.split(":")[0]] += 1
             run.messages[transport] += 1
-        disabled: set[str] = set()
+        disabled = set(disabled)
         last_report = time.monotonic()
         for index in range(count):
             message = live_message(generator, run.seed, transport, index, framing_share)
@@ -631,6 +639,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--scaling-max", type=int, default=256_000, help="largest size in the scaling check")
     parser.add_argument("--minimise-seconds", type=float, default=60.0, help="per distinct failure")
     parser.add_argument("--corpus", default=DEFAULT_CORPUS, help="where failures are saved")
+    parser.add_argument("--skip-open-shapes", action=argparse.BooleanOptionalAction, default=True,
+                        help="leave repetitive shapes of open super-linear bugs to the scaling check")
     parser.add_argument("--replay", nargs="+", metavar="FILE", help="replay corpus entries and exit")
     args = parser.parse_args(argv)
     if args.replay:
@@ -644,9 +654,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     workdir = os.path.join(ROOT, ".cache", "fuzz")
     os.makedirs(workdir, exist_ok=True)
     sandbox = Sandbox(workdir)
-    run_core(run, args.core, args.jobs, args.large, args.sample_every, workdir)
-    run_live(run, "stdio", args.stdio, args.large, sandbox)
-    run_live(run, "http", args.http, args.large, sandbox)
+    skipped = open_shapes() if args.skip_open_shapes else set()
+    if skipped:
+        print(f"fuzz: the random streams leave out {', '.join(sorted(skipped))}: super-linear by a bug listed as "
+              "open in fuzz_known.py (the scaling check still measures them)", flush=True)
+    run_core(run, args.core, args.jobs, args.large, args.sample_every, workdir, set(skipped))
+    run_live(run, "stdio", args.stdio, args.large, sandbox, skipped)
+    run_live(run, "http", args.http, args.large, sandbox, skipped)
     transports = [t for t in args.scaling.split(",") if t]
     if transports:
         sizes = [1000]

@@ -89,6 +89,9 @@ def where_in_text(text: str) -> str:
     names = [m.group(1) for m in map(_EXCEPTION_LINE.match, block.splitlines()[1:])
              if m and m.group(1) not in ("Traceback", "During", "The")]
     name = names[-1].rsplit(".", 1)[-1] if names else "?"
+    if name == "?":  # interleaved with other output (a dying thread): any exception line will do
+        found = re.findall(r"\b(\w+(?:Error|Exception|Interrupt|Exit))\b: ", text)
+        name = found[-1] if found else "?"
     return _frames_where(name, _TB_FRAME.findall(block))
 
 
@@ -945,6 +948,7 @@ class LiveHttp:
         if response is None:
             if problem == "hung":
                 findings.append(Finding("hang", f"no response ({describe(message.data)})", problem))
+                self.start()  # whatever holds it may hold the whole process (the GIL): start clean
             else:
                 findings.append(Finding("transport", f"{problem.split(':')[0]} ({describe(message.data)})", problem))
             return merged(findings)
@@ -1000,8 +1004,11 @@ class LiveHttp:
         deadline = time.monotonic() + timeout
         buffer = bytearray()
         try:
-            sock.sendall(raw)
-            sock.shutdown(socket.SHUT_WR)
+            try:
+                sock.sendall(raw)
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:  # the server refused the head and hung up before the rest arrived: read its answer
+                pass
             head_only = raw.startswith(b"HEAD ")
             while True:
                 response = read_response(sock, buffer, deadline, head_only)

@@ -20,7 +20,7 @@ KNOWN: dict[str, tuple[str, str]] = {
     "fuzz A: stdio reader dies on an unhashable id or method": (
         'an "id" or "method" that is an array or object kills the stdio reader thread: the server stops '
         "reading (id) or exits (method), and the requests after it are never answered",
-        r"stdio\.py:_(take_slot|receive|read)\b|server died \(\? in threading\.py|server died \(after a message "
+        r"stdio\.py:_(take_slot|receive|read)\b|server died \((\?|TypeError)|server died \(after a message "
         r"whose method is an (array|object)\)"),
     "fuzz B: HTTP 500 for a method that is an array or object": (
         'a POST whose "method" is an array or object gets 500 and a traceback, not -32600',
