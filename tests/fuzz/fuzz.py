@@ -116,8 +116,10 @@ class Run:
 # The core, in worker processes: a message that never returns is reported and its worker replaced
 
 
-def _core_worker(worker: int, jobs: int, seed: int, first: int, count: int, large: float, sample_every: int,
+def _core_worker(worker: int, jobs: int, seed: int, first: int, quota: int, large: float, sample_every: int,
                  progress: Any, results: Any, dumps_path: str, disabled: set[str]) -> None:
+    """Messages first, first + jobs, ... until `quota` have been driven (a shape already found slow is
+    skipped and replaced by the next)."""
     module = fuzz_server()
     excluded = module.TOUCHES_PROCESS + module.NOT_FUZZED
     generator = fuzz_gen.Generator(fuzz_gen.Target.of(module.server, exclude=excluded), large=large)
@@ -129,8 +131,10 @@ def _core_worker(worker: int, jobs: int, seed: int, first: int, count: int, larg
     seen: set[str] = set()
     families: collections.Counter[str] = collections.Counter()
     counts: collections.Counter[str] = collections.Counter()
-    done = 0
-    for index in range(first, count, jobs):
+    done = driven = 0
+    index = first - jobs
+    while driven < quota:
+        index += jobs
         progress.value = index
         message = generator.message(rng_for(seed, "core", index))
         if message.family in disabled:
@@ -139,6 +143,7 @@ def _core_worker(worker: int, jobs: int, seed: int, first: int, count: int, larg
         findings = core.check(message, index, dumps)
         families[message.family] += 1
         done += 1
+        driven += 1
         for finding in findings:
             counts[finding.signature] += 1
             if finding.signature not in seen:
@@ -148,9 +153,9 @@ def _core_worker(worker: int, jobs: int, seed: int, first: int, count: int, larg
                 disabled.add(message.family)
                 results.put(("disabled", message.family))
         if done % 500 == 0:
-            results.put(("counts", done, dict(families), dict(counts)))
+            results.put(("counts", worker, done, dict(families), dict(counts)))
             done, families, counts = 0, collections.Counter(), collections.Counter()
-    results.put(("counts", done, dict(families), dict(counts)))
+    results.put(("counts", worker, done, dict(families), dict(counts)))
     results.put(("sampled", core.sampled))
     results.put(("done", worker))
     dumps.close()
@@ -166,10 +171,14 @@ def run_core(run: Run, count: int, jobs: int, large: float, sample_every: int, w
     workers: dict[int, Any] = {}
     sampled = 0
 
+    quotas = [count // jobs + (worker < count % jobs) for worker in range(jobs)]
+    driven = [0] * jobs
+
     def launch(worker: int, first: int) -> None:
         progress = context.Value("q", first)
         dumps_path = os.path.join(workdir, f"core-{worker}.dumps")
-        process = context.Process(target=_core_worker, args=(worker, jobs, run.seed, first, count, large,
+        quota = quotas[worker] - driven[worker]
+        process = context.Process(target=_core_worker, args=(worker, jobs, run.seed, first, quota, large,
                                                               sample_every, progress, results, dumps_path,
                                                               set(disabled)), daemon=True)
         process.start()
@@ -190,7 +199,8 @@ def run_core(run: Run, count: int, jobs: int, large: float, sample_every: int, w
                 _, index, finding, message = item
                 run.record("core", index, message, [finding], count=0)
             elif kind == "counts":
-                _, done, families, counts = item
+                _, worker, done, families, counts = item
+                driven[worker] += done
                 run.messages["core"] += done
                 run.families["core"].update(families)
                 for signature, n in counts.items():
@@ -233,6 +243,7 @@ def run_core(run: Run, count: int, jobs: int, large: float, sample_every: int, w
                 disabled.add(message.family)
             run.record("core", index, message, [finding])
             run.messages["core"] += 1
+            driven[worker] += 1
             launch(worker, index + jobs)
         if now - last_report > 30:
             last_report = now
@@ -395,7 +406,9 @@ def run_live(run: Run, transport: str, count: int, large: float, sandbox: Sandbo
             run.messages[transport] += 1
         disabled = set(disabled)
         last_report = time.monotonic()
-        for index in range(count):
+        index = -1
+        while run.messages[transport] < count + len(probes()):
+            index += 1
             message = live_message(generator, run.seed, transport, index, framing_share)
             if message.family == "framing":
                 findings = driver.framing(message.data, driver.hang_timeout)
