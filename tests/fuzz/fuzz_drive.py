@@ -2,9 +2,10 @@
 
 - `Core`: protocol.dispatch_bytes in this process (stdio semantics without headers, HTTP semantics with
   them), the log captured per message.
-- `LiveStdio`: `python -m mcpserver TARGET` on real pipes. After each message a `mark` request follows
-  on the same write; the answers before the mark's belong to the message, and the stderr before the
-  mark's line is what the server logged for it.
+- `LiveStdio`: `python -m mcpserver TARGET` on real pipes. After the answers a message needs (paired by
+  id: calls run concurrently and answer in completion order), a `mark` request follows; whatever comes
+  before the mark's answer also belongs to the message, and the stderr before the mark's line is what
+  the server logged for it.
 - `LiveHttp`: `python -m mcpserver --http --port 0 TARGET` over raw keep-alive sockets (so duplicate
   headers and broken framing can be sent), a mark request after each message the same way.
 
@@ -1142,7 +1143,7 @@ def scaling(kind: str, run: Callable[[bytes], float], sizes: list[int], stop_aft
     # line once a partial line passes 64 KB) moves one step, not the trend.
     usable = [i for i, t in enumerate(seconds) if t >= 0.002][-3:]
     exponent = 0.0
-    if len(usable) >= 2 and measured[usable[-1]] >= 4 * measured[usable[0]]:
+    if len(usable) >= 2 and measured[usable[-1]] >= 3 * measured[usable[0]]:
         lo, hi = usable[0], usable[-1]
         span = math.log(measured[hi] / measured[lo])
         exponent = (math.log(seconds[hi] / seconds[lo]) - math.log(max(reference[hi], 1e-9) /
