@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from . import protocol
+from . import _environment, protocol
 from ._context import Flight
 from ._loader import load_target
 from .errors import ConfigError
@@ -52,7 +52,7 @@ def _parser() -> Any:
     config.add_argument("target", metavar="TARGET")
     config.add_argument("--name", help="the server's key in mcpServers (default: the server's name)")
     config.add_argument("--http", metavar="URL", help="an entry for a server already serving over HTTP at URL")
-    config.add_argument("--token-env", metavar="VARIABLE", default="MCPSERVER_TOKEN",
+    config.add_argument("--token-env", metavar="VARIABLE", default=_environment.TOKEN,
                         help="with --http: the variable the client reads the bearer token from")
     return parser
 
