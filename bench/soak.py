@@ -600,8 +600,11 @@ def http_workloads(target: HttpTarget, tally: Tally, stop: threading.Event, seed
                 raw = fuzz_drive.framing_request(rng, target.path).replace(b"{PORT}", str(target.port).encode())
                 sock = target.connect(timeout=HEADER_TIMEOUT + 10)
                 try:
-                    sock.sendall(raw)
-                    sock.shutdown(socket.SHUT_WR)
+                    try:
+                        sock.sendall(raw)
+                        sock.shutdown(socket.SHUT_WR)
+                    except OSError:  # the server refused the head and hung up early: read its answer
+                        pass
                     buffer = bytearray()
                     responses: list[fuzz_drive.HttpResponse] = []
                     while True:
