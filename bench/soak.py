@@ -371,8 +371,9 @@ def stdio_workloads(client: StdioClient, tally: Tally, stop: threading.Event, se
         while not stop.is_set():
             index += 1
             data = generator.message(random.Random(f"{seed}:soak-stdio:{index}")).data
-            if fuzz_known.kills_a_server(data):
-                tally.op(f"skipped: {fuzz_known.kills_a_server(data)}")
+            skip = fuzz_known.kills_a_server(data, "stdio")
+            if skip:
+                tally.op(f"stdio malformed line not sent ({skip})")
                 continue
             if b"\n" in data or rng.random() < 0.2:
                 data = rng.choice([b'{"jsonrpc":"2.0","id":', b"[" * 65 + b"]" * 65, b"\xff\xfe", b"{}",
@@ -624,8 +625,9 @@ def http_workloads(target: HttpTarget, tally: Tally, stop: threading.Event, seed
                 tally.op("http broken framing")
                 continue
             message = generator.message(random.Random(f"{seed}:soak-http:{index}"))
-            if fuzz_known.kills_a_server(message.data):
-                tally.op(f"skipped: {fuzz_known.kills_a_server(message.data)}")
+            skip = fuzz_known.kills_a_server(message.data, "http")
+            if skip:
+                tally.op(f"http malformed request not sent ({skip})")
                 continue
             head = ["POST " + target.path + " HTTP/1.1", f"Host: 127.0.0.1:{target.port}"]
             headers = message.headers or fuzz_gen.mirrored_headers(fuzz_check.decode(message.data)[1],
@@ -635,7 +637,10 @@ def http_workloads(target: HttpTarget, tally: Tally, stop: threading.Event, seed
             head.append(f"Content-Length: {len(message.data)}")
             sock = target.connect()
             try:
-                sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("utf-8", "surrogatepass") + message.data)
+                try:
+                    sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("utf-8", "surrogatepass") + message.data)
+                except OSError:  # refused on its head (431, 400) and hung up before the body was sent
+                    pass
                 response = fuzz_drive.read_response(sock, bytearray(), time.monotonic() + ANSWER_TIMEOUT)
             finally:
                 sock.close()

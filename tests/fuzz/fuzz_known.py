@@ -43,16 +43,17 @@ KNOWN: dict[str, tuple[str, str]] = {
 }
 
 
-def kills_a_server(data: bytes) -> Optional[str]:
-    """The label of an open bug this message would take a server down with (fuzz A and B), else None.
-    Only `make soak` asks: its load must not stop at the first such message while the bug is open."""
+def kills_a_server(data: bytes, transport: str) -> Optional[str]:
+    """The label of an open bug this message would take a `transport` server down with (fuzz A on stdio,
+    B over HTTP), else None. Only `make soak` asks: its load must not stop at the first such message."""
     try:
         message = json.loads(data)
     except (ValueError, RecursionError):
         return None
     if isinstance(message, dict) and (isinstance(message.get("id"), (list, dict))
                                       or isinstance(message.get("method"), (list, dict))):
-        return next((label for label in KNOWN if label.startswith(("fuzz A", "fuzz B"))), None)
+        return next((label for label in KNOWN if label.startswith("fuzz A" if transport == "stdio" else "fuzz B")),
+                    None)
     return None
 
 
