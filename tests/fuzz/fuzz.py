@@ -33,7 +33,10 @@ from typing import Any, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [HERE] + ([os.path.join(ROOT, "server")] if not os.environ.get("FUZZ_INSTALLED") else [])
+# The checkout's server/ for this process and for the live servers it starts (an installed mcpserver, as in
+# `make fuzz`'s venv, is the same code).
+sys.path[:0] = [HERE, os.path.join(ROOT, "server")]
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "server"), os.environ.get("PYTHONPATH")]))
 
 import fuzz_check  # noqa: E402
 import fuzz_drive  # noqa: E402
@@ -50,6 +53,11 @@ def open_shapes() -> set[str]:
     leave them to the scaling check (a strict xfail each) instead of paying seconds per message."""
     return {f"repetitive:{kind}" for kind in fuzz_gen.REPETITIVE_KINDS
             if fuzz_known.known(f"superlinear: {kind} ")}
+
+
+def shown(text: str) -> str:
+    """Text safe to print: lone surrogates (a fuzzed method name, say) escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def rng_for(seed: int, transport: str, index: int) -> random.Random:
@@ -107,8 +115,8 @@ class Run:
             if occurrence is None:
                 occurrence = self.failures[key] = Occurrence(finding, transport, self.seed, index, message)
                 label = occurrence.label
-                print(f"  {'known ' + label if label else 'NEW'}: {transport} #{index} ({message.family}) "
-                      f"{finding.signature} -- {finding.detail[:200]}", flush=True)
+                print(shown(f"  {'known ' + label if label else 'NEW'}: {transport} #{index} ({message.family}) "
+                            f"{finding.signature} -- {finding.detail[:200]}"), flush=True)
             occurrence.count += count
 
 
@@ -628,13 +636,13 @@ def report(run: Run, started: float) -> int:
     for occurrence in sorted(run.failures.values(), key=lambda o: (o.label is not None, o.transport)):
         label = f"known: {occurrence.label}" if occurrence.label else "NEW"
         message = occurrence.minimal or occurrence.message
-        shown = message.data[:300].decode("utf-8", "backslashreplace")
-        print(f"- [{label}] {occurrence.transport}: {occurrence.finding.signature} x{occurrence.count}\n"
+        data = message.data[:300].decode("utf-8", "backslashreplace")
+        print(shown(f"- [{label}] {occurrence.transport}: {occurrence.finding.signature} x{occurrence.count}\n"
               f"    seed {occurrence.seed} index {occurrence.index} ({occurrence.message.family}); "
               f"{occurrence.finding.detail[:300]}\n"
-              f"    minimal ({len(message.data)} bytes): {shown}{'...' if len(message.data) > 300 else ''}"
+              f"    minimal ({len(message.data)} bytes): {data}{'...' if len(message.data) > 300 else ''}"
               + (f"\n    headers: {message.headers}" if message.headers is not None else "")
-              + (f"\n    saved: {os.path.relpath(occurrence.saved, ROOT)}" if occurrence.saved else ""))
+              + (f"\n    saved: {os.path.relpath(occurrence.saved, ROOT)}" if occurrence.saved else "")))
     return 1 if new else 0
 
 
@@ -713,9 +721,9 @@ def _replay_main(paths: list[str]) -> int:
                 drivers[transport].budget.calibrate(drivers[transport].timer)
             findings = replay(path, drivers)
             failed += bool(findings)
-            print(f"{'FAILS' if findings else 'passes'}: {os.path.basename(path)} ({entry['signature']})")
+            print(shown(f"{'FAILS' if findings else 'passes'}: {os.path.basename(path)} ({entry['signature']})"))
             for finding in findings:
-                print(f"    {finding.signature}: {finding.detail[:300]}")
+                print(shown(f"    {finding.signature}: {finding.detail[:300]}"))
     finally:
         for driver in drivers.values():
             driver.stop() if hasattr(driver, "stop") else driver.close()

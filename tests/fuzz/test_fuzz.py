@@ -30,7 +30,7 @@ def _unknown(run: fuzz.Run) -> list[str]:
         shown = occurrence.message.data[:300].decode("utf-8", "backslashreplace")
         line = (f"{occurrence.transport} #{occurrence.index} {occurrence.finding.signature} x{occurrence.count}: "
                 f"{occurrence.finding.detail[:200]}\n    message: {shown}")
-        print(f"[{label or 'NEW'}] {line}")
+        print(fuzz.shown(f"[{label or 'NEW'}] {line}"))
         if label is None:
             lines.append(line)
     return lines
