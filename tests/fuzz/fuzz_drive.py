@@ -1123,8 +1123,9 @@ class Scaling(NamedTuple):
 def scaling(kind: str, run: Callable[[bytes], float], sizes: list[int], stop_after: float = 1.5,
             repeats: int = 3) -> Scaling:
     """Time `kind` at each size (best of `repeats`, fewer when slow) and the echo reference at the same
-    byte count; super-linear when time grows at least size^0.6 faster than the reference does and the
-    largest size took over 50 ms, or when the largest size took over 0.25 s and 100 times the reference."""
+    byte count; super-linear when, on each of the last two doublings, time grows at least size^0.6 faster
+    than the reference does and the largest size took over 50 ms, or when the largest size took over
+    0.25 s and 100 times the reference."""
     import math
 
     measured, seconds, reference = [], [], []
@@ -1139,17 +1140,19 @@ def scaling(kind: str, run: Callable[[bytes], float], sizes: list[int], stop_aft
         reference.append(ref)
         if best > stop_after:
             break
-    # Growth over the last two doublings measurable (from 2 ms): a fixed cost that starts at one size (a log
-    # line once a partial line passes 64 KB) moves one step, not the trend.
+    # Growth beyond the reference's on each of the last two steps measurable (from 2 ms), the smaller of the
+    # two: a fixed cost that starts at one size (a log line once a partial line passes 64 KB) makes one
+    # step steep, a super-linear cost makes every step steep.
     usable = [i for i, t in enumerate(seconds) if t >= 0.002][-3:]
-    exponent = 0.0
-    if len(usable) >= 2 and measured[usable[-1]] >= 3 * measured[usable[0]]:
-        lo, hi = usable[0], usable[-1]
+    steps = []
+    for lo, hi in zip(usable, usable[1:]):
         span = math.log(measured[hi] / measured[lo])
-        exponent = (math.log(seconds[hi] / seconds[lo]) - math.log(max(reference[hi], 1e-9) /
-                                                                    max(reference[lo], 1e-9))) / span
-    # Growth faster than the reference's, or a cost so far above it at the largest size measured that the
-    # ladder had to stop before growth could be seen (a cubic shape is at seconds by 1 KB).
+        if span > 0:
+            steps.append((math.log(seconds[hi] / seconds[lo])
+                          - math.log(max(reference[hi], 1e-9) / max(reference[lo], 1e-9))) / span)
+    exponent = min(steps) if len(steps) == 2 else 0.0
+    # Or a cost so far above the reference at the largest size measured that the ladder had to stop before
+    # growth could be seen (a cubic shape is at seconds by 1 KB).
     superlinear = (exponent > 0.6 and seconds[-1] > 0.05) or (seconds[-1] > 0.25 and seconds[-1] > 100 * reference[-1])
     return Scaling(kind, measured, seconds, reference, superlinear, exponent)
 
