@@ -812,6 +812,13 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {s['rss_mib']:.1f} → {e['rss_mib']:.1f} | {s['threads']} → {e['threads']} | "
                      f"{s['fds']} → {e['fds']} | {e['zombies']} | {m['rss_mib']:.1f} / {m['threads']} / {m['fds']} | "
                      f"{v['load_rss_first_third']:.1f} → {v['load_rss_last_third']:.1f} |")
+    lines += ["", "RSS in MiB, median of each minute's samples (warm-up first):", ""]
+    for name in result["servers"]:
+        minutes: dict[int, list[float]] = {}
+        for sample in result["samples"]:
+            if sample["server"] == name:
+                minutes.setdefault(int(sample["t"] // 60), []).append(sample["rss_mib"])
+        lines.append(f"- {name}: " + ", ".join(f"{statistics.median(v):.1f}" for _, v in sorted(minutes.items())))
     lines += ["", "What ran (operations completed, all checked):", ""]
     for kind, count in sorted(result["ops"].items()):
         size = result["bytes"].get(kind, 0)
@@ -825,6 +832,8 @@ def render(result: dict[str, Any]) -> str:
     if result["errors_total"]:
         lines += ["", "Errors:", ""] + [f"- {k}: {v} (e.g. {result['examples'][k][:200]!r})"
                                         for k, v in result["errors"].items()]
+    if result.get("note"):
+        lines += ["", result["note"]]
     lines += ["", "SIGTERM at the end: " + ", ".join(f"{k} exit {v['status']} in {v['seconds']} s"
                                                      for k, v in result["exits"].items()) + ".", MARK_END]
     return "\n".join(lines) + "\n"
@@ -853,7 +862,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--cancel", action=argparse.BooleanOptionalAction, default=True,
                         help="cancel calls in flight (notifications/cancelled on stdio, a closed stream over HTTP)")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/performance.md")
+    parser.add_argument("--render", metavar="RESULTS", help="only rewrite the doc's section from a results file")
+    parser.add_argument("--note", help="with --render: a paragraph of analysis to keep with the figures")
     args = parser.parse_args(argv)
+    if args.render:
+        with open(args.render, encoding="utf-8") as file:
+            result = json.load(file)
+        if args.note:
+            result["note"] = args.note
+            with open(args.render, "w", encoding="utf-8") as file:
+                json.dump(result, file, indent=1)
+        write_doc(render(result))
+        return 0
     total = args.minutes * 60
     warm = max(30.0, total * 0.1) if total >= 60 else total * 0.2
     load_before = os.getloadavg()[0]
