@@ -16,6 +16,8 @@ help:
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
 	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
+	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_ARGS=)"
+	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/performance.md (SOAK_MINUTES=)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth
+	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/fuzz
 
 # pyenv's python3.9 shim refuses to run unless asked; this asks.
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))
@@ -108,3 +110,20 @@ bench-tools:
 
 bench: $(BENCH_VENV)/.installed bench-tools
 	$(PYTHON) bench/run.py --venv $(BENCH_VENV) --rounds $(ROUNDS) $(BENCH_ARGS)
+
+# --- fuzzing and soak (tests/fuzz/, bench/soak.py; see docs/performance.md) ------------------------------
+# `make test` runs a short fuzz run (tests/fuzz/test_fuzz.py); these are the full ones.
+FUZZ_CORE ?= 1000000
+FUZZ_STDIO ?= 100000
+FUZZ_HTTP ?= 100000
+FUZZ_ARGS ?=
+SOAK_MINUTES ?= 10
+SOAK_ARGS ?=
+
+.PHONY: fuzz soak
+
+fuzz: $(VENV)/.installed
+	$(PY) tests/fuzz/fuzz.py --core $(FUZZ_CORE) --stdio $(FUZZ_STDIO) --http $(FUZZ_HTTP) $(FUZZ_ARGS)
+
+soak: $(VENV)/.installed
+	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
