@@ -68,6 +68,11 @@ class Flight:
         self.last_progress: Optional[float] = None
 
     @property
+    def streams(self) -> bool:
+        """Whether notifications for this request go anywhere (a transport gave the flight its stream)."""
+        return self._emit is not None
+
+    @property
     def event(self) -> threading.Event:
         """Set when the request is cancelled: a tool can wait on it instead of sleeping."""
         with self._lock:

@@ -549,6 +549,9 @@ def _listen(server: Server, params: dict[str, Any], context: Context) -> dict[st
     wanted = params.get("notifications")
     if not isinstance(wanted, dict):
         raise InvalidParams('Invalid params: "notifications" must be an object (a SubscriptionFilter)')
+    if not context.flight.streams:  # dispatch() called directly: the stream would stay open with no one to hear it
+        raise InvalidRequest("Invalid Request: subscriptions/listen needs a transport that streams notifications "
+                             "(stdio or Streamable HTTP)")
     capabilities = server.capabilities()
     honoured: dict[str, Any] = {key: True for key, (kind, _) in LIST_CHANGED.items()
                                 if wanted.get(key) is True and kind in capabilities}

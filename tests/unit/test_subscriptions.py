@@ -145,3 +145,11 @@ def test_the_registry_changes_safely_while_requests_read_it():
     for worker in workers:
         worker.join(10)
     assert problems == []
+
+
+def test_listen_through_dispatch_without_a_stream_is_refused_at_once():
+    """Found by make fuzz (G): with no flight to stream through, dispatch() and handle() waited forever."""
+    server = Server("quiet", "1.0.0", offers=["tools"])
+    message = request("subscriptions/listen", id=1, notifications={"toolsListChanged": True})
+    for answer in (dispatch(message, server).response, handle(message, server)):
+        assert answer["error"]["code"] == -32600 and "needs a transport that streams" in answer["error"]["message"]

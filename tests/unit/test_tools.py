@@ -110,7 +110,7 @@ def test_output_that_is_not_json_is_an_is_error_result(server):
     ('{"x": 1e999}', "did not print valid JSON"),  # infinity has no JSON form: it must not reach the encoder
     ("[" * 100_000 + "]" * 100_000, "did not print valid JSON"),  # nesting past the limit, in linear time
     ('{"n": ' + "9" * 5000 + "}", "did not print valid JSON"),  # an integer longer than the digit limit
-])
+], ids=["infinity", "deep", "long-integer"])  # short ids: pytest puts them in PYTEST_CURRENT_TEST (128 KiB cap)
 def test_hostile_json_from_a_program_is_an_is_error_result(server, printed, why):
     server.command("prints", ["cat"], stdin={"argument": "text"}, input_schema=TEXT_SCHEMA, output="json")
     result = run(server, "prints", text=printed)
