@@ -3,6 +3,7 @@ that is PID 1 reaps what it is given, as an init must."""
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -123,14 +124,24 @@ def send_to_a_worker_thread(pid: int, signum: int) -> None:
     """Deliver `signum` to one of `pid`'s threads other than the main one (tgkill), as the kernel may do
     with a signal sent to the process: a free-threaded CPython then left the main thread asleep."""
     import ctypes
+    import errno
 
-    threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid)
-    assert threads, "the server runs a single thread: nothing to aim at"
     libc = ctypes.CDLL(None, use_errno=True)
     sys_tgkill = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
     if sys_tgkill is None:
         pytest.skip(f"tgkill's system call number on {os.uname().machine} is not in this test")
-    assert libc.syscall(sys_tgkill, pid, threads[0], signum) == 0, os.strerror(ctypes.get_errno())
+    deadline = time.monotonic() + 10
+    while True:
+        threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid)
+        if threads or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert threads, "the server runs a single thread: nothing to aim at"
+    for tid in threads:  # a thread listed a moment ago may have finished its work since: try the next
+        if libc.syscall(sys_tgkill, pid, tid, signum) == 0:
+            return
+        assert ctypes.get_errno() == errno.ESRCH, os.strerror(ctypes.get_errno())
+    pytest.fail(f"every worker thread of {pid} ended before the signal reached one: {threads}")
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -142,10 +153,16 @@ def test_sigterm_handed_to_a_worker_thread_still_stops_the_server(transport):
 
     if transport == "http":
         server = HttpServer(TOOLS)
-        assert server.post(call("tags", tags=["a"]))[0] == 200  # the disconnect watcher's thread exists now
+        assert server.post(call("tags", tags=["a"]))[0] == 200
+        # A connection that has sent half its headers keeps its thread waiting (until the header timeout),
+        # so there is a worker thread to aim at for as long as the test needs one.
+        half_open = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        half_open.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
     else:
         server = StdioServer(TOOLS)
         server.ask(call("tags", tags=["a"]))
     with server:
         send_to_a_worker_thread(server.process.pid, signal.SIGTERM)
         assert server.process.wait(10) == 0
+    if transport == "http":
+        half_open.close()
