@@ -64,7 +64,8 @@ class ContainerSpec:
     network: str = "none"
     user: str = ""
     entrypoint: str | None = None
-    volumes: tuple[tuple[str, str], ...] = ()  # (volume, target), mounted read-only
+    volumes: tuple[tuple[str, str], ...] = ()  # (volume, target), mounted read-only unless `fills_volumes`
+    fills_volumes: bool = False  # a holder that `docker cp` fills the volumes through: mounted read-write
     memory: str = ""  # also the swap limit: no swapping past it
     pids_limit: int = 0
     init: bool = False  # an init as PID 1 (docker-init): signals and zombies behave as on a host
@@ -85,7 +86,8 @@ class ContainerSpec:
         args += ["-i"] if self.interactive else []
         args += [a for k, v in sorted(self.env.items()) for a in ("-e", f"{k}={v}")]
         for volume, target in self.volumes:
-            args += ["--mount", f"type=volume,source={volume},target={target},readonly"]
+            mode = "" if self.fills_volumes else ",readonly"
+            args += ["--mount", f"type=volume,source={volume},target={target}{mode}"]
         return [*args, self.image, *self.args]
 
 

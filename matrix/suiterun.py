@@ -87,7 +87,9 @@ def _fill_volume(engine: Engine, name: str, folder: Path, image: str) -> None:
     holder = f"mcplab-fill-{name}-{os.getpid()}"
     engine.create_volume(name, {LABEL: "1"})
     try:
-        spec = ContainerSpec(image=image, name=holder, labels={LABEL: "1"}, volumes=((name, PYTEST_MOUNT),))
+        # Mounted read-write: `docker cp` into a read-only mount fails ("mounted volume is marked read-only").
+        spec = ContainerSpec(image=image, name=holder, labels={LABEL: "1"}, volumes=((name, PYTEST_MOUNT),),
+                             fills_volumes=True)  # fmt: skip
         made = engine.create(spec)
         if not made.ok:
             raise RuntimeError(f"cannot create a container to fill {name}: {made.last_line()}")
