@@ -72,9 +72,11 @@ class ContainerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     remove: bool = False
     interactive: bool = False
+    publish: tuple[str, ...] = ()  # docker's -p ADDRESS:HOST_PORT:CONTAINER_PORT (needs a network)
 
     def argv(self) -> list[str]:
         args = ["--network", self.network]
+        args += [a for port in self.publish for a in ("--publish", port)]
         args += [a for k, v in sorted(self.labels.items()) for a in ("--label", f"{k}={v}")]
         args += ["--name", self.name] if self.name else []
         args += ["--user", self.user] if self.user else []
@@ -184,6 +186,12 @@ class Engine:
             if pipe is not None:
                 pipe.close()
 
+    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+              ) -> subprocess.Popen[bytes]:  # fmt: skip
+        """A long-running host process (a server for a check), tracked like every other; its stderr is a
+        pipe, stdout and stdin are closed. End it with `detach`."""
+        return self._start(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+
     def kill_all(self) -> int:
         """Kill every process still running; safe in a signal handler (no lock: a snapshot of the set is
         taken in one step under the GIL). Returns how many were killed."""
@@ -220,6 +228,16 @@ class Engine:
         if not done.ok:
             raise EngineError(f"no Docker engine answers at {self.endpoint()} ({done.last_line()}). {_START_ONE}")
         return done.output.strip()
+
+    def published_address(self) -> str:
+        """The address a port published by this engine is reached at from here: loopback for a local
+        socket, else the engine's host (tcp://HOST:PORT, ssh://USER@HOST)."""
+        endpoint = self.endpoint()
+        if "://" not in endpoint or endpoint.startswith(("unix://", "npipe://")):
+            return "127.0.0.1"
+        host = endpoint.split("://", 1)[1].rsplit("@", 1)[-1]
+        host = host.split("/", 1)[0]
+        return host.rsplit(":", 1)[0].strip("[]") if host.count(":") == 1 or host.startswith("[") else host
 
     def endpoint(self) -> str:
         """Where the CLI sends commands: DOCKER_HOST, else the current docker context's endpoint."""

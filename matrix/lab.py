@@ -19,11 +19,14 @@ from pathlib import Path
 from . import LAB_ROOT
 from .bootstrap import Bases
 from .build import Builder
+from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
+from .install import Distributions
 from .memo import SuiteMemo
 from .model import Environment, SuiteResult
 from .plan import Selection, Shard
 from .progress import Progress
+from .startup import StartupTarget
 from .suiterun import Kept
 from .travel import Archives, Registry, Store
 from .wheels import PytestFolders
@@ -95,6 +98,9 @@ class Lab:
                                stores=travel)  # fmt: skip
         self.pytest = PytestFolders(options.cache / "pytest", self.engine)
         self.memo = SuiteMemo(options.cache / "passed", enabled=options.use_cache, engine=self.engine, stores=travel)
+        self.conformance = ConformanceTool(self.engine, options.root, self.logdir / "conformance-install.log")
+        self.distributions = Distributions(self.engine, options.root, options.cache / "dist", self.logdir / "dist.log")
+        self.startup_targets: dict[str, StartupTarget] = {}  # where each finished cell's server starts
         self.stop = threading.Event()
         self.stop_reason = ""
         self.interrupted = threading.Event()

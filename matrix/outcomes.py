@@ -88,7 +88,8 @@ def judge(suite: Suite, attempt: Attempt) -> SuiteResult:
     return SuiteResult(
         suite=suite, outcome=outcome, tests=counts.tests, passed=counts.passed, failed=counts.failed,
         errors=counts.errors, skipped=counts.skipped, duration=attempt.duration, failures=counts.failures,
-        message=message, log_tail=tail_text if outcome is not Outcome.PASSED else "", junit_xml=attempt.junit,
+        skips=counts.skips, repetitions=counts.repetitions, message=message,
+        log_tail=tail_text if outcome is not Outcome.PASSED else "", junit_xml=attempt.junit,
     )  # fmt: skip
 
 

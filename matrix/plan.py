@@ -72,8 +72,10 @@ def parse_jobs(raw: str, cpu_count: int) -> int:
 
 
 def _python_matches(pattern: str, cell: Cell) -> bool:
-    pattern = pattern.removeprefix("py").removeprefix("python")
-    return fnmatch.fnmatchcase(cell.python, pattern)
+    """3.11 (every 3.11, PyPy's too), py3.11, python3.11, 3.14t or pypy3.11 (only that interpreter); globs."""
+    bare = pattern.removeprefix("python").removeprefix("py")
+    return any(fnmatch.fnmatchcase(value, wanted) for value, wanted in (
+        (cell.python, bare), (cell.slug, pattern), (cell.slug.removeprefix("py"), bare)))  # fmt: skip
 
 
 def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:

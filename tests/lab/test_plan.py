@@ -49,7 +49,18 @@ def test_python_accepts_plain_and_prefixed_versions() -> None:
 
 def test_cell_globs_and_selectors_intersect() -> None:
     chosen = select(CELLS, Selection(cells=("debian-*",), pythons=("3.11", "3.13")))
-    assert names(chosen) == ["debian-bookworm-py3.11", "debian-trixie-py3.13"]
+    assert names(chosen) == ["debian-bookworm-py3.11", "debian-trixie-py3.13", "debian-trixie-pypy3.11",
+                             "debian-sid-pypy3.11", "debian-sid-py3.13t"]
+
+
+@pytest.mark.parametrize(("python", "expected"), [
+    ("pypy*", ["debian-trixie-pypy3.11", "debian-sid-pypy3.11"]),
+    ("3.14t", ["debian-sid-py3.14t"]),
+    ("py3.13t", ["debian-sid-py3.13t"]),
+    ("python3.9", ["debian-bullseye-py3.9", "host-py3.9"]),
+])
+def test_python_selects_by_version_or_by_interpreter(python: str, expected: list[str]) -> None:
+    assert names(select(CELLS, Selection(pythons=(python,)))) == expected
 
 
 @pytest.mark.parametrize(
@@ -74,7 +85,8 @@ def test_selectors_that_match_apart_but_not_together_are_an_error() -> None:
 
 def test_suites_parse_in_report_order_and_refuse_unknown_ones() -> None:
     assert parse_suites(["payload,unit"]) == (Suite.UNIT, Suite.PAYLOAD)
-    assert parse_suites([]) == (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD, Suite.IMAGES)
+    assert parse_suites([]) == (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD, Suite.HOSTILE, Suite.INSTALL, Suite.IMAGES,
+                                Suite.CONFORMANCE)
     with pytest.raises(UsageError, match="unknown suite lint"):
         parse_suites(["unit,lint"])
 
