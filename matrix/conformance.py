@@ -25,11 +25,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import LAB_ROOT
 from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine
 from .model import Outcome, Suite, SuiteResult
 from .outcomes import Attempt, judge
 
-SCRIPT = Path("scripts") / "conformance.py"
+SCRIPT = LAB_ROOT / "scripts" / "conformance.py"  # the harness's own tool, whichever tree is tested
 EVERYTHING_IN_IMAGE = "/opt/mcpserver/examples/everything.py"
 READY_DEADLINE = 30.0
 INSTALL_TIMEOUT = 900.0
@@ -43,9 +44,9 @@ class ConformanceTool:
     """Node and the pinned suite in .cache/conformance: installed at most once per run, whatever number of
     cells ask (scripts/conformance.py --install), and the script that runs it."""
 
-    def __init__(self, engine: Engine, root: Path, log: Path) -> None:
+    def __init__(self, engine: Engine, log: Path, script: Path = SCRIPT) -> None:
         self.engine = engine
-        self.script = root / SCRIPT
+        self.script = script
         self.log = log
         self._lock = threading.Lock()
         self._problem: str | None = None

@@ -98,7 +98,7 @@ class Lab:
                                stores=travel)  # fmt: skip
         self.pytest = PytestFolders(options.cache / "pytest", self.engine)
         self.memo = SuiteMemo(options.cache / "passed", enabled=options.use_cache, engine=self.engine, stores=travel)
-        self.conformance = ConformanceTool(self.engine, options.root, self.logdir / "conformance-install.log")
+        self.conformance = ConformanceTool(self.engine, self.logdir / "conformance-install.log")
         self.distributions = Distributions(self.engine, options.root, options.cache / "dist", self.logdir / "dist.log")
         self.startup_targets: dict[str, StartupTarget] = {}  # where each finished cell's server starts
         self.stop = threading.Event()

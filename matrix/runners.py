@@ -57,7 +57,7 @@ def host_suite(lab: Lab, cell: Cell, host: HostCell, suite: Suite) -> SuiteResul
     tests = files_digest([root / "tests" / suite.value]) if suite.has_tests_dir else ""
     common = ("host", suite.value, host.interpreter, cell.python, host.inputs, tests, host.pytest.wheels)
     if suite is Suite.CONFORMANCE:
-        key = memo_key(*common, files_digest([root / conformance.SCRIPT]))
+        key = memo_key(*common, files_digest([conformance.SCRIPT]))
         return lab.remembered(key, lambda: conformance.run_against_host(
             lab.engine, lab.conformance, python=host.venv_python, everything=root / "server/examples/everything.py",
             cell=cell.name, env=host_env(host.pytest.folder), timeout=options.timeout, logdir=lab.logdir,
@@ -93,7 +93,7 @@ def container_suite(lab: Lab, cell: Cell, built: Images, pytest: PytestFolder | 
             timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
         ))  # fmt: skip
     if suite is Suite.CONFORMANCE:
-        key = memo_key("conformance", image_id(built.runtime) or "", files_digest([options.root / conformance.SCRIPT]))
+        key = memo_key("conformance", image_id(built.runtime) or "", files_digest([conformance.SCRIPT]))
         return lab.remembered(key, lambda: conformance.run_against_container(
             lab.engine, lab.conformance, image=built.runtime, run_id=lab.run_id, cell=cell.name,
             timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,

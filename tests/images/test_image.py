@@ -155,3 +155,15 @@ def test_the_gil_is_off(cell: Cell) -> None:
     # As the image runs its server (the image sets nothing else), after everything the server imports.
     served = output_of(run(cell, "-c", SERVER_IMPORTS + GIL_PROBE, entrypoint=cell.interpreter))
     assert served.split()[-2:] == ["1", "False"], served
+
+
+# A CPython compiled in the image (images/apt-source) links libraries the base must also have at run time:
+# each of these imports, which finding its file alone would not prove.
+COMPILED_EXTENSIONS = ("_ssl", "_hashlib", "zlib", "_ctypes", "_sqlite3", "_decimal", "_lzma", "_bz2", "_uuid",
+                       "pyexpat", "_json", "select", "_socket")  # fmt: skip
+
+
+@pytest.mark.flavours("free-threaded")
+def test_the_compiled_pythons_extension_modules_load(cell: Cell) -> None:
+    code = f"import importlib; [importlib.import_module(name) for name in {COMPILED_EXTENSIONS!r}]; print('ok')"
+    assert output_of(run(cell, "-c", code, entrypoint=cell.interpreter)).strip() == "ok"
