@@ -10,7 +10,7 @@ help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
 	@echo "make lint        ruff, and mypy --strict on server/, matrix/ and scripts/"
-	@echo "make test-auth   token validation against a real authorization server (oidc-provider; Node 22 on first use)"
+	@echo "make test-auth   only the OAuth suite against a real authorization server (oidc-provider; Node 22 on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
@@ -24,14 +24,15 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance
+	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth
 
 # pyenv's python3.9 shim refuses to run unless asked; this asks.
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))
 test-py39:
 	$(MAKE) test PYTHON=$(PY39) VENV=.venv-py39 EXTRAS=test
 
-# mcpserver.auth against oidc-provider (npm, pinned; installs it and Node 22 into .cache/oidc-provider on first use).
+# OAuth against oidc-provider (npm, pinned; installs it and Node 22 into .cache/oidc-provider on first use).
+# Part of `make test`; this runs it alone.
 test-auth: $(VENV)/.installed
 	$(PY) -m pytest -q tests/auth
 

@@ -36,6 +36,13 @@ def call(request_id: int, tool: str, **arguments: Any) -> dict[str, Any]:
             "params": {"_meta": META, "name": tool, "arguments": arguments}}
 
 
+def progress_call(request_id: int, count: int) -> dict[str, Any]:
+    """tools/call steps(count) with a progress token: the token is the request id, as a string."""
+    message = call(request_id, "steps", count=count)
+    message["params"]["_meta"] = {**META, "progressToken": f"p{request_id}"}
+    return message
+
+
 def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode()
 
@@ -44,8 +51,8 @@ def echo_text(request_id: int) -> str:
     return f"echo {request_id}"
 
 
-def echo_line(request_id: int) -> bytes:
-    return encode(call(request_id, "echo", text=echo_text(request_id))) + b"\n"
+def echo_line(request_id: int, tool: str = "echo") -> bytes:
+    return encode(call(request_id, tool, text=echo_text(request_id))) + b"\n"
 
 
 def payload_text() -> str:
@@ -80,6 +87,33 @@ def check_echo(raw: bytes, request_id: int) -> None:
     text = answer_text(raw, request_id)
     if text != echo_text(request_id):
         raise WrongAnswer(f"id {request_id}: echo returned {text[:60]!r}")
+
+
+def check_progress(raw: list[bytes], request_id: int, count: int) -> int:
+    """The messages received for a steps(count) call: notifications, then its answer (last). Every
+    notification must be progress for this request's token, of `count`, strictly increasing, the last
+    one `count` itself; the answer must be "`count` steps". Returns how many notifications there were."""
+    if not raw:
+        raise WrongAnswer(f"id {request_id}: nothing received")
+    text = answer_text(raw[-1], request_id)
+    if text != f"{count} steps":
+        raise WrongAnswer(f"id {request_id}: steps returned {text[:60]!r}")
+    last = 0.0
+    for line in raw[:-1]:
+        try:
+            note = json.loads(line)
+        except ValueError:
+            raise WrongAnswer(f"id {request_id}: not JSON: {line[:120]!r}") from None
+        params = note.get("params") if isinstance(note, dict) else None
+        if (not isinstance(params, dict) or note.get("method") != "notifications/progress"
+                or params.get("progressToken") != f"p{request_id}" or params.get("total") != count):
+            raise WrongAnswer(f"id {request_id}: not this request's progress: {line[:160]!r}")
+        if not params.get("progress", 0) > last:
+            raise WrongAnswer(f"id {request_id}: progress {params.get('progress')} after {last}")
+        last = params["progress"]
+    if len(raw) > 1 and last != count:
+        raise WrongAnswer(f"id {request_id}: the last progress was {last}, not {count}")
+    return len(raw) - 1
 
 
 def check_text(raw: bytes, request_id: int, length: int, digest: str) -> None:
@@ -125,6 +159,25 @@ class LineReader:
         self._buffer += b"\n".join(parts[count:])
         return [part + b"\n" for part in parts[:count]]
 
+    def through_last(self, marker: bytes, timeout: float) -> list[bytes]:
+        """Lines until one without `marker` ends what has arrived: for a request answered last, after
+        notifications that all carry `marker`. Only the last complete line of each read is looked at
+        while the clock runs; the caller checks all of them after it stops."""
+        deadline = time.monotonic() + timeout
+        chunks = [bytes(self._buffer)]
+        self._buffer.clear()
+        self._scanned = 0
+        tail = chunks[0]
+        while True:
+            if tail.endswith(b"\n"):
+                start = tail.rfind(b"\n", 0, len(tail) - 1) + 1
+                if marker not in tail[start:]:
+                    break
+            chunk = self._read(deadline)
+            chunks.append(chunk)
+            tail = tail[-65536:] + chunk if not chunk.endswith(b"\n") or b"\n" not in chunk[:-1] else chunk
+        return [line + b"\n" for line in b"".join(chunks).split(b"\n")[:-1]]
+
     def _fill(self, deadline: float) -> None:
         self._buffer += self._read(deadline)
 
@@ -167,12 +220,15 @@ class HttpClient:
         self.connections += 1
         return sock
 
-    def request_bytes(self, body: bytes, method: str = "tools/call", name: Optional[str] = None) -> bytes:
+    def request_bytes(self, body: bytes, method: str = "tools/call", name: Optional[str] = None,
+                      authorization: Optional[str] = None) -> bytes:
         head = [f"POST {self.path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Type: application/json",
                 "Accept: application/json, text/event-stream", f"MCP-Protocol-Version: {PROTOCOL_VERSION}",
                 f"Mcp-Method: {method}"]
         if name is not None:
             head.append(f"Mcp-Name: {name}")
+        if authorization is not None:
+            head.append(f"Authorization: {authorization}")
         head.append(f"Content-Length: {len(body)}")
         return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 

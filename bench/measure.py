@@ -36,8 +36,9 @@ def _write_all(fd: int, data: bytes) -> None:
 # stdio: fresh processes
 
 
-def cold_start(system: systems.System, log_dir: str) -> float:
-    """Milliseconds from spawning the server to the first tools/call answer (stdin stays open)."""
+def cold_start(system: systems.System, log_dir: str) -> dict[str, float]:
+    """Milliseconds from spawning the server to the first tools/call answer (stdin stays open), and the
+    peak RSS (VmHWM, MiB) right after that answer: what a server costs once started."""
     line = clients.echo_line(1)
     started = time.perf_counter()
     running = systems.start(system, log_dir)
@@ -46,10 +47,54 @@ def cold_start(system: systems.System, log_dir: str) -> float:
         _write_all(running.process.stdin.fileno(), line)
         raw = LineReader(running.process.stdout.fileno()).line(STDIO_TIMEOUT)
         elapsed = time.perf_counter() - started
+        peak_kib = systems.peak_rss_kib(running.process.pid)
     finally:
         systems.stop(running)
     clients.check_echo(raw, 1)
-    return elapsed * 1000
+    if not peak_kib:
+        raise RuntimeError("could not read the server's VmHWM from /proc")
+    return {"ms": elapsed * 1000, "mib": peak_kib / 1024}
+
+
+def import_times(python: str, log_dir: str) -> dict[str, Any]:
+    """`python -X importtime -m mcpserver demo.py` up to its first answer: every import's own and
+    cumulative microseconds by module, and the milliseconds to that answer (inflated by -X importtime
+    itself, so only for scale)."""
+    argv = [python, "-X", "importtime", "-m", "mcpserver", systems.DEMO]
+    os.makedirs(log_dir, exist_ok=True)
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=systems.ROOT, env=systems.environment())
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    try:
+        _write_all(process.stdin.fileno(), clients.echo_line(1))
+        raw = LineReader(process.stdout.fileno()).line(STDIO_TIMEOUT)
+        elapsed = time.perf_counter() - started
+        process.kill()  # at once: what an orderly exit would import is not start-up
+        _, stderr = process.communicate(timeout=STDIO_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+    clients.check_echo(raw, 1)
+    rows = []
+    for text in stderr.decode(errors="replace").splitlines():
+        if not text.startswith("import time:") or "imported package" in text:
+            continue
+        own_us, cumulative_us, name = text[len("import time:"):].split("|", 2)
+        depth = (len(name) - len(name.lstrip())) // 2  # -X importtime indents each level by two spaces
+        rows.append((name.strip(), int(own_us), int(cumulative_us), depth))
+    if not rows:
+        raise WrongAnswer("no -X importtime lines on stderr")
+    # A module is listed when its import ends, after what it imported: its importer is the next line
+    # one level up.
+    modules: dict[str, dict[str, Any]] = {}
+    above: dict[int, str] = {}
+    for name, own, cumulative, depth in reversed(rows):
+        modules[name] = {"own_us": own, "cumulative_us": cumulative, "depth": depth, "parent": above.get(depth - 1)}
+        above[depth] = name
+    return {"ms": elapsed * 1000, "modules": modules}
 
 
 def echo_pipe(system: systems.System, log_dir: str) -> float:
@@ -93,9 +138,9 @@ class StdioSession:
         return self.reader.line(STDIO_TIMEOUT)
 
 
-def warm_up(session: StdioSession, count: int = 50) -> None:
+def warm_up(session: StdioSession, count: int = 50, tool: str = "echo") -> None:
     for request_id in session.ids(count):
-        clients.check_echo(session.ask(clients.echo_line(request_id)), request_id)
+        clients.check_echo(session.ask(clients.echo_line(request_id, tool)), request_id)
 
 
 def _check_batch(lines: list[bytes], ids: range) -> None:
@@ -115,10 +160,10 @@ def _check_batch(lines: list[bytes], ids: range) -> None:
         clients.check_echo(by_id[request_id], request_id)
 
 
-def stdio_pipelined(session: StdioSession, count: int) -> dict[str, float]:
+def stdio_pipelined(session: StdioSession, count: int, tool: str = "echo") -> dict[str, float]:
     """`count` echo requests written ahead by a writer thread; requests per second until the last answer."""
     ids = session.ids(count)
-    data = b"".join(clients.echo_line(i) for i in ids)
+    data = b"".join(clients.echo_line(i, tool) for i in ids)
     failure: list[BaseException] = []
 
     def write() -> None:
@@ -139,10 +184,10 @@ def stdio_pipelined(session: StdioSession, count: int) -> dict[str, float]:
     return {"rps": count / elapsed}
 
 
-def stdio_lockstep(session: StdioSession, count: int) -> dict[str, float]:
+def stdio_lockstep(session: StdioSession, count: int, tool: str = "echo") -> dict[str, float]:
     """One request at a time; round-trip percentiles in microseconds."""
     ids = session.ids(count)
-    lines = [clients.echo_line(i) for i in ids]
+    lines = [clients.echo_line(i, tool) for i in ids]
     times = []
     answers = []
     for line in lines:
@@ -152,6 +197,21 @@ def stdio_lockstep(session: StdioSession, count: int) -> dict[str, float]:
     for raw, request_id in zip(answers, ids):
         clients.check_echo(raw, request_id)
     return {"p50_us": percentile(times, 0.50) * 1e6, "p99_us": percentile(times, 0.99) * 1e6}
+
+
+def stdio_progress(session: StdioSession, count: int) -> dict[str, float]:
+    """tools/call steps(count) with a progress token: the notifications received before the answer, per
+    second from the request written to the answer read. Over stdio none may be dropped."""
+    request_id = session.ids(1)[0]
+    line = clients.encode(clients.progress_call(request_id, count)) + b"\n"
+    started = time.perf_counter()
+    _write_all(session.stdin, line)
+    lines = session.reader.through_last(b"notifications/progress", STDIO_TIMEOUT)
+    elapsed = time.perf_counter() - started
+    received = clients.check_progress(lines, request_id, count)
+    if received != count:
+        raise WrongAnswer(f"id {request_id}: {received} progress notifications, expected {count}")
+    return {"per_s": received / elapsed, "emitted_per_s": count / elapsed, "received": received, "count": count}
 
 
 def _payload_request(kind: str, request_id: int, text: str) -> dict[str, Any]:
@@ -180,15 +240,69 @@ def stdio_payload(session: StdioSession, kind: str, repeats: int) -> dict[str, f
 # HTTP
 
 
-def http_sequential(running: systems.Running, count: int) -> dict[str, float]:
+def http_ready(system: systems.System, log_dir: str) -> float:
+    """Milliseconds from spawning an HTTP server to its answer to one tools/call echo: the client tries
+    to connect every millisecond from the spawn on, and sends the request once a connection is taken."""
+    request_id = 1
+    started = time.perf_counter()
+    running = systems.start(system, log_dir, wait_ready=False)
+    try:
+        client = clients.HttpClient("127.0.0.1", running.port)
+        deadline = time.monotonic() + STDIO_TIMEOUT
+        while True:
+            try:
+                client.sock = client._connect()
+                break
+            except ConnectionRefusedError:
+                if running.process.poll() is not None:
+                    raise RuntimeError(f"{system.label} exited with {running.process.returncode} while starting; "
+                                       f"see {running.log.name}") from None
+                if time.monotonic() > deadline:
+                    raise clients.Timeout(f"not listening within {STDIO_TIMEOUT:.0f} s") from None
+                time.sleep(0.001)
+        response = client.send(_http_echo(client, request_id))
+        elapsed = time.perf_counter() - started
+        client.close()
+    finally:
+        systems.stop(running)
+    _check_http_echo(client, response, request_id)
+    return elapsed * 1000
+
+
+def http_progress(running: systems.Running, count: int) -> dict[str, float]:
+    """tools/call steps(count) with a progress token, answered as an SSE stream: the progress frames
+    received before the answer, per second from the request sent to the stream's end. The server may
+    coalesce progress a stream has not sent yet (keeping the latest), so `received` can be below `count`;
+    `emitted_per_s` is what the tool produced: `count` over the same time."""
+    client = clients.HttpClient("127.0.0.1", running.port)
+    request_id = 1
+    try:
+        request = client.request_bytes(clients.encode(clients.progress_call(request_id, count)), name="steps")
+        started = time.perf_counter()
+        response = client.send(request)
+        elapsed = time.perf_counter() - started
+    finally:
+        client.close()
+    if response.status != 200 or not response.headers.get("content-type", "").startswith("text/event-stream"):
+        raise WrongAnswer(f"HTTP {response.status} {response.headers.get('content-type')}, not an SSE stream: "
+                          f"{response.body[:200]!r}")
+    frames = [frame for frame in response.body.split(b"\n\n") if frame.strip()]
+    if any(not frame.startswith(b"data: ") for frame in frames):
+        raise WrongAnswer(f"a frame without data: {next(f for f in frames if not f.startswith(b'data: '))[:120]!r}")
+    received = clients.check_progress([frame[len(b"data: "):] for frame in frames], request_id, count)
+    return {"per_s": received / elapsed, "emitted_per_s": count / elapsed, "received": received, "count": count}
+
+
+def http_sequential(running: systems.Running, count: int, authorization: Optional[str] = None) -> dict[str, float]:
     """`count` echo requests one after another on one keep-alive connection (a new one whenever the
-    server closes it): requests per second and round-trip percentiles in microseconds."""
+    server closes it): requests per second and round-trip percentiles in microseconds. With
+    `authorization`, every request carries that Authorization header."""
     client = clients.HttpClient("127.0.0.1", running.port)
     try:
         for request_id in range(1, 21):  # warm-up
-            _check_http_echo(client, client.send(_http_echo(client, request_id)), request_id)
+            _check_http_echo(client, client.send(_http_echo(client, request_id, authorization)), request_id)
         client.connections = 0
-        requests = [_http_echo(client, request_id) for request_id in range(100, 100 + count)]
+        requests = [_http_echo(client, request_id, authorization) for request_id in range(100, 100 + count)]
         times, answers = [], []
         started = time.perf_counter()
         for request in requests:
@@ -204,8 +318,34 @@ def http_sequential(running: systems.Running, count: int) -> dict[str, float]:
             "connections": client.connections}
 
 
-def _http_echo(client: clients.HttpClient, request_id: int) -> bytes:
-    return client.request_bytes(clients.echo_line(request_id)[:-1], name="echo")
+def http_fresh_tokens(running: systems.Running, tokens: list[str], cached: str) -> dict[str, float]:
+    """What a token the server has not seen costs end to end: one echo request per token in `tokens`
+    (each new to the server, so each is verified), alternating with a request carrying `cached` (known,
+    so a cache hit), on one keep-alive connection; the p50 of each in microseconds."""
+    client = clients.HttpClient("127.0.0.1", running.port)
+    try:
+        for request_id in range(1, 11):  # warm-up, and `cached` into the cache
+            _check_http_echo(client, client.send(_http_echo(client, request_id, f"Bearer {cached}")), request_id)
+        fresh: list[float] = []
+        known: list[float] = []
+        answers: list[tuple[int, clients.HttpResponse]] = []
+        for token in tokens:
+            for authorization, times in ((f"Bearer {token}", fresh), (f"Bearer {cached}", known)):
+                request_id = 100 + len(answers)
+                request = _http_echo(client, request_id, authorization)
+                started = time.perf_counter()
+                answers.append((request_id, client.send(request)))
+                times.append(time.perf_counter() - started)
+    finally:
+        client.close()
+    for request_id, response in answers:
+        _check_http_echo(client, response, request_id)
+    return {"fresh_p50_us": percentile(fresh, 0.5) * 1e6, "cached_p50_us": percentile(known, 0.5) * 1e6,
+            "extra_us": (percentile(fresh, 0.5) - percentile(known, 0.5)) * 1e6, "tokens": len(tokens)}
+
+
+def _http_echo(client: clients.HttpClient, request_id: int, authorization: Optional[str] = None) -> bytes:
+    return client.request_bytes(clients.echo_line(request_id)[:-1], name="echo", authorization=authorization)
 
 
 def _check_http_echo(client: clients.HttpClient, response: clients.HttpResponse, request_id: int) -> None:

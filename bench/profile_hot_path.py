@@ -2,8 +2,10 @@
 
 Two paths, each fed a batch of tools/call echo requests written ahead:
 - stdio: mcpserver.stdio.serve_stdio over in-memory streams, against the bare loop's serve().
-- HTTP: one keep-alive connection handled by mcpserver's stdlib request handler, its requests written
-  ahead into an in-memory stand-in for the socket, against the bare ThreadingHTTPServer's handler.
+- HTTP: one keep-alive connection served by mcpserver's own HTTP/1.1 server (mcpserver._httpd), its
+  requests written ahead into an in-memory stand-in for the socket, against the bare
+  ThreadingHTTPServer's handler. The stand-in lends a real file descriptor (one end of a socketpair) to
+  what needs one: the server registers each call's connection for disconnect notices with epoll.
 Without the profiler, the microseconds per request are the CPU cost each server pays in Python,
 free of the scheduling noise that end-to-end figures carry. With it, the top functions by own time
 show where that cost goes.
@@ -18,7 +20,9 @@ import io
 import logging
 import os
 import pstats
+import socket
 import sys
+import threading
 import time
 from typing import Any, Callable
 
@@ -29,6 +33,7 @@ import clients
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "server"))
 
+from mcpserver import _httpd  # noqa: E402
 from mcpserver import http as mcp_http  # noqa: E402
 from mcpserver import stdio as mcp_stdio  # noqa: E402
 from mcpserver._loader import load_target  # noqa: E402
@@ -71,12 +76,22 @@ def _http_requests(count: int) -> bytes:
 class _Connection:
     """A socket stand-in for one connection: the requests to read, and whatever the handler sends."""
 
-    def __init__(self, requests: bytes):
+    def __init__(self, requests: bytes, fd: int = -1):
         self._requests = io.BytesIO(requests)
         self.sent: list[bytes] = []
+        self._fd = fd
 
     def makefile(self, mode: str, buffering: int = -1) -> io.BytesIO:
         return self._requests
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        return self._requests.read(size)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        pass
 
     def sendall(self, data: bytes) -> None:
         self.sent.append(bytes(data))
@@ -91,20 +106,23 @@ class _Connection:
         return None
 
 
-def _one_connection(handle: Callable[[Any], None], requests: bytes) -> bytes:
+def _one_connection(handle: Callable[[Any], Any], requests: bytes, fd: int = -1) -> bytes:
     """Serve one keep-alive connection whose requests were all written ahead, without a real socket:
     only the Python work of parsing, answering and formatting is measured."""
-    connection = _Connection(requests)
+    connection = _Connection(requests, fd)
     handle(connection)
     return b"".join(connection.sent)
 
 
 def http_ours(requests: bytes) -> Callable[[], bytes]:
     app = mcp_http.create_app(os.path.join(ROOT, "server", "examples", "demo.py"), token=None)
-    httpd = mcp_http._Server(("127.0.0.1", 0), app, max_connections=4, read_timeout=30.0)
+    httpd = _httpd._Server(app, "127.0.0.1", 0, max_connections=4, read_timeout=30.0, header_timeout=10.0)
+    httpd.listener.close()  # nothing connects: the connection below is handed over directly
+    lender = socket.socketpair()  # kept open as long as the closure: its fd stands for the connection's
 
     def run() -> bytes:
-        return _one_connection(lambda sock: mcp_http._Handler(sock, ("127.0.0.1", 0), httpd), requests)
+        return _one_connection(lambda sock: _httpd._Connection(httpd, sock, ("127.0.0.1", 0)).serve(), requests,
+                               lender[0].fileno())
 
     return run
 
@@ -132,11 +150,46 @@ def _per_request_us(run: Callable[[], bytes], count: int, marker: bytes) -> floa
     return elapsed / count * 1e6
 
 
-def _top(profiler: cProfile.Profile, count: int) -> list[dict[str, Any]]:
-    stats = pstats.Stats(profiler)
+# Where a thread waits rather than works: not cost, so never listed (stdio's main thread only waits).
+_BLOCKING = ("<method 'acquire' of '_thread.lock' objects>", "<method 'acquire' of '_thread.RLock' objects>",
+             "<built-in method time.sleep>", "<method 'poll' of 'select.epoll' objects>")
+
+
+def _profiled(run: Callable[[], bytes]) -> tuple[bytes, pstats.Stats]:
+    """Run under cProfile in this thread and in every thread it starts that ends by the time it returns
+    (the stdio server reads and answers on threads of its own; cProfile alone sees only this one)."""
+    finished: list[cProfile.Profile] = []
+    original = threading.Thread.run
+
+    def run_profiled(thread: threading.Thread) -> None:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            original(thread)
+        finally:
+            profiler.disable()
+            finished.append(profiler)
+
+    main = cProfile.Profile()
+    threading.Thread.run = run_profiled  # type: ignore[method-assign,assignment]
+    try:
+        main.enable()
+        output = run()
+        main.disable()
+    finally:
+        threading.Thread.run = original  # type: ignore[method-assign]
+    stats = pstats.Stats(main)
+    for profiler in list(finished):
+        stats.add(profiler)
+    return output, stats
+
+
+def _top(stats: pstats.Stats, count: int) -> list[dict[str, Any]]:
     total = stats.total_tt  # type: ignore[attr-defined]
     rows = []
     for (filename, line, function), (_, ncalls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if filename == "~" and function in _BLOCKING:
+            continue
         rows.append({"function": _label(filename, line, function), "calls_per_request": ncalls / count,
                      "own_us": tottime / count * 1e6, "cumulative_us": cumtime / count * 1e6,
                      "share": tottime / total if total else 0.0})
@@ -168,12 +221,9 @@ def profile_all() -> dict[str, Any]:
         for _ in range(REPEATS):  # interleaved, like everything else
             timings["mcpserver"].append(_per_request_us(ours, count, marker))
             timings["bare"].append(_per_request_us(bare, count, marker))
-        profiler = cProfile.Profile()
-        profiler.enable()
-        output = ours()
-        profiler.disable()
+        output, stats = _profiled(ours)
         _check(output, count, marker)
-        results[name] = {"requests": count, "us_per_request": timings, "top": _top(profiler, count)}
+        results[name] = {"requests": count, "us_per_request": timings, "top": _top(stats, count)}
     return results
 
 

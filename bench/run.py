@@ -15,10 +15,14 @@ import datetime
 import json
 import os
 import platform
+import secrets
 import shutil
+import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from typing import Any, Callable
 
 import measure
@@ -44,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cold-starts", type=int, default=3, help="spawns per system per round")
     parser.add_argument("--echo-pipes", type=int, default=4, help="`echo REQUEST | server` runs per system per round")
     parser.add_argument("--payload-repeats", type=int, default=3)
+    parser.add_argument("--progress", type=int, default=20000, help="progress notifications per steps call "
+                        "(the official SDK, many times slower at it, gets a tenth)")
+    parser.add_argument("--fresh-tokens", type=int, default=20, help="never-seen JWTs per algorithm per round")
+    parser.add_argument("--auth-rounds", type=int, default=7, help="rounds of bench/auth_verify.py (in process)")
     parser.add_argument("--quick", action="store_true", help="2 rounds, smaller counts: to try the driver")
     parser.add_argument("--only", choices=["stdio", "http"], help="run one transport only")
     parser.add_argument("--server-dir", help="import mcpserver from this directory instead of server/ (to compare "
@@ -96,6 +104,10 @@ class Run:
         for _ in range(args.cold_starts):
             for system in with_reference:
                 self._sample("stdio.cold_start", system, r, measure.cold_start, system, self.log_dir)
+        imports = attempt(measure.import_times, self.python, self.log_dir)
+        if "value" in imports:
+            imports = {"value": {"ms": imports["value"]["ms"]}, "modules": imports["value"]["modules"]}
+        self.record("stdio.import_time", systems.OURS, r, imports)
         for _ in range(args.echo_pipes):
             for system in every:
                 self._sample("stdio.echo_pipe", system, r, measure.echo_pipe, system, self.log_dir)
@@ -127,12 +139,49 @@ class Run:
                                 attempt(measure.stdio_payload, sessions[system.key], kind, args.payload_repeats))
             for system in order:
                 self.record("stdio.rss_payload", system.key, r, self._rss(sessions[system.key].running))
+            if systems.SDK in sessions:  # its own steps tool, on the process that ran the rest
+                self.record("stdio.progress", systems.SDK, r,
+                            attempt(measure.stdio_progress, sessions[systems.SDK], max(1, args.progress // 10)))
         finally:
             for session in sessions.values():
                 systems.stop(session.running)
+        self.requests_in_flight_round(r)
 
-    def _sample(self, metric: str, system: systems.System, r: int, step: Callable[..., float], *args: Any) -> None:
-        """Several samples per round: the round's figure is their median; any failure is kept."""
+    def requests_in_flight_round(self, r: int) -> None:
+        """bench/progress_server.py on stdio: progress notifications per second, and echo with and
+        without a Context, side by side in one process so that only the tool differs."""
+        args = self.args
+        started = attempt(systems.start, systems.progress_stdio(self.python), self.log_dir)
+        if "error" in started:
+            self.record("stdio.progress", systems.OURS, r, dict(started))
+            for metric in ("stdio.context_pipelined", "stdio.context_lockstep"):
+                for key in ("echo-plain", "echo-context"):
+                    self.record(metric, key, r, dict(started))
+            return
+        session = measure.StdioSession(started["value"])
+        try:
+            tools = rotated([("echo-plain", "echo"), ("echo-context", "echo_ctx")], r)
+            for key, tool in tools:
+                warmed = attempt(measure.warm_up, session, 50, tool)
+                if "error" in warmed:
+                    self.record("stdio.context_pipelined", key, r, warmed)
+            # Four passes each in mirrored order (A B B A A B B A): a drift in the machine's load hits both
+            # tools alike; the round's figure is the median of a tool's passes.
+            passes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for key, tool in [*tools, *reversed(tools)] * 2:
+                passes.setdefault(("stdio.context_pipelined", key), []).append(
+                    attempt(measure.stdio_pipelined, session, args.pipelined, tool))
+                passes.setdefault(("stdio.context_lockstep", key), []).append(
+                    attempt(measure.stdio_lockstep, session, args.lockstep, tool))
+            for (metric, key), outcomes in passes.items():
+                self.record(metric, key, r, _median_of(outcomes))
+            self.record("stdio.progress", systems.OURS, r, attempt(measure.stdio_progress, session, args.progress))
+        finally:
+            systems.stop(session.running)
+
+    def _sample(self, metric: str, system: systems.System, r: int, step: Callable[..., Any], *args: Any) -> None:
+        """Several samples per round: the round's figure is their median (per field, for a step that
+        returns several); any failure is kept."""
         outcome = attempt(step, *args)
         entries = self.metrics.setdefault(metric, {}).setdefault(system.key, [])
         entry = next((e for e in entries if e["round"] == r), None)
@@ -143,12 +192,17 @@ class Run:
             entry["errors"].append(outcome["error"])
         else:
             entry["samples"].append(outcome["value"])
-        if entry["samples"]:
-            entry["value"] = {"ms": measure.percentile(entry["samples"], 0.5)}
+        samples = entry["samples"]
+        if samples and isinstance(samples[0], dict):
+            entry["value"] = {field: measure.percentile([s[field] for s in samples], 0.5) for field in samples[0]}
+        elif samples:
+            entry["value"] = {"ms": measure.percentile(samples, 0.5)}
         if entry["errors"]:
             entry["error"] = f"{len(entry['errors'])} of {len(entry['samples']) + len(entry['errors'])} " \
                              f"failed: {entry['errors'][0]}"
         shown = outcome.get("value", outcome.get("error"))
+        if isinstance(shown, dict):
+            shown = ", ".join(f"{k}={v:.4g}" for k, v in shown.items())
         print(f"  [{r + 1}] {metric:<24} {system.key:<20} {shown:.4g}" if isinstance(shown, float)
               else f"  [{r + 1}] {metric:<24} {system.key:<20} {shown}", flush=True)
 
@@ -200,6 +254,103 @@ class Run:
         finally:
             for running in servers.values():
                 systems.stop(running)
+        self.http_start_round(r)
+        self.http_progress_round(r)
+        self.http_auth_round(r)
+
+    def http_start_round(self, r: int) -> None:
+        """Exec to the first answer over HTTP, each server told its port up front."""
+        for _ in range(self.args.cold_starts):
+            for system in rotated(systems.ready_systems(self.python, self.venv_python), r):
+                self._sample("http.ready", system, r, measure.http_ready, system, self.log_dir)
+
+    def http_progress_round(self, r: int) -> None:
+        started = attempt(systems.start, systems.progress_http(self.python), self.log_dir)
+        if "error" in started:
+            self.record("http.progress", systems.OURS, r, started)
+            return
+        try:
+            self.record("http.progress", systems.OURS, r,
+                        attempt(measure.http_progress, started["value"], self.args.progress))
+        finally:
+            systems.stop(started["value"])
+
+    def http_auth_round(self, r: int) -> None:
+        """Keep-alive requests with a JWT on every request (RS256, ES256; the server's cache makes all but
+        the first a lookup) against the same with a static token, and with no token at all; then what a
+        never-seen JWT costs. The issuer is a stand-in on 127.0.0.1 (bench/auth_server.py)."""
+        args = self.args
+        keys = (AUTH_NONE, AUTH_STATIC, AUTH_RS256, AUTH_ES256)
+        issuer_started = attempt(systems.start, systems.authorization_server(self.python), self.log_dir)
+        if "error" in issuer_started:
+            for key in keys:
+                self.record("http.auth", key, r, dict(issuer_started))
+            return
+        issuer = issuer_started["value"]
+        servers: dict[str, systems.Running] = {}
+        try:
+            token = secrets.token_urlsafe(32)
+            token_file = os.path.join(self.log_dir, "static-token")
+            with open(token_file, "w") as out:
+                out.write(token + "\n")
+            static, oauth = systems.auth_systems(self.python, token_file, f"http://127.0.0.1:{issuer.port}")
+            none = next(s for s in systems.http_systems(self.python, self.venv_python) if s.key == systems.OURS)
+            for key, system in ((AUTH_NONE, none), (AUTH_STATIC, static), (AUTH_OAUTH, oauth)):
+                started = attempt(systems.start, system, self.log_dir)
+                if "error" in started:
+                    for row in (AUTH_RS256, AUTH_ES256) if key == AUTH_OAUTH else (key,):
+                        self.record("http.auth", row, r, dict(started))
+                else:
+                    servers[key] = started["value"]
+            jwts: dict[str, list[str]] = {}
+            if AUTH_OAUTH in servers:
+                audience = f"http://127.0.0.1:{servers[AUTH_OAUTH].port}/mcp"
+                for key, alg in ((AUTH_RS256, "RS256"), (AUTH_ES256, "ES256")):
+                    fetched = attempt(_tokens, issuer.port, alg, audience, args.fresh_tokens + 1)
+                    if "error" in fetched:
+                        self.record("http.auth", key, r, fetched)
+                    else:
+                        jwts[key] = fetched["value"]
+            plan = [(AUTH_NONE, servers.get(AUTH_NONE), None),
+                    (AUTH_STATIC, servers.get(AUTH_STATIC), f"Bearer {token}"),
+                    *[(key, servers[AUTH_OAUTH], f"Bearer {jwts[key][0]}") for key in (AUTH_RS256, AUTH_ES256)
+                      if key in jwts]]
+            for key, running, authorization in rotated(plan, r):
+                if running is not None:
+                    self.record("http.auth", key, r,
+                                attempt(measure.http_sequential, running, args.sequential, authorization))
+            for key in rotated([AUTH_RS256, AUTH_ES256], r):
+                if key in jwts:
+                    self.record("http.auth_fresh", key, r, attempt(measure.http_fresh_tokens, servers[AUTH_OAUTH],
+                                                                   jwts[key][1:], jwts[key][0]))
+        finally:
+            for running in servers.values():
+                systems.stop(running)
+            systems.stop(issuer)
+
+
+# The rows of the OAuth comparison: no token, a static token, and JWTs of each algorithm (one server).
+AUTH_NONE, AUTH_STATIC, AUTH_OAUTH = "auth-none", systems.AUTH_STATIC, systems.AUTH_OAUTH
+AUTH_RS256, AUTH_ES256 = "auth-rs256", "auth-es256"
+
+
+def _tokens(port: int, alg: str, audience: str, count: int) -> list[str]:
+    """`count` JWTs for `audience`, signed by the stand-in issuer (each with its own jti)."""
+    query = urllib.parse.urlencode({"alg": alg, "audience": audience, "count": count})
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/token?{query}", timeout=60) as answer:
+        tokens: list[str] = json.load(answer)["tokens"]
+    if len(tokens) != count:
+        raise ValueError(f"the issuer signed {len(tokens)} tokens, not {count}")
+    return tokens
+
+
+def _median_of(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+    """One figure from several passes in a round: the median of each field; a failed pass fails the round."""
+    failed = [o for o in outcomes if "error" in o]
+    if failed:
+        return dict(failed[0])
+    values = [o["value"] for o in outcomes]
+    return {"value": {field: statistics.median(v[field] for v in values) for field in values[0]}}
 
 
 def machine() -> dict[str, Any]:
@@ -238,6 +389,15 @@ def versions(venv_python: str, server_dir: str) -> dict[str, str]:
     if os.path.realpath(server_dir) != os.path.realpath(os.path.join(systems.ROOT, "server")):
         found["mcpserver_commit"] += f" imported from {server_dir}"
     return found
+
+
+def _auth_verify(python: str, rounds: int) -> dict[str, Any]:
+    done = subprocess.run([python, os.path.join(systems.BENCH, "auth_verify.py"), "--json", "--rounds", str(rounds)],
+                          capture_output=True, text=True, env=systems.environment(), timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"auth_verify.py failed ({done.returncode}): {done.stderr[-400:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def preflight(args: argparse.Namespace) -> str:
@@ -282,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_profile and not args.server_dir:  # the profile imports server/ in this process
         print("bench: profiling mcpserver's hot paths (cProfile)", flush=True)
         profile = profile_hot_path.profile_all()
+    auth_verify = None
+    if args.only != "stdio":
+        print("bench: token verification in process (bench/auth_verify.py)", flush=True)
+        auth_verify = attempt(_auth_verify, run.python, args.auth_rounds)
     results = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "seconds": round(time.time() - began),
@@ -292,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {k: v for k, v in vars(args).items() if k not in ("doc", "no_doc", "venv")},
         "metrics": run.metrics,
         "profile": profile,
+        "auth_verify": auth_verify,
     }
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     for name in (f"results-{stamp}.json", "latest.json"):

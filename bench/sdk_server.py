@@ -12,7 +12,7 @@ server in the benchmark.
 
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("sdkdemo")
 
@@ -27,6 +27,14 @@ def echo(text: str) -> str:
 def big(size: int = 500_000) -> str:
     """Return a text of `size` "x" characters."""
     return "x" * size
+
+
+@server.tool()
+async def steps(count: int, ctx: Context) -> str:
+    """Report `count` progress steps (1 to count, of count), then answer: as bench/progress_server.py."""
+    for step in range(1, count + 1):
+        await ctx.report_progress(step, count)
+    return f"{count} steps"
 
 
 def main() -> None:

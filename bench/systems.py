@@ -23,6 +23,7 @@ from typing import IO, Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 DEMO = os.path.join(ROOT, "server", "examples", "demo.py")
+PROGRESS = os.path.join(BENCH, "progress_server.py")
 _SERVING = re.compile(rb"http://127\.0\.0\.1:(\d+)/mcp")
 
 # Keys of the systems; the report's tables and ratios name them.
@@ -33,6 +34,10 @@ OURS_LOGGED = "mcpserver-log"
 OURS_GUNICORN = "mcpserver-gunicorn"
 OURS_WSGIREF = "mcpserver-wsgiref"
 SDK = "sdk"
+OURS_PROGRESS = "mcpserver-progress"  # bench/progress_server.py: echo, echo_ctx, steps
+AUTH_SERVER = "authorization-server"  # the stand-in issuer for the OAuth run
+AUTH_STATIC = "auth-static"
+AUTH_OAUTH = "auth-oauth"
 
 
 @dataclass(frozen=True)
@@ -119,14 +124,54 @@ def http_systems(python: str, venv_python: str) -> list[System]:
     ]
 
 
+def progress_stdio(python: str) -> System:
+    return System(OURS_PROGRESS, "mcpserver (bench/progress_server.py)", "stdio",
+                  (python, "-m", "mcpserver", PROGRESS), "python -m mcpserver bench/progress_server.py")
+
+
+def progress_http(python: str) -> System:
+    return System(OURS_PROGRESS, "mcpserver (bench/progress_server.py)", "http",
+                  (python, "-m", "mcpserver", "--http", "--port", "0", "--log-level", "warning", PROGRESS),
+                  "python -m mcpserver --http bench/progress_server.py, access log off")
+
+
+def ready_systems(python: str, venv_python: str) -> list[System]:
+    """The HTTP servers whose start is timed: each told its port up front, as a user would."""
+    return [
+        System(BARE, "bare ThreadingHTTPServer", "http", (python, os.path.join(BENCH, "ceiling_http.py"), "{port}")),
+        System(OURS, "mcpserver", "http", (python, "-m", "mcpserver", "--http", "--port", "{port}", "--log-level",
+                                           "warning", DEMO)),
+        System(SDK, "official SDK", "http", (venv_python, os.path.join(BENCH, "sdk_server.py"), "--http", "{port}")),
+    ]
+
+
+def authorization_server(python: str) -> System:
+    return System(AUTH_SERVER, "stand-in authorization server", "http",
+                  (python, os.path.join(BENCH, "auth_server.py"), "{port}"),
+                  "RFC 8414 metadata and a JWKS with the RFC 7515 test keys; signs test tokens")
+
+
+def auth_systems(python: str, token_file: str, issuer: str) -> list[System]:
+    """mcpserver serving the demo with a static token, and with OAuth (JWTs from `issuer`)."""
+    return [
+        System(AUTH_STATIC, "mcpserver, static token", "http",
+               (python, "-m", "mcpserver", "--http", "--port", "{port}", "--log-level", "warning", "--token-file",
+                token_file, DEMO), "--token-file: one bearer token compared in constant time"),
+        System(AUTH_OAUTH, "mcpserver, OAuth (JWT)", "http",
+               (python, "-m", "mcpserver", "--http", "--port", "{port}", "--log-level", "warning", "--resource",
+                "http://127.0.0.1:{port}/mcp", "--authorization-server", issuer, "--scope", "mcp:read", DEMO),
+               "--resource/--authorization-server/--scope: JWT access tokens checked against the issuer's JWKS"),
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def start(system: System, log_dir: str, timeout: float = 60.0) -> Running:
-    """Start a server; for HTTP, return once it accepts connections."""
+def start(system: System, log_dir: str, timeout: float = 60.0, wait_ready: bool = True) -> Running:
+    """Start a server; for HTTP, return once it accepts connections (unless not `wait_ready`)."""
     os.makedirs(log_dir, exist_ok=True)
     log = open(os.path.join(log_dir, f"{system.transport}-{system.key}.log"), "ab")  # noqa: SIM115
     port = free_port() if any("{port}" in a for a in system.argv) else 0
@@ -137,7 +182,7 @@ def start(system: System, log_dir: str, timeout: float = 60.0) -> Running:
     stdout = subprocess.PIPE if system.transport == "stdio" else log
     process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=log, cwd=ROOT, env=environment())
     running = Running(system, process, log, port)
-    if system.transport == "http":
+    if system.transport == "http" and wait_ready:
         _wait_ready(running, timeout)
     return running
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
-from typing import Any, Optional
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "server", "examples")
@@ -36,6 +39,24 @@ def call(tool: str, id: Any = 1, **arguments: Any) -> dict[str, Any]:
 
 def line(message: Any) -> bytes:
     return json.dumps(message).encode() + b"\n"
+
+
+def read_text(path: str) -> str:
+    """The file's text; "" while it does not exist yet."""
+    try:
+        with open(path) as file:
+            return file.read()
+    except FileNotFoundError:
+        return ""
+
+
+def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1 (for servers whose URL must be known before they start)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def server_command(target: str, *extra: str) -> list[str]:
@@ -183,28 +204,47 @@ def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
 class HttpServer(_ServerProcess):
     """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""
 
-    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20):
+    def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20,
+                 tls: Any = None):
+        """`tls`: the ssl.SSLContext clients use when the server serves HTTPS (--tls-cert)."""
         import re
 
         self._ready = threading.Event()
+        self.tls = tls
         super().__init__(server_command(target, "--http", "--port", "0", *extra), env, subprocess.DEVNULL,
                          subprocess.DEVNULL)
         if not self._ready.wait(startup):
             self.process.kill()
             raise RuntimeError(f"server did not start; stderr:\n{self.stderr}")
-        match = re.search(r"at http://(\[[^\]]+\]|[^:/]+):(\d+)(/\S*)", self.stderr)
+        match = re.search(r"at (https?)://(\[[^\]]+\]|[^:/]+):(\d+)(/\S*)", self.stderr)
         if match is None:
             self.process.kill()
             raise RuntimeError(f"server did not print its URL; stderr:\n{self.stderr}")
-        self.host, self.port, self.path = match.group(1).strip("[]"), int(match.group(2)), match.group(3)
+        self.scheme, self.host = match.group(1), match.group(2).strip("[]")
+        self.port, self.path = int(match.group(3)), match.group(4)
+
+    @classmethod
+    def attach(cls, port: int, process: Any = None, *, host: str = "127.0.0.1", path: str = "/mcp") -> HttpServer:
+        """A server started some other way (gunicorn, say), to talk to with the same helpers."""
+        server = cls.__new__(cls)
+        server.process, server.host, server.port, server.path, server.scheme, server.tls = (
+            process, host, port, path, "http", None)
+        return server
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
 
     def on_stderr_line(self, text: str) -> None:
-        if " at http://" in text or not text:
+        if " at http" in text or not text:
             self._ready.set()
 
     def connection(self, timeout: float = 30) -> Any:
         import http.client
 
+        if self.scheme == "https":
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.tls)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def post(self, message: Any = None, *, headers: Optional[dict[str, str]] = None, body: Optional[bytes] = None,
@@ -235,3 +275,35 @@ class HttpServer(_ServerProcess):
 
     def __enter__(self) -> HttpServer:
         return self
+
+
+GUNICORN = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
+HAS_GUNICORN = os.path.exists(GUNICORN)
+
+
+@contextmanager
+def gunicorn_server(app: str, *options: str, env: Optional[dict[str, str]] = None,
+                    port: Optional[int] = None) -> Iterator[HttpServer]:
+    """`gunicorn OPTIONS APP` on a loopback port (a free one unless given), once it accepts connections;
+    stopped (SIGTERM) after."""
+    import signal
+    import socket
+
+    port = port or free_port()
+    process = subprocess.Popen([GUNICORN, "-b", f"127.0.0.1:{port}", "--log-level", "warning", *options, app],
+                               env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"gunicorn did not start (exit status {process.poll()})") from None
+                time.sleep(0.1)
+        yield HttpServer.attach(port, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(20)

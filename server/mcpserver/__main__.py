@@ -1,4 +1,7 @@
-"""python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP."""
+"""python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP.
+
+`mcpserver call|list|config TARGET ...` try a server from the shell (see _cli).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import os
 import sys
 from types import SimpleNamespace
 
-from . import _log
+from . import _environment, _log
 from ._init import init_if_pid1
 from ._loader import load_target
 from ._run import run
@@ -18,9 +21,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Optional
 
-TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
-TOKEN_FD_ENVIRONMENT = "MCPSERVER_TOKEN_FD"  # set only for the process that replaces this one
 HTTP_GROUP = "HTTP (Streamable HTTP transport)"
+OAUTH_GROUP = "OAuth (HTTP: accept access tokens from an authorization server instead of a static token)"
 
 
 class Option:
@@ -68,6 +70,22 @@ OPTIONS = (
            "body (default 30)", metavar="SECONDS", group=HTTP_GROUP),
     Option("--header-timeout", float, "drop a client whose request head takes longer than this to arrive "
            "(default 10)", metavar="SECONDS", group=HTTP_GROUP),
+    Option("--tls-cert", str, "serve HTTPS with this PEM certificate chain; SIGHUP reloads it", metavar="FILE",
+           group=HTTP_GROUP),
+    Option("--tls-key", str, "the certificate's private key (PEM), unless it is in --tls-cert's file",
+           metavar="FILE", group=HTTP_GROUP),
+    Option("--behind-proxy", bool, "a TLS-terminating proxy is in front: requests must carry "
+           "X-Forwarded-Proto: https", group=HTTP_GROUP),
+    Option("--resource", str, "this endpoint's public URL, the audience its OAuth access tokens must name",
+           metavar="URL", group=OAUTH_GROUP),
+    Option("--authorization-server", list, "the issuer URL of an authorization server whose tokens are accepted "
+           "(repeatable; tokens are checked against the first)", metavar="URL", group=OAUTH_GROUP),
+    Option("--scope", list, "a scope every request's token must carry (repeatable)", metavar="SCOPE",
+           group=OAUTH_GROUP),
+    Option("--introspection-client-id", str, "check tokens by RFC 7662 introspection, as this client, instead of "
+           "as JWTs", metavar="ID", group=OAUTH_GROUP),
+    Option("--introspection-secret-file", str, "that client's secret, on FILE's first line", metavar="FILE",
+           group=OAUTH_GROUP),
 )
 
 
@@ -117,7 +135,8 @@ def _parser() -> Any:
     parser = argparse.ArgumentParser(
         prog="python -m mcpserver",
         description=f"Serve an MCP server (protocol {PROTOCOL_VERSION}) over stdio, or over HTTP with --http.",
-        epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools.")
+        epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools. "
+               "Also: mcpserver call TARGET TOOL [JSON|-], mcpserver list TARGET, mcpserver config TARGET.")
     parser.add_argument("target", metavar="TARGET", nargs="?")
     parser.add_argument("--version", action="version", version=f"mcpserver {__version__} (protocol {PROTOCOL_VERSION})")
     groups: dict[Optional[str], Any] = {None: parser}
@@ -170,28 +189,58 @@ def _token_out_of_environment() -> Optional[str]:
     and any process of the same user (a tool's child) may read it. So the process starts again
     without the variable (exec keeps the PID), and the token crosses on a pipe.
     """
-    handed_over = os.environ.pop(TOKEN_FD_ENVIRONMENT, None)
+    handed_over = os.environ.pop(_environment.TOKEN_FD, None)
     if handed_over is not None:
         with os.fdopen(int(handed_over), "rb") as pipe:
             return pipe.read().decode() or None
-    token = os.environ.pop(TOKEN_ENVIRONMENT, None)
+    token = os.environ.pop(_environment.TOKEN, None)
     if not token or not os.path.exists("/proc/self/environ") or len(token) > 60_000:  # the pipe holds 64 KiB
         return token
     read_end, write_end = os.pipe()
     os.write(write_end, token.encode())
     os.close(write_end)
     os.set_inheritable(read_end, True)
-    environment = dict(os.environ, **{TOKEN_FD_ENVIRONMENT: str(read_end)})
+    environment = dict(os.environ, **{_environment.TOKEN_FD: str(read_end)})
     argv = getattr(sys, "orig_argv", None) or [sys.executable, "-m", "mcpserver", *sys.argv[1:]]
     sys.stderr.flush()
     os.execve(sys.executable, argv, environment)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _resource_server(args: Any) -> Any:
+    """The OAuth resource server the command line asks for; None without --resource."""
+    if not args.resource and not args.authorization_server:
+        return None
+    if not args.resource or not args.authorization_server:
+        raise ConfigError("OAuth needs both --resource (this endpoint's public URL) and --authorization-server")
+    if args.token or args.token_file:
+        raise ConfigError("give a static token or OAuth (--resource), not both")
+    from .auth import ResourceServer
+    from .http import read_token_file
+
+    secret = read_token_file(args.introspection_secret_file) if args.introspection_secret_file else None
+    if secret and not args.introspection_client_id:
+        raise ConfigError("--introspection-secret-file needs --introspection-client-id")
+    try:
+        return ResourceServer(args.resource, args.authorization_server, scopes=args.scope,
+                              introspection_client_id=args.introspection_client_id,
+                              introspection_client_secret=secret)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+SUBCOMMANDS = ("call", "list", "config")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    args = _parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        from ._cli import main as subcommand
+
+        return subcommand(argv)
+    args = _parse(argv)
     token = args.token
-    if args.http and not token and not args.token_file:
+    if args.http and not token and not args.token_file and not args.resource:
         token = _token_out_of_environment()
     init_if_pid1()
     try:
@@ -212,10 +261,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                 ("max_connections", args.max_connections),
                                                 ("read_timeout", args.read_timeout),
                                                 ("header_timeout", args.header_timeout),
-                                                ("grace_seconds", args.grace)) if value is not None}
+                                                ("grace_seconds", args.grace), ("tls_cert", args.tls_cert),
+                                                ("tls_key", args.tls_key)) if value is not None}
         return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
                    token_file=args.token_file, insecure_no_auth=args.insecure_no_auth,
-                   allowed_origins=args.allow_origin, allowed_hosts=args.allow_host, **limits)
+                   allowed_origins=args.allow_origin, allowed_hosts=args.allow_host, oauth=_resource_server(args),
+                   behind_proxy=args.behind_proxy, **limits)
     except ConfigError as exc:
         print(f"mcpserver: {exc}", file=sys.stderr)
         return 1

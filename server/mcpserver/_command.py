@@ -30,7 +30,7 @@ import subprocess
 import threading
 import time
 
-from . import _json
+from . import _environment, _json
 from ._context import Cancelled, Context
 from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult
 from .errors import ConfigError
@@ -60,10 +60,9 @@ MAX_PLACEHOLDER_CHARS = 4096  # x 4 bytes of UTF-8 = 16 KiB, far below MAX_ARG_S
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_BYTES = 2000
-TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
 # Every program a run starts carries MARK_VARIABLE=<server mark>-<run id>, and so do its descendants
 # unless they clear their environment: how leftovers are found, even outside the process group.
-MARK_VARIABLE = "MCPSERVER_RUN"
+MARK_VARIABLE = _environment.RUN_MARK
 LINGER_AFTER_EXIT = 0.2  # seconds to read what is still in the pipes once the program has exited
 CANCEL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is cancelled
 _LINE_END = re.compile(rb"[\r\n]")
@@ -164,7 +163,7 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         raise ConfigError(f"{where}: \"env\" must map variable names to strings")
     for variable, template in spec.env.items():
         check_template(template, frozenset())
-        if variable in (TOKEN_ENVIRONMENT, MARK_VARIABLE):
+        if variable in (_environment.TOKEN, MARK_VARIABLE):
             raise ConfigError(f"{where}: {variable} is never passed to programs")
     _check_options(spec, schema, where)
     if spec.cwd is not None and not os.path.isdir(spec.cwd):
@@ -305,7 +304,7 @@ class _Command:
         return argv
 
     def environment(self, arguments: dict[str, Any]) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENVIRONMENT}
+        env = {k: v for k, v in os.environ.items() if k != _environment.TOKEN}
         if self.spec.env:
             rendered = _Placeholders({**self.defaults, **arguments})
             env.update({k: _fill(t, rendered, argv=False) for k, t in self.spec.env.items()})

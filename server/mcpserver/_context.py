@@ -55,10 +55,11 @@ _ANSWER_KEYS = {"elicitation/create": ("action",), "sampling/createMessage": ("r
 class Flight:
     """The transport's handle on one request: where its notifications go, and its cancel flag."""
 
-    __slots__ = ("_callbacks", "_emit", "_event", "_lock", "cancelled", "done", "last_progress")
+    __slots__ = ("_callbacks", "_emit", "_event", "_lock", "cancelled", "done", "last_progress", "principal")
 
-    def __init__(self, emit: Optional[Emit] = None):
+    def __init__(self, emit: Optional[Emit] = None, principal: Any = None):
         self._emit = emit
+        self.principal = principal  # who the transport authenticated (mcpserver.auth.Principal), if it did
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], None]] = []
         self.cancelled = False
@@ -163,6 +164,13 @@ class Context:
     def progress_token(self) -> Any:
         token = self.meta.get("progressToken")
         return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+    @property
+    def principal(self) -> Any:
+        """Who sent the request, when the HTTP transport authenticated it with OAuth: an
+        mcpserver.auth.Principal (subject, client_id, scopes, claims); None over stdio, with a static
+        token, or without authentication. A tool checks a scope with `ctx.principal.has_scopes("x")`."""
+        return self.flight.principal
 
     @property
     def cancelled(self) -> bool:

@@ -21,6 +21,11 @@ Rules of this module:
   grace_seconds, exit 0 (also as PID 1). A second signal ends the wait at once.
 - environ["mcpserver.headers"] holds the header lines exactly as sent (name, value), for the app;
   the CGI-style HTTP_* keys fold "-" and "_" together.
+- TLS (tls_cert, tls_key): the handshake runs on the connection's own thread within header_timeout,
+  while the connection still counts as waiting (so it can be reclaimed); TLS 1.2 or newer with the
+  ssl module's defaults; a plain-HTTP request on the port gets a plain 400 that says so. SIGHUP loads
+  the certificate again: new connections get it, open ones keep theirs; if it cannot be loaded,
+  the old one stays and stderr says why.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ __all__ = [
     "parse_head",
     "serve",
     "serve_app",
+    "tls_context",
 ]
 
 DEFAULT_MAX_CONNECTIONS = 64
@@ -215,6 +221,7 @@ class _Connection:
         self.busy = False
         self.waiting_since = time.monotonic()
         self.reclaimed = False
+        self.tls = server.tls  # taken now: a SIGHUP reload affects connections accepted after it
         # Without TCP_NODELAY keep-alive requests stall ~40 ms each: Nagle meets delayed ACK (23 vs 3,000 req/s).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(self.timeout)
@@ -279,8 +286,26 @@ class _Connection:
 
     # -- the loop -----------------------------------------------------------------------------------
 
+    def _start_tls(self, context: Any) -> bool:
+        """The TLS handshake; False (the connection is to be closed) if it fails or the client spoke plain HTTP."""
+        self.sock.settimeout(self.server.header_timeout)
+        first = self.sock.recv(1, socket.MSG_PEEK)
+        if first[:1].isalpha():  # a TLS handshake starts with byte 0x16; this is a plain-HTTP request
+            self.sock.recv(MAX_HEAD_BYTES)  # taken, so closing with it unread does not reset the answer away
+            self._refuse(HttpError(400, "This port speaks HTTPS: use https://"))
+            return False
+        if not first:
+            return False
+        tls_sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
+        self.sock = tls_sock  # before the handshake, so a reclaim can interrupt it
+        tls_sock.do_handshake()
+        self.sock.settimeout(self.timeout)
+        return True
+
     def serve(self) -> None:
         try:
+            if self.tls is not None and not self._start_tls(self.tls):
+                return
             while not self.server.stopping.is_set():
                 try:
                     head = self.read_head()
@@ -322,8 +347,8 @@ class _Connection:
             if self.busy or self.reclaimed:
                 return False
             self.reclaimed = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)  # its thread's recv returns at once
+        try:  # its thread's recv returns at once (the plain socket's shutdown: TLS state is the thread's)
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
         except OSError:
             pass
         return True
@@ -385,9 +410,9 @@ class _Connection:
             "QUERY_STRING": query, "RAW_URI": head.target, "SERVER_NAME": self.server.host,
             "SERVER_PORT": str(self.server.port), "SERVER_PROTOCOL": "HTTP/" + head.version,
             "REMOTE_ADDR": str(self.address[0]) if self.address else "", "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "http", "wsgi.input": body, "wsgi.errors": sys.stderr, "wsgi.multithread": True,
-            "wsgi.multiprocess": False, "wsgi.run_once": False, "mcpserver.headers": head.headers,
-            "mcpserver.on_disconnect": watch.on_disconnect,
+            "wsgi.url_scheme": "https" if self.tls is not None else "http", "wsgi.input": body,
+            "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
+            "mcpserver.headers": head.headers, "mcpserver.on_disconnect": watch.on_disconnect,
         }
         for name, value in head.headers:
             key = "HTTP_" + name.upper().replace("-", "_")
@@ -517,8 +542,9 @@ class _Server:
     """The listening socket, the connections and their slots."""
 
     def __init__(self, app: Callable[..., Any], host: str, port: int, *, max_connections: int, read_timeout: float,
-                 header_timeout: float):
+                 header_timeout: float, tls: Any = None):
         self.app = app
+        self.tls = tls  # an ssl.SSLContext, or None for plain HTTP
         self.read_timeout = read_timeout
         self.header_timeout = header_timeout
         self.max_connections = max_connections
@@ -565,8 +591,9 @@ class _Server:
     def _admit(self, sock: socket.socket, address: Any) -> None:
         if not self._make_room():
             try:
-                sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n"
-                             b"Content-Type: text/plain\r\nContent-Length: 21\r\n\r\nToo many connections\n")
+                if self.tls is None:  # a TLS client could not read it
+                    sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n"
+                                 b"Content-Type: text/plain\r\nContent-Length: 21\r\n\r\nToo many connections\n")
             except OSError:
                 pass
             sock.close()
@@ -614,35 +641,75 @@ class _Server:
                 self._idle.wait(min(0.1, max(0.0, deadline - time.monotonic())))
 
 
-def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable[[str, int], None],
-              max_connections: int = DEFAULT_MAX_CONNECTIONS, read_timeout: float = DEFAULT_READ_TIMEOUT,
-              header_timeout: float = DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> int:
-    """Serve a WSGI app until SIGTERM/SIGINT; `banner(host, port)` is called once listening. Returns 0."""
-    for name, value in (("max_connections", max_connections), ("read_timeout", read_timeout),
-                        ("header_timeout", header_timeout)):
-        if not value > 0:
-            raise ConfigError(f"{name} must be positive, not {value!r}")
-    threading.stack_size(THREAD_STACK_BYTES)
+def tls_context(cert_file: str, key_file: Optional[str] = None) -> Any:
+    """A server-side ssl.SSLContext: TLS 1.2 or newer, the ssl module's default ciphers, HTTP/1.1 by ALPN.
+    ConfigError if the certificate or key cannot be loaded (or this Python has no ssl module)."""
     try:
-        server = _Server(app, host, port, max_connections=max_connections, read_timeout=read_timeout,
-                         header_timeout=header_timeout)
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    banner(server.host, server.port)
-    hurry = threading.Event()
+        import ssl
+    except ImportError:
+        raise ConfigError("this Python was built without the ssl module, so it cannot serve HTTPS") from None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        files = f"{cert_file} and {key_file}" if key_file else cert_file
+        raise ConfigError(f"cannot load the TLS certificate and key from {files}: {exc}") from None
+    return context
 
+
+def _handle_signals(server: _Server, hurry: threading.Event, tls_cert: Optional[str],
+                    tls_key: Optional[str]) -> dict[int, Any]:
+    """SIGTERM/SIGINT stop the server (a second one: at once); with TLS, SIGHUP loads the certificate
+    again. Returns the handlers replaced, to put back."""
     def on_signal(signum: int, frame: Any) -> None:
         if server.stopping.is_set():
             hurry.set()  # a second signal: stop waiting for requests in flight
         server.stopping.set()
         server.wake()
 
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    def reload_certificate(signum: int, frame: Any) -> None:
         try:
-            previous[signum] = signal.signal(signum, on_signal)
+            server.tls = tls_context(tls_cert or "", tls_key)
+            print("mcpserver: SIGHUP: TLS certificate reloaded", file=sys.stderr, flush=True)
+        except ConfigError as exc:
+            print(f"mcpserver: SIGHUP: keeping the current TLS certificate: {exc}", file=sys.stderr, flush=True)
+
+    previous: dict[int, Any] = {}
+    handlers = [(signal.SIGTERM, on_signal), (signal.SIGINT, on_signal)]
+    if server.tls is not None:
+        handlers.append((signal.SIGHUP, reload_certificate))
+    for signum, handler in handlers:
+        try:
+            previous[signum] = signal.signal(signum, handler)
         except ValueError:  # not the main thread: the embedding application owns signals
             pass
+    return previous
+
+
+def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable[[str, int], None],
+              max_connections: int = DEFAULT_MAX_CONNECTIONS, read_timeout: float = DEFAULT_READ_TIMEOUT,
+              header_timeout: float = DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS,
+              tls_cert: Optional[str] = None, tls_key: Optional[str] = None) -> int:
+    """Serve a WSGI app until SIGTERM/SIGINT; `banner(host, port)` is called once listening. Returns 0.
+    With `tls_cert` (and `tls_key`, unless the key is in the same file) it serves HTTPS."""
+    for name, value in (("max_connections", max_connections), ("read_timeout", read_timeout),
+                        ("header_timeout", header_timeout)):
+        if not value > 0:
+            raise ConfigError(f"{name} must be positive, not {value!r}")
+    if tls_key and not tls_cert:
+        raise ConfigError("a TLS key without a certificate: give --tls-cert too")
+    tls = tls_context(tls_cert, tls_key) if tls_cert else None
+    threading.stack_size(THREAD_STACK_BYTES)
+    try:
+        server = _Server(app, host, port, max_connections=max_connections, read_timeout=read_timeout,
+                         header_timeout=header_timeout, tls=tls)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    hurry = threading.Event()
+    previous = _handle_signals(server, hurry, tls_cert, tls_key)
+    banner(server.host, server.port)  # after the handlers: a signal sent once the banner is seen is handled
     try:
         server.accept_until_stopped()
     finally:
@@ -652,34 +719,53 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
         left = server.drain(grace_seconds, hurry)
         if left:
             print(f"mcpserver: exiting with {left} request(s) still running after the grace period", file=sys.stderr)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for number, previous_handler in previous.items():
+            signal.signal(number, previous_handler)
     return 0
+
+
+def _check_oauth(oauth: Any, *, host: str, path: str, tls: bool, behind_proxy: bool) -> None:
+    if not (tls or behind_proxy or is_loopback(host)):
+        raise ConfigError(f"refusing OAuth on {host} over plain HTTP: tokens would cross the network in clear. "
+                          "Give --tls-cert and --tls-key, or --behind-proxy if a proxy in front terminates TLS")
+    from urllib.parse import urlsplit
+
+    if not behind_proxy and (urlsplit(oauth.resource).path or "/") != path:
+        raise ConfigError(f"the resource {oauth.resource} does not end with the endpoint path {path}: clients "
+                          "would look for the server and its metadata elsewhere (if a proxy in front rewrites "
+                          "paths, say --behind-proxy)")
 
 
 def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: str = "/mcp",
           token: Optional[str] = None, token_file: Optional[str] = None, insecure_no_auth: bool = False,
           allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
-          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, **limits: Any) -> int:
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, oauth: Any = None, behind_proxy: bool = False,
+          **limits: Any) -> int:
     """Serve `server` over Streamable HTTP until SIGTERM/SIGINT; return the exit status (0).
 
-    `limits` are serve_app's: max_connections, read_timeout, header_timeout, grace_seconds. The
-    token is `token`, else the first line of `token_file`, else $MCPSERVER_TOKEN.
+    `limits` are serve_app's: max_connections, read_timeout, header_timeout, grace_seconds, tls_cert,
+    tls_key. The token is `token`, else the first line of `token_file`, else $MCPSERVER_TOKEN;
+    `oauth` (an mcpserver.auth.ResourceServer) takes OAuth access tokens instead.
     """
-    token = token or (read_token_file(token_file) if token_file else None) or os.environ.get(TOKEN_ENVIRONMENT)
+    if oauth is None:
+        token = token or (read_token_file(token_file) if token_file else None) or os.environ.get(TOKEN_ENVIRONMENT)
     loopback = is_loopback(host)
-    if not loopback and not token and not insecure_no_auth:
+    tls = bool(limits.get("tls_cert"))
+    if oauth is not None:
+        _check_oauth(oauth, host=host, path=path, tls=tls, behind_proxy=behind_proxy)
+    elif not loopback and not token and not insecure_no_auth:
         raise ConfigError(f"refusing to listen on {host} without authentication: pass --token-file (or set "
                           f"{TOKEN_ENVIRONMENT}), or --insecure-no-auth if something in front authenticates")
     app = McpApp(server, path=path, token=token, allowed_origins=allowed_origins,
                  allowed_hosts=list(allowed_hosts) or None, loopback=loopback, insecure_no_auth=insecure_no_auth,
-                 max_body_bytes=max_body_bytes)
-    auth = ("bearer token required" if token else
+                 max_body_bytes=max_body_bytes, oauth=oauth, behind_proxy=behind_proxy)
+    auth = (f"OAuth for {oauth.resource}" if oauth is not None else "bearer token required" if token else
             "WARNING: no authentication (--insecure-no-auth)" if not loopback else "loopback only, no token")
+    scheme = "https" if tls else "http"
 
     def banner(bound_host: str, bound_port: int) -> None:
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        print(f"mcpserver: serving {server.name} {server.version} at http://{shown}:{bound_port}{path} ({auth})",
+        print(f"mcpserver: serving {server.name} {server.version} at {scheme}://{shown}:{bound_port}{path} ({auth})",
               file=sys.stderr, flush=True)
 
     return serve_app(app, host=host, port=port, banner=banner, **limits)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from . import _environment
+
 __all__ = ["init_if_pid1"]
 
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
@@ -20,7 +22,7 @@ FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SI
 
 def init_if_pid1() -> None:
     """Return at once, or as the server child of a new init when this process is PID 1."""
-    if os.getpid() != 1 or os.environ.get("MCPSERVER_NO_INIT"):
+    if os.getpid() != 1 or os.environ.get(_environment.NO_INIT):
         return
     server = os.fork()
     if server == 0:

@@ -8,7 +8,6 @@ read here; unknown keys are refused so a typo never silently drops a setting.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 from types import ModuleType
@@ -56,14 +55,19 @@ def _existing_file(location: str) -> Optional[str]:
 def _load_file(path: str) -> ModuleType:
     if not path.endswith(".py"):
         raise ConfigError(f"cannot load {path!r}: a target file is a .py module or a .json manifest")
+    # importlib.machinery, not importlib.util: on Python 3.9 the latter imports typing (via importlib.abc),
+    # a start-up cost every server loaded from a file would pay.
+    from importlib.machinery import ModuleSpec, SourceFileLoader
+
     name = os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"cannot load {path!r} as a Python module")
-    module = importlib.util.module_from_spec(spec)
+    loader = SourceFileLoader(name, path)
+    spec = ModuleSpec(name, loader, origin=path)
+    spec.has_location = True  # so the module gets __file__ (and __cached__), as an import would give it
+    module = ModuleType(name)
+    module.__spec__, module.__loader__, module.__file__ = spec, loader, path
     sys.path.insert(0, os.path.dirname(path))  # so the file can import its neighbours
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    loader.exec_module(module)
     return module
 
 

@@ -3,8 +3,9 @@
 Rules of this module:
 - The client holds the state between rounds and is an attacker: the state is sealed with
   HMAC-SHA256 and bound to the method, the tool/prompt name or resource URI, a digest of the
-  arguments and an expiry. A tampered, foreign (another key, method, target or arguments) or
-  expired state is refused before any code of the server's author runs.
+  arguments, who sent the request (the OAuth principal, when there is one) and an expiry. A
+  tampered, foreign (another key, method, target, arguments or principal) or expired state is
+  refused before any code of the server's author runs.
 - The key is $MCPSERVER_STATE_KEY (shared by replicas, so two gunicorn workers or two containers
   accept each other's state), or a random key per process, said once in the log.
 - The format is `v1.<payload>.<mac>`, both base64url without padding; the payload is JSON and
@@ -17,7 +18,7 @@ import os
 import threading
 import time
 
-from . import _json, _log
+from . import _environment, _json, _log
 from .errors import InvalidParams
 
 TYPE_CHECKING = False
@@ -28,7 +29,7 @@ __all__ = ["DEFAULT_STATE_TTL", "KEY_ENVIRONMENT", "Sealer", "arguments_digest"]
 
 log = _log.get("mcpserver.state")
 
-KEY_ENVIRONMENT = "MCPSERVER_STATE_KEY"
+KEY_ENVIRONMENT = _environment.STATE_KEY
 DEFAULT_STATE_TTL = 600.0  # seconds a client may take to answer an input request
 MAX_STATE_CHARS = 4 * 1024 * 1024  # a state is the client's earlier answers; bodies are capped anyway
 _VERSION = "v1"
@@ -84,14 +85,17 @@ class Sealer:
                                 "refuse it; set %s to share one key between replicas", KEY_ENVIRONMENT)
             return self._key
 
-    def seal(self, binding: tuple[str, str, str], answers: dict[str, Any], pending: list[str]) -> str:
-        method, target, digest = binding
-        payload = _json.dumps({"m": method, "t": target, "a": digest, "e": int(time.time() + self.ttl),
-                               "r": answers, "p": pending}).encode("utf-8")
+    def seal(self, binding: tuple[str, str, str, str], answers: dict[str, Any], pending: list[str]) -> str:
+        """`binding`: (method, target, arguments digest, principal: "" when none)."""
+        method, target, digest, who = binding
+        sealed = {"m": method, "t": target, "a": digest, "e": int(time.time() + self.ttl), "r": answers, "p": pending}
+        if who:
+            sealed["w"] = who
+        payload = _json.dumps(sealed).encode("utf-8")
         body = f"{_VERSION}.{_b64(payload)}"
         return f"{body}.{_b64(self._mac(body))}"
 
-    def open(self, state: Any, binding: tuple[str, str, str]) -> tuple[dict[str, Any], list[str]]:
+    def open(self, state: Any, binding: tuple[str, str, str, str]) -> tuple[dict[str, Any], list[str]]:
         """The answers and pending input keys of a state sealed for `binding`; InvalidParams otherwise."""
         if not isinstance(state, str) or len(state) > MAX_STATE_CHARS or state.count(".") != 2:
             raise _refused("it is not a state this server issued")
@@ -108,9 +112,11 @@ class Sealer:
             payload = _json.loads(_unb64(body[len(_VERSION) + 1:]).decode("utf-8"))
         except ValueError:  # cannot happen for a state we sealed
             raise _refused("its payload is unreadable") from None
-        method, target, digest = binding
+        method, target, digest, who = binding
         if (payload.get("m"), payload.get("t"), payload.get("a")) != (method, target, digest):
             raise _refused("it was issued for another request (method, name or arguments differ)")
+        if payload.get("w", "") != who:
+            raise _refused("it was issued to another client (the access token speaks for someone else)")
         if not isinstance(payload.get("e"), int) or payload["e"] < time.time():
             raise _refused("it has expired; start the request again")
         answers, pending = payload.get("r"), payload.get("p")

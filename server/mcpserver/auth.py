@@ -55,6 +55,7 @@ __all__ = [
     "JwtValidator",
     "MissingToken",
     "Principal",
+    "ResourceServer",
     "StaticTokens",
     "Validator",
     "bearer_token",
@@ -348,8 +349,10 @@ class StaticTokens:
 
 class _KeyCache:
     """The authorization server's key set, fetched on first use, again when older than max_age, and
-    again for an unknown kid, but never more often than refresh_floor (an attacker sending random kids
-    must not turn into a flood of requests to the authorization server)."""
+    again for an unknown kid. Fetches for unknown kids happen at most once per refresh_floor (an
+    attacker sending random kids must not turn into a flood of requests to the authorization
+    server), and so do retries after a failed fetch; a token signed with a key the server has just
+    rotated in is accepted at once, however recently the keys were fetched for other reasons."""
 
     def __init__(self, source: Callable[[], KeySet], *, refresh_floor: float, max_age: float,
                  clock: Callable[[], float]):
@@ -360,6 +363,7 @@ class _KeyCache:
         self._keys: Optional[KeySet] = None
         self._fetched_at = -math.inf
         self._attempted_at = -math.inf
+        self._unknown_kid_at = -math.inf
         self._lock = threading.Lock()
         self.fetches = 0
 
@@ -371,20 +375,22 @@ class _KeyCache:
 
     def refresh_for_unknown_kid(self, seen: KeySet) -> Optional[KeySet]:
         """A newer key set than `seen`, or None when none could be had (fetched too recently, or failed)."""
-        keys = self._refresh(stale=seen)
+        keys = self._refresh(stale=seen, unknown_kid=True)
         return None if keys is seen else keys
 
-    def _refresh(self, stale: Optional[KeySet]) -> KeySet:
+    def _refresh(self, stale: Optional[KeySet], unknown_kid: bool = False) -> KeySet:
         with self._lock:  # one fetch at a time; the threads waiting for it then use its result
             if self._keys is not None and self._keys is not stale:
                 return self._keys
             now = self._clock()
-            if now - self._attempted_at < self._refresh_floor:
+            if now - (self._unknown_kid_at if unknown_kid else self._attempted_at) < self._refresh_floor:
                 if stale is None:
                     raise AuthUnavailable("the authorization server's key set could not be fetched; "
                                           "it is tried again shortly")
                 return stale
             self._attempted_at = now
+            if unknown_kid:
+                self._unknown_kid_at = now
             self.fetches += 1
             try:
                 keys = self._source()
@@ -713,3 +719,45 @@ def www_authenticate(*, realm: Optional[str] = None, resource_metadata: Optional
         ("realm", realm), ("resource_metadata", resource_metadata), ("scope", scope), ("error", error),
         ("error_description", error_description)) if value]
     return "Bearer " + ", ".join(f"{name}={_quoted(value)}" for name, value in parameters) if parameters else "Bearer"
+
+
+# --- one object for the transport ------------------------------------------------------------------------------
+
+
+class ResourceServer:
+    """What the HTTP transport needs to be an OAuth 2.1 resource server (MCP authorization):
+
+        oauth = ResourceServer("https://mcp.example.com/mcp", ["https://auth.example.com"], scopes=["mcp"])
+        create_app("server.py", oauth=oauth)   # or: mcpserver --http --resource URL --authorization-server URL
+
+    It serves the RFC 9728 metadata at `metadata_paths`, and checks each request's bearer token with
+    `validator` (default: JWT access tokens from the first authorization server, verified with its
+    JWKS, audience = this resource; or RFC 7662 introspection when client credentials are given).
+    """
+
+    def __init__(self, resource: str, authorization_servers: Sequence[str], *, scopes: Iterable[str] = (),
+                 validator: Optional[Validator] = None, introspection_client_id: Optional[str] = None,
+                 introspection_client_secret: Optional[str] = None, algorithms: Sequence[str] = ("RS256", "ES256")):
+        if not authorization_servers and validator is None:
+            raise ValueError("an OAuth resource server needs at least one authorization server")
+        self.resource = canonical_resource(resource)
+        host = urllib.parse.urlsplit(self.resource).hostname or ""
+        if self.resource.startswith("http:") and not _is_loopback(host):
+            raise ValueError(f"the resource must be an https URL (http only on loopback): {resource!r}")
+        scopes = tuple(scopes)
+        if validator is None:
+            issuer = authorization_servers[0]
+            if introspection_client_id is not None:
+                validator = IntrospectionValidator(client_id=introspection_client_id,
+                                                   client_secret=introspection_client_secret or "",
+                                                   audience=self.resource, issuer=issuer)
+            else:
+                validator = JwtValidator(issuer=issuer, audience=self.resource, algorithms=tuple(algorithms))
+        self.authenticator = Authenticator(validator, resource_metadata_url=resource_metadata_url(self.resource),
+                                           required_scopes=scopes)
+        self.metadata = resource_metadata(self.resource, authorization_servers, scopes_supported=scopes or None)
+        self.metadata_paths = resource_metadata_paths(self.resource)
+
+    def authenticate(self, authorization: Optional[str]) -> Principal:
+        """The principal for this Authorization header value; AuthError, ready to send, if none."""
+        return self.authenticator.authenticate(authorization)

@@ -13,6 +13,12 @@ Rules of this module:
   is not on loopback is refused (403) unless insecure_no_auth says something in front
   authenticates. The body must be application/json (else 415) and at most max_body_bytes (else
   413); an Accept that excludes JSON gets 406.
+- OAuth (`oauth`, an mcpserver.auth.ResourceServer): its RFC 9728 metadata is served, public, at
+  its well-known paths; every request's token goes through it (401/403/503 with its
+  WWW-Authenticate), over HTTPS only unless the peer is on loopback; the authenticated principal
+  reaches the tools through the request's Flight, the token never does. `behind_proxy`: a
+  TLS-terminating proxy is in front, so every request must say X-Forwarded-Proto: https (the
+  header is read only then).
 - Stateless: no session id is issued, Mcp-Session-Id and Last-Event-ID are ignored, so any number
   of processes (gunicorn workers, replicas behind a load balancer) can serve the same clients.
 - Header names reach the core as they were sent when the server says so (the built-in server's
@@ -26,7 +32,7 @@ import os
 import threading
 import time
 
-from . import _log, protocol
+from . import _environment, _log, protocol
 from ._context import Flight
 from ._server import Server
 from .errors import ConfigError, ProtocolError
@@ -34,6 +40,8 @@ from .errors import ConfigError, ProtocolError
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Callable, Iterable, Iterator, Optional, Union
+
+    from .auth import AuthError
     StartResponse = Callable[..., Any]
 
 __all__ = ["McpApp", "create_app", "read_token_file"]
@@ -42,8 +50,8 @@ log = _log.get("mcpserver.http")
 access_log = _log.get("mcpserver.http.access")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # a 5 MB payload stays under it even when JSON escaping grows it 6x
-TOKEN_ENVIRONMENT = "MCPSERVER_TOKEN"
-TOKEN_FILE_ENVIRONMENT = "MCPSERVER_TOKEN_FILE"
+TOKEN_ENVIRONMENT = _environment.TOKEN
+TOKEN_FILE_ENVIRONMENT = _environment.TOKEN_FILE
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 
 Response = tuple[str, list[tuple[str, str]], bytes]
@@ -52,6 +60,8 @@ Response = tuple[str, list[tuple[str, str]], bytes]
 def is_loopback(host: str) -> bool:
     """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine's loopback:
     localhost, 127.0.0.0/8, ::1, or ::ffff:127.x.x.x (ipaddress would say the same, at a start-up cost)."""
+    if host == "127.0.0.1":  # the common case, asked per request: no string work
+        return True
     host = host.strip("[]").lower()
     if host in ("localhost", "::1", "0:0:0:0:0:0:0:1"):
         return True
@@ -95,13 +105,24 @@ class McpApp:
 
     def __init__(self, server: Server, *, path: str = "/mcp", token: Optional[str] = None,
                  allowed_origins: Iterable[str] = (), allowed_hosts: Optional[Iterable[str]] = None,
-                 loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+                 loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                 oauth: Any = None, behind_proxy: bool = False):
         """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise."""
         if not path.startswith("/"):
             raise ConfigError(f"the endpoint path must start with '/', not {path!r}")
+        if oauth is not None and token:
+            raise ConfigError("give a static token or OAuth, not both (a ResourceServer can take "
+                              "validator=StaticTokens(...) for tokens of your own)")
         self.server = server
         self.path = path
         self._token = token.encode() if token else None
+        self.oauth = oauth
+        self._metadata = protocol.encode(oauth.metadata) if oauth is not None else b""
+        if oauth is not None:  # imported here, not per request: only servers that use OAuth pay for it
+            from . import auth
+
+            self._auth_error: type[AuthError] = auth.AuthError
+        self.behind_proxy = behind_proxy
         self.insecure_no_auth = insecure_no_auth
         self.allowed_origins = {origin.rstrip("/") for origin in allowed_origins}
         self.loopback = loopback
@@ -146,7 +167,10 @@ class McpApp:
                         (time.perf_counter() - started) * 1000)
 
     def _respond(self, environ: dict[str, Any]) -> Union[Response, _Stream]:
-        if environ.get("PATH_INFO", "") != self.path:
+        path = environ.get("PATH_INFO", "")
+        if path != self.path:
+            if self.oauth is not None and path in self.oauth.metadata_paths:
+                return self._resource_metadata(environ.get("REQUEST_METHOD"))
             return _plain("404 Not Found", f"Not found: the MCP endpoint is {self.path}")
         host = _host_name(environ.get("HTTP_HOST", "")).lower()
         if not self._host_allowed(host):
@@ -157,7 +181,10 @@ class McpApp:
         if environ.get("REQUEST_METHOD") != "POST":
             status, headers, body = _plain("405 Method Not Allowed", "The MCP endpoint accepts POST only")
             return status, [*headers, ("Allow", "POST")], body
-        refused = self._authenticate(environ)
+        if self.behind_proxy and _last(environ.get("HTTP_X_FORWARDED_PROTO", "")).lower() != "https":
+            return _plain("403 Forbidden", "This server is behind a TLS-terminating proxy: requests must come "
+                          "through it, with X-Forwarded-Proto: https")
+        refused, principal = self._authenticate(environ)
         if refused is not None:
             return refused
         if _media_type(environ.get("CONTENT_TYPE", "")) != "application/json":
@@ -177,30 +204,57 @@ class McpApp:
         if isinstance(message, dict) and message.get("method") == protocol.LISTEN and "id" in message:
             if not accepted & {"text/event-stream", "*/*"}:
                 return _plain("406 Not Acceptable", "subscriptions/listen answers with text/event-stream; accept it")
-            return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"))
+            return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"), principal)
         if isinstance(message, dict) and message.get("method") in protocol.RUNS_AUTHOR_CODE and "id" in message:
             if protocol.progress_token(message) is not None and accepted & {"text/event-stream", "*/*"}:
-                return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"))
-            flight = Flight()  # no stream: progress cannot be sent, but a client that hangs up cancels
+                return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"), principal)
+            flight = Flight(principal=principal)  # no stream: progress cannot be sent, but a hang-up cancels
             on_disconnect = environ.get("mcpserver.on_disconnect")
             if on_disconnect is not None:
                 on_disconnect(flight.cancel)
         return _json_response(protocol.dispatch(message, self.server, mirrored, flight=flight))
 
-    def _authenticate(self, environ: dict[str, Any]) -> Optional[Response]:
+    def _authenticate(self, environ: dict[str, Any]) -> tuple[Optional[Response], Any]:
+        """(a refusal, None) or (None, the principal: None unless OAuth authenticated one)."""
+        if self.oauth is not None:
+            return self._authenticate_oauth(environ)
         if self._token is None:
             if self.insecure_no_auth or is_loopback(str(environ.get("REMOTE_ADDR", ""))):
-                return None
+                return None, None
             return _plain("403 Forbidden", "This server has no token, so it serves loopback clients only; set "
-                          f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)")
+                          f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)"), None
         given = environ.get("HTTP_AUTHORIZATION", "")
         scheme, _, credential = given.partition(" ")
         import hmac
 
         if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self._token):
             status, headers, body = _plain("401 Unauthorized", "A valid bearer token is required")
-            return status, [*headers, ("WWW-Authenticate", 'Bearer realm="mcp"')], body
-        return None
+            challenge = 'Bearer realm="mcp", error="invalid_token"' if credential.strip() else 'Bearer realm="mcp"'
+            return (status, [*headers, ("WWW-Authenticate", challenge)], body), None
+        return None, None
+
+    def _authenticate_oauth(self, environ: dict[str, Any]) -> tuple[Optional[Response], Any]:
+        if not (self.behind_proxy or environ.get("wsgi.url_scheme") == "https"
+                or is_loopback(str(environ.get("REMOTE_ADDR", "")))):
+            return _plain("403 Forbidden", "OAuth bearer tokens are accepted over HTTPS only (serve with "
+                          "--tls-cert/--tls-key, or say --behind-proxy when a proxy terminates TLS)"), None
+        try:
+            return None, self.oauth.authenticate(environ.get("HTTP_AUTHORIZATION"))
+        except self._auth_error as refused:
+            status, headers, body = _plain(_status_line(refused.status), refused.description)
+            return (status, [*headers, *refused.headers()], body), None
+
+    def _resource_metadata(self, method: Any) -> Response:
+        """The RFC 9728 document: public, so any origin may read it (browser clients discover with it)."""
+        cors = [("Access-Control-Allow-Origin", "*")]
+        if method == "OPTIONS":
+            return "204 No Content", [*cors, ("Access-Control-Allow-Methods", "GET"),
+                                      ("Access-Control-Allow-Headers", "*"), ("Content-Length", "0")], b""
+        if method not in ("GET", "HEAD"):
+            status, headers, body = _plain("405 Method Not Allowed", "The resource metadata is read with GET")
+            return status, [*headers, ("Allow", "GET, HEAD, OPTIONS")], body
+        return "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(self._metadata))),
+                          ("Cache-Control", "public, max-age=300"), *cors], self._metadata
 
     def _mirrored(self, environ: dict[str, Any]) -> dict[str, str]:
         """The request's header fields by lower-case name, for the core's header rules."""
@@ -239,8 +293,9 @@ class McpApp:
         return _plain("413 Content Too Large", f"The body is larger than {self.max_body_bytes} bytes")
 
 
-_STATUS_LINES = {200: "200 OK", 202: "202 Accepted", 400: "400 Bad Request", 404: "404 Not Found",
-                 500: "500 Internal Server Error"}
+_STATUS_LINES = {200: "200 OK", 202: "202 Accepted", 400: "400 Bad Request", 401: "401 Unauthorized",
+                 403: "403 Forbidden", 404: "404 Not Found", 500: "500 Internal Server Error",
+                 503: "503 Service Unavailable"}
 SSE_KEEPALIVE_SECONDS = 15.0  # a comment this often on a quiet stream: proxies keep it, a gone client is noticed
 SSE_BACKLOG = 256  # notifications a stream may hold for a slow client before it keeps only the latest of each
 _SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")]
@@ -250,9 +305,18 @@ def _json_response(reply: protocol.Reply) -> Response:
     if reply.response is None:  # a notification; or a request cancelled because its client went away
         return "202 Accepted", [("Content-Type", "text/plain"), ("Content-Length", "0")], b""
     data = protocol.encode(reply.response)
-    return _STATUS_LINES.get(reply.status, f"{reply.status} Status"), [
+    return _status_line(reply.status), [
         ("Content-Type", "application/json"), ("Content-Length", str(len(data))), ("Cache-Control", "no-store")
     ], data
+
+
+def _status_line(status: int) -> str:
+    return _STATUS_LINES.get(status, f"{status} Status")
+
+
+def _last(value: str) -> str:
+    """The last element of a comma-separated header: the one the nearest proxy added."""
+    return value.rsplit(",", 1)[-1].strip()
 
 
 class _Stream:
@@ -263,18 +327,20 @@ class _Stream:
     SSE_KEEPALIVE_SECONDS of silence); a reply that comes first goes out as plain JSON with its own
     status, so 400 and 404 errors are never inside a stream (WIRE.md §16.7). Frames are
     `data: <one-line JSON>` with no event ids. Closing the stream cancels the request.
-    Notifications a slow client has not taken yet are coalesced (the latest progress, one
-    list_changed per list, one updated per URI), so a client that never reads costs bounded memory.
+    Past SSE_BACKLOG notifications not yet written, they are coalesced (the latest progress, one
+    list_changed per list, one updated per URI): a client that never reads costs bounded memory,
+    and a tool that reports progress faster than the stream can be written (a tight loop can
+    report 500,000 a second; measured in docs/performance.md) sends its latest state, not a queue.
     """
 
     def __init__(self, server: Server, message: dict[str, Any], headers: dict[str, str],
-                 on_disconnect: Optional[Callable[[Callable[[], None]], None]]):
+                 on_disconnect: Optional[Callable[[Callable[[], None]], None]], principal: Any = None):
         self._changed = threading.Condition()
         self._pending: list[dict[str, Any]] = []
         self._compact_at = SSE_BACKLOG
         self._reply: Optional[protocol.Reply] = None
         self._over = False  # answered, or cancelled
-        self.flight = Flight(self._note)
+        self.flight = Flight(self._note, principal)
         self.flight.on_cancel(self._end)
         if on_disconnect is not None:
             on_disconnect(self.flight.cancel)
@@ -346,6 +412,7 @@ def create_app(target: Union[Server, str], *, token_file: Optional[str] = None, 
 
     The token defaults to the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else to
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
+    With `oauth=ResourceServer(...)` tokens are OAuth access tokens instead (docs/auth.md).
 
         gunicorn -w 4 'mcpserver.http:create_app("server/examples/demo.py")'
     """
@@ -354,6 +421,6 @@ def create_app(target: Union[Server, str], *, token_file: Optional[str] = None, 
 
         target = load_target(target)
     token_file = token_file or os.environ.get(TOKEN_FILE_ENVIRONMENT)
-    if "token" not in options:
+    if "token" not in options and options.get("oauth") is None:
         options["token"] = read_token_file(token_file) if token_file else os.environ.get(TOKEN_ENVIRONMENT) or None
     return McpApp(target, **options)

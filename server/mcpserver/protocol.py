@@ -439,8 +439,10 @@ def _resumable(server: Server, params: dict[str, Any], context: Context, target:
     only the keys asked for last round count. If the code asks for what is not answered yet, the
     result is input_required, with the questions and a newly sealed state.
     """
-    def binding() -> tuple[str, str, str]:  # hashed only when a state is opened or sealed
-        return context.method, target, arguments_digest(arguments)
+    def binding() -> tuple[str, str, str, str]:  # hashed only when a state is opened or sealed
+        principal = context.principal
+        who = "" if principal is None else _json.dumps([principal.subject, principal.client_id])
+        return context.method, target, arguments_digest(arguments), who
 
     state, responses = params.get("requestState"), params.get("inputResponses")
     pending: Optional[list[str]] = None

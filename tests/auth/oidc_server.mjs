@@ -8,6 +8,8 @@
 //   https://mcp.example.test/es256    JWT access tokens signed ES256
 //   https://mcp.example.test/opaque   opaque tokens, for the introspection endpoint
 //   https://mcp.example.test/brief    opaque tokens that live 1 second
+//   http://127.0.0.1:PORT/PATH        an mcpserver the tests started: JWTs (RS256; ES256 if PATH has "es256"),
+//                                     or opaque tokens if PATH has "opaque"
 // Test-only endpoints under /__test/ (never part of a real server):
 //   POST /__test/rotate {"keep_old": bool}   new signing keys (new kids), the old ones kept or dropped
 //   POST /__test/sign {"header", "payload", "key": "current"|"outsider"}   sign anything with jose
@@ -46,6 +48,16 @@ function newGeneration() {
   ];
 }
 
+// An MCP server the tests start on 127.0.0.1 (its URL is its resource): JWTs signed RS256, or ES256
+// when the path says es256, or opaque tokens (for introspection) when it says opaque.
+function loopbackResource(resource) {
+  let url;
+  try { url = new URL(resource); } catch { return undefined; }
+  if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost') return undefined;
+  if (url.pathname.includes('opaque')) return { format: 'opaque', ttl: 300 };
+  return { format: 'jwt', alg: url.pathname.includes('es256') ? 'ES256' : 'RS256', ttl: 300 };
+}
+
 function currentKid(alg) {
   return signingKeys.find((key) => key.alg === alg).kid;
 }
@@ -78,7 +90,7 @@ function buildProvider(issuer) {
         defaultResource: async (ctx, client, oneOf) => oneOf,
         useGrantedResource: async () => true,
         getResourceServerInfo: async (ctx, resource) => {
-          const server = RESOURCES[resource];
+          const server = RESOURCES[resource] || loopbackResource(resource);
           if (!server) throw new errors.InvalidTarget();
           return {
             scope: SCOPES,

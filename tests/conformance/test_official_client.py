@@ -5,16 +5,13 @@ handshake on any error, so each test asserts that 2026-07-28 was really negotiat
 """
 
 import asyncio
+import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
-from mcptest import DEMO, GIT, MOVIES, ROOT, SLOW_TOOLS, HttpServer
+from mcptest import DEMO, GIT, HAS_GUNICORN, MOVIES, ROOT, SLOW_TOOLS, HttpServer, gunicorn_server
 
 mcp = pytest.importorskip("mcp", reason="the official client needs Python 3.10+ and the dev extras")
 
@@ -181,34 +178,17 @@ def test_the_official_client_answers_elicitation_sampling_and_roots(transport):
     assert asked[:2] == ["Where to?", "How many days in Kyoto?"] and "Write a haiku about frogs." in asked
 
 
+@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
 def test_rounds_on_different_gunicorn_workers_share_the_state_key(tmp_path):
-    gunicorn = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
-    if not os.path.exists(gunicorn):
-        pytest.skip("gunicorn is not installed here")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     log = tmp_path / "access.log"
-    process = subprocess.Popen([gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "--access-logfile", str(log),
-                                "--access-logformat", "%(p)s %(r)s", f"mcpserver.http:create_app({INTERACTIVE!r})"],
-                               env={**os.environ, "MCPSERVER_STATE_KEY": "shared by both workers"},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}/mcp"
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with gunicorn_server(f"mcpserver.http:create_app({INTERACTIVE!r})", "-w", "2", "--access-logfile", str(log),
+                         "--access-logformat", "%(p)s %(r)s",
+                         env={"MCPSERVER_STATE_KEY": "shared by both workers"}) as server:
         for _ in range(6):  # each trip takes three rounds; connections are new per round, so workers vary
-            _, trip, *_ = asyncio.run(answer_everything(url))
+            _, trip, *_ = asyncio.run(answer_everything(server.url))
             assert trip == "5 days in Kyoto: book the train, pack light."
-        workers = {line.split()[0] for line in log.read_text().splitlines() if "POST" in line}
-        assert len(workers) == 2, f"every round landed on one worker: {workers}"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(20)
+    workers = {line.split()[0] for line in log.read_text().splitlines() if "POST" in line}
+    assert len(workers) == 2, f"every round landed on one worker: {workers}"
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -235,3 +215,18 @@ def test_the_official_client_listens_for_changes(transport):
             events, tools = asyncio.run(session(f"http://127.0.0.1:{server.port}/mcp"))
     assert "shout" in tools
     assert len(events) == 2, events
+
+
+def test_the_printed_config_entry_connects_the_official_client(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mcpserver", "config", DEMO], capture_output=True, text=True,
+                          check=True, cwd=str(tmp_path))
+    entry = json.loads(done.stdout)["mcpServers"]["demo"]
+
+    async def session():
+        parameters = mcp.StdioServerParameters(command=entry["command"], args=entry["args"], cwd="/",
+                                               env={**os.environ, **entry.get("env", {})})
+        async with mcp.Client(parameters) as client:
+            assert client.protocol_version == "2026-07-28"
+            return (await client.call_tool("echo", {"text": "configured"})).content[0].text
+
+    assert asyncio.run(session()) == "configured"

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from mcptest import StdioServer, call
+from mcptest import StdioServer, call, read_text
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_tools.py")
 
@@ -26,20 +26,12 @@ def alive(pid: int) -> bool:
         return False
 
 
-def read(path) -> str:
-    try:
-        with open(path) as file:
-            return file.read()
-    except FileNotFoundError:
-        return ""
-
-
 def pid_in(path, timeout: float = 10) -> int:
     deadline = time.monotonic() + timeout
-    while not read(path).strip():
+    while not read_text(path).strip():
         assert time.monotonic() < deadline, f"{path} was never written"
         time.sleep(0.01)
-    return int(read(path))
+    return int(read_text(path))
 
 
 def gone_within(pid: int, seconds: float) -> bool:
@@ -122,6 +114,6 @@ def test_as_pid_1_sigterm_reaches_the_server_and_its_status_comes_back():
     with StdioServer.from_argv(argv) as server:
         assert text(server.ask(call("tags", tags=["a"]))) == "1"
         # unshare --fork waits for its child, PID 1 of the namespace: signal that one.
-        children = read(f"/proc/{server.process.pid}/task/{server.process.pid}/children").split()
+        children = read_text(f"/proc/{server.process.pid}/task/{server.process.pid}/children").split()
         os.kill(int(children[0]), 15)
         assert server.process.wait(10) == 0

@@ -21,7 +21,7 @@ def server():
 
 
 def send(app, message=None, *, headers=None, body=None, method="POST", path="/mcp", host="127.0.0.1:3000",
-         remote="127.0.0.1"):
+         remote="127.0.0.1", extra=None):
     data = body if body is not None else json.dumps(message).encode()
     environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "HTTP_HOST": host, "QUERY_STRING": "", "SCRIPT_NAME": "",
                "REMOTE_ADDR": remote,
@@ -30,6 +30,7 @@ def send(app, message=None, *, headers=None, body=None, method="POST", path="/mc
     for name, value in sent.items():
         key = name.upper().replace("-", "_")
         environ[key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key] = value
+    environ.update(extra or {})
     setup_testing_defaults(environ)
     captured = {}
 
@@ -202,9 +203,45 @@ def test_a_token_is_required_when_configured(server):
     app = McpApp(server, token="s3cret", loopback=False)
     message = request("tools/list")
     status, headers, _ = send(app, message, host="10.0.0.5:3000")
-    assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
+    assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="mcp"'
     wrong = dict(mcp_headers(message), Authorization="Bearer nope")
-    assert send(app, message, headers=wrong, host="10.0.0.5")[0] == 401
+    status, headers, _ = send(app, message, headers=wrong, host="10.0.0.5")
+    assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="mcp", error="invalid_token"'
     right = dict(mcp_headers(message), Authorization="Bearer s3cret")
     assert send(app, message, headers=right, host="10.0.0.5")[0] == 200
     assert send(app, message, headers=dict(right, Origin="https://evil.example.com"))[0] == 403
+
+
+def oauth_app(server, **options):
+    from mcpserver.auth import ResourceServer, StaticTokens
+
+    tokens = StaticTokens(["good-token"], scopes=["mcp"])
+    oauth = ResourceServer("https://mcp.example.com/mcp", ["https://auth.example.com"], scopes=["mcp"],
+                           validator=tokens)
+    return McpApp(server, loopback=False, oauth=oauth, **options)
+
+
+def test_oauth_tokens_cross_plain_http_only_on_loopback(server):
+    app, message = oauth_app(server), request("tools/list")
+    headers = dict(mcp_headers(message), Authorization="Bearer good-token")
+    status, _, body = send(app, message, headers=headers, host="mcp.example.com", remote="10.0.0.5")
+    assert status == 403 and b"HTTPS only" in body
+    assert send(app, message, headers=headers, host="mcp.example.com", remote="127.0.0.1")[0] == 200
+
+
+def test_oauth_over_https_from_anywhere(server):
+    app, message = oauth_app(server), request("tools/list")
+    headers = dict(mcp_headers(message), Authorization="Bearer good-token")
+    environ_https = {"HTTPS": "on"}  # wsgiref's setup_testing_defaults derives wsgi.url_scheme from it
+    status, _, _ = send(app, message, headers=headers, host="mcp.example.com", remote="10.0.0.5",
+                        extra=environ_https)
+    assert status == 200
+
+
+def test_oauth_and_a_static_token_together_are_refused(server):
+    from mcpserver.auth import ResourceServer
+    from mcpserver.errors import ConfigError
+
+    oauth = ResourceServer("https://mcp.example.com/mcp", ["https://auth.example.com"])
+    with pytest.raises(ConfigError, match="not both"):
+        McpApp(server, token="s3cret", oauth=oauth)

@@ -2,16 +2,24 @@
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
-from mcptest import DEMO, SLOW_TOOLS, HttpServer, call, mcp_headers, request, server_command
+from mcptest import (
+    DEMO,
+    HAS_GUNICORN,
+    SLOW_TOOLS,
+    HttpServer,
+    call,
+    gunicorn_server,
+    mcp_headers,
+    request,
+    server_command,
+)
 
 
 @pytest.fixture(scope="module")
@@ -215,32 +223,10 @@ def test_insecure_no_auth_says_so_at_start_up():
         assert "WARNING: no authentication" in server.stderr
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.mark.skipif(shutil.which("gunicorn") is None and not os.path.exists(os.path.join(os.path.dirname(
-    sys.executable), "gunicorn")), reason="gunicorn is not installed here")
+@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
 def test_the_same_app_under_gunicorn_with_two_workers():
-    executable = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
-    port = free_port()
-    process = subprocess.Popen([executable, "-w", "2", "-b", f"127.0.0.1:{port}", "--log-level", "warning",
-                                f"mcpserver.http:create_app({SLOW_TOOLS!r})"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
-    try:
-        server = HttpServer.__new__(HttpServer)
-        server.host, server.port, server.path, server.process = "127.0.0.1", port, "/mcp", process
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                status = server.post(call("pid"))[0]
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not start"
-                time.sleep(0.2)
-        assert status == 200
+    with gunicorn_server(f"mcpserver.http:create_app({SLOW_TOOLS!r})", "-w", "2") as server:
+        assert server.post(call("pid"))[0] == 200
         # A sync worker serves one request at a time, so concurrent slow calls must spread over both
         # once both have booted; keep asking (with a deadline) until both have answered.
         pids, failures = set(), []
@@ -262,10 +248,6 @@ def test_the_same_app_under_gunicorn_with_two_workers():
         assert failures == []
         assert len(pids) == 2, "both workers should have served requests"
         assert server.post(request("tools/list"), method="GET")[0] == 405
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(20)
-        process.stderr.close()
 
 
 @pytest.mark.parametrize("refusal", [{"Host": "evil.example.com"}, {"Origin": "https://evil.example.com"},

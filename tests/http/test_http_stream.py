@@ -3,16 +3,13 @@
 import json
 import os
 import random
-import shutil
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
-from mcptest import META, SLOW_TOOLS, HttpServer, call, mcp_headers
+from mcptest import HAS_GUNICORN, META, SLOW_TOOLS, HttpServer, call, gunicorn_server, mcp_headers, read_text
 
 SSE = {"Accept": "application/json, text/event-stream"}
 
@@ -65,14 +62,6 @@ def events(response):
             yield json.loads(line[6:])
 
 
-def read(path) -> str:
-    try:
-        with open(path) as file:
-            return file.read()
-    except FileNotFoundError:
-        return ""
-
-
 def test_progress_streams_as_sse_then_the_response_ends_the_stream(tools, jitter):
     count = 12 if jitter is None else jitter.randint(1, 200)
     connection, response = open_stream(tools, with_token(call("steps", id=5, count=count), "job-5"))
@@ -122,9 +111,9 @@ def test_closing_the_stream_cancels_the_tool(tools, tmp_path, jitter):
     connection.close()
     response.close()
     time.sleep(0.3)
-    stopped = read(path).count("tick")
+    stopped = read_text(path).count("tick")
     time.sleep(1)
-    assert read(path).count("tick") <= stopped + 1, "the tool kept working after its client closed the stream"
+    assert read_text(path).count("tick") <= stopped + 1, "the tool kept working after its client closed the stream"
 
 
 def test_hanging_up_on_a_plain_json_request_cancels_it_too(tools, tmp_path, jitter):
@@ -137,13 +126,13 @@ def test_hanging_up_on_a_plain_json_request_cancels_it_too(tools, tmp_path, jitt
         hanging_up.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n"
                            .encode() + body)
         deadline = time.monotonic() + 10
-        while read(path).count("tick") < ticks:
+        while read_text(path).count("tick") < ticks:
             assert time.monotonic() < deadline
             time.sleep(0.01)
     time.sleep(0.3)
-    stopped = read(path).count("tick")
+    stopped = read_text(path).count("tick")
     time.sleep(1)
-    assert read(path).count("tick") <= stopped + 1
+    assert read_text(path).count("tick") <= stopped + 1
 
 
 def test_quick_calls_from_20_clients_are_not_held_up_by_a_slow_one(tools, jitter):
@@ -186,32 +175,11 @@ def test_sigterm_lets_an_open_stream_finish():
         assert server.process.wait(10) == 0
 
 
-def gunicorn():
-    return shutil.which("gunicorn") or (os.path.join(os.path.dirname(sys.executable), "gunicorn")
-                                        if os.path.exists(os.path.join(os.path.dirname(sys.executable), "gunicorn"))
-                                        else None)
-
-
-@pytest.mark.skipif(gunicorn() is None, reason="gunicorn is not installed here")
+@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
 @pytest.mark.parametrize("worker", ["sync", "gthread"])
 def test_under_gunicorn_progress_streams_and_closing_the_stream_cancels(worker, tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([gunicorn(), "-w", "1", "-k", worker, "-b", f"127.0.0.1:{port}", "--log-level",
-                                "warning", f"mcpserver.http:create_app({SLOW_TOOLS!r})"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        server = HttpServer.__new__(HttpServer)
-        server.host, server.port, server.path, server.process = "127.0.0.1", port, "/mcp", process
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                connection, response = open_stream(server, with_token(call("steps", count=4), "g"))
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not start"
-                time.sleep(0.2)
+    with gunicorn_server(f"mcpserver.http:create_app({SLOW_TOOLS!r})", "-w", "1", "-k", worker) as server:
+        connection, response = open_stream(server, with_token(call("steps", count=4), "g"))
         assert response.getheader("Content-Type") == "text/event-stream"
         frames = list(events(response))
         connection.close()
@@ -223,9 +191,6 @@ def test_under_gunicorn_progress_streams_and_closing_the_stream_cancels(worker, 
         connection.close()
         response.close()
         time.sleep(0.5)
-        stopped = read(path).count("tick")
+        stopped = read_text(path).count("tick")
         time.sleep(1)
-        assert read(path).count("tick") <= stopped + 1, "under gunicorn, closing the stream did not cancel"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(20)
+        assert read_text(path).count("tick") <= stopped + 1, "under gunicorn, closing the stream did not cancel"

@@ -1,5 +1,7 @@
 """`python -m mcpserver`: targets, --check, --version, and one clear line when a server cannot start."""
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -81,3 +83,68 @@ def test_several_servers_can_be_picked_by_name(tmp_path):
         b = Server("second")
     """)
     assert "second 0.0.0" in cli("--check", f"{target}:b").stdout
+
+
+def mcpserver(*args, stdin=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "mcpserver", *args], input=stdin, capture_output=True, text=True,
+                          timeout=60, cwd=cwd)
+
+
+def test_call_prints_a_text_result():
+    done = mcpserver("call", DEMO, "echo", '{"text":"hi"}')
+    assert (done.returncode, done.stdout, done.stderr) == (0, "hi\n", "")
+
+
+def test_call_prints_structured_content_as_json():
+    done = mcpserver("call", DEMO, "add", '{"a": 2, "b": 3.5}')
+    assert done.returncode == 0 and json.loads(done.stdout) == {"sum": 5.5}
+
+
+def test_call_failures_say_why_and_exit_non_zero():
+    invalid = mcpserver("call", DEMO, "add", '{"a": 1, "b": "x"}')
+    assert invalid.returncode == 1 and "b: expected number, got string" in invalid.stderr and invalid.stdout == ""
+    unknown = mcpserver("call", DEMO, "nope")
+    assert unknown.returncode == 1 and "Unknown tool: nope" in unknown.stderr
+    not_json = mcpserver("call", DEMO, "echo", "{text: hi}")
+    assert not_json.returncode == 2 and "not JSON" in not_json.stderr
+    not_object = mcpserver("call", DEMO, "echo", "[1]")
+    assert not_object.returncode == 2 and "must be a JSON object" in not_object.stderr
+    no_target = mcpserver("call", "no/such/server.py", "echo")
+    assert no_target.returncode == 2 and "no file or module" in no_target.stderr
+    for done in (invalid, unknown, not_json, not_object, no_target):
+        assert "Traceback" not in done.stderr
+
+
+def test_call_reads_5_mb_of_arguments_from_stdin():
+    text = "é" * 2_500_000  # 5 MB of UTF-8
+    done = mcpserver("call", DEMO, "echo", "-", stdin=json.dumps({"text": text}))
+    assert done.returncode == 0 and done.stdout == text + "\n"
+
+
+def test_call_shows_progress_on_stderr_and_says_when_a_tool_needs_input():
+    counted = mcpserver("call", os.path.join(EXAMPLES, "long_running.py"), "count", '{"to": 3, "delay": 0}')
+    assert counted.stdout == "counted to 3\n" and "progress 3/3 counted to 3" in counted.stderr
+    asks = mcpserver("call", os.path.join(EXAMPLES, "interactive.py"), "trip_plan")
+    assert asks.returncode == 3 and "Where to?" in asks.stderr
+
+
+def test_list_is_readable_and_json_on_request():
+    done = mcpserver("list", MOVIES)
+    assert done.returncode == 0
+    assert "tool book_tickets: Book seats" in done.stdout and "  adults: integer" in done.stdout
+    assert "resource template movies://films/{movie_id}" in done.stdout and "prompt recommend(mood, company?)" \
+        in done.stdout
+    listed = json.loads(mcpserver("list", MOVIES, "--json").stdout)
+    assert [t["name"] for t in listed["tools"]] == ["search_movies", "book_tickets"]
+    assert listed["server"]["name"] == "movies" and listed["resourceTemplates"][0]["name"] == "film"
+
+
+def test_config_prints_an_entry_that_works_from_any_directory(tmp_path):
+    entry = json.loads(mcpserver("config", DEMO, cwd=str(tmp_path)).stdout)["mcpServers"]["demo"]
+    assert os.path.isabs(entry["command"]) and os.path.isabs(entry["args"][-1])
+    done = subprocess.run([entry["command"], *entry["args"]], input=line(request("tools/list")), capture_output=True,
+                          timeout=30, cwd="/", env={**os.environ, **entry.get("env", {})})
+    assert responses(done.stdout)[0]["result"]["tools"]
+    http = json.loads(mcpserver("config", DEMO, "--http", "http://127.0.0.1:3000/mcp").stdout)["mcpServers"]["demo"]
+    assert http == {"type": "http", "url": "http://127.0.0.1:3000/mcp",
+                    "headers": {"Authorization": "Bearer ${MCPSERVER_TOKEN}"}}

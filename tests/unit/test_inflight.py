@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from mcptest import META, SLOW_TOOLS, StdioServer, call, line, responses, run_once
+from mcptest import META, SLOW_TOOLS, StdioServer, call, line, read_text, responses, run_once
 
 # Stress mode: MCPSERVER_STRESS=N (the lab's free-threaded cell sets it) runs every test that takes `jitter`
 # N times over, each with its own random seed for its timing and sizes, so a rare race fails the run instead
@@ -38,16 +38,8 @@ def with_token(message, token):
     return message
 
 
-def read(path) -> str:
-    try:
-        with open(path) as file:
-            return file.read()
-    except FileNotFoundError:
-        return ""
-
-
 def ticks(path) -> int:
-    return read(path).count("tick")
+    return read_text(path).count("tick")
 
 
 def test_quick_calls_are_not_held_up_by_a_slow_one():
@@ -97,10 +89,10 @@ def test_a_cancelled_command_tool_is_stopped_with_its_process_group(tmp_path):
     with StdioServer(SLOW_TOOLS) as server:
         server.send(line(call("slow_command", id="cmd", pidfile=pidfile)))
         deadline = time.monotonic() + 10
-        while not read(pidfile).strip():
+        while not read_text(pidfile).strip():
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        shell = int(read(pidfile))
+        shell = int(read_text(pidfile))
         server.send(line(cancel("cmd")))
         deadline = time.monotonic() + 5
         while os.path.exists(f"/proc/{shell}"):

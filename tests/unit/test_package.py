@@ -83,7 +83,7 @@ def test_the_public_api_is_what_all_says():
 # its own layer or above, so every arrow points down: transports -> protocol -> registry. Lazy
 # imports inside functions count too. __init__ is the facade and may import anything.
 LAYERS = (
-    ("errors", "_json", "_version", "content", "_signature", "inputs", "_log"),
+    ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment"),
     ("_context", "_validate", "_jose", "_state", "_completions"),
     ("_schema", "auth", "_subscriptions"),
     ("_tools", "_resources", "_prompts"),
@@ -93,7 +93,7 @@ LAYERS = (
     ("protocol",),
     ("stdio", "http"),
     ("_httpd",),
-    ("_init", "_run"),
+    ("_init", "_run", "_cli"),
     ("__main__",),
 )
 

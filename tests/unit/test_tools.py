@@ -106,6 +106,17 @@ def test_output_that_is_not_json_is_an_is_error_result(server):
     assert "did not print valid JSON" in text_of(run(server, "notjson"))
 
 
+@pytest.mark.parametrize("printed, why", [
+    ('{"x": 1e999}', "did not print valid JSON"),  # infinity has no JSON form: it must not reach the encoder
+    ("[" * 100_000 + "]" * 100_000, "did not print valid JSON"),  # nesting past the limit, in linear time
+    ('{"n": ' + "9" * 5000 + "}", "did not print valid JSON"),  # an integer longer than the digit limit
+])
+def test_hostile_json_from_a_program_is_an_is_error_result(server, printed, why):
+    server.command("prints", ["cat"], stdin={"argument": "text"}, input_schema=TEXT_SCHEMA, output="json")
+    result = run(server, "prints", text=printed)
+    assert result["isError"] is True and why in text_of(result)
+
+
 def test_a_nonzero_exit_is_an_is_error_result_with_the_stderr_tail(server):
     server.command("fails", "echo first >&2; echo 'last words' >&2; exit 3", shell=True)
     result = run(server, "fails")

@@ -1,0 +1,196 @@
+"""The command line's tools for trying a server before any client sees it: call, list, config.
+
+    mcpserver call TARGET TOOL ['{"arg": ...}' | -]     run one tool through the protocol; print its result
+    mcpserver list TARGET [--json]                      what the server offers, with schemas
+    mcpserver config TARGET [--name NAME] [--http URL]  the mcpServers entry MCP clients read
+
+`call` goes through the same protocol core the transports use (a tools/call request with the
+server's own validation), in this process. Its exit status: 0 for a result, 1 for an isError result
+or a refused request, 2 for a usage error, 3 when the tool asks the client for input (MRTR) that a
+command line cannot give.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from . import _environment, protocol
+from ._context import Flight
+from ._loader import load_target
+from .errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional, TextIO
+
+    from ._server import Server
+
+__all__ = ["main"]
+
+# Declaring every capability lets a tool that asks for input say what it asks (exit 3) rather than -32021.
+META = {"io.modelcontextprotocol/protocolVersion": protocol.PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcpserver-cli", "version": "1"}}
+
+
+def _parser() -> Any:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="mcpserver", description="Try a server from the command line.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    call = commands.add_parser("call", help="run one tool and print its result")
+    call.add_argument("target", metavar="TARGET", help="a .py file, MODULE:ATTRIBUTE or a .json manifest")
+    call.add_argument("tool", metavar="TOOL")
+    call.add_argument("arguments", metavar="JSON", nargs="?", default="{}",
+                      help="the arguments as a JSON object, or - to read them from stdin (default {})")
+    listing = commands.add_parser("list", help="print the tools, resources and prompts, with their schemas")
+    listing.add_argument("target", metavar="TARGET")
+    listing.add_argument("--json", action="store_true", help="print the lists as JSON")
+    config = commands.add_parser("config", help="print the mcpServers entry for an MCP client's configuration")
+    config.add_argument("target", metavar="TARGET")
+    config.add_argument("--name", help="the server's key in mcpServers (default: the server's name)")
+    config.add_argument("--http", metavar="URL", help="an entry for a server already serving over HTTP at URL")
+    config.add_argument("--token-env", metavar="VARIABLE", default=_environment.TOKEN,
+                        help="with --http: the variable the client reads the bearer token from")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "config":
+            return _config(args.target, args.name, args.http, args.token_env, sys.stdout)
+        server = load_target(args.target)
+        if args.command == "list":
+            return _list(server, args.json, sys.stdout)
+        return _call(server, args.tool, args.arguments, sys.stdout, sys.stderr)
+    except ConfigError as exc:
+        print(f"mcpserver: {exc}", file=sys.stderr)
+        return 2
+
+
+def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> int:
+    text = sys.stdin.read() if given == "-" else given
+    try:
+        arguments = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        print(f"mcpserver: the arguments are not JSON: {exc}", file=err)
+        return 2
+    if not isinstance(arguments, dict):
+        print("mcpserver: the arguments must be a JSON object, e.g. '{\"text\": \"hi\"}'", file=err)
+        return 2
+
+    def progress(note: dict[str, Any]) -> None:
+        params = note.get("params", {})
+        shown = f"{params.get('progress')}" + (f"/{params['total']}" if "total" in params else "")
+        print(f"progress {shown} {params.get('message', '')}".rstrip(), file=err, flush=True)
+
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"_meta": dict(META, progressToken="cli"), "name": tool, "arguments": arguments}}
+    reply = protocol.dispatch(request, server, flight=Flight(progress))
+    response = reply.response or {}
+    if "error" in response:
+        error = response["error"]
+        print(f"mcpserver: {error['message']}" + (f" ({json.dumps(error['data'])})" if "data" in error else ""),
+              file=err)
+        return 1
+    result = response["result"]
+    if result.get("resultType") == "input_required":
+        print(f"mcpserver: {tool} asks the client for input, which the command line cannot give:", file=err)
+        for key, asked in result.get("inputRequests", {}).items():
+            print(f"  {key}: {asked.get('method')} {asked.get('params', {}).get('message', '')}".rstrip(), file=err)
+        return 3
+    if result.get("isError"):  # the tool's failure: its message on stderr, and a status the shell can test
+        _print_result(result, err)
+        return 1
+    _print_result(result, out)
+    return 0
+
+
+def _print_result(result: dict[str, Any], out: TextIO) -> None:
+    """Text as text, structured content as JSON, other blocks as one line each."""
+    if "structuredContent" in result:
+        out.write(json.dumps(result["structuredContent"], indent=2, ensure_ascii=False) + "\n")
+        return
+    for block in result.get("content", []):
+        if block.get("type") == "text":
+            out.write(block["text"] if block["text"].endswith("\n") else block["text"] + "\n")
+        elif block.get("type") in ("image", "audio"):
+            out.write(f"[{block['type']} {block.get('mimeType')}, {len(block.get('data', '')) * 3 // 4} bytes]\n")
+        elif block.get("type") == "resource":
+            resource = block.get("resource", {})
+            out.write(resource["text"] + "\n" if "text" in resource else f"[resource {resource.get('uri')}]\n")
+        else:
+            out.write(json.dumps(block, ensure_ascii=False) + "\n")
+
+
+def _list(server: Server, as_json: bool, out: TextIO) -> int:
+    lists = {"tools": [t.definition for t in server.tools.values()],
+             "resources": [r.definition for r in server.resources.values()],
+             "resourceTemplates": [t.definition for t in server.resource_templates],
+             "prompts": [p.definition for p in server.prompts.values()]}
+    if as_json:
+        out.write(json.dumps({"server": server.info, **lists}, indent=2, ensure_ascii=False) + "\n")
+        return 0
+    out.write(f"{server.name} {server.version}\n")
+    for tool in lists["tools"]:
+        out.write(f"\ntool {tool['name']}" + (f": {_first_line(tool.get('description'))}" if "description" in tool
+                                              else "") + "\n")
+        for name, schema in (tool["inputSchema"].get("properties") or {}).items():
+            required = name in (tool["inputSchema"].get("required") or ())
+            out.write(f"  {name}{'' if required else ' (optional)'}: {_type(schema)}"
+                      + (f" - {schema['description']}" if "description" in schema else "") + "\n")
+    for resource in lists["resources"]:
+        out.write(f"\nresource {resource['uri']}" + (f" ({resource['mimeType']})" if "mimeType" in resource else "")
+                  + (f": {_first_line(resource.get('description'))}" if "description" in resource else "") + "\n")
+    for template in lists["resourceTemplates"]:
+        out.write(f"\nresource template {template['uriTemplate']}\n")
+    for prompt in lists["prompts"]:
+        arguments = ", ".join(a["name"] + ("" if a.get("required") else "?") for a in prompt.get("arguments", []))
+        out.write(f"\nprompt {prompt['name']}({arguments})" + (f": {_first_line(prompt.get('description'))}"
+                                                               if "description" in prompt else "") + "\n")
+    return 0
+
+
+def _first_line(text: Optional[str]) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def _type(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return " | ".join(json.dumps(v) for v in schema["enum"])
+    kind = schema.get("type", "any")
+    kind = " or ".join(kind) if isinstance(kind, list) else kind
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        return f"array of {_type(schema['items'])}"
+    return str(kind) + (f" = {json.dumps(schema['default'])}" if "default" in schema else "")
+
+
+def _config(target: str, name: Optional[str], url: Optional[str], token_env: str, out: TextIO) -> int:
+    """The entry works from any directory: the interpreter and the target are absolute paths."""
+    server = load_target(target)
+    key = name or server.name
+    if url:
+        entry: dict[str, Any] = {"type": "http", "url": url,
+                                 "headers": {"Authorization": f"Bearer ${{{token_env}}}"}}
+    else:
+        location, colon, attribute = target.partition(":") if not os.path.exists(target) else (target, "", "")
+        resolved = os.path.abspath(location) + colon + attribute if os.path.exists(location) else target
+        entry = {"command": os.path.abspath(sys.executable), "args": ["-m", "mcpserver", resolved]}
+        server_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if not _installed(server_dir):  # a source checkout: the interpreter must find the package too
+            entry["env"] = {"PYTHONPATH": server_dir}
+    out.write(json.dumps({"mcpServers": {key: entry}}, indent=2) + "\n")
+    return 0
+
+
+def _installed(server_dir: str) -> bool:
+    """Whether `python -I -m mcpserver` finds this package without help (installed, not a checkout)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-I", "-c", "import mcpserver, os; print(os.path.dirname("
+                           "os.path.dirname(os.path.abspath(mcpserver.__file__))))"], capture_output=True, text=True,
+                          cwd="/")
+    return done.returncode == 0 and done.stdout.strip() == server_dir
