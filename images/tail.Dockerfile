@@ -38,6 +38,15 @@ CMD ["tests", "-p", "no:cacheprovider"]
 # --- install: the user and the suites without the embedded server, for the install suite, which installs the
 # built wheel into it with pip as users do (matrix/install.py) and tests that copy.
 FROM user AS install
+# pip below Python 3.10 needs distutils, which Debian and Ubuntu ship apart (python3-distutils, which their
+# own python3-pip depends on): installed here where the interpreter lacks it and apt is there to install it.
+RUN set -eu; \
+    if "$MCP_PYTHON" -c 'import sys; sys.exit(sys.version_info >= (3, 10))' \
+            && ! "$MCP_PYTHON" -c 'import distutils.cmd' 2>/dev/null && command -v apt-get >/dev/null; then \
+        apt-get update; \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-distutils; \
+        apt-get clean; rm -rf /var/lib/apt/lists/*; \
+    fi
 ENV PYTHONPATH=/opt/pytest PYTHONDONTWRITEBYTECODE=1
 COPY lab /lab
 WORKDIR /lab

@@ -221,15 +221,21 @@ UNAVAILABLE_MARK = "mcplab-unavailable: "  # a recipe's way to say "this machine
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def unavailable_reason(output: str) -> str:
+    """What a recipe or driver said this machine cannot do (its last UNAVAILABLE_MARK line), or ''. Only a
+    line it printed counts (the legacy builder also echoes the failed command, which contains the mark),
+    without the colour codes the builder wraps stderr in."""
+    lines = (ANSI.sub("", line) for line in output.splitlines())
+    said = [line[len(UNAVAILABLE_MARK) :].strip() for line in lines if line.startswith(UNAVAILABLE_MARK)]
+    return said[-1] if said else ""
+
+
 def _build_problem(stage: str, done: Completed, log: Path) -> CellProblem:
     """A failed build is an error to look at, unless the recipe said this machine cannot build it (no
     source package on the mirror, ...): then the cell is unavailable here, with the recipe's reason."""
-    # Only a line the recipe printed (the legacy builder also echoes the failed command, which contains the
-    # mark), without the colour codes it wraps stderr in.
-    lines = (ANSI.sub("", line) for line in done.output.splitlines())
-    said = [line[len(UNAVAILABLE_MARK) :].strip() for line in lines if line.startswith(UNAVAILABLE_MARK)]
+    said = unavailable_reason(done.output)
     if said and not done.timed_out:
-        return CellProblem(Outcome.UNAVAILABLE, f"{said[-1]} (docker build of the {stage} stage; log: {log})")
+        return CellProblem(Outcome.UNAVAILABLE, f"{said} (docker build of the {stage} stage; log: {log})")
     what = "timed out" if done.timed_out else f"failed (exit {done.returncode})"
     return CellProblem(Outcome.ERROR, f"docker build of the {stage} stage {what}; full log: {log}", tail(done.output))
 

@@ -19,9 +19,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .build import ContextFile, suite_files, walk
+from .build import ContextFile, suite_files, unavailable_reason, walk
 from .engine import Completed, Engine, tail
-from .model import Suite, SuiteResult
+from .model import Outcome, Suite, SuiteResult
 from .outcomes import Attempt, judge
 from .suiterun import (
     PYTEST_ARGS,
@@ -149,7 +149,12 @@ def stage_suites(root: Path, folder: Path) -> Path:
 
 
 def _judged(attempt: Attempt, distribution: Distribution) -> SuiteResult:
-    """The cell's run with the host's checks joined in; a failed host check fails the suite."""
+    """The cell's run with the host's checks joined in; a failed host check fails the suite. A driver that
+    said this interpreter cannot install a wheel at all (no zlib) makes the suite unavailable, with why."""
+    said = unavailable_reason(attempt.output) if attempt.returncode != 0 and not attempt.timed_out else ""
+    if said:
+        return SuiteResult(suite=Suite.INSTALL, outcome=Outcome.UNAVAILABLE, message=said,
+                           duration=attempt.duration)  # fmt: skip
     failed_here = not distribution.twine.ok and attempt.returncode == 0
     joined = replace(attempt, junit=with_host_checks(attempt.junit, distribution),
                      returncode=1 if failed_here else attempt.returncode)  # fmt: skip

@@ -19,6 +19,11 @@ if "$MCP_PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
     python=$MCPLAB_WORK/venv/bin/python
     scripts=$MCPLAB_WORK/venv/bin
     "$python" -m pip install $options "$wheel"
+elif ! "$MCP_PYTHON" -c 'import zlib' 2>/dev/null; then
+    # The lab reads this line (matrix/build.py: UNAVAILABLE_MARK): this cell cannot have the suite.
+    echo "mcplab-unavailable: $MCP_PYTHON has no zlib and no ensurepip: pip cannot even read a wheel" \
+        "(a zip archive compressed with deflate), its own included"
+    exit 3
 else
     # No ensurepip (Debian's python3.X without python3.X-venv, a trimmed build): pip run from its own wheel,
     # into the user site of a user base of our own. Every process of this interpreter sees that folder

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,6 +52,7 @@ class Options:
     use_cache: bool = True  # report an identical earlier pass instead of running the suite again
     registry: str = ""  # HOST:PORT/PREFIX images and passed-suite records travel through
     cache_dir: Path | None = None  # a folder (a CI cache) they travel through
+    durations: Mapping[str, float] = field(default_factory=dict)  # an earlier run's, to start the longest first
 
 
 def prune_runs(folder: Path, *, keep: int) -> None:

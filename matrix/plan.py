@@ -139,16 +139,19 @@ def plan_digest(cells: Sequence[Cell], selection: Selection, count: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anything_running: bool) -> Cell | None:
+def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anything_running: bool,
+              durations: Mapping[str, float] | None = None) -> Cell | None:  # fmt: skip
     """The next cell to start, or None to wait for a slot's work to finish first.
 
-    Ready cells first (their base is there); among them cells that compile their Python (minutes of
-    builder stage) before other container cells before host cells, since the run ends with its longest
-    cell. A cell whose base is still being made is started only when nothing else runs, so a free slot
-    never idles forever.
+    Ready cells first (their base is there), longest first, since the run ends with its longest cell: by
+    how long each took in an earlier run, a cell that run did not have first of all (it may well be long),
+    and otherwise cells that compile their Python (minutes of builder stage) before other container cells
+    before host cells. A cell whose base is still being made is started only when nothing else runs, so a
+    free slot never idles forever.
     """
+    known = durations or {}
     ready = [c for c in waiting if is_ready(c)]
-    ready.sort(key=_longest_first)
+    ready.sort(key=lambda c: (-known.get(c.name, float("inf")) if known else 0.0, _longest_first(c)))
     if ready:
         return ready[0]
     if waiting and not anything_running:

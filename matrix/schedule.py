@@ -66,7 +66,7 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
     try:
         while (waiting and not lab.stop.is_set()) or running:
             while len(running) < lab.options.jobs and waiting and not lab.stop.is_set():
-                pick = pick_next(waiting, is_ready, anything_running=bool(running))
+                pick = pick_next(waiting, is_ready, anything_running=bool(running), durations=lab.options.durations)
                 if pick is None:
                     break
                 waiting.remove(pick)

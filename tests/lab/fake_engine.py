@@ -40,7 +40,7 @@ class FakeEngine(Engine):
         self.present = {ref: _id(ref) for ref in present}
         self.broken_stages = set(broken_stages)
         self.unbuildable_stages = set(unbuildable_stages)  # their recipe says this machine cannot build them
-        self.behaviour = dict(suites or {})  # suite name -> pass, fail, stress, hang, killed, oom
+        self.behaviour = dict(suites or {})  # suite name -> pass, fail, stress, unavailable, hang, killed, oom
         self.python_version = python_version
         self.implementation = implementation
         self.free_threaded = free_threaded
@@ -111,6 +111,9 @@ class FakeEngine(Engine):
         if how in ("pass", "fail", "stress"):
             files[junit_path] = {"pass": PASSING, "fail": FAILING, "stress": STRESSED}[how].format(suite=suite).encode()
             return Completed(returncode=1 if how == "fail" else 0, output=f"{suite}: collected 2 items\n")
+        if how == "unavailable":  # what install_driver.sh says for an interpreter without zlib
+            said = "mcplab-unavailable: python3.13 has no zlib and no ensurepip: pip cannot even read a wheel\n"
+            return Completed(returncode=3, output=said)
         if how in ("killed", "oom"):
             self.live[spec.name]["state"] = ContainerState(exit_code=137, oom_killed=how == "oom")
             return Completed(returncode=137, output=f"tests/{suite}/test_x.py::test_a \n")

@@ -169,6 +169,15 @@ def test_a_cell_that_compiles_its_python_starts_first_once_its_base_is_there() -
     assert pick_next([host, trixie, musl], lambda c: c is not musl, anything_running=True) is trixie
 
 
+def test_with_an_earlier_runs_durations_the_longest_cell_starts_first() -> None:
+    bookworm, host = CELLS[1], next(c for c in CELLS if c.family is Family.HOST)
+    musl = next(c for c in CELLS if c.python_from is PythonFrom.BUILDER)
+    durations = {bookworm.name: 290.0, musl.name: 120.0, host.name: 100.0}
+    assert pick_next([host, musl, bookworm], lambda c: True, anything_running=True, durations=durations) is bookworm
+    # A cell the earlier run did not have may be long: it goes first.
+    assert pick_next([host, musl], lambda c: True, anything_running=True, durations={host.name: 1.0}) is musl
+
+
 def test_shards_balanced_by_earlier_durations_finish_close_together() -> None:
     # Round-robin in table order puts the long container cells together; the durations of an earlier run
     # (longest first, to the least loaded shard) even them out.

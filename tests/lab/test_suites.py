@@ -82,6 +82,17 @@ def test_install_gives_the_wheel_to_the_install_image_and_joins_the_hosts_checks
         assert [f.test_id for f in install.failures] == ["distribution.py::test_twine_check_passes"]
 
 
+def test_an_interpreter_that_cannot_install_a_wheel_makes_only_that_suite_unavailable(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"install": "unavailable"})
+    lab = a_lab(tmp_path, engine, selection=suites(Suite.UNIT, Suite.INSTALL))
+    lab.distributions.get = lambda: wheel_of(tmp_path)  # type: ignore[method-assign]
+    result = run(lab)["fx-bookworm"]
+    install = result.suite(Suite.INSTALL)
+    assert install is not None and install.outcome is Outcome.UNAVAILABLE
+    assert install.message.startswith("python3.13 has no zlib and no ensurepip")
+    assert result.outcome is Outcome.PASSED  # the unit suite's pass stands; the report says why install did not
+
+
 def test_a_distribution_that_cannot_be_built_is_an_error_in_every_cell(tmp_path: Path) -> None:
     from matrix.install import DistributionError
 
