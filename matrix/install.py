@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .build import ContextFile, suite_files, unavailable_reason, walk
+from .build import ANSI, ContextFile, suite_files, unavailable_reason, walk
 from .engine import Completed, Engine, tail
 from .model import Outcome, Suite, SuiteResult
 from .outcomes import Attempt, judge
@@ -54,9 +54,16 @@ class Distribution:
         case = ET.SubElement(suite, "testcase", classname="distribution", name="test_twine_check_passes")
         if not self.twine.ok:
             suite.set("failures", "1")
-            ET.SubElement(case, "failure", message=f"twine check failed: {self.twine.last_line()}").text = (
-                tail(self.twine.output))
+            said = _xml_text(self.twine.output)
+            last = (said.strip().splitlines() or ["no output"])[-1]
+            ET.SubElement(case, "failure", message=f"twine check failed: {last}").text = tail(said)
         return suite
+
+
+def _xml_text(text: str) -> str:
+    """Text fit for XML: no colour codes (twine draws them even into a pipe), no other control characters."""
+    plain = ANSI.sub("", text)
+    return "".join(ch for ch in plain if ch in "\n\t" or ch >= " ")
 
 
 class DistributionError(Exception):

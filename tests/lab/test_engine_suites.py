@@ -27,6 +27,7 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "mcpserver"
 version = "0.0.0+labfixture"
+readme = "README.md"
 requires-python = ">=3.9"
 
 [project.scripts]

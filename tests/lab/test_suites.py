@@ -57,7 +57,8 @@ def wheel_of(tmp_path: Path, twine_ok: bool = True) -> Distribution:
     wheel = tmp_path / "dist" / "mcpserver-9.9-py3-none-any.whl"
     wheel.parent.mkdir(parents=True, exist_ok=True)
     wheel.write_bytes(b"PK-not-really-a-wheel")
-    twine = Completed(returncode=0 if twine_ok else 1, output="PASSED" if twine_ok else "FAILED: long_description")
+    said = "\x1b[32mPASSED\x1b[0m" if twine_ok else "Checking dist\n\x1b[31mFAILED\x1b[0m: long_description missing"
+    twine = Completed(returncode=0 if twine_ok else 1, output=said)
     return Distribution(wheel=wheel, sdist=tmp_path / "dist" / "mcpserver-9.9.tar.gz", twine=twine)
 
 
@@ -79,7 +80,9 @@ def test_install_gives_the_wheel_to_the_install_image_and_joins_the_hosts_checks
         assert install.outcome is Outcome.PASSED
     else:
         assert install.outcome is Outcome.FAILED
-        assert [f.test_id for f in install.failures] == ["distribution.py::test_twine_check_passes"]
+        (failure,) = install.failures
+        assert failure.test_id == "distribution.py::test_twine_check_passes"
+        assert "FAILED: long_description missing" in failure.details  # colour codes gone: the XML stays readable
 
 
 def test_an_interpreter_that_cannot_install_a_wheel_makes_only_that_suite_unavailable(tmp_path: Path) -> None:
