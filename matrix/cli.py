@@ -184,12 +184,15 @@ def _main(argv: list[str]) -> int:
 
 
 def _earlier_durations(results: Path) -> dict[str, float]:
-    """How long each cell took in the latest run written to RESULTS, if any: the scheduler starts the
-    longest first. Nothing (a first run, an unreadable report) leaves the scheduler's own order."""
-    try:
-        return _durations(results / report.LATEST)
-    except (LabError, OSError, KeyError, TypeError, ValueError):
-        return {}
+    """How long each cell took in the latest complete run written to RESULTS (else the latest run), if any:
+    the scheduler starts the longest first. Nothing (a first run, an unreadable report) leaves the
+    scheduler's own order."""
+    for name in (report.LATEST_FULL, report.LATEST):
+        try:
+            return _durations(results / name)
+        except (LabError, OSError, KeyError, TypeError, ValueError):
+            continue
+    return {}
 
 
 def _durations(path: Path) -> dict[str, float]:
