@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import UsageError
-from .model import SUITES, Cell, CellResult, Environment, Suite
+from .model import SUITES, Cell, CellResult, Environment, Implementation, Suite
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,9 +145,9 @@ def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anyt
 
     Ready cells first (their base is there), longest first, since the run ends with its longest cell: by
     how long each took in an earlier run, a cell that run did not have first of all (it may well be long),
-    and otherwise cells that compile their Python (minutes of builder stage) before other container cells
-    before host cells. A cell whose base is still being made is started only when nothing else runs, so a
-    free slot never idles forever.
+    and otherwise cells that compile their Python (minutes of builder stage), then PyPy cells, then other
+    container cells, then host cells. A cell whose base is still being made is started only when nothing
+    else runs, so a free slot never idles forever.
     """
     known = durations or {}
     ready = [c for c in waiting if is_ready(c)]
@@ -160,9 +160,13 @@ def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anyt
 
 
 def _longest_first(cell: Cell) -> int:
+    """Without an earlier run's durations: a compiled Python, then PyPy (its suites take 2 to 3 times as
+    long as CPython's), then other containers, then host cells."""
     if cell.compiles_python:
         return 0
-    return 1 if cell.family.in_container else 2
+    if cell.implementation is Implementation.PYPY:
+        return 1
+    return 2 if cell.family.in_container else 3
 
 
 def github_matrix(cells: Sequence[Cell], *, shards: int = 0) -> str:

@@ -167,6 +167,8 @@ def test_a_cell_that_compiles_its_python_starts_first_once_its_base_is_there() -
     host = next(c for c in CELLS if c.family is Family.HOST)
     assert pick_next([host, trixie, musl], lambda c: True, anything_running=True) is musl
     assert pick_next([host, trixie, musl], lambda c: c is not musl, anything_running=True) is trixie
+    pypy = next(c for c in CELLS if c.name == "debian-trixie-pypy3.11")
+    assert pick_next([host, trixie, pypy], lambda c: True, anything_running=True) is pypy  # slower suites
 
 
 def test_with_an_earlier_runs_durations_the_longest_cell_starts_first() -> None:
