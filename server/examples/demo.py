@@ -4,7 +4,7 @@
     python -m mcpserver --http server/examples/demo.py      # http://127.0.0.1:3000/mcp
 """
 
-from mcpserver import Server
+from mcpserver import Server, ToolError
 
 server = Server("demo", "1.0.0", instructions="Tools for trying an MCP client: echo text, add numbers, "
                                               "or ask for a large text to test transports.")
@@ -29,8 +29,13 @@ def add(a: float, b: float) -> dict:
         a: The first number.
         b: The second number.
     """
-    total = a + b
-    return {"sum": int(total) if float(total).is_integer() and abs(total) < 2**53 else total}
+    try:
+        total = a + b  # two integers stay exact, however large
+    except OverflowError:  # an integer past 1e308 plus a fraction
+        raise ToolError("the sum is too large for a floating-point number") from None
+    if isinstance(total, float) and total.is_integer() and abs(total) < 2**53:
+        total = int(total)  # 2.0 + 3.0 is 5, as a person would write it
+    return {"sum": total}
 
 
 @server.tool(annotations={"readOnlyHint": True, "openWorldHint": False})

@@ -132,7 +132,19 @@ def _fill(template: str, values: _Placeholders, *, argv: bool) -> str:
     if argv and text.startswith("-") and not template.startswith("-"):
         name = _placeholders(template, "")[0]
         raise ToolError(f"Argument {name!r} must not start with '-' (it would be read as an option)")
+    _check_utf8(text, _placeholders(template, ""))
     return text
+
+
+def _check_utf8(text: str, names: list[str]) -> None:
+    """ToolError unless `text` can be UTF-8: a lone surrogate (JSON's \\ud800) cannot reach a program."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolError(f"Argument {', '.join(map(repr, names)) or 'value'} holds "
+                            f"{text[exc.start:exc.end]!r}, a lone surrogate that no program can be given as "
+                            "UTF-8") from None
 
 
 def _check_bounded(name: str, schema: dict[str, Any], where: str) -> None:
@@ -315,8 +327,10 @@ class _Command:
         if mode == "none":
             return None
         if isinstance(mode, dict):
-            return str(arguments[mode["argument"]]).encode("utf-8")
-        return (_json.dumps(arguments) + "\n").encode("utf-8")
+            text = str(arguments[mode["argument"]])
+            _check_utf8(text, [mode["argument"]])
+            return text.encode("utf-8")
+        return _json.dumps_bytes(arguments) + b"\n"  # a lone surrogate goes as its \u escape
 
     def __call__(self, arguments: dict[str, Any], context: Optional[Context]) -> Any:
         argv = self.argv(arguments)

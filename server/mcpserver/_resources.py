@@ -4,8 +4,12 @@ Rules of this module:
 - A reader returns str (text), bytes (a base64 blob), a list of contents as they go on the wire, or
   None / raises ResourceNotFound for a URI that names nothing: that is -32602 "Resource not found",
   never empty contents (WIRE.md §11).
-- Templates support level 1 `{var}` (one path segment) and level 2 `{+var}` (anything); every
-  variable is a parameter of the reader, checked at registration.
+- Templates support level 1 `{var}` (one path segment: no / ? #) and level 2 `{+var}` (anything but a
+  line break); every variable is a parameter of the reader, checked at registration.
+- Matching a URI against a template takes time linear in the URI, whatever the template: a
+  regular expression with two `{+var}` backtracks quadratically on a URI that does not match (three:
+  cubically), and URIs come from clients. Where a URI could split several ways, each variable takes
+  as much as it can from the left, as a greedy regular expression would.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ class Resource:
 class ResourceTemplate:
     """An RFC 6570 template (level 1 `{var}` and level 2 `{+var}`) and the reader it routes to."""
 
-    __slots__ = ("completions", "context_parameter", "definition", "mime_type", "pattern", "reader", "uri_template",
+    __slots__ = ("completions", "context_parameter", "definition", "mime_type", "parts", "reader", "uri_template",
                  "variables")
 
     def __init__(self, uri_template: str, reader: Callable[..., ResourceContent], *, name: Optional[str] = None,
@@ -77,15 +81,18 @@ class ResourceTemplate:
             raise ConfigError(f"resource template {uri_template!r}: every {{variable}} must be a parameter of "
                               f"{getattr(reader, '__name__', 'the reader')}() "
                               f"(missing: {', '.join(missing) or 'no variables'})")
-        parts, position = [], 0
+        parts: list[Union[str, tuple[str, str]]] = []  # literal text, or (variable, the characters it excludes)
+        position = 0
         for match in TEMPLATE_VARIABLE.finditer(uri_template):
-            parts.append(re.escape(uri_template[position:match.start()]))
+            if match.start() > position:
+                parts.append(uri_template[position:match.start()])
             operator, variable = match.groups()
-            parts.append(f"(?P<{variable}>{'.+' if operator else '[^/?#]+'})")
+            parts.append((variable, "\n" if operator else "/?#"))
             position = match.end()
-        parts.append(re.escape(uri_template[position:]))
+        if position < len(uri_template):
+            parts.append(uri_template[position:])
         self.uri_template = uri_template
-        self.pattern = re.compile("".join(parts))
+        self.parts = parts
         self.reader = reader
         self.context_parameter = context_parameter(reader, f"resource template {uri_template!r}")
         self.completions = check_completions(completions, set(self.variables), f"resource template {uri_template!r}")
@@ -94,8 +101,53 @@ class ResourceTemplate:
                                      title=title, description=description or _summary(reader), mimeType=mime_type)
 
     def match(self, uri: str) -> Optional[dict[str, str]]:
-        found = self.pattern.fullmatch(uri)
-        return found.groupdict() if found else None
+        """The variables if `uri` fits the template, else None; in time linear in len(uri)."""
+        # rest[j][i] = 1 when parts[j:] match uri[i:], computed from the last part back; then a walk from
+        # the left gives each variable the longest value that still lets the rest match.
+        size = len(uri)
+        rest = [bytearray(size + 1) for _ in range(len(self.parts) + 1)]
+        rest[-1][size] = 1
+        for j in range(len(self.parts) - 1, -1, -1):
+            part, here, after = self.parts[j], rest[j], rest[j + 1]
+            if isinstance(part, str):
+                start = uri.find(part)
+                while start != -1:
+                    here[start] = after[start + len(part)]
+                    start = uri.find(part, start + 1)
+                continue
+            for run_start, run_end in _runs(uri, part[1]):  # a value lies inside one run of allowed characters
+                last = after.rfind(1, run_start + 1, run_end + 1)
+                if last != -1:
+                    here[run_start:last] = b"\x01" * (last - run_start)
+        if not rest[0][0]:
+            return None
+        values, i = {}, 0
+        for j, part in enumerate(self.parts):
+            if isinstance(part, str):
+                i += len(part)
+                continue
+            end = _run_end(uri, part[1], i)
+            e = rest[j + 1].rfind(1, i + 1, end + 1)
+            values[part[0]], i = uri[i:e], e
+        return values
+
+
+def _runs(text: str, excluded: str) -> list[tuple[int, int]]:
+    """The stretches of `text` between the characters in `excluded`, as (start, end)."""
+    runs, start = [], 0
+    for found in re.finditer(f"[{re.escape(excluded)}]", text):
+        if found.start() > start:
+            runs.append((start, found.start()))
+        start = found.start() + 1
+    if start < len(text):
+        runs.append((start, len(text)))
+    return runs
+
+
+def _run_end(text: str, excluded: str, start: int) -> int:
+    """Where the run of allowed characters that begins at `start` ends."""
+    found = re.compile(f"[{re.escape(excluded)}]").search(text, start)
+    return found.start() if found else len(text)
 
 
 def read(resources: dict[str, Resource], templates: Sequence[ResourceTemplate], uri: str,

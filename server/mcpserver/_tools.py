@@ -165,13 +165,24 @@ class Tool:
         return self._result(value)
 
     def _result(self, value: Any) -> dict[str, Any]:
+        try:
+            return self._converted(value)
+        except (TypeError, ValueError, RecursionError) as exc:  # NaN, a set, an object, nesting past the stack
+            log.error("tool %s returned a value that is not JSON: %s", self.name, exc)
+            return error_result(f"Tool {self.name} returned a value that cannot be sent as JSON: {exc}")
+
+    def _converted(self, value: Any) -> dict[str, Any]:
+        """The wire result for what the tool returned; TypeError, ValueError or RecursionError if JSON cannot
+        carry its structured value (checked here, where it can still be the tool's isError result)."""
         structured: Any = None
         if isinstance(value, ToolResult):
             if value.is_error:
                 return {"content": list(value.content), "isError": True}
             content, structured = list(value.content), value.structured
-            if not content and structured is not None:  # clients that read only content still see it
-                content = [{"type": "text", "text": _json.dumps(structured)}]
+            if structured is not None:
+                encoded = _json.dumps(structured)
+                if not content:  # clients that read only content still see it
+                    content = [{"type": "text", "text": encoded}]
         elif isinstance(value, str):
             content = [{"type": "text", "text": value}]
         elif isinstance(value, ContentBlock):
@@ -181,11 +192,7 @@ class Tool:
         elif value is None:
             content = []
         else:
-            try:
-                content = [{"type": "text", "text": _json.dumps(value)}]
-            except (TypeError, ValueError) as exc:
-                log.error("tool %s returned a value that is not JSON: %s", self.name, exc)
-                return error_result(f"Tool {self.name} returned a value that cannot be sent as JSON: {exc}")
+            content = [{"type": "text", "text": _json.dumps(value)}]
             structured = value
 
         if self.output_schema is not None:

@@ -201,11 +201,12 @@ class McpApp:
             return _json_response(protocol.error_reply(exc))
         mirrored = self._mirrored(environ)
         flight = None
-        if isinstance(message, dict) and message.get("method") == protocol.LISTEN and "id" in message:
+        method = protocol.request_method(message)
+        if method == protocol.LISTEN:
             if not accepted & {"text/event-stream", "*/*"}:
                 return _plain("406 Not Acceptable", "subscriptions/listen answers with text/event-stream; accept it")
             return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"), principal)
-        if isinstance(message, dict) and message.get("method") in protocol.RUNS_AUTHOR_CODE and "id" in message:
+        if method in protocol.RUNS_AUTHOR_CODE:
             if protocol.progress_token(message) is not None and accepted & {"text/event-stream", "*/*"}:
                 return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"), principal)
             flight = Flight(principal=principal)  # no stream: progress cannot be sent, but a hang-up cancels

@@ -120,7 +120,7 @@ def encode(response: dict[str, Any]) -> bytes:
     """One response as a single line of UTF-8 JSON (no newline)."""
     try:
         return _json.dumps_bytes(response)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         log.error("response to id %r cannot be encoded: %s", response.get("id"), exc)
         return _json.dumps_bytes(_error_response(response.get("id"), InternalError("Internal error")))
 
@@ -184,6 +184,16 @@ def cancelled_request(message: Any) -> Any:
             and message.get("jsonrpc") == "2.0" and isinstance(message.get("params"), dict)):
         return _readable_id({"id": message["params"].get("requestId")})
     return None
+
+
+def request_method(message: Any) -> Optional[str]:
+    """The method of a request whose id a transport can track (a string or an integer), else None.
+    Anything else (a notification, an id or a method of another type) goes to dispatch whole, which
+    answers it by the rules: a transport never uses an unchecked id as a key or a method as a name."""
+    if _readable_id(message) is None:
+        return None
+    method = message.get("method")
+    return method if isinstance(method, str) else None
 
 
 def progress_token(message: Any) -> Any:

@@ -244,14 +244,14 @@ class _Session:
         if cancelled is not None:
             self.cancel(cancelled)
             return True
-        request_id = message.get("id") if isinstance(message, dict) else None
-        method = message.get("method") if isinstance(message, dict) else None
-        if method == protocol.LISTEN and request_id is not None:
-            self._listen(message, request_id)
+        method = protocol.request_method(message)
+        if method == protocol.LISTEN:
+            self._listen(message, message["id"])
             return True
-        if method not in protocol.RUNS_AUTHOR_CODE or request_id is None:
+        if method not in protocol.RUNS_AUTHOR_CODE:
             self._answer(protocol.dispatch(message, self.server))
             return True
+        request_id = message["id"]
         flight = Flight(self.write)
         call = self._take_slot(request_id, flight)
         if not call:

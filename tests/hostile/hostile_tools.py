@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from mcpserver import Server
+from mcpserver import Server, ToolResult
 
 server = Server("hostile-tools")
 
@@ -98,6 +98,10 @@ server.command("echo_number", ["echo", "{n}"], input_schema={
     "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, stdin="none")
 server.command("echo_option", ["echo", "--n={n}"], input_schema={
     "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, stdin="none")
+_TEXT = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 100}}, "required": ["text"]}
+server.command("echo_text", ["echo", "{text}"], input_schema=_TEXT, stdin="none")
+server.command("raw_cat", ["cat"], input_schema=_TEXT, stdin={"argument": "text"})
+server.command("json_cat", ["cat"], input_schema=_TEXT, output="json")
 
 
 @server.tool(input_schema={"type": "object", "properties": {
@@ -105,3 +109,26 @@ server.command("echo_option", ["echo", "--n={n}"], input_schema={
 def region_echo(region: str) -> str:
     """Mirror an argument into a header whose name has an underscore (a valid HTTP token)."""
     return region
+
+
+@server.resource_template("repo://{+owner}/{+name}/{+path}")
+def repo_file(owner: str, name: str, path: str) -> str:
+    """Three reserved expansions in a row: a regular expression of them backtracks cubically."""
+    return f"{owner} {name} {path}"
+
+
+def _nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@server.tool()
+def returns(kind: str):
+    """Return what JSON cannot carry: NaN as a structured value, a set, or nesting past the stack."""
+    return {"structured_nan": lambda: ToolResult(content=[], structured={"x": float("nan")}),
+            "structured_deep": lambda: ToolResult(content=[{"type": "text", "text": "deep"}],
+                                                  structured=_nested(100_000)),
+            "deep": lambda: _nested(100_000),
+            "set": lambda: {"tags": {"a", "b"}}}[kind]()

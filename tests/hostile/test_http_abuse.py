@@ -205,6 +205,16 @@ def test_a_name_that_is_not_a_string_is_invalid_params_not_an_internal_error(dem
     still_serving(demo)
 
 
+@pytest.mark.parametrize("message", [{"method": []}, {"jsonrpc": "2.0", "id": 1, "method": {}},
+                                     {"jsonrpc": "2.0", "id": [], "method": "tools/call", "params": {}},
+                                     {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/call", "params": {}}])
+def test_an_id_or_method_of_the_wrong_type_is_an_invalid_request_not_a_500(demo, message):
+    """Found by make fuzz: an array or object as the method reached a set lookup (TypeError, 500)."""
+    status, _, body = demo.post(message, headers={"Content-Type": "application/json"})
+    assert status == 400 and body["error"]["code"] == -32600, (status, body)
+    still_serving(demo)
+
+
 def mcp_meta():
     return request("tools/list")["params"]["_meta"]
 

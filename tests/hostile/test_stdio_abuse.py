@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from mcptest import StdioServer, call, line, responses, run_once
+from mcptest import StdioServer, call, line, request, responses, run_once
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_tools.py")
 NORMAL = call("tags", id="after", tags=["still", "here"])
@@ -79,3 +79,42 @@ def test_a_progress_bar_without_newlines_costs_linear_time():
     # The log writer re-split its whole pending buffer on every write: 40,000 updates took 8 s.
     [answer] = answers_after(call("progress_bar", id=1, updates=400_000), timeout=60)
     assert text(answer) == "drawn"
+
+
+@pytest.mark.parametrize("message", [{"id": [], "method": "prompts/get"}, {"jsonrpc": "2.0", "id": 1, "method": {}},
+                                     {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/call", "params": {}},
+                                     {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                      "params": {"requestId": [1]}}])
+def test_an_id_or_method_of_the_wrong_type_leaves_the_reader_alive(message):
+    """Found by make fuzz: an unhashable id or method killed the reader (requests after it never answered)."""
+    answers = answers_after(message)
+    assert all(answer["error"]["code"] == -32600 for answer in answers), answers
+
+
+def test_a_uri_against_a_template_of_three_reserved_expansions_costs_linear_time():
+    """Found by make fuzz: the template's regular expression backtracked cubically on a URI that does not
+    fit (200,000 characters: hours of one core, holding the GIL). Matching is linear now, splits unchanged."""
+    read = request("resources/read", id=1, uri="repo://" + "a/" * 100_000 + "\n")  # the line break fits no value
+    fits = request("resources/read", id=2, uri="repo://ada/notes/docs/readme.md")
+    missing, found = answers_after(read, fits, timeout=60)
+    assert missing["error"]["code"] == -32602
+    assert found["result"]["contents"][0]["text"] == "ada/notes docs readme.md"
+
+
+@pytest.mark.parametrize("kind", ["structured_nan", "structured_deep", "deep", "set"])
+def test_a_result_json_cannot_carry_is_the_tools_failure(kind):
+    """Found by make fuzz: NaN in ToolResult.structured, or nesting past the stack, answered -32603."""
+    [answer] = answers_after(call("returns", id=1, kind=kind))
+    assert answer["result"]["isError"] is True and "cannot be sent as JSON" in text(answer), answer
+
+
+@pytest.mark.parametrize("tool", ["echo_text", "raw_cat"])
+def test_a_lone_surrogate_for_a_programs_argv_or_raw_stdin_is_refused_clearly(tool):
+    """Found by make fuzz: "\\ud800" cannot be UTF-8, and the run died with UnicodeEncodeError."""
+    [answer] = answers_after(call(tool, id=1, text="a\ud800b"))
+    assert answer["result"]["isError"] is True and "lone surrogate" in text(answer), answer
+
+
+def test_a_lone_surrogate_in_json_on_stdin_reaches_the_program_escaped():
+    [answer] = answers_after(call("json_cat", id=1, text="a\ud800b"))
+    assert answer["result"]["structuredContent"] == {"text": "a\ud800b"}, answer

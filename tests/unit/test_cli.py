@@ -100,6 +100,16 @@ def test_call_prints_structured_content_as_json():
     assert done.returncode == 0 and json.loads(done.stdout) == {"sum": 5.5}
 
 
+def test_the_demo_adds_integers_of_any_size_exactly():
+    """Found by make fuzz (fuzz F): 10**400 went through float() and raised OverflowError in the tool."""
+    huge = 10**400
+    done = mcpserver("call", DEMO, "add", json.dumps({"a": huge, "b": 1}))
+    assert done.returncode == 0 and json.loads(done.stdout) == {"sum": huge + 1}
+    mixed = mcpserver("call", DEMO, "add", json.dumps({"a": 0.5, "b": huge}))
+    assert mixed.returncode == 1 and "too large for a floating-point number" in mixed.stderr
+    assert "Traceback" not in mixed.stderr
+
+
 def test_call_failures_say_why_and_exit_non_zero():
     invalid = mcpserver("call", DEMO, "add", '{"a": 1, "b": "x"}')
     assert invalid.returncode == 1 and "b: expected number, got string" in invalid.stderr and invalid.stdout == ""
