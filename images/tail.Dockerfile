@@ -1,14 +1,19 @@
-# --- runtime: what a user ships. Shared by every family: matrix/build.py appends this file to the family's
-# recipe (images/<recipe>/Dockerfile), whose last stage is `python` (the base plus its Python, with
-# ENV MCP_PYTHON naming the interpreter).
-FROM python AS runtime
-# The user, written into /etc/passwd and /etc/group directly: the same on glibc and on busybox, with or
-# without useradd. The .pth line puts /opt/mcpserver on the interpreter's default sys.path (also under
-# `python -I`). Both come before the code, so a code change rebuilds neither.
+# Shared by every family: matrix/build.py appends this file to the family's recipe (images/<recipe>/Dockerfile),
+# whose last stage is `python` (the base plus its Python, with ENV MCP_PYTHON naming the interpreter).
+
+# --- user: the user the server runs as, written into /etc/passwd and /etc/group directly: the same on glibc
+# and on busybox, with or without useradd.
+FROM python AS user
 RUN set -eu; \
     grep -q '^mcp:' /etc/group || echo 'mcp:x:10001:' >> /etc/group; \
     grep -q '^mcp:' /etc/passwd || echo 'mcp:x:10001:10001::/home/mcp:/usr/sbin/nologin' >> /etc/passwd; \
-    mkdir -p /home/mcp; chown 10001:10001 /home/mcp; chmod 755 /home/mcp; \
+    mkdir -p /home/mcp; chown 10001:10001 /home/mcp; chmod 755 /home/mcp
+
+# --- runtime: what a user ships ------------------------------------------------------------------------
+FROM user AS runtime
+# The .pth line puts /opt/mcpserver on the interpreter's default sys.path (also under `python -I`). It
+# comes before the code, so a code change does not rebuild it.
+RUN set -eu; \
     site="$("$MCP_PYTHON" -I -c 'import site; print(site.getsitepackages()[0])')"; \
     mkdir -p "$site"; echo /opt/mcpserver > "$site/mcpserver.pth"
 COPY server/mcpserver /opt/mcpserver/mcpserver
@@ -29,3 +34,20 @@ COPY lab /lab
 WORKDIR /lab
 ENTRYPOINT ["/bin/sh", "-c", "exec \"$MCP_PYTHON\" -m pytest \"$@\"", "pytest"]
 CMD ["tests", "-p", "no:cacheprovider"]
+
+# --- install: the user and the suites without the embedded server, for the install suite, which installs the
+# built wheel into it with pip as users do (matrix/install.py) and tests that copy.
+FROM user AS install
+# pip below Python 3.10 needs distutils, which Debian and Ubuntu ship apart (python3-distutils, which their
+# own python3-pip depends on): installed here where the interpreter lacks it and apt is there to install it.
+RUN set -eu; \
+    if "$MCP_PYTHON" -c 'import sys; sys.exit(sys.version_info >= (3, 10))' \
+            && ! "$MCP_PYTHON" -c 'import distutils.cmd' 2>/dev/null && command -v apt-get >/dev/null; then \
+        apt-get update; \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-distutils; \
+        apt-get clean; rm -rf /var/lib/apt/lists/*; \
+    fi
+ENV PYTHONPATH=/opt/pytest PYTHONDONTWRITEBYTECODE=1
+COPY lab /lab
+WORKDIR /lab
+USER mcp

@@ -10,6 +10,7 @@ Each stage's tag carries a hash of exactly its inputs:
   python   = the family's recipe + base image ID + Python version and source
   runtime  = python + the shared tail + server/mcpserver + server/examples
   test     = runtime + the suites (tests/ without the lab's own trees) + pyproject.toml
+  install  = python + the shared tail + the suites: no embedded server, for the install suite
 A tag that exists is not rebuilt, so an unchanged rerun builds nothing, a change in tests/ rebuilds only
 the test stage, and a change in server/ only the layers from the COPY of the code on. A cell whose Python
 is compiled (python_from "builder") also tags the Dockerfile's `builder` stage, with the python key.
@@ -19,21 +20,22 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import tarfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Engine, tail
+from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Completed, Engine, tail
 from .errors import CellProblem
-from .model import IN_CONTAINER_SUITES, Cell, Outcome
+from .model import TESTS_DIR_SUITES, Cell, Implementation, Outcome
 from .travel import Store, fetch_image, keep_image
 
 IMAGE_REPO = "mcplab"
 TAIL = "images/tail.Dockerfile"
 BUILD_TIMEOUT = 1800.0
-STAGES = ("python", "runtime", "test")
+STAGES = ("python", "runtime", "test", "install")
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
@@ -49,9 +51,10 @@ class Images:
     python: str
     runtime: str
     test: str
+    install: str
 
 
-def _walk(root: Path, source: Path, prefix: str) -> list[ContextFile]:
+def walk(root: Path, source: Path, prefix: str) -> list[ContextFile]:
     files = []
     if source.is_file():
         paths: Iterable[Path] = [source]
@@ -71,7 +74,7 @@ def _walk(root: Path, source: Path, prefix: str) -> list[ContextFile]:
 
 def code_files(root: Path) -> list[ContextFile]:
     """What the runtime stage copies: the server package and its examples."""
-    return _walk(root, root / "server/mcpserver", "") + _walk(root, root / "server/examples", "")
+    return walk(root, root / "server/mcpserver", "") + walk(root, root / "server/examples", "")
 
 
 def suite_files(root: Path) -> list[ContextFile]:
@@ -83,12 +86,12 @@ def suite_files(root: Path) -> list[ContextFile]:
     if tests.is_dir():
         for path in sorted(tests.iterdir()):
             if path.is_file():
-                files += _walk(root, path, "lab/")
-        for suite in IN_CONTAINER_SUITES:
-            files += _walk(root, tests / suite.value, "lab/")
-    files += _walk(root, root / "server/examples", "lab/")
+                files += walk(root, path, "lab/")
+        for suite in TESTS_DIR_SUITES:
+            files += walk(root, tests / suite.value, "lab/")
+    files += walk(root, root / "server/examples", "lab/")
     if (root / "pyproject.toml").is_file():
-        files += _walk(root, root / "pyproject.toml", "lab/")
+        files += walk(root, root / "pyproject.toml", "lab/")
     return files
 
 
@@ -148,10 +151,16 @@ class BuildPlan:
 
     @property
     def build_args(self) -> tuple[str, ...]:
+        cell = self.cell
+        # The distribution's package for the interpreter: Debian's pypy3 holds pypy3.X, the recipe checks it.
+        package = "pypy3" if cell.implementation is Implementation.PYPY else f"python{cell.python}"
         return (
             f"BASE={self.base_image}",
-            f"PYTHON={self.cell.python}",
-            f"PYTHON_FROM={self.cell.python_from.value}",
+            f"PYTHON={cell.python}",
+            f"PYTHON_FROM={cell.python_from.value}",
+            f"INTERPRETER={cell.interpreter}",
+            f"PACKAGE={package}",
+            f"FLAVOUR={cell.flavour.value}",
         )
 
     @property
@@ -167,11 +176,12 @@ class BuildPlan:
         python = digest(self.recipe, self.base_id, *self.build_args)
         runtime = digest(python, self.tail, self.code)
         test = digest(runtime, self.suites)
-        return {"builder": python, "python": python, "runtime": runtime, "test": test}
+        install = digest(python, self.tail, self.suites)
+        return {"builder": python, "python": python, "runtime": runtime, "test": test, "install": install}
 
     def tag_prefix(self, stage: str) -> str:
         """Every build of this cell's stage is tagged <prefix><hash of its inputs>."""
-        return f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-py{self.cell.python}-{stage}-"
+        return f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-{self.cell.slug}-{stage}-"
 
     def tag(self, stage: str) -> str:
         return self.tag_prefix(stage) + self.keys()[stage][:12]
@@ -182,10 +192,11 @@ class BuildPlan:
     def context(self, stage: str) -> bytes:
         # The python stage needs no files; later stages only what they copy. A smaller context is
         # also a cache key that moves only when it must.
+        # The legacy builder builds every stage before the target, so the install stage needs the code too.
         files: list[ContextFile] = []
-        if stage in ("runtime", "test"):
+        if stage in ("runtime", "test", "install"):
             files += self.code
-        if stage == "test":
+        if stage in ("test", "install"):
             files += self.suites
         return context_tar(self.dockerfile, files)
 
@@ -199,11 +210,34 @@ def plan_build(cell: Cell, root: Path, base_image: str, base_id: str) -> BuildPl
         cell=cell,
         base_image=base_image,
         base_id=base_id,
-        recipe=_read(root / "images" / cell.family.recipe / "Dockerfile"),
+        recipe=_read(root / "images" / cell.recipe / "Dockerfile"),
         tail=_read(root / TAIL),
         code=tuple(code_files(root)),
         suites=tuple(suite_files(root)),
     )
+
+
+UNAVAILABLE_MARK = "mcplab-unavailable: "  # a recipe's way to say "this machine cannot build me", and why
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def unavailable_reason(output: str) -> str:
+    """What a recipe or driver said this machine cannot do (its last UNAVAILABLE_MARK line), or ''. Only a
+    line it printed counts (the legacy builder also echoes the failed command, which contains the mark),
+    without the colour codes the builder wraps stderr in."""
+    lines = (ANSI.sub("", line) for line in output.splitlines())
+    said = [line[len(UNAVAILABLE_MARK) :].strip() for line in lines if line.startswith(UNAVAILABLE_MARK)]
+    return said[-1] if said else ""
+
+
+def _build_problem(stage: str, done: Completed, log: Path) -> CellProblem:
+    """A failed build is an error to look at, unless the recipe said this machine cannot build it (no
+    source package on the mirror, ...): then the cell is unavailable here, with the recipe's reason."""
+    said = unavailable_reason(done.output)
+    if said and not done.timed_out:
+        return CellProblem(Outcome.UNAVAILABLE, f"{said} (docker build of the {stage} stage; log: {log})")
+    what = "timed out" if done.timed_out else f"failed (exit {done.returncode})"
+    return CellProblem(Outcome.ERROR, f"docker build of the {stage} stage {what}; full log: {log}", tail(done.output))
 
 
 class Builder:
@@ -222,7 +256,7 @@ class Builder:
 
     def build(self, plan: BuildPlan, on_stage: Callable[[str], None] | None = None) -> Images:
         if not plan.dockerfile:
-            recipe = f"images/{plan.cell.family.recipe}/Dockerfile"
+            recipe = f"images/{plan.cell.recipe}/Dockerfile"
             raise CellProblem(Outcome.ERROR, f"{recipe} or {TAIL} does not exist")
         built = False
         for stage in plan.stages:
@@ -251,9 +285,7 @@ class Builder:
                                      labels=labels, log=log, timeout=BUILD_TIMEOUT)  # fmt: skip
             if done.ok and self.engine.image_id(tag):
                 return True
-            what = "timed out" if done.timed_out else f"failed (exit {done.returncode})"
-            message = f"docker build of the {stage} stage {what}; full log: {log}"
-            self._failed[tag] = CellProblem(Outcome.ERROR, message, tail(done.output))
+            self._failed[tag] = _build_problem(stage, done, log)
             raise self._failed[tag]
 
     def prune_superseded(self, plan: BuildPlan) -> list[str]:

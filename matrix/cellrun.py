@@ -8,23 +8,22 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
-from . import LAB_ROOT
 from . import host as hostcells
 from .bases import BaseAction, BaseStep, plan_base
 from .bootstrap import gather_facts
-from .build import Images, plan_build
+from .build import plan_build
 from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine, tail
 from .errors import CellProblem
 from .lab import Lab
-from .memo import files_digest, memo_key
+from .memo import files_digest
 from .model import Cell, CellResult, Family, Outcome, Suite, SuiteResult
 from .outcomes import cancelled_if_interrupted, cell_outcome
-from .suiterun import pytest_volume, run_image_checks, run_in_container, run_on_host, volume_name
+from .runners import HostCell, PytestFolder, container_suite, host_suite
+from .startup import StartupTarget
+from .suiterun import volume_name
 
 Say = Callable[[str], None]
-VERSION_PROBE = "import platform; print(platform.python_version())"
 
 
 def base_plans(cells: Sequence[Cell], engine: Engine, env: Mapping[str, str], *, store: bool = False
@@ -81,10 +80,12 @@ def run_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
     return result
 
 
-def _finish(record: CellResult, cell: Cell, suites: list[SuiteResult], **fields: str) -> CellResult:
+def _finish(record: CellResult, cell: Cell, suites: list[SuiteResult], found: hostcells.Facts, **fields: str
+            ) -> CellResult:  # fmt: skip
     order = {s: i for i, s in enumerate(cell.suites)}
     ordered = tuple(sorted(suites, key=lambda s: order[s.suite]))
-    return replace(record, outcome=cell_outcome(ordered), suites=ordered, **fields)  # type: ignore[arg-type]
+    return replace(record, outcome=cell_outcome(ordered), suites=ordered, python_version=found.version,
+                   implementation=found.implementation, flavour=found.flavour, **fields)  # type: ignore[arg-type]
 
 
 def _run_suites(lab: Lab, cell: Cell, chosen: Sequence[Suite], say: Say, one: Callable[[Suite], SuiteResult]
@@ -93,7 +94,7 @@ def _run_suites(lab: Lab, cell: Cell, chosen: Sequence[Suite], say: Say, one: Ca
     for suite in chosen:
         if lab.stop.is_set():
             results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}"))
-        elif suite.in_container and not (lab.options.root / "tests" / suite.value).is_dir():
+        elif suite.has_tests_dir and not (lab.options.root / "tests" / suite.value).is_dir():
             message = f"tests/{suite.value} does not exist in {lab.options.root}; nothing to run"
             results.append(SuiteResult(suite=suite, outcome=Outcome.ERROR, message=message))
         else:
@@ -115,18 +116,12 @@ def _host_cell(lab: Lab, cell: Cell, chosen: Sequence[Suite], record: CellResult
         [root / "server/mcpserver", root / "server/examples", root / "pyproject.toml"]
         + [p for p in sorted((root / "tests").glob("*")) if p.is_file()]
     )
-    wheels = ",".join(lab.pytest.wheels(folder))
-
-    def one(suite: Suite) -> SuiteResult:
-        key = memo_key("host", interpreter, cell.python, inputs, files_digest([root / "tests" / suite.value]), wheels)
-        return lab.remembered(key, lambda: run_on_host(
-            lab.engine, venv_python=venv_python, pytest_folder=folder, root=root, cell=cell.name, suite=suite,
-            timeout=lab.options.timeout, logdir=lab.logdir, workdir=lab.workdir,
-        ))  # fmt: skip
-
-    suites = _run_suites(lab, cell, chosen, say, one)
-    version = hostcells.full_version(lab.engine, venv_python)
-    return _finish(record, cell, suites, base=f"host {interpreter}", python_version=version)
+    pytest = PytestFolder(folder=folder, wheels=",".join(lab.pytest.wheels(folder)), pip=lab.pytest.pip(folder))
+    host = HostCell(interpreter=interpreter, venv_python=venv_python, inputs=inputs, pytest=pytest)
+    suites = _run_suites(lab, cell, chosen, say, lambda suite: host_suite(lab, cell, host, suite))
+    lab.startup_targets[cell.name] = StartupTarget(python=str(venv_python), demo=str(root / "server/examples/demo.py"))
+    found = hostcells.facts(lab.engine, venv_python)
+    return _finish(record, cell, suites, found, base=f"host {interpreter}")
 
 
 def _container_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...], chosen: Sequence[Suite], record: CellResult,
@@ -135,62 +130,31 @@ def _container_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...], chosen: S
     base = lab.bases.obtain(steps)
     plan = plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image) or "")
     built = lab.builder.build(plan, on_stage=lambda stage: say(f"build {stage}"))
-    folder, volume = None, ""
-    if any(s.in_container for s in chosen):
+    pytest = None
+    if any(s.has_tests_dir for s in chosen):
         say("pytest folder")
-        folder = lab.pytest.folder(cell.python)
-        volume = volume_name(cell.python, lab.pytest.wheels(folder))
-
-    def one(suite: Suite) -> SuiteResult:
-        return _container_suite(lab, cell, built, (folder, volume), suite)
-
-    suites = _run_suites(lab, cell, chosen, say, one)
-    version = python_version(lab, cell, built.python)
-    return _finish(record, cell, suites, image=built.runtime, base=base.how, python_version=version)
-
-
-def _container_suite(lab: Lab, cell: Cell, built: Images, pytest: tuple[Path | None, str], suite: Suite
-                     ) -> SuiteResult:  # fmt: skip
-    image_id = lab.engine.image_id
-    if suite is Suite.IMAGES:
-        key = memo_key(
-            "images", image_id(built.runtime) or "", image_id(built.python) or "",
-            files_digest([LAB_ROOT / "tests" / "images"]), cell.python, cell.python_from.value, cell.family.value,
-        )  # fmt: skip
-        return lab.remembered(key, lambda: run_image_checks(
-            lab.engine, run_id=lab.run_id, cell=cell.name, family=cell.family.value, python=cell.python,
-            python_from=cell.python_from.value, runtime_image=built.runtime, python_image=built.python,
-            timeout=lab.options.timeout, logdir=lab.logdir, workdir=lab.workdir,
-        ))  # fmt: skip
-
-    folder, volume = pytest
-
-    def in_container() -> SuiteResult:
-        assert folder is not None
-        pytest_volume(lab.engine, volume, folder, built.test)
-        result, kept = run_in_container(
-            lab.engine, run_id=lab.run_id, cell=cell.name, suite=suite, image=built.test, volume=volume,
-            timeout=lab.options.timeout, logdir=lab.logdir, keep=lab.options.keep,
-        )  # fmt: skip
-        if kept is not None:
-            lab.keep(kept)
-        return result
-
-    return lab.remembered(memo_key("container", image_id(built.test) or "", suite.value, volume), in_container)
+        folder = lab.pytest.folder(cell.python, cell.implementation)
+        wheels = lab.pytest.wheels(folder)
+        pytest = PytestFolder(folder=folder, volume=volume_name(folder.name, wheels), wheels=",".join(wheels),
+                              pip=lab.pytest.pip(folder))  # fmt: skip
+    suites = _run_suites(lab, cell, chosen, say, lambda suite: container_suite(lab, cell, built, pytest, suite))
+    lab.startup_targets[cell.name] = StartupTarget(image=built.runtime)
+    found = interpreter_facts(lab, cell, built.python)
+    return _finish(record, cell, suites, found, image=built.runtime, base=base.how)
 
 
-def python_version(lab: Lab, cell: Cell, image: str) -> str:
-    """The exact Python version in an image (e.g. 3.9.2), asked once per image ID and remembered."""
+def interpreter_facts(lab: Lab, cell: Cell, image: str) -> hostcells.Facts:
+    """What the interpreter in an image says it is (3.9.2; CPython; free-threaded), asked once per image ID
+    and remembered."""
     image_id = lab.engine.image_id(image) or image
-    remembered = lab.options.cache / "versions" / image_id.replace(":", "_")
+    remembered = lab.options.cache / "interpreters" / (image_id.replace(":", "_") + ".json")
     if remembered.is_file():
-        return remembered.read_text().strip()
-    spec = ContainerSpec(image=image, entrypoint=f"python{cell.python}", args=("-c", VERSION_PROBE), remove=True,
+        return hostcells.Facts.parse(remembered.read_text())
+    spec = ContainerSpec(image=image, entrypoint=cell.interpreter, args=("-c", hostcells.FACTS_PROBE), remove=True,
                          labels={LABEL: "1", RUN_LABEL: lab.run_id})  # fmt: skip
     done = lab.engine.run(spec, timeout=60)
-    version = done.output.strip().splitlines()[-1] if done.ok and done.output.strip() else ""
-    if version:
+    found = hostcells.Facts.parse(done.output) if done.ok else hostcells.Facts()
+    if found.version:
         remembered.parent.mkdir(parents=True, exist_ok=True)
-        remembered.write_text(version + "\n")
-    return version
-
+        remembered.write_text(done.output.strip().splitlines()[-1] + "\n")
+    return found

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .model import Bootstrap, BootstrapMethod, Cell, Family, PythonFrom
+from .model import Bootstrap, BootstrapMethod, Cell, Family, Flavour, Implementation, PythonFrom
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -17,7 +17,8 @@ else:  # pragma: no cover - the lab venv installs tomli below 3.11
 
 CELLS_TOML = Path(__file__).with_name("cells.toml")
 SCHEMA = 1
-_CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "bootstrap"}
+_CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "bootstrap", "implementation", "flavour",
+              "stress"}
 _BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "keyring_env", "script"}
 
 
@@ -38,10 +39,17 @@ def parse_cells(data: dict[str, Any], *, source: str = "cells.toml") -> tuple[Ce
         raise ConfigError(f"{source}: no [[cell]] entries; the matrix needs at least one cell.")
     cells = tuple(_parse_cell(entry, index, source) for index, entry in enumerate(entries))
     seen: set[str] = set()
+    images: dict[str, str] = {}
     for cell in cells:
         if cell.name in seen:
             raise ConfigError(f"{source}: two cells are named {cell.name!r}; names must be unique.")
         seen.add(cell.name)
+        # Image tags are <family>:<release>-<interpreter>-...: two cells sharing them would overwrite (and
+        # prune) each other's images.
+        image = f"{cell.family.value}:{cell.release}-{cell.slug}"
+        if cell.family.in_container and images.setdefault(image, cell.name) != cell.name:
+            raise ConfigError(f"{source}: cells {images[image]!r} and {cell.name!r} would build the same images "
+                              f"({image}); give them different releases or interpreters.")
     return tuple(_with_base_cell(cell, cells, source) for cell in cells)
 
 
@@ -105,6 +113,10 @@ def _parse_cell(entry: Any, index: int, source: str) -> Cell:
     bootstrap = _parse_bootstrap(entry.get("bootstrap"), where)
     if (python_from is PythonFrom.BUILDER) != (bootstrap is not None and bootstrap.method is BootstrapMethod.BUILDER):
         raise ConfigError(f"{where}: python_from 'builder' goes with bootstrap method 'builder', and only with it.")
+    implementation, flavour = _interpreter_kind(entry, where)
+    stress = entry.get("stress", 0)
+    if not isinstance(stress, int) or isinstance(stress, bool) or stress < 0:
+        raise ConfigError(f"{where}: stress must be a whole number of repetitions (0 for none), found {stress!r}.")
     return Cell(
         name=entry["name"],
         family=family,
@@ -113,7 +125,28 @@ def _parse_cell(entry: Any, index: int, source: str) -> Cell:
         base=base,
         python_from=python_from,
         bootstrap=bootstrap,
+        implementation=implementation,
+        flavour=flavour,
+        stress=stress,
     )
+
+
+def _interpreter_kind(entry: dict[str, Any], where: str) -> tuple[Implementation, Flavour]:
+    try:
+        implementation = Implementation(entry.get("implementation", "cpython"))
+    except ValueError:
+        known = ", ".join(i.value for i in Implementation)
+        raise ConfigError(f"{where}: implementation {entry['implementation']!r} is not one of {known}.") from None
+    try:
+        flavour = Flavour(entry.get("flavour", ""))
+    except ValueError:
+        known = ", ".join(f.value for f in Flavour if f.value)
+        raise ConfigError(f"{where}: flavour {entry['flavour']!r} is not one of {known} (or absent).") from None
+    if flavour is Flavour.FREE_THREADED and implementation is not Implementation.CPYTHON:
+        raise ConfigError(f"{where}: only CPython has a free-threaded build.")
+    if implementation is not Implementation.CPYTHON and entry["family"] == "host":
+        raise ConfigError(f"{where}: host cells find python3.X on this machine; other implementations need an image.")
+    return implementation, flavour
 
 
 def _parse_bootstrap(raw: Any, where: str) -> Bootstrap | None:

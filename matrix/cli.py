@@ -178,9 +178,21 @@ def _main(argv: list[str]) -> int:
         strict=args.strict, timeout=args.timeout, root=args.root.resolve(), cache=args.cache.resolve(),
         results=args.results.resolve(), shard=which, plan=plan_digest(selected, selection, which.count if which else 1),
         use_cache=not args.no_cache, registry=args.registry,
-        cache_dir=args.cache_dir.resolve() if args.cache_dir else None,
+        cache_dir=args.cache_dir.resolve() if args.cache_dir else None, durations=_earlier_durations(args.results),
     )  # fmt: skip
     return _run(chosen, options, whole_table=len(chosen) == len(cells))
+
+
+def _earlier_durations(results: Path) -> dict[str, float]:
+    """How long each cell took in the latest complete run written to RESULTS (else the latest run), if any:
+    the scheduler starts the longest first. Nothing (a first run, an unreadable report) leaves the
+    scheduler's own order."""
+    for name in (report.LATEST_FULL, report.LATEST):
+        try:
+            return _durations(results / name)
+        except (LabError, OSError, KeyError, TypeError, ValueError):
+            continue
+    return {}
 
 
 def _durations(path: Path) -> dict[str, float]:

@@ -64,16 +64,19 @@ class ContainerSpec:
     network: str = "none"
     user: str = ""
     entrypoint: str | None = None
-    volumes: tuple[tuple[str, str], ...] = ()  # (volume, target), mounted read-only
+    volumes: tuple[tuple[str, str], ...] = ()  # (volume, target), mounted read-only unless `fills_volumes`
+    fills_volumes: bool = False  # a holder that `docker cp` fills the volumes through: mounted read-write
     memory: str = ""  # also the swap limit: no swapping past it
     pids_limit: int = 0
     init: bool = False  # an init as PID 1 (docker-init): signals and zombies behave as on a host
     env: Mapping[str, str] = field(default_factory=dict)
     remove: bool = False
     interactive: bool = False
+    publish: tuple[str, ...] = ()  # docker's -p ADDRESS:HOST_PORT:CONTAINER_PORT (needs a network)
 
     def argv(self) -> list[str]:
         args = ["--network", self.network]
+        args += [a for port in self.publish for a in ("--publish", port)]
         args += [a for k, v in sorted(self.labels.items()) for a in ("--label", f"{k}={v}")]
         args += ["--name", self.name] if self.name else []
         args += ["--user", self.user] if self.user else []
@@ -85,7 +88,8 @@ class ContainerSpec:
         args += ["-i"] if self.interactive else []
         args += [a for k, v in sorted(self.env.items()) for a in ("-e", f"{k}={v}")]
         for volume, target in self.volumes:
-            args += ["--mount", f"type=volume,source={volume},target={target},readonly"]
+            mode = "" if self.fills_volumes else ",readonly"
+            args += ["--mount", f"type=volume,source={volume},target={target}{mode}"]
         return [*args, self.image, *self.args]
 
 
@@ -182,6 +186,12 @@ class Engine:
             if pipe is not None:
                 pipe.close()
 
+    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+              ) -> subprocess.Popen[bytes]:  # fmt: skip
+        """A long-running host process (a server for a check), tracked like every other; its stderr is a
+        pipe, stdout and stdin are closed. End it with `detach`."""
+        return self._start(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+
     def kill_all(self) -> int:
         """Kill every process still running; safe in a signal handler (no lock: a snapshot of the set is
         taken in one step under the GIL). Returns how many were killed."""
@@ -218,6 +228,16 @@ class Engine:
         if not done.ok:
             raise EngineError(f"no Docker engine answers at {self.endpoint()} ({done.last_line()}). {_START_ONE}")
         return done.output.strip()
+
+    def published_address(self) -> str:
+        """The address a port published by this engine is reached at from here: loopback for a local
+        socket, else the engine's host (tcp://HOST:PORT, ssh://USER@HOST)."""
+        endpoint = self.endpoint()
+        if "://" not in endpoint or endpoint.startswith(("unix://", "npipe://")):
+            return "127.0.0.1"
+        host = endpoint.split("://", 1)[1].rsplit("@", 1)[-1]
+        host = host.split("/", 1)[0]
+        return host.rsplit(":", 1)[0].strip("[]") if host.count(":") == 1 or host.startswith("[") else host
 
     def endpoint(self) -> str:
         """Where the CLI sends commands: DOCKER_HOST, else the current docker context's endpoint."""

@@ -6,10 +6,12 @@ would put it) and the same pytest folder the containers mount, on PYTHONPATH.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from .engine import Engine
@@ -58,9 +60,35 @@ def _ask(engine: Engine, python: Path | str, code: str) -> str:
     return done.output.strip()
 
 
-def full_version(engine: Engine, python: Path | str) -> str:
-    """The exact version, e.g. 3.9.18."""
-    return _ask(engine, python, "import platform; print(platform.python_version())")
+# What an interpreter says it is; runs on every Python the lab has (3.9 and up, CPython and PyPy).
+FACTS_PROBE = (
+    "import json, platform, sys, sysconfig; pypy = getattr(sys, 'pypy_version_info', None); "
+    "print(json.dumps({'version': platform.python_version(), 'implementation': platform.python_implementation() "
+    "+ (' %d.%d.%d' % tuple(pypy[:3]) if pypy else ''), "
+    "'free_threaded': bool(sysconfig.get_config_var('Py_GIL_DISABLED'))}))"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts:
+    """The interpreter a cell's suites ran on, as it names itself."""
+
+    version: str = ""  # 3.11.17
+    implementation: str = ""  # "CPython", "PyPy 7.3.19"
+    flavour: str = ""  # "free-threaded" for a --disable-gil build
+
+    @classmethod
+    def parse(cls, output: str) -> Facts:
+        try:
+            data = json.loads(output.strip().splitlines()[-1])
+            return cls(version=str(data["version"]), implementation=str(data["implementation"]),
+                       flavour="free-threaded" if data["free_threaded"] else "")  # fmt: skip
+        except (ValueError, KeyError, IndexError, TypeError):
+            return cls()
+
+
+def facts(engine: Engine, python: Path | str) -> Facts:
+    return Facts.parse(_ask(engine, python, FACTS_PROBE))
 
 
 def prepare_venv(engine: Engine, interpreter: str, python: str, root: Path, cache: Path) -> Path:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .model import CellResult, Outcome, TestFailure
+from .model import CellResult, Outcome, Skip, TestFailure
 
 MESSAGE_LIMIT = 2000  # characters of a failure's message kept in results (the full text is in junit.xml)
 DETAILS_LIMIT = 8000
+# A stress repetition's id: the concurrency tests' MCPSERVER_STRESS mode parametrizes them as [stressN].
+STRESS_ID = re.compile(r"\[(?:[^\]]*-)?stress\d+(?:-[^\]]*)?\]$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,6 +22,8 @@ class JunitCounts:
     errors: int
     skipped: int
     failures: tuple[TestFailure, ...]
+    skips: tuple[Skip, ...] = ()
+    repetitions: int = 0
 
     @property
     def passed(self) -> int:
@@ -44,11 +49,13 @@ def test_id(case: ET.Element) -> str:
 def parse(text: str) -> JunitCounts:
     """Counts from the testcases themselves (pytest's totals omit nothing, but other writers vary)."""
     root = ET.fromstring(text)
-    tests = failed = errors = skipped = 0
+    tests = failed = errors = skipped = repetitions = 0
     failures: list[TestFailure] = []
+    skips: list[Skip] = []
     for suite in _suites(root):
         for case in suite.iter("testcase"):
             tests += 1
+            repetitions += bool(STRESS_ID.search(case.get("name", "")))
             failure = case.find("failure")
             error = case.find("error")
             if failure is not None or error is not None:
@@ -65,9 +72,12 @@ def parse(text: str) -> JunitCounts:
                         details=(node.text or "").strip()[-DETAILS_LIMIT:],
                     )
                 )
-            elif case.find("skipped") is not None:
+            elif (skip := case.find("skipped")) is not None:
                 skipped += 1
-    return JunitCounts(tests=tests, failed=failed, errors=errors, skipped=skipped, failures=tuple(failures))
+                reason = (skip.get("message") or skip.text or "").strip()[:MESSAGE_LIMIT]
+                skips.append(Skip(test_id=test_id(case), reason=reason))
+    return JunitCounts(tests=tests, failed=failed, errors=errors, skipped=skipped, failures=tuple(failures),
+                       skips=tuple(skips), repetitions=repetitions)  # fmt: skip
 
 
 def merged(results: Sequence[CellResult]) -> bytes:

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,11 +19,14 @@ from pathlib import Path
 from . import LAB_ROOT
 from .bootstrap import Bases
 from .build import Builder
+from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
+from .install import Distributions
 from .memo import SuiteMemo
 from .model import Environment, SuiteResult
 from .plan import Selection, Shard
 from .progress import Progress
+from .startup import StartupTarget
 from .suiterun import Kept
 from .travel import Archives, Registry, Store
 from .wheels import PytestFolders
@@ -49,6 +52,7 @@ class Options:
     use_cache: bool = True  # report an identical earlier pass instead of running the suite again
     registry: str = ""  # HOST:PORT/PREFIX images and passed-suite records travel through
     cache_dir: Path | None = None  # a folder (a CI cache) they travel through
+    durations: Mapping[str, float] = field(default_factory=dict)  # an earlier run's, to start the longest first
 
 
 def prune_runs(folder: Path, *, keep: int) -> None:
@@ -95,6 +99,9 @@ class Lab:
                                stores=travel)  # fmt: skip
         self.pytest = PytestFolders(options.cache / "pytest", self.engine)
         self.memo = SuiteMemo(options.cache / "passed", enabled=options.use_cache, engine=self.engine, stores=travel)
+        self.conformance = ConformanceTool(self.engine, self.logdir / "conformance-install.log")
+        self.distributions = Distributions(self.engine, options.root, options.cache / "dist", self.logdir / "dist.log")
+        self.startup_targets: dict[str, StartupTarget] = {}  # where each finished cell's server starts
         self.stop = threading.Event()
         self.stop_reason = ""
         self.interrupted = threading.Event()

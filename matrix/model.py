@@ -16,16 +16,30 @@ class Suite(str, enum.Enum):
     UNIT = "unit"
     HTTP = "http"
     PAYLOAD = "payload"
+    HOSTILE = "hostile"
+    INSTALL = "install"  # the built wheel installed by pip, then tests/install and tests/unit against it
     IMAGES = "images"  # the testinfra checks of tests/images, run from the host against a built image
+    CONFORMANCE = "conformance"  # the official conformance suite from the host against the cell's server
 
     @property
     def in_container(self) -> bool:
-        """The project's own suites (tests/<name>) run inside each container or by each host interpreter."""
+        """The project's own suites (tests/<name>) run as they are inside each container or by each host
+        interpreter."""
+        return self in (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD, Suite.HOSTILE)
+
+    @property
+    def has_tests_dir(self) -> bool:
+        """Its tests live in tests/<name> and go into the test image (the install suite's too)."""
+        return self.in_container or self is Suite.INSTALL
+
+    @property
+    def for_hosts(self) -> bool:
+        """It applies to host cells too (the image checks need an image)."""
         return self is not Suite.IMAGES
 
 
 SUITES: tuple[Suite, ...] = tuple(Suite)
-IN_CONTAINER_SUITES: tuple[Suite, ...] = tuple(s for s in Suite if s.in_container)
+TESTS_DIR_SUITES: tuple[Suite, ...] = tuple(s for s in Suite if s.has_tests_dir)
 
 
 class Family(str, enum.Enum):
@@ -52,6 +66,21 @@ class PythonFrom(str, enum.Enum):
     OFFICIAL = "official"  # already in an official python:X.Y base
     HOST = "host"  # an interpreter found on this machine
     BUILDER = "builder"  # built from source by a builder stage of the family's Dockerfile (e.g. musl)
+
+
+class Implementation(str, enum.Enum):
+    CPYTHON = "cpython"
+    PYPY = "pypy"
+
+    @property
+    def command(self) -> str:
+        """The interpreter's command without its version: python3.11, pypy3.11."""
+        return "pypy" if self is Implementation.PYPY else "python"
+
+
+class Flavour(str, enum.Enum):
+    DEFAULT = ""
+    FREE_THREADED = "free-threaded"  # CPython built with --disable-gil (PEP 703): python3.Xt
 
 
 class BootstrapMethod(str, enum.Enum):
@@ -90,15 +119,36 @@ class Cell:
     python_from: PythonFrom
     bootstrap: Bootstrap | None = None
     base_cell: Cell | None = None  # method BUILDER: the cell whose way of getting `base` this one shares
+    implementation: Implementation = Implementation.CPYTHON
+    flavour: Flavour = Flavour.DEFAULT
+    stress: int = 0  # MCPSERVER_STRESS for the unit and http suites: concurrency cases repeated this often
 
     @property
     def suites(self) -> tuple[Suite, ...]:
         """The suites that apply to this cell; host cells have no image to check."""
-        return SUITES if self.family.in_container else IN_CONTAINER_SUITES
+        return SUITES if self.family.in_container else tuple(s for s in SUITES if s.for_hosts)
 
     @property
     def compiles_python(self) -> bool:
         return self.python_from is PythonFrom.BUILDER
+
+    @property
+    def interpreter(self) -> str:
+        """The command that starts the cell's Python: python3.11, pypy3.11, python3.14t."""
+        suffix = "t" if self.flavour is Flavour.FREE_THREADED else ""
+        return f"{self.implementation.command}{self.python}{suffix}"
+
+    @property
+    def slug(self) -> str:
+        """The interpreter in image tags and folder names: py3.11, pypy3.11, py3.14t."""
+        return self.interpreter.replace("python", "py", 1)
+
+    @property
+    def recipe(self) -> str:
+        """images/<recipe>/Dockerfile: a Debian or Ubuntu cell whose CPython is compiled uses apt-source."""
+        if self.compiles_python and self.family.recipe == "apt":
+            return "apt-source"
+        return self.family.recipe
 
 
 class Outcome(str, enum.Enum):
@@ -125,6 +175,14 @@ class TestFailure:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Skip:
+    """A test pytest skipped, and the reason it gave: skips are reported, never silently counted."""
+
+    test_id: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class SuiteResult:
     suite: Suite
     outcome: Outcome
@@ -135,6 +193,8 @@ class SuiteResult:
     skipped: int = 0
     duration: float = 0.0
     failures: tuple[TestFailure, ...] = ()
+    skips: tuple[Skip, ...] = ()
+    repetitions: int = 0  # stress mode: how many test cases were stress repetitions (ids with [stressN])
     message: str = ""  # why, for error/timeout/unavailable/cancelled
     log_tail: str = ""
     junit_xml: str = ""  # the suite's own JUnit XML, kept to merge into junit.xml
@@ -148,8 +208,33 @@ class SuiteResult:
         ran = self.tests - self.skipped
         text = f"{self.passed}/{ran}"
         notes = [f"{self.skipped} skipped"] if self.skipped else []
+        notes += [f"{self.repetitions} stress"] if self.repetitions else []
         notes += ["cached"] if self.cached else []
         return f"{text} ({', '.join(notes)})" if notes else text
+
+
+@dataclass(frozen=True, kw_only=True)
+class FirstAnswer:
+    """Time from spawning `python -m mcpserver demo.py` to its first tools/call answer, in the cell's own
+    runtime, against the same interpreter answering from a bare json line loop. A measurement, never a
+    verdict: it does not change any outcome."""
+
+    runs: int = 0
+    median_ms: float = 0.0
+    bare_median_ms: float = 0.0
+    samples_ms: tuple[float, ...] = ()
+    bare_samples_ms: tuple[float, ...] = ()
+    error: str = ""  # why there is no measurement
+
+    @property
+    def ratio(self) -> float:
+        return self.median_ms / self.bare_median_ms if self.bare_median_ms else 0.0
+
+    @property
+    def text(self) -> str:
+        if self.error or not self.runs:
+            return "—"
+        return f"{self.median_ms:.0f} ms ({self.ratio:.1f}x)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +250,9 @@ class CellResult:
     family: str = ""
     python: str = ""
     python_version: str = ""  # the exact version the suites ran on, e.g. 3.9.2
+    implementation: str = ""  # as the interpreter names itself: "CPython", "PyPy 7.3.19"
+    flavour: str = ""  # "free-threaded" for a --disable-gil build
+    first_answer: FirstAnswer | None = None  # start-up time, measured after the suites (startup.py)
 
     def suite(self, name: Suite) -> SuiteResult | None:
         return next((s for s in self.suites if s.suite is name), None)

@@ -25,7 +25,8 @@ EXIT_CODES = {
 }
 BAD = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT, Outcome.CANCELLED})
 # When suites disagree, the cell shows the most urgent: a broken harness hides verdicts, so it comes first.
-_PRECEDENCE = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.FAILED, Outcome.CANCELLED, Outcome.UNAVAILABLE)
+# A suite this cell cannot have (the install suite without zlib) leaves the others' pass standing.
+_PRECEDENCE = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.FAILED, Outcome.CANCELLED)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +89,8 @@ def judge(suite: Suite, attempt: Attempt) -> SuiteResult:
     return SuiteResult(
         suite=suite, outcome=outcome, tests=counts.tests, passed=counts.passed, failed=counts.failed,
         errors=counts.errors, skipped=counts.skipped, duration=attempt.duration, failures=counts.failures,
-        message=message, log_tail=tail_text if outcome is not Outcome.PASSED else "", junit_xml=attempt.junit,
+        skips=counts.skips, repetitions=counts.repetitions, message=message,
+        log_tail=tail_text if outcome is not Outcome.PASSED else "", junit_xml=attempt.junit,
     )  # fmt: skip
 
 
@@ -120,6 +122,8 @@ def cell_outcome(suites: Sequence[SuiteResult]) -> Outcome:
             return outcome
     if Outcome.PASSED in outcomes:
         return Outcome.PASSED
+    if Outcome.UNAVAILABLE in outcomes:
+        return Outcome.UNAVAILABLE
     # Nothing ran and nothing said why: that is the harness's fault, not a pass.
     return Outcome.ERROR
 

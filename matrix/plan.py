@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import UsageError
-from .model import SUITES, Cell, CellResult, Environment, Suite
+from .model import SUITES, Cell, CellResult, Environment, Implementation, Suite
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,8 +72,10 @@ def parse_jobs(raw: str, cpu_count: int) -> int:
 
 
 def _python_matches(pattern: str, cell: Cell) -> bool:
-    pattern = pattern.removeprefix("py").removeprefix("python")
-    return fnmatch.fnmatchcase(cell.python, pattern)
+    """3.11 (every 3.11, PyPy's too), py3.11, python3.11, 3.14t or pypy3.11 (only that interpreter); globs."""
+    bare = pattern.removeprefix("python").removeprefix("py")
+    return any(fnmatch.fnmatchcase(value, wanted) for value, wanted in (
+        (cell.python, bare), (cell.slug, pattern), (cell.slug.removeprefix("py"), bare)))  # fmt: skip
 
 
 def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
@@ -137,16 +139,19 @@ def plan_digest(cells: Sequence[Cell], selection: Selection, count: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anything_running: bool) -> Cell | None:
+def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anything_running: bool,
+              durations: Mapping[str, float] | None = None) -> Cell | None:  # fmt: skip
     """The next cell to start, or None to wait for a slot's work to finish first.
 
-    Ready cells first (their base is there); among them cells that compile their Python (minutes of
-    builder stage) before other container cells before host cells, since the run ends with its longest
-    cell. A cell whose base is still being made is started only when nothing else runs, so a free slot
-    never idles forever.
+    Ready cells first (their base is there), longest first, since the run ends with its longest cell: by
+    how long each took in an earlier run, a cell that run did not have first of all (it may well be long),
+    and otherwise cells that compile their Python (minutes of builder stage), then PyPy cells, then other
+    container cells, then host cells. A cell whose base is still being made is started only when nothing
+    else runs, so a free slot never idles forever.
     """
+    known = durations or {}
     ready = [c for c in waiting if is_ready(c)]
-    ready.sort(key=_longest_first)
+    ready.sort(key=lambda c: (-known.get(c.name, float("inf")) if known else 0.0, _longest_first(c)))
     if ready:
         return ready[0]
     if waiting and not anything_running:
@@ -155,9 +160,13 @@ def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anyt
 
 
 def _longest_first(cell: Cell) -> int:
+    """Without an earlier run's durations: a compiled Python, then PyPy (its suites take 2 to 3 times as
+    long as CPython's), then other containers, then host cells."""
     if cell.compiles_python:
         return 0
-    return 1 if cell.family.in_container else 2
+    if cell.implementation is Implementation.PYPY:
+        return 1
+    return 2 if cell.family.in_container else 3
 
 
 def github_matrix(cells: Sequence[Cell], *, shards: int = 0) -> str:

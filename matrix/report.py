@@ -21,10 +21,10 @@ from typing import Any
 
 from . import junit
 from .errors import ConfigError
-from .model import SUITES, CellResult, Environment, Outcome, Suite, SuiteResult, TestFailure
+from .model import SUITES, CellResult, Environment, FirstAnswer, Outcome, Skip, Suite, SuiteResult, TestFailure
 from .outcomes import counts
 
-SCHEMA = "mcplab-results/2"
+SCHEMA = "mcplab-results/3"  # 3: suites' skips and stress repetitions; cells' implementation, flavour, first answer
 REPORT_FILES = ("results.json", "matrix.md", "junit.xml", "report.html")
 LATEST, LATEST_FULL = "latest", "latest-full"
 
@@ -72,13 +72,19 @@ def suite_to_dict(suite: SuiteResult) -> dict[str, Any]:
 
 def suite_from_dict(data: dict[str, Any]) -> SuiteResult:
     failures = tuple(TestFailure(**f) for f in data.get("failures", ()))
+    skips = tuple(Skip(**s) for s in data.get("skips", ()))
     return SuiteResult(**{**data, "suite": Suite(data["suite"]), "outcome": Outcome(data["outcome"]),
-                          "failures": failures})  # fmt: skip
+                          "failures": failures, "skips": skips})  # fmt: skip
 
 
 def _cell_from(data: dict[str, Any]) -> CellResult:
     suites = tuple(suite_from_dict(s) for s in data.get("suites", ()))
-    return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites})
+    found = data.get("first_answer")
+    first = None
+    if found:
+        first = FirstAnswer(**{**found, "samples_ms": tuple(found.get("samples_ms", ())),
+                               "bare_samples_ms": tuple(found.get("bare_samples_ms", ()))})  # fmt: skip
+    return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites, "first_answer": first})
 
 
 # --- text renderings ---------------------------------------------------------------------------------
@@ -103,6 +109,34 @@ def suite_text(suite: SuiteResult | None) -> str:
     return str(suite.outcome.value)
 
 
+def interpreter_text(result: CellResult) -> str:
+    """The implementation, the exact version and the build flavour: "CPython 3.11.2", "PyPy 7.3.19
+    (3.11.11)", "CPython 3.14.2 free-threaded"."""
+    if not result.python_version:
+        return "—"
+    name, _, own_version = (result.implementation or "Python").partition(" ")
+    text = f"{name} {own_version} ({result.python_version})" if own_version else f"{name} {result.python_version}"
+    return f"{text} {result.flavour}" if result.flavour else text
+
+
+def first_answer_text(result: CellResult) -> str:
+    return result.first_answer.text if result.first_answer else "—"
+
+
+def skipped_lines(results: Sequence[CellResult]) -> list[str]:
+    """Every skipped test, grouped by cell, suite and reason: a skip is reported with why, never only counted."""
+    lines = []
+    for r in results:
+        for s in r.suites:
+            reasons: dict[str, list[str]] = {}
+            for skip in s.skips:
+                reasons.setdefault(skip.reason or "no reason given", []).append(skip.test_id)
+            for reason, ids in reasons.items():
+                shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+                lines.append(f"{r.cell} {s.suite.value}: {len(ids)} skipped: {reason} ({shown})")
+    return lines
+
+
 def _why(result: CellResult) -> str:
     if result.message:
         return result.message
@@ -122,13 +156,13 @@ def _md_escape(text: str) -> str:
 
 def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
     lines = [
-        "| cell | outcome | python | " + " | ".join(s.value for s in suites) + " | time | notes |",
-        "|---|---|---|" + "---|" * len(suites) + "---|---|",
+        "| cell | outcome | python | " + " | ".join(s.value for s in suites) + " | first answer | time | notes |",
+        "|---|---|---|" + "---|" * len(suites) + "---|---|---|",
     ]
     for r in results:
-        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", r.python_version or "—"]
+        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", interpreter_text(r)]
         row += [suite_text(r.suite(s)) for s in suites]
-        row += [f"{r.duration:.0f}s" if r.duration else "", _md_escape(_why(r))[:200]]
+        row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(_why(r))[:200]]
         lines.append("| " + " | ".join(row) + " |")
     tally = counts(results)
     summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
@@ -137,8 +171,19 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     if failures:
         lines += ["", "Failing tests:", ""]
         lines += [f"- `{r.cell}` {s.suite.value}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures]
-    lines += ["", *provenance(env)]
+    skipped = skipped_lines(results)
+    if skipped:
+        lines += ["", "Skipped tests, with the reasons they gave:", ""]
+        lines += [f"- {_md_escape(line)}" for line in skipped]
+    lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
     return "\n".join(lines) + "\n"
+
+
+FIRST_ANSWER_NOTE = (
+    "First answer: median milliseconds from spawning `python -m mcpserver demo.py` to its first tools/call answer in "
+    "the cell's runtime, and in brackets that over the same interpreter's bare json line loop (a measurement, "
+    "not a verdict)."
+)
 
 
 def provenance(env: Environment) -> list[str]:
@@ -158,10 +203,10 @@ def provenance(env: Environment) -> list[str]:
 
 def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES) -> str:
     """The plain-text table printed at the end of a run."""
-    header = ["cell", "outcome", "python", *(s.value for s in suites), "time"]
+    header = ["cell", "outcome", "python", *(s.value for s in suites), "first answer", "time"]
     rows = [
-        [r.cell, r.outcome.value, r.python_version or "—", *(suite_text(r.suite(s)) for s in suites),
-         f"{r.duration:.0f}s"]
+        [r.cell, r.outcome.value, interpreter_text(r), *(suite_text(r.suite(s)) for s in suites),
+         first_answer_text(r), f"{r.duration:.0f}s"]
         for r in results
     ]  # fmt: skip
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
@@ -174,6 +219,7 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES)
         for s in r.suites:
             out += [f"    {s.suite.value}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}"
                     for f in s.failures]  # fmt: skip
+    out += [f"skipped: {line}" for line in skipped_lines(results)]
     return "\n".join(out) + "\n"
 
 
@@ -215,7 +261,7 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         + "</div><br>",
         "<table><tr><th>cell</th><th>outcome</th><th>python</th>"
         + "".join(f"<th>{e(s.value)}</th>" for s in suites)
-        + "<th>time</th><th>why</th></tr>",
+        + "<th>first answer</th><th>time</th><th>why</th></tr>",
     ]  # fmt: skip
     body = []
     for r in results:
@@ -223,17 +269,18 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         body.append(
             f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td>"
             f"<td class={r.outcome.value} title='{e(_why(r))}'>{r.outcome.value}</td>"
-            f"<td>{e(r.python_version or '—')}</td>{cells}"
+            f"<td>{e(interpreter_text(r))}</td>{cells}<td class=s>{e(first_answer_text(r))}</td>"
             f"<td>{r.duration:.0f}s</td><td class=why>{e(_why(r)[:160])}</td></tr>"
         )
-    body.append("</table>")
+    body.append(f"</table><p class=env>{e(FIRST_ANSWER_NOTE)}</p>")
     details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
     return "\n".join(head + body + details) + "\n</body></html>\n"
 
 
 def _html_details(r: CellResult) -> str:
     e = html.escape
-    facts = [("python", r.python_version), ("base", r.base), ("image", r.image), ("time", f"{r.duration:.0f}s")]
+    facts = [("python", interpreter_text(r) if r.python_version else ""), ("base", r.base), ("image", r.image),
+             ("first answer", _first_answer_details(r.first_answer)), ("time", f"{r.duration:.0f}s")]
     out = [f"<h3 id='d-{e(r.cell)}' class={r.outcome.value}>{e(r.cell)}: {r.outcome.value}</h3>",
            "<p>" + " · ".join(f"{k} {e(v)}" for k, v in facts if v) + "</p>"]  # fmt: skip
     if r.message:
@@ -247,12 +294,27 @@ def _html_details(r: CellResult) -> str:
         counted = s.counts if s.tests else ""
         out.append(f"<p><b>{e(s.suite.value)}</b>: {s.outcome.value} {e(counted)} in {s.duration:.0f}s"
                    f"{e(where)} {e(s.message)}</p>")  # fmt: skip
+        if s.repetitions:
+            out.append(f"<p>stress: {s.repetitions} test cases were repetitions of the concurrency tests</p>")
         for f in s.failures:
             out.append(f"<details><summary>{e(f.test_id)}</summary><p>{e(f.message)}</p><pre>{e(f.details)}</pre>"
+                       "</details>")  # fmt: skip
+        if s.skips:
+            listed = "".join(f"<li>{e(k.test_id)}: {e(k.reason)}</li>" for k in s.skips)
+            out.append(f"<details><summary>{len(s.skips)} skipped, with the reasons</summary><ul>{listed}</ul>"
                        "</details>")  # fmt: skip
         if s.log_tail:
             out.append(f"<details><summary>{e(s.suite.value)} log tail</summary><pre>{e(s.log_tail)}</pre></details>")
     return "\n".join(out)
+
+
+def _first_answer_details(first: FirstAnswer | None) -> str:
+    if first is None:
+        return ""
+    if first.error or not first.runs:
+        return first.error or "not measured"
+    return (f"median {first.median_ms:.1f} ms over {first.runs} starts (min {min(first.samples_ms):.1f}, max "
+            f"{max(first.samples_ms):.1f}); bare loop {first.bare_median_ms:.1f} ms; {first.ratio:.2f}x")
 
 
 # --- writing -----------------------------------------------------------------------------------------

@@ -19,9 +19,10 @@ from . import host as hostcells
 from .bases import BaseStep
 from .cellrun import base_plans, run_cell, unavailable_now
 from .lab import INTERRUPT_GRACE, Lab, stores
-from .model import Cell, CellResult, Family, Outcome
+from .model import Cell, CellResult, Family, Implementation, Outcome
 from .outcomes import should_stop
 from .plan import pick_next
+from .startup import measure_all
 
 OnResult = Callable[[list[CellResult]], None]
 
@@ -39,6 +40,8 @@ def run_matrix(lab: Lab, cells: Sequence[Cell], *, on_result: OnResult | None = 
         if lab.interrupted.is_set():  # cut short while planning: what it found is not to be trusted
             plans.clear()
         _schedule(lab, cells, plans, results, on_result)
+        if not lab.stop.is_set():
+            _first_answers(lab, cells, results, plans, on_result)
     finally:
         removed = lab.cleanup()
         if lab.interrupted.is_set():
@@ -63,7 +66,7 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
     try:
         while (waiting and not lab.stop.is_set()) or running:
             while len(running) < lab.options.jobs and waiting and not lab.stop.is_set():
-                pick = pick_next(waiting, is_ready, anything_running=bool(running))
+                pick = pick_next(waiting, is_ready, anything_running=bool(running), durations=lab.options.durations)
                 if pick is None:
                     break
                 waiting.remove(pick)
@@ -86,6 +89,22 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
         wait = not lab.interrupted.is_set()
         prefetch.shutdown(wait=wait, cancel_futures=True)
         pool.shutdown(wait=wait, cancel_futures=True)
+
+
+def _first_answers(lab: Lab, cells: Sequence[Cell], results: dict[str, CellResult],
+                   plans: Mapping[str, tuple[BaseStep, ...]], on_result: OnResult | None) -> None:  # fmt: skip
+    """Measured after every cell finished, one at a time: nothing else competes for the CPU."""
+
+    def say(name: str) -> None:
+        lab.progress.update(name, "measuring the first answer")
+
+    ordered = [results[c.name] for c in cells if c.name in results]
+    for measured in measure_all(lab.engine, ordered, lab.startup_targets, run_id=lab.run_id, on_cell=say,
+                                stop=lab.stop):  # fmt: skip
+        results[measured.cell] = measured
+        lab.progress.update(measured.cell, measured.outcome.value, done=True)
+    if on_result:
+        on_result(_with_pending(cells, results, plans, "not finished yet"))
 
 
 def _start_prefetch(work: Sequence[Callable[[], object]]) -> cf.ThreadPoolExecutor:
@@ -132,12 +151,13 @@ def _prefetch_work(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[Ba
             return None
 
         work.append(get_base)
-    pythons = {c.python for c in cells if c.family is not Family.HOST or hostcells.find_interpreter(c.python)}
-    work += [functools.partial(_try_pytest_folder, lab, python) for python in sorted(pythons)]
+    pythons = {(c.python, c.implementation) for c in cells
+               if c.family is not Family.HOST or hostcells.find_interpreter(c.python)}  # fmt: skip
+    work += [functools.partial(_try_pytest_folder, lab, *python) for python in sorted(pythons)]
     return work
 
 
-def _try_pytest_folder(lab: Lab, python: str) -> None:
+def _try_pytest_folder(lab: Lab, python: str, implementation: Implementation) -> None:
     # A failure here is reported by the cell that needs the folder, with the cell's other details.
     with contextlib.suppress(Exception):
-        lab.pytest.folder(python)
+        lab.pytest.folder(python, implementation)

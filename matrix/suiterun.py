@@ -15,12 +15,13 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import LAB_ROOT
 from .engine import LABEL, RUN_LABEL, Completed, ContainerSpec, ContainerState, Engine
-from .model import Outcome, Suite, SuiteResult
+from .model import Cell, Outcome, Suite, SuiteResult
 from .outcomes import Attempt, judge
 from .wheels import MANIFEST
 
@@ -60,9 +61,10 @@ def container_name(run_id: str, cell: str, suite: Suite) -> str:
     return f"mcplab-{run_id}-{cell}-{suite.value}"
 
 
-def volume_name(python: str, wheels: list[str]) -> str:
+def volume_name(folder: str, wheels: list[str]) -> str:
+    """The pytest volume of one folder (py3.11, pypy3.11: its name) and its exact wheels."""
     key = hashlib.sha256("\n".join(sorted(wheels)).encode()).hexdigest()[:12]
-    return f"mcplab-pytest-py{python}-{key}"
+    return f"mcplab-pytest-{folder}-{key}"
 
 
 def pytest_volume(engine: Engine, name: str, folder: Path, image: str) -> str:
@@ -87,7 +89,9 @@ def _fill_volume(engine: Engine, name: str, folder: Path, image: str) -> None:
     holder = f"mcplab-fill-{name}-{os.getpid()}"
     engine.create_volume(name, {LABEL: "1"})
     try:
-        spec = ContainerSpec(image=image, name=holder, labels={LABEL: "1"}, volumes=((name, PYTEST_MOUNT),))
+        # Mounted read-write: `docker cp` into a read-only mount fails ("mounted volume is marked read-only").
+        spec = ContainerSpec(image=image, name=holder, labels={LABEL: "1"}, volumes=((name, PYTEST_MOUNT),),
+                             fills_volumes=True)  # fmt: skip
         made = engine.create(spec)
         if not made.ok:
             raise RuntimeError(f"cannot create a container to fill {name}: {made.last_line()}")
@@ -114,29 +118,44 @@ def run_in_container(
     timeout: float,
     logdir: Path,
     keep: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[SuiteResult, Kept | None]:
     """Run tests/<suite> in a fresh container. Returns the result and, when kept for debugging, the
     container."""
-    name = container_name(run_id, cell, suite)
-    junit_path = f"/tmp/junit-{suite.value}.xml"
-    spec = ContainerSpec(
-        image=image, args=(f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit_path}"), name=name,
-        labels={LABEL: "1", RUN_LABEL: run_id}, user="mcp", memory=MEMORY_LIMIT, pids_limit=4096, init=True,
-        volumes=((volume, PYTEST_MOUNT),),
+    args = (f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit_in_container(suite)}")
+    spec = suite_spec(run_id=run_id, cell=cell, suite=suite, image=image, volume=volume, env=env, args=args)
+    attempt = container_attempt(engine, spec, suite, timeout=timeout, log=logdir / f"{cell}-{suite.value}.log")
+    return settle(engine, spec, judge(suite, attempt), keep=keep, cell=cell, suite=suite, volume=volume)
+
+
+def junit_in_container(suite: Suite) -> str:
+    return f"/tmp/junit-{suite.value}.xml"
+
+
+def suite_spec(*, run_id: str, cell: str, suite: Suite, image: str, volume: str, args: tuple[str, ...],
+               env: Mapping[str, str] | None = None, entrypoint: str | None = None, interactive: bool = False
+               ) -> ContainerSpec:  # fmt: skip
+    """A suite's container: under an init, offline, as the image's user, memory and processes capped,
+    pytest's folder mounted read-only."""
+    return ContainerSpec(
+        image=image, args=args, name=container_name(run_id, cell, suite), labels={LABEL: "1", RUN_LABEL: run_id},
+        user="mcp", memory=MEMORY_LIMIT, pids_limit=4096, init=True, volumes=((volume, PYTEST_MOUNT),),
+        env=dict(env or {}), entrypoint=entrypoint, interactive=interactive,
     )  # fmt: skip
+
+
+def container_attempt(engine: Engine, spec: ContainerSpec, suite: Suite, *, timeout: float, log: Path,
+                      input: bytes | None = None) -> Attempt:  # fmt: skip
+    """Run the suite's container to its end and collect what it left: output, JUnit XML, state."""
     started = time.monotonic()
-    done = engine.run(spec, timeout=timeout, log=logdir / f"{cell}-{suite.value}.log")
+    done = engine.run(spec, timeout=timeout, log=log, input=input)
     duration = time.monotonic() - started
     junit = b""
     state = None
     if not done.timed_out:
-        junit = engine.read_file(name, junit_path) or b""
-        state = engine.state(name)
-    result = judge(suite, _container_attempt(done, junit.decode("utf-8", "replace"), duration, timeout, state))
-    if keep and result.outcome is not Outcome.PASSED:
-        return result, Kept(container=name, cell=cell, suite=suite, outcome=result.outcome, image=image, volume=volume)
-    engine.remove_containers(name)
-    return result, None
+        junit = engine.read_file(spec.name, junit_in_container(suite)) or b""
+        state = engine.state(spec.name)
+    return _container_attempt(done, junit.decode("utf-8", "replace"), duration, timeout, state)
 
 
 def _container_attempt(
@@ -153,6 +172,16 @@ def _container_attempt(
     )  # fmt: skip
 
 
+def settle(engine: Engine, spec: ContainerSpec, result: SuiteResult, *, keep: bool, cell: str, suite: Suite,
+           volume: str) -> tuple[SuiteResult, Kept | None]:  # fmt: skip
+    """Remove the suite's container, or keep it for debugging (--keep) when the suite did not pass."""
+    if keep and result.outcome is not Outcome.PASSED:
+        return result, Kept(container=spec.name, cell=cell, suite=suite, outcome=result.outcome, image=spec.image,
+                            volume=volume)  # fmt: skip
+    engine.remove_containers(spec.name)
+    return result, None
+
+
 def run_on_host(
     engine: Engine,
     *,
@@ -164,14 +193,20 @@ def run_on_host(
     timeout: float,
     logdir: Path,
     workdir: Path,
+    extra_env: Mapping[str, str] | None = None,
 ) -> SuiteResult:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["PYTHONPATH"] = str(pytest_folder)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = host_env(pytest_folder, extra_env)
     junit = workdir / f"{cell}-{suite.value}.xml"
     argv = [str(venv_python), "-m", "pytest", f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit}"]
     return _run_pytest(engine, suite, argv, junit=junit, env=env, cwd=root, timeout=timeout,
                        log=logdir / f"{cell}-{suite.value}.log")  # fmt: skip
+
+
+def host_env(pytest_folder: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without its PYTHON* settings, with pytest's folder on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PYTHONPATH=str(pytest_folder), PYTHONDONTWRITEBYTECODE="1", **(extra or {}))
+    return env
 
 
 def _run_pytest(
@@ -186,14 +221,19 @@ def _run_pytest(
     log: Path,
 ) -> SuiteResult:
     """Run one pytest process on the host under the harness's timeout, and judge it by its JUnit XML."""
+    return judge(suite, host_attempt(engine, argv, junit=junit, env=env, cwd=cwd, timeout=timeout, log=log))
+
+
+def host_attempt(engine: Engine, argv: list[str], *, junit: Path, env: dict[str, str], cwd: Path, timeout: float,
+                 log: Path, input: bytes | None = None) -> Attempt:  # fmt: skip
+    """Run one pytest process (or a driver that ends in one) on the host and collect what it left."""
     junit.unlink(missing_ok=True)
     started = time.monotonic()
-    done = engine.command(argv, timeout=timeout, log=log, env=env, cwd=cwd)
+    done = engine.command(argv, timeout=timeout, log=log, env=env, cwd=cwd, input=input)
     duration = time.monotonic() - started
     text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
-    attempt = Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout,
-                      timed_out=done.timed_out, killed_by=done.signal)  # fmt: skip
-    return judge(suite, attempt)
+    return Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout,
+                   timed_out=done.timed_out, killed_by=done.signal)  # fmt: skip
 
 
 def missing_host_tools() -> list[str]:
@@ -204,10 +244,7 @@ def run_image_checks(
     engine: Engine,
     *,
     run_id: str,
-    cell: str,
-    family: str,
-    python: str,
-    python_from: str,
+    cell: Cell,
     runtime_image: str,
     python_image: str,
     timeout: float,
@@ -226,10 +263,13 @@ def run_image_checks(
     env["LAB_RUN_ID"] = run_id
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(LAB_ROOT), env.get("PYTHONPATH")]))
     checks = LAB_ROOT / "tests" / "images"
+    junit = workdir / f"{cell.name}-images.xml"
     argv = [
-        sys.executable, "-m", "pytest", str(checks), *PYTEST_ARGS, "--confcutdir", str(checks),
-        f"--junitxml={workdir / f'{cell}-images.xml'}", f"--image={runtime_image}", f"--python-image={python_image}",
-        f"--cell-python={python}", f"--python-from={python_from}", f"--family={family}",
+        sys.executable, "-m", "pytest", str(checks), *PYTEST_ARGS, "--confcutdir", str(checks), f"--junitxml={junit}",
+        f"--image={runtime_image}", f"--python-image={python_image}", f"--cell-python={cell.python}",
+        f"--python-from={cell.python_from.value}", f"--family={cell.family.value}",
+        f"--interpreter={cell.interpreter}", f"--implementation={cell.implementation.value}",
+        f"--flavour={cell.flavour.value}",
     ]  # fmt: skip
-    return _run_pytest(engine, Suite.IMAGES, argv, junit=workdir / f"{cell}-images.xml", env=env, cwd=LAB_ROOT,
-                       timeout=timeout, log=logdir / f"{cell}-images.log")  # fmt: skip
+    return _run_pytest(engine, Suite.IMAGES, argv, junit=junit, env=env, cwd=LAB_ROOT, timeout=timeout,
+                       log=logdir / f"{cell.name}-images.log")  # fmt: skip

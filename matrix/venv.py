@@ -1,5 +1,6 @@
 """The lab's own environment on the host (.venv-lab): what the harness needs besides the standard library
-(pytest and pytest-testinfra for the image checks, packaging for resolving pytest per target Python),
+(pytest and pytest-testinfra for the image checks, packaging for resolving pytest per target Python, build
+and twine for the install suite's distribution),
 from the `lab` extra of pyproject.toml. Like nox and tox, the lab provisions it itself, so
 `python3 scripts/run_matrix.py` works with a bare system Python; `make matrix` uses the same code.
 
@@ -20,7 +21,7 @@ from . import LAB_ROOT
 
 LAB_VENV = LAB_ROOT / ".venv-lab"
 STAMP = ".installed"  # holds the hash of the requirements it was made from
-NEEDED = ("pytest", "testinfra", "packaging")
+NEEDED = ("pytest", "testinfra", "packaging", "build", "twine")
 PROVISIONED = "MCPLAB_PROVISIONED"  # set in the re-executed harness: never provision twice
 
 

@@ -5,6 +5,9 @@ the interpreter running pip, so from a 3.11 host it leaves out `exceptiongroup` 
 needs below 3.11. `resolve_for` therefore walks the requirements itself: it downloads each requirement
 with --no-deps for the target version, reads the wheel's Requires-Dist and follows those whose markers
 hold for the target. The wheels are unpacked into one folder that goes on PYTHONPATH, read-only.
+
+The folder also holds pip's own wheel, not unpacked (nothing imports it from there): the install suite
+runs pip from it, offline, where a cell's Python has no ensurepip (`python pip-*.whl/pip install ...`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .engine import Engine
+from .model import Implementation
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -28,20 +32,22 @@ if TYPE_CHECKING:
 # --merge run on a bare standard-library Python (as in CI's listing and merging jobs).
 
 REQUIREMENTS = ("pytest>=7",)
+PIP = "pip"
 MANIFEST = "mcplab-wheels.json"  # written last: a folder without it is incomplete and is remade
+FORMAT = 2  # 2: pip's wheel is in the folder too; a folder of an older format is remade
 
 
 class WheelError(Exception):
     pass
 
 
-def target_environment(python: str) -> dict[str, str]:
-    """Marker environment of a CPython X.Y on Linux, as far as pure-Python wheels care."""
+def target_environment(python: str, implementation: Implementation = Implementation.CPYTHON) -> dict[str, str]:
+    """Marker environment of a Python X.Y on Linux, as far as pure-Python wheels care."""
     return {
         "python_version": python,
         "python_full_version": f"{python}.0",
-        "implementation_name": "cpython",
-        "platform_python_implementation": "CPython",
+        "implementation_name": implementation.value,
+        "platform_python_implementation": "PyPy" if implementation is Implementation.PYPY else "CPython",
         "sys_platform": "linux",
         "os_name": "posix",
         "platform_system": "Linux",
@@ -50,10 +56,10 @@ def target_environment(python: str) -> dict[str, str]:
     }
 
 
-def marker_applies(marker: str | None, python: str) -> bool:
+def marker_applies(marker: str | None, python: str, implementation: Implementation = Implementation.CPYTHON) -> bool:
     from packaging.markers import Marker
 
-    return marker is None or Marker(marker).evaluate(target_environment(python))
+    return marker is None or Marker(marker).evaluate(target_environment(python, implementation))
 
 
 def wheel_requirements(wheel: Path) -> list[Requirement]:
@@ -93,7 +99,8 @@ def _download(engine: Engine, requirement: str, python: str, dest: Path) -> Path
     raise WheelError(f"pip reported success for {requirement} but left no wheel in {dest}")
 
 
-def resolve_for(engine: Engine, python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS) -> list[Path]:
+def resolve_for(engine: Engine, python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS,
+                implementation: Implementation = Implementation.CPYTHON) -> list[Path]:  # fmt: skip
     """Download the closure of `requirements` for Python `python` into dest; returns the wheels."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
@@ -111,7 +118,7 @@ def resolve_for(engine: Engine, python: str, dest: Path, requirements: tuple[str
         wheels.append(wheel)
         for dep in wheel_requirements(wheel):
             marker = str(dep.marker) if dep.marker else None
-            if marker_applies(marker, python) and canonicalize_name(dep.name) not in seen:
+            if marker_applies(marker, python, implementation) and canonicalize_name(dep.name) not in seen:
                 dep.marker = None
                 queue.append(str(dep))
     return wheels
@@ -126,28 +133,35 @@ class PytestFolders:
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
 
-    def folder(self, python: str) -> Path:
+    def folder(self, python: str, implementation: Implementation = Implementation.CPYTHON) -> Path:
+        name = f"{implementation.command.replace('python', 'py')}{python}"  # py3.11, pypy3.11
         with self._lock:
-            lock = self._locks.setdefault(python, threading.Lock())
+            lock = self._locks.setdefault(name, threading.Lock())
         with lock:
-            final = self.cache_dir / f"py{python}"
-            if (final / MANIFEST).exists():
+            final = self.cache_dir / name
+            if _complete(final):
                 return final
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            work = Path(tempfile.mkdtemp(prefix=f"py{python}-", dir=self.cache_dir))
+            work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.cache_dir))
             try:
                 downloads = work / "wheels"
                 site = work / "site"
                 downloads.mkdir()
                 site.mkdir()
-                wheels = resolve_for(self.engine, python, downloads)
+                wheels = resolve_for(self.engine, python, downloads, implementation=implementation)
                 for wheel in wheels:
                     with zipfile.ZipFile(wheel) as archive:
                         archive.extractall(site)
+                (downloads / PIP).mkdir()
+                (pip,) = resolve_for(self.engine, python, downloads / PIP, (PIP,), implementation)
+                shutil.copy2(pip, site / pip.name)
                 manifest = {
+                    "format": FORMAT,
                     "python": python,
+                    "implementation": implementation.value,
                     "requirements": list(REQUIREMENTS),
-                    "wheels": [w.name for w in wheels],
+                    "wheels": [w.name for w in wheels] + [pip.name],
+                    "pip": pip.name,
                 }
                 (site / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
                 shutil.rmtree(final, ignore_errors=True)
@@ -159,3 +173,15 @@ class PytestFolders:
     @staticmethod
     def wheels(folder: Path) -> list[str]:
         return list(json.loads((folder / MANIFEST).read_text())["wheels"])
+
+    @staticmethod
+    def pip(folder: Path) -> str:
+        """The file name of pip's wheel in the folder."""
+        return str(json.loads((folder / MANIFEST).read_text())["pip"])
+
+
+def _complete(folder: Path) -> bool:
+    try:
+        return int(json.loads((folder / MANIFEST).read_text()).get("format", 1)) >= FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False

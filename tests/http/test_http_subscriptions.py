@@ -7,10 +7,14 @@ import socket
 import threading
 import time
 
+import test_http_stream
 from mcptest import EXAMPLES, HttpServer, call, mcp_headers, request
 
 NOTES = os.path.join(EXAMPLES, "notes.py")
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+# Stress mode (MCPSERVER_STRESS): the same `jitter` fixture and repetitions as test_http_stream.py.
+jitter = test_http_stream.jitter
+pytest_generate_tests = test_http_stream.pytest_generate_tests
 
 
 def listen_message(request_id, **notifications):
@@ -35,7 +39,7 @@ def frames(response):
             yield json.loads(line[6:])
 
 
-def test_a_listener_stream_acknowledges_then_carries_what_it_asked_for():
+def test_a_listener_stream_acknowledges_then_carries_what_it_asked_for(jitter):
     with HttpServer(NOTES) as server:
         assert server.post(call("write_note", name="todo", text="a"))[0] == 200
         connection, response = open_listen(server, "s1", toolsListChanged=True, resourceSubscriptions=["notes://todo"])
@@ -59,7 +63,8 @@ def test_a_listen_without_sse_accepted_is_406():
         assert status == 406
 
 
-def test_fifty_listeners_and_one_that_never_reads():
+def test_fifty_listeners_and_one_that_never_reads(jitter):
+    listeners = 50 if jitter is None else jitter.randint(1, 60)
     with HttpServer(NOTES) as server:
         server.post(call("write_note", name="hot", text="0"))
         stuck = socket.create_connection((server.host, server.port))
@@ -69,8 +74,8 @@ def test_fifty_listeners_and_one_that_never_reads():
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stuck.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode()
                       + body)  # and never reads a byte of the answer
-        listeners = [open_listen(server, f"l{i}", resourceSubscriptions=["notes://hot"]) for i in range(50)]
-        streams = [frames(response) for _, response in listeners]
+        opened = [open_listen(server, f"l{i}", resourceSubscriptions=["notes://hot"]) for i in range(listeners)]
+        streams = [frames(response) for _, response in opened]
         for stream in streams:
             assert next(stream)["method"] == "notifications/subscriptions/acknowledged"
         for n in range(300):  # far more than the stuck client's socket buffers hold
@@ -81,11 +86,11 @@ def test_fifty_listeners_and_one_that_never_reads():
             note = next(stream)
             assert note["method"] == "notifications/resources/updated" and note["params"]["uri"] == "notes://hot"
         stuck.close()
-        for connection, _ in listeners:
+        for connection, _ in opened:
             connection.close()
 
 
-def test_sigterm_ends_open_streams_with_their_graceful_result():
+def test_sigterm_ends_open_streams_with_their_graceful_result(jitter):
     with HttpServer(NOTES) as server:
         connection, response = open_listen(server, "bye", resourcesListChanged=True)
         stream = frames(response)

@@ -1,9 +1,11 @@
 """Options and fixtures for the image checks: `pytest tests/images --image=IMAGE --python-image=PYIMAGE
---cell-python=3.11 [--python-from=distro] [--family=debian]`. The lab passes them for every built cell; run
-by hand, point them at any image built from images/<family>/Dockerfile (runtime and python stages).
+--cell-python=3.11 [--python-from=distro] [--family=debian] [--interpreter=pypy3.11] [--implementation=pypy]
+[--flavour=free-threaded]`. The lab passes them for every built cell; run by hand, point them at any image
+built from images/<recipe>/Dockerfile (runtime and python stages).
 
-A check marked `@pytest.mark.families("musl-busybox", ...)` holds only for those families; for any other
-it is deselected (not collected as skipped), so every cell's count is of checks that apply to it."""
+A check marked `@pytest.mark.families("musl-busybox", ...)` holds only for those families, one marked
+`@pytest.mark.flavours("free-threaded")` only for that build; for any other cell it is deselected (not
+collected as skipped), so every cell's count is of checks that apply to it."""
 
 from __future__ import annotations
 
@@ -21,18 +23,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--cell-python", help="the X.Y the cell promises")
     group.addoption("--python-from", default="distro", help="distro, official or builder")
     group.addoption("--family", default="", help="the cell's family (images/<family>/Dockerfile)")
+    group.addoption("--interpreter", default="", help="the interpreter's command (default: python<cell-python>)")
+    group.addoption("--implementation", default="cpython", help="cpython or pypy")
+    group.addoption("--flavour", default="", help="the build's flavour: '' or free-threaded")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "families(*names): the check holds only for images of these families")
+    config.addinivalue_line("markers", "flavours(*names): the check holds only for interpreters of these builds")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    family = config.getoption("--family")
+    cell = {"families": config.getoption("--family"), "flavours": config.getoption("--flavour")}
     keep, drop = [], []
     for item in items:
-        marker = item.get_closest_marker("families")
-        (drop if marker is not None and family not in marker.args else keep).append(item)
+        applies = all(marker.args.count(cell[marker.name]) for marker in item.iter_markers() if marker.name in cell)
+        (keep if applies else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -43,7 +49,8 @@ def cell(request: pytest.FixtureRequest) -> Cell:
     get = request.config.getoption
     if not (get("--image") and get("--python-image") and get("--cell-python")):
         pytest.skip("image checks need --image, --python-image and --cell-python (the lab passes them)")
-    return Cell(get("--image"), get("--python-image"), get("--cell-python"), get("--python-from"), get("--family"))
+    return Cell(get("--image"), get("--python-image"), get("--cell-python"), get("--python-from"), get("--family"),
+                get("--interpreter") or f"python{get('--cell-python')}", get("--implementation"), get("--flavour"))
 
 
 @pytest.fixture(scope="module")

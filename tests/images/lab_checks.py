@@ -65,10 +65,9 @@ class Cell:
     python: str
     python_from: str
     family: str = ""
-
-    @property
-    def interpreter(self) -> str:
-        return f"python{self.python}"
+    interpreter: str = ""  # the command: python3.11, pypy3.11, python3.14t
+    implementation: str = "cpython"  # sys.implementation.name
+    flavour: str = ""  # "free-threaded"
 
 
 def elf_interpreter(data: bytes) -> str:

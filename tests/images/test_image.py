@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from lab_checks import (
     DISCOVER,
     ENGINE,
@@ -31,10 +32,11 @@ SIZE_LIMIT = 1_000_000  # bytes the server may add to its base
 
 
 def test_python_is_the_cells(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
-    version = host.check_output(
-        f"{cell.interpreter} -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"
-    )
-    assert version == cell.python
+    # Read from the interpreter, never assumed from a package name (Debian's pypy3 is whichever PyPy it is).
+    version, implementation = host.check_output(
+        f"{cell.interpreter} -c 'import sys; print(\"%d.%d\" % sys.version_info[:2], sys.implementation.name)'"
+    ).split()
+    assert (version, implementation) == (cell.python, cell.implementation)
 
 
 def test_entrypoint_runs_the_cells_python_as_pid_1(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
@@ -59,7 +61,9 @@ def test_no_third_party_distribution(cell: Cell) -> None:
     runtime = _distributions(cell.image, cell)
     base = _distributions(cell.python_image, cell)
     assert runtime - base == set(), "the server image added installed distributions"
-    if cell.python_from in ("distro", "builder"):
+    # PyPy ships cffi, greenlet and hpy as distributions of its own; CPython from a distribution or compiled
+    # here has none at all.
+    if cell.python_from in ("distro", "builder") and cell.implementation == "cpython":
         assert runtime == set(), f"a {cell.python_from}-Python image should have no installed distributions at all"
 
 
@@ -136,3 +140,30 @@ def test_server_adds_under_1_mb(cell: Cell) -> None:
 
     added = size(cell.image) - size(cell.python_image)
     assert 0 < added < SIZE_LIMIT, f"the server adds {added} bytes to its base"
+
+
+GIL_PROBE = "import sys, sysconfig; print(sysconfig.get_config_var('Py_GIL_DISABLED'), sys._is_gil_enabled())"
+# Everything a serving process imports; an extension module not declared free-threading-safe would turn the
+# GIL back on at import (with a RuntimeWarning) unless PYTHON_GIL=0 forces it off.
+SERVER_IMPORTS = "import mcpserver.__main__, mcpserver._httpd, mcpserver.stdio, mcpserver._command, mcpserver._state; "
+
+
+@pytest.mark.flavours("free-threaded")
+def test_the_gil_is_off(cell: Cell) -> None:
+    forced = output_of(run(cell, "-c", GIL_PROBE, entrypoint=cell.interpreter, env={"PYTHON_GIL": "0"}))
+    assert forced.split() == ["1", "False"], forced
+    # As the image runs its server (the image sets nothing else), after everything the server imports.
+    served = output_of(run(cell, "-c", SERVER_IMPORTS + GIL_PROBE, entrypoint=cell.interpreter))
+    assert served.split()[-2:] == ["1", "False"], served
+
+
+# A CPython compiled in the image (images/apt-source) links libraries the base must also have at run time:
+# each of these imports, which finding its file alone would not prove.
+COMPILED_EXTENSIONS = ("_ssl", "_hashlib", "zlib", "_ctypes", "_sqlite3", "_decimal", "_lzma", "_bz2", "_uuid",
+                       "pyexpat", "_json", "select", "_socket")  # fmt: skip
+
+
+@pytest.mark.flavours("free-threaded")
+def test_the_compiled_pythons_extension_modules_load(cell: Cell) -> None:
+    code = f"import importlib; [importlib.import_module(name) for name in {COMPILED_EXTENSIONS!r}]; print('ok')"
+    assert output_of(run(cell, "-c", code, entrypoint=cell.interpreter)).strip() == "ok"

@@ -8,14 +8,23 @@ Whatever this stands for is also tested against the real engine (test_engine.py)
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from matrix.engine import Completed, ContainerSpec, ContainerState, Engine
+from matrix.host import FACTS_PROBE
 
 PASSING = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2">
 <testcase classname="tests.{suite}.test_x" name="test_a"/><testcase classname="tests.{suite}.test_x" name="test_b"/>
+</testsuite></testsuites>"""
+STRESSED = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3">
+<testcase classname="tests.{suite}.test_x" name="test_a"/>
+<testcase classname="tests.{suite}.test_x" name="test_b[stress0]"/>
+<testcase classname="tests.{suite}.test_x" name="test_b[stress1]"/>
+<testcase classname="tests.{suite}.test_x" name="test_c">
+<skipped type="pytest.skip" message="cannot make a PID namespace here">skip</skipped></testcase>
 </testsuite></testsuites>"""
 FAILING = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2">
 <testcase classname="tests.{suite}.test_x" name="test_a"/><testcase classname="tests.{suite}.test_x" name="test_b">
@@ -24,12 +33,20 @@ FAILING = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="
 
 class FakeEngine(Engine):
     def __init__(self, *, present: Sequence[str] = (), broken_stages: Sequence[str] = (),
-                 suites: Mapping[str, str] | None = None, python_version: str = "3.11.2") -> None:  # fmt: skip
+                 suites: Mapping[str, str] | None = None, python_version: str = "3.11.2",
+                 implementation: str = "CPython", free_threaded: bool = False,
+                 unbuildable_stages: Sequence[str] = ()) -> None:  # fmt: skip
         super().__init__(docker="fake-docker")
         self.present = {ref: _id(ref) for ref in present}
         self.broken_stages = set(broken_stages)
-        self.behaviour = dict(suites or {})  # suite name -> pass, fail, hang, killed, oom
+        self.unbuildable_stages = set(unbuildable_stages)  # their recipe says this machine cannot build them
+        self.behaviour = dict(suites or {})  # suite name -> pass, fail, stress, unavailable, hang, killed, oom
         self.python_version = python_version
+        self.implementation = implementation
+        self.free_threaded = free_threaded
+        self.runs: list[ContainerSpec] = []  # every `docker run`, in order
+        self.inputs: dict[str, bytes] = {}  # container name -> what its stdin was given
+        self.builds: list[tuple[str, tuple[str, ...]]] = []  # (tag, build args) of every build
         self.live: dict[str, dict[str, object]] = {}  # container name -> labels, files, state
         self.built: list[str] = []
         self.started = threading.Event()  # set when a hanging suite has started
@@ -42,7 +59,7 @@ class FakeEngine(Engine):
         return "fake-1.0"
 
     def endpoint(self) -> str:
-        return "fake://engine"
+        return "unix:///run/fake-docker.sock"
 
     def asked_for(self) -> bool:
         return False
@@ -61,26 +78,42 @@ class FakeEngine(Engine):
 
     def build(self, context: bytes, *, target: str, tag: str, build_args: Sequence[str], labels: Mapping[str, str],
               log: Path, timeout: float) -> Completed:  # fmt: skip
+        self.builds.append((tag, tuple(build_args)))
         if target in self.broken_stages:
             log.write_text("Step 2/5 : RUN exit 3\ndeliberately broken build\n")
             return Completed(returncode=1, output="Step 2/5 : RUN exit 3\ndeliberately broken build\n")
+        if target in self.unbuildable_stages:
+            said = "\x1b[0mmcplab-unavailable: the apt mirror serves no python3.14 source package\n"
+            return Completed(returncode=1, output=f"Step 3/9 : RUN ...\n{said}returned a non-zero code: 1\n")
         self.present[tag] = _id(tag)
         self.built.append(tag)
         return Completed(returncode=0, output=f"Successfully tagged {tag}\n")
 
     def run(self, spec: ContainerSpec, *, timeout: float | None, log: Path | None = None,
             input: bytes | None = None) -> Completed:  # fmt: skip
-        if spec.entrypoint:  # the Python version probe
-            return Completed(returncode=0, output=self.python_version + "\n")
-        suite = spec.args[0].removeprefix("tests/")
+        self.runs.append(spec)
+        if input is not None:
+            self.inputs[spec.name] = input
+        if spec.args[:2] == ("-c", FACTS_PROBE):  # what the interpreter is
+            facts = {"version": self.python_version, "implementation": self.implementation,
+                     "free_threaded": self.free_threaded}  # fmt: skip
+            return Completed(returncode=0, output=json.dumps(facts) + "\n")
+        if spec.entrypoint == "/bin/sh" and spec.args[2] == "probe":  # the first answer's measurement
+            samples = {"server": [50.0, 60.0, 55.0], "bare": [20.0, 25.0, 22.0]}
+            return Completed(returncode=0, output=json.dumps(samples) + "\n")
+        # A suite: tests/<suite> in the test image, or the install driver in the install image.
+        suite = "install" if spec.entrypoint == "/bin/sh" else spec.args[0].removeprefix("tests/")
         junit_path = next(a for a in spec.args if a.startswith("--junitxml=")).partition("=")[2]
         files: dict[str, bytes] = {}
         finished = ContainerState(exit_code=0, oom_killed=False)
         self.live[spec.name] = {"labels": dict(spec.labels), "files": files, "state": finished}
         how = self.behaviour.get(suite, "pass")
-        if how in ("pass", "fail"):
-            files[junit_path] = (PASSING if how == "pass" else FAILING).format(suite=suite).encode()
-            return Completed(returncode=0 if how == "pass" else 1, output=f"{suite}: collected 2 items\n")
+        if how in ("pass", "fail", "stress"):
+            files[junit_path] = {"pass": PASSING, "fail": FAILING, "stress": STRESSED}[how].format(suite=suite).encode()
+            return Completed(returncode=1 if how == "fail" else 0, output=f"{suite}: collected 2 items\n")
+        if how == "unavailable":  # what install_driver.sh says for an interpreter without zlib
+            said = "mcplab-unavailable: python3.13 has no zlib and no ensurepip: pip cannot even read a wheel\n"
+            return Completed(returncode=3, output=said)
         if how in ("killed", "oom"):
             self.live[spec.name]["state"] = ContainerState(exit_code=137, oom_killed=how == "oom")
             return Completed(returncode=137, output=f"tests/{suite}/test_x.py::test_a \n")

@@ -31,6 +31,9 @@ def suite(outcome: Outcome, name: Suite = Suite.UNIT) -> SuiteResult:
         ([Outcome.FAILED, Outcome.TIMEOUT], Outcome.TIMEOUT),
         ([Outcome.TIMEOUT, Outcome.ERROR], Outcome.ERROR),
         ([Outcome.PASSED, Outcome.CANCELLED], Outcome.CANCELLED),
+        ([Outcome.PASSED, Outcome.UNAVAILABLE], Outcome.PASSED),  # e.g. no install suite without zlib
+        ([Outcome.UNAVAILABLE, Outcome.NOT_RUN], Outcome.UNAVAILABLE),
+        ([Outcome.FAILED, Outcome.UNAVAILABLE], Outcome.FAILED),
         ([Outcome.NOT_RUN], Outcome.ERROR),
         ([], Outcome.ERROR),
     ],

@@ -49,7 +49,18 @@ def test_python_accepts_plain_and_prefixed_versions() -> None:
 
 def test_cell_globs_and_selectors_intersect() -> None:
     chosen = select(CELLS, Selection(cells=("debian-*",), pythons=("3.11", "3.13")))
-    assert names(chosen) == ["debian-bookworm-py3.11", "debian-trixie-py3.13"]
+    assert names(chosen) == ["debian-bookworm-py3.11", "debian-trixie-py3.13", "debian-trixie-pypy3.11",
+                             "debian-sid-pypy3.11", "debian-sid-py3.13t"]
+
+
+@pytest.mark.parametrize(("python", "expected"), [
+    ("pypy*", ["debian-trixie-pypy3.11", "debian-sid-pypy3.11"]),
+    ("3.14t", ["debian-sid-py3.14t"]),
+    ("py3.13t", ["debian-sid-py3.13t"]),
+    ("python3.9", ["debian-bullseye-py3.9", "host-py3.9"]),
+])
+def test_python_selects_by_version_or_by_interpreter(python: str, expected: list[str]) -> None:
+    assert names(select(CELLS, Selection(pythons=(python,)))) == expected
 
 
 @pytest.mark.parametrize(
@@ -74,7 +85,8 @@ def test_selectors_that_match_apart_but_not_together_are_an_error() -> None:
 
 def test_suites_parse_in_report_order_and_refuse_unknown_ones() -> None:
     assert parse_suites(["payload,unit"]) == (Suite.UNIT, Suite.PAYLOAD)
-    assert parse_suites([]) == (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD, Suite.IMAGES)
+    assert parse_suites([]) == (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD, Suite.HOSTILE, Suite.INSTALL, Suite.IMAGES,
+                                Suite.CONFORMANCE)
     with pytest.raises(UsageError, match="unknown suite lint"):
         parse_suites(["unit,lint"])
 
@@ -155,6 +167,17 @@ def test_a_cell_that_compiles_its_python_starts_first_once_its_base_is_there() -
     host = next(c for c in CELLS if c.family is Family.HOST)
     assert pick_next([host, trixie, musl], lambda c: True, anything_running=True) is musl
     assert pick_next([host, trixie, musl], lambda c: c is not musl, anything_running=True) is trixie
+    pypy = next(c for c in CELLS if c.name == "debian-trixie-pypy3.11")
+    assert pick_next([host, trixie, pypy], lambda c: True, anything_running=True) is pypy  # slower suites
+
+
+def test_with_an_earlier_runs_durations_the_longest_cell_starts_first() -> None:
+    bookworm, host = CELLS[1], next(c for c in CELLS if c.family is Family.HOST)
+    musl = next(c for c in CELLS if c.python_from is PythonFrom.BUILDER)
+    durations = {bookworm.name: 290.0, musl.name: 120.0, host.name: 100.0}
+    assert pick_next([host, musl, bookworm], lambda c: True, anything_running=True, durations=durations) is bookworm
+    # A cell the earlier run did not have may be long: it goes first.
+    assert pick_next([host, musl], lambda c: True, anything_running=True, durations={host.name: 1.0}) is musl
 
 
 def test_shards_balanced_by_earlier_durations_finish_close_together() -> None:

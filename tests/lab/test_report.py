@@ -12,7 +12,7 @@ import pytest
 
 from matrix import report
 from matrix.junit import merged
-from matrix.model import CellResult, Environment, Outcome, Suite, SuiteResult, TestFailure
+from matrix.model import CellResult, Environment, FirstAnswer, Outcome, Skip, Suite, SuiteResult, TestFailure
 
 JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites>
 <testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
@@ -27,6 +27,10 @@ ENV = Environment(engine="20.10.24", kernel="6.1", commit="abc123", date="2026-1
 FAILING_ID = "tests/unit/test_proto.py::TestTools::test_add[2-3]"
 
 
+FIRST = FirstAnswer(runs=3, median_ms=58.0, bare_median_ms=22.0, samples_ms=(55.0, 58.0, 61.0),
+                    bare_samples_ms=(21.0, 22.0, 23.0))  # fmt: skip
+
+
 def results() -> list[CellResult]:
     """One cell of every outcome."""
     passed = SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=31, passed=31, junit_xml="")
@@ -38,6 +42,7 @@ def results() -> list[CellResult]:
         failed=1,
         skipped=1,
         failures=(TestFailure(test_id=FAILING_ID, message="assert 6 == 5", details="tb"),),
+        skips=(Skip(test_id="tests/unit/test_proto.py::test_skip", reason="later"),),
         junit_xml=JUNIT_ONE_FAILURE,
     )
     timeout = SuiteResult(
@@ -46,8 +51,9 @@ def results() -> list[CellResult]:
     not_run = SuiteResult(suite=Suite.HTTP, outcome=Outcome.NOT_RUN)
     return [
         CellResult(cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0, suites=(passed, not_run),
-                   python_version="3.11.2"),
-        CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,)),
+                   python_version="3.11.2", implementation="CPython", first_answer=FIRST),
+        CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,), python_version="3.11.17",
+                   implementation="PyPy 8.0.1", first_answer=FirstAnswer(error="the probe failed: boom")),
         CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT, suites=(timeout,)),
         CellResult(cell="ubuntu-24.04-py3.12", outcome=Outcome.UNAVAILABLE, message="ubuntu:24.04: not present"),
         CellResult(
@@ -62,16 +68,34 @@ def results() -> list[CellResult]:
 
 def test_counts_read_like_31_of_31() -> None:
     text = report.to_markdown(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
-    assert "| `debian-bookworm-py3.11` | ✅ passed | 3.11.2 | 31/31 | — | 12s |" in text
+    assert "| `debian-bookworm-py3.11` | ✅ passed | CPython 3.11.2 | 31/31 | — | 58 ms (2.6x) | 12s |" in text
     assert "1/2 (1 skipped)" in text
     assert "6 cells: 1 passed, 1 failed, 1 error, 1 timeout, 1 unavailable, 1 cancelled." in text
     assert "`tests/unit/test_proto.py::TestTools::test_add[2-3]`: assert 6 == 5" in text
 
 
+def test_every_rendering_names_the_interpreter_the_first_answer_and_every_skip_with_its_reason() -> None:
+    table = report.to_table(results(), suites=(Suite.UNIT,))
+    markdown = report.to_markdown(results(), ENV, suites=(Suite.UNIT,))
+    page = report.to_html(results(), ENV, suites=(Suite.UNIT,))
+    for text in (table, markdown, page):
+        assert "PyPy 8.0.1 (3.11.17)" in text and "CPython 3.11.2" in text
+        assert "58 ms (2.6x)" in text
+    for text in (table, markdown):
+        assert "debian-sid-py3.15 unit: 1 skipped: later (tests/unit/test_proto.py::test_skip)" in text
+    assert "1 skipped, with the reasons" in page and "tests/unit/test_proto.py::test_skip: later" in page
+    assert "the probe failed: boom" in page  # a failed measurement says why, in the cell's details
+    free = CellResult(cell="c", outcome=Outcome.PASSED, python_version="3.14.2", implementation="CPython",
+                      flavour="free-threaded")  # fmt: skip
+    assert report.interpreter_text(free) == "CPython 3.14.2 free-threaded"
+    stressed = SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=30, passed=30, repetitions=20)
+    assert report.suite_text(stressed) == "30/30 (20 stress)"
+
+
 def test_json_round_trip_is_lossless() -> None:
     text = report.to_json(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
     data = json.loads(text)
-    assert data["schema"] == "mcplab-results/2"
+    assert data["schema"] == "mcplab-results/3"
     assert data["counts"]["failed"] == 1
     assert data["environment"]["engine"] == "20.10.24"
     back, env, suites = report.from_json(text)

@@ -10,6 +10,24 @@ import time
 import pytest
 from mcptest import META, SLOW_TOOLS, StdioServer, call, line, read_text, responses, run_once
 
+# Stress mode: MCPSERVER_STRESS=N (the lab's free-threaded cell sets it) runs every test that takes `jitter`
+# N times over, each with its own random seed for its timing and sizes, so a rare race fails the run instead
+# of passing by luck. A failing repetition's id carries its seed.
+STRESS = int(os.environ.get("MCPSERVER_STRESS") or 0)
+
+
+def pytest_generate_tests(metafunc):
+    if STRESS and "jitter" in metafunc.fixturenames:
+        seeds = [random.randrange(2**32) for _ in range(STRESS)]
+        metafunc.parametrize("jitter", [random.Random(seed) for seed in seeds],
+                             ids=[f"stress{n}-seed{seed}" for n, seed in enumerate(seeds)])
+
+
+@pytest.fixture
+def jitter():
+    """None: the test's own fixed timing (stress mode parametrizes this with seeded random generators)."""
+    return None
+
 
 def cancel(request_id, **params):
     return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, **params}}
@@ -84,20 +102,21 @@ def test_a_cancelled_command_tool_is_stopped_with_its_process_group(tmp_path):
         assert server.close() == (0, b"")
 
 
-def test_progress_is_sent_only_for_a_token_strictly_increasing_and_before_the_answer():
+def test_progress_is_sent_only_for_a_token_strictly_increasing_and_before_the_answer(jitter):
+    count = 20 if jitter is None else jitter.randint(1, 200)
     with StdioServer(SLOW_TOOLS) as server:
-        server.send(line(with_token(call("steps", id=1, count=20), "tok-1")))
+        server.send(line(with_token(call("steps", id=1, count=count), "tok-1")))
         seen = []
         while True:
             message = server.receive()
             if "id" in message:
                 break
             seen.append(message)
-        assert message["result"]["content"][0]["text"] == "20 steps"
-        assert [m["method"] for m in seen] == ["notifications/progress"] * 20
-        assert all(m["params"]["progressToken"] == "tok-1" and m["params"]["total"] == 20 for m in seen)
+        assert message["result"]["content"][0]["text"] == f"{count} steps"
+        assert [m["method"] for m in seen] == ["notifications/progress"] * count
+        assert all(m["params"]["progressToken"] == "tok-1" and m["params"]["total"] == count for m in seen)
         values = [m["params"]["progress"] for m in seen]
-        assert values == sorted(set(values)) == list(range(1, 21))
+        assert values == sorted(set(values)) == list(range(1, count + 1))
         assert server.ask(call("steps", id=2, count=5))["id"] == 2  # no token: no notification came first
         assert server.close() == (0, b"")
 
@@ -127,8 +146,9 @@ def test_no_notification_is_ever_answered_malformed_or_not(notification):
         assert [answer.get("id") for answer in responses(done.stdout)] == ["next"]
 
 
-def test_eof_answers_every_call_that_was_read():
-    data = b"".join(line(call("slow", id=i, seconds=0.3)) for i in range(5)) + line(call("pid", id="last"))
+def test_eof_answers_every_call_that_was_read(jitter):
+    seconds = [0.3 if jitter is None else jitter.uniform(0, 0.5) for _ in range(5)]
+    data = b"".join(line(call("slow", id=i, seconds=seconds[i])) for i in range(5)) + line(call("pid", id="last"))
     done = run_once(SLOW_TOOLS, data)
     assert done.returncode == 0
     assert sorted(str(a["id"]) for a in responses(done.stdout)) == ["0", "1", "2", "3", "4", "last"]
@@ -148,28 +168,33 @@ def test_a_second_signal_cuts_the_grace_short():
         assert server.close() == (0, b"")
 
 
-def test_more_calls_than_slots_wait_in_order_and_all_are_answered():
-    data = b"".join(line(call("slow", id=i, seconds=0.2)) for i in range(6))
-    done = run_once(SLOW_TOOLS, data, "--max-concurrent", "2")
+def test_more_calls_than_slots_wait_in_order_and_all_are_answered(jitter):
+    seconds = [0.2 if jitter is None else jitter.uniform(0, 0.3) for _ in range(6)]
+    slots = "2" if jitter is None else str(jitter.randint(1, 5))
+    data = b"".join(line(call("slow", id=i, seconds=seconds[i])) for i in range(6))
+    done = run_once(SLOW_TOOLS, data, "--max-concurrent", slots)
     assert sorted(a["id"] for a in responses(done.stdout)) == list(range(6))
 
 
-def test_lines_never_interleave_under_concurrent_progress_and_large_answers():
+def test_lines_never_interleave_under_concurrent_progress_and_large_answers(jitter):
+    steps = 50 if jitter is None else jitter.randint(1, 100)
+    size = 200_000 if jitter is None else jitter.randint(1, 400_000)
     calls = []
     for i in range(30):
-        calls.append(with_token(call("steps", id=f"s{i}", count=50), f"t{i}"))
-        calls.append(call("chatty", id=f"c{i}", text="x" * 200_000))
+        calls.append(with_token(call("steps", id=f"s{i}", count=steps), f"t{i}"))
+        calls.append(call("chatty", id=f"c{i}", text="x" * size))
     done = run_once(SLOW_TOOLS, b"".join(line(c) for c in calls), timeout=120)
     answers = [json.loads(raw) for raw in done.stdout.splitlines()]  # each line must be whole JSON
     assert sorted(a["id"] for a in answers if "id" in a) == sorted(c["id"] for c in calls)
-    assert sum(1 for a in answers if a.get("method") == "notifications/progress") == 30 * 50
+    assert sum(1 for a in answers if a.get("method") == "notifications/progress") == 30 * steps
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_random_interleavings_of_calls_cancels_and_eof(seed):
+def test_random_interleavings_of_calls_cancels_and_eof(seed, jitter):
     """Every call not cancelled is answered exactly once; a call cancelled while it runs never is; no
     notification follows its call's answer; every line is whole."""
-    rng = random.Random(seed)
+    rng = random.Random(seed if jitter is None else jitter.randrange(2**32))
+    slow_seconds = 0.05 if jitter is None else jitter.uniform(0, 0.2)
     script, quick, slow = [], set(), set()
     for i in range(40):
         kind = rng.choice(["quick", "quick", "slow", "cancel_slow", "cancel_unknown", "progress"])
@@ -180,7 +205,7 @@ def test_random_interleavings_of_calls_cancels_and_eof(seed):
             script.append(with_token(call("steps", id=i, count=rng.randint(1, 8)), f"p{i}"))
             quick.add(i)
         elif kind == "slow":
-            script.append(call("slow", id=i, seconds=0.05))
+            script.append(call("slow", id=i, seconds=slow_seconds))
             quick.add(i)
         elif kind == "cancel_slow":
             script.append(call("ticker", id=i, seconds=3, path=os.devnull))

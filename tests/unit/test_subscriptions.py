@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import test_inflight
 from mcpserver import Server
 from mcpserver._context import Flight
 from mcpserver.protocol import dispatch, handle
@@ -13,6 +14,9 @@ from mcptest import EXAMPLES, StdioServer, call, line, request
 
 NOTES = os.path.join(EXAMPLES, "notes.py")
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+# Stress mode (MCPSERVER_STRESS): the same `jitter` fixture and repetitions as test_inflight.py.
+jitter = test_inflight.jitter
+pytest_generate_tests = test_inflight.pytest_generate_tests
 
 
 def listen(request_id, **notifications):
@@ -33,7 +37,7 @@ def until_answer(server, request_id):
         seen.append(message)
 
 
-def test_a_listener_hears_only_what_it_asked_for_each_tagged_with_its_subscription():
+def test_a_listener_hears_only_what_it_asked_for_each_tagged_with_its_subscription(jitter):
     with StdioServer(NOTES) as server:
         server.ask(call("write_note", name="groceries", text="eggs"))
         server.send(line(listen("sub-1", toolsListChanged=True, promptsListChanged=True,
@@ -64,7 +68,7 @@ def test_a_listener_hears_only_what_it_asked_for_each_tagged_with_its_subscripti
         assert server.close() == (0, b"")
 
 
-def test_at_eof_a_listener_gets_its_graceful_result_then_a_cancel():
+def test_at_eof_a_listener_gets_its_graceful_result_then_a_cancel(jitter):
     with StdioServer(NOTES) as server:
         server.send(line(listen(9, resourcesListChanged=True)))
         assert server.receive()["method"] == "notifications/subscriptions/acknowledged"
@@ -77,15 +81,17 @@ def test_at_eof_a_listener_gets_its_graceful_result_then_a_cancel():
     assert code == 0
 
 
-def test_listeners_do_not_take_the_slots_of_calls():
+def test_listeners_do_not_take_the_slots_of_calls(jitter):
+    listeners = 5 if jitter is None else jitter.randint(2, 20)
     with StdioServer(NOTES, "--max-concurrent", "1") as server:
-        for i in range(5):
+        for i in range(listeners):
             server.send(line(listen(f"l{i}", resourcesListChanged=True)))
             assert server.receive()["method"] == "notifications/subscriptions/acknowledged"
-        server.send(line(call("write_note", id="w", name="a", text="b")))  # one slot, five listeners open
+        server.send(line(call("write_note", id="w", name="a", text="b")))  # one slot, the listeners open
         seen, answer = until_answer(server, "w")
         assert answer["result"]["content"][0]["text"] == "Created notes://a"
-        assert sorted(note["params"]["_meta"][SUBSCRIPTION] for note in seen) == [f"l{i}" for i in range(5)]
+        heard = sorted(note["params"]["_meta"][SUBSCRIPTION] for note in seen)
+        assert heard == sorted(f"l{i}" for i in range(listeners))
 
 
 def test_too_many_listeners_get_a_clear_error():
@@ -116,7 +122,9 @@ def test_a_malformed_filter_is_invalid_params(filter_):
         assert server.ask(message)["error"]["code"] == -32602
 
 
-def test_the_registry_changes_safely_while_requests_read_it():
+def test_the_registry_changes_safely_while_requests_read_it(jitter):
+    readers = 3 if jitter is None else jitter.randint(1, 8)
+    seconds = 1 if jitter is None else jitter.uniform(0.2, 1)
     server = Server("busy", offers=["tools"])
     stop = threading.Event()
     problems = []
@@ -137,10 +145,10 @@ def test_the_registry_changes_safely_while_requests_read_it():
             if "result" not in answer:
                 problems.append(answer)
 
-    workers = [threading.Thread(target=churn)] + [threading.Thread(target=read) for _ in range(3)]
+    workers = [threading.Thread(target=churn)] + [threading.Thread(target=read) for _ in range(readers)]
     for worker in workers:
         worker.start()
-    time.sleep(1)
+    time.sleep(seconds)
     stop.set()
     for worker in workers:
         worker.join(10)

@@ -1,0 +1,71 @@
+"""The time to the first answer in each cell (issue 15): probe_first_answer.py run on the cell's own
+interpreter, in its runtime image (or its host venv), after every cell has finished its suites, one cell at
+a time, so no suite competes with the measurement for the CPU. A measurement, not a verdict: it never
+changes an outcome, and a probe that fails says why in the report instead of a number."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine
+from .model import CellResult, FirstAnswer
+
+PROBE = Path(__file__).with_name("probe_first_answer.py")
+RUNS = 11  # cold starts of each kind per cell, after one warm-up of each
+PROBE_TIMEOUT = 180.0
+DEMO_IN_IMAGE = "/opt/mcpserver/examples/demo.py"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartupTarget:
+    """Where a cell's server starts: its runtime image, or (host cells) its venv's python and the demo."""
+
+    image: str = ""
+    python: str = ""
+    demo: str = DEMO_IN_IMAGE
+
+
+def probe_argv(runs: int, target: str) -> tuple[str, ...]:
+    """`-c PROBE RUNS TARGET`: the probe travels as an argument, so an image needs nothing added."""
+    return ("-c", PROBE.read_text(encoding="utf-8"), str(runs), target)
+
+
+def measure(engine: Engine, target: StartupTarget, *, run_id: str, runs: int = RUNS) -> FirstAnswer:
+    if target.image:
+        # The image's own interpreter ($MCP_PYTHON), as its entrypoint starts it, offline, as its user.
+        argv = ("-c", 'exec "$MCP_PYTHON" "$@"', "probe", *probe_argv(runs, target.demo))
+        spec = ContainerSpec(image=target.image, entrypoint="/bin/sh", remove=True, args=argv,
+                             labels={LABEL: "1", RUN_LABEL: run_id})  # fmt: skip
+        done = engine.run(spec, timeout=PROBE_TIMEOUT)
+    else:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        done = engine.command([target.python, *probe_argv(runs, target.demo)], timeout=PROBE_TIMEOUT, env=env)
+    if not done.ok:
+        why = "timed out" if done.timed_out else done.last_line()
+        return FirstAnswer(error=f"the probe failed: {why}")
+    try:
+        samples = json.loads(done.output.strip().splitlines()[-1])
+        server, bare = tuple(samples["server"]), tuple(samples["bare"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return FirstAnswer(error=f"the probe printed no measurement: {done.last_line()}")
+    return FirstAnswer(runs=len(server), median_ms=statistics.median(server), bare_median_ms=statistics.median(bare),
+                       samples_ms=server, bare_samples_ms=bare)  # fmt: skip
+
+
+def measure_all(engine: Engine, results: Sequence[CellResult], targets: Mapping[str, StartupTarget], *,
+                run_id: str, on_cell: Callable[[str], None] | None = None, stop: threading.Event | None = None
+                ) -> Iterator[CellResult]:  # fmt: skip
+    """Each cell that has somewhere to start, with its measurement, one cell at a time, until `stop`."""
+    for result in results:
+        target = targets.get(result.cell)
+        if target is None or (stop is not None and stop.is_set()):
+            continue
+        if on_cell is not None:
+            on_cell(result.cell)
+        yield replace(result, first_answer=measure(engine, target, run_id=run_id))
