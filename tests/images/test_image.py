@@ -28,7 +28,10 @@ LIST_DISTRIBUTIONS = (
     "print(json.dumps(sorted({(d.metadata['Name'] or '?').lower() for d in m.distributions()})))"
 )
 STOP_LIMIT = 2.0  # seconds `docker stop` may take: the server must handle SIGTERM as PID 1
-SIZE_LIMIT = 1_000_000  # bytes the server may add to its base
+# Bytes the server may add to its base: a guard against bloat (tests, caches, a second copy in the image).
+# Measured on bookworm with OAuth and TLS in: 356 KB of source, 560 KB of bytecode compiled at build time
+# (the runtime user cannot write __pycache__), 88 KB of examples: 1.01 MB.
+SIZE_LIMIT = 1_500_000
 
 
 def test_python_is_the_cells(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
@@ -134,7 +137,7 @@ def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
     assert elapsed < STOP_LIMIT, f"docker stop took {elapsed:.1f}s: SIGTERM was not handled by PID 1"
 
 
-def test_server_adds_under_1_mb(cell: Cell) -> None:
+def test_the_server_adds_under_1_5_mb(cell: Cell) -> None:
     def size(image: str) -> int:
         return int(ENGINE.image_config(image, ".Size"))
 
