@@ -8,7 +8,7 @@ from wsgiref.validate import validator
 
 import pytest
 from mcpserver import Server
-from mcpserver.http import McpApp
+from mcpserver.http import McpApp, create_app
 from mcptest import META, call, mcp_headers, request
 
 
@@ -212,6 +212,20 @@ def test_a_token_is_required_when_configured(server):
     assert send(app, message, headers=dict(right, Origin="https://evil.example.com"))[0] == 403
 
 
+@pytest.mark.parametrize("remote, status", [("10.0.0.5", 403), ("192.168.1.9", 403), ("127.0.0.2", 200), ("::1", 200)])
+def test_without_a_token_only_loopback_peers_are_served(server, remote, status, monkeypatch):
+    # Issue 11, item 5: under gunicorn on 0.0.0.0 with no token, a foreign peer saying Host: localhost got 200.
+    monkeypatch.delenv("MCPSERVER_TOKEN", raising=False)
+    monkeypatch.delenv("MCPSERVER_TOKEN_FILE", raising=False)
+    app = create_app(server)
+    answer = send(app, request("tools/list"), host="localhost:8000", remote=remote)
+    assert answer[0] == status, answer
+    if status == 403:
+        assert b"serves loopback clients only" in answer[2]
+        opted_out = create_app(server, insecure_no_auth=True)
+        assert send(opted_out, request("tools/list"), host="localhost:8000", remote=remote)[0] == 200
+
+
 def oauth_app(server, **options):
     from mcpserver.auth import ResourceServer, StaticTokens
 
@@ -245,3 +259,25 @@ def test_oauth_and_a_static_token_together_are_refused(server):
     oauth = ResourceServer("https://mcp.example.com/mcp", ["https://auth.example.com"])
     with pytest.raises(ConfigError, match="not both"):
         McpApp(server, token="s3cret", oauth=oauth)
+
+
+def test_a_quiet_listen_stream_sends_keep_alive_comments(server, monkeypatch):
+    import mcpserver.http
+
+    monkeypatch.setattr(mcpserver.http, "SSE_KEEPALIVE_SECONDS", 0.05)
+    message = request("subscriptions/listen", "quiet", notifications={"toolsListChanged": True})
+    headers = dict(mcp_headers(message), Accept="application/json, text/event-stream")
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/mcp", "HTTP_HOST": "127.0.0.1", "REMOTE_ADDR": "127.0.0.1",
+               "wsgi.input": io.BytesIO(json.dumps(message).encode())}
+    for name, value in headers.items():
+        key = name.upper().replace("-", "_")
+        environ[key if key == "CONTENT_TYPE" else "HTTP_" + key] = value
+    environ["CONTENT_LENGTH"] = str(len(environ["wsgi.input"].getvalue()))
+    setup_testing_defaults(environ)
+    statuses = []
+    body = McpApp(server)(environ, lambda status, headers, exc_info=None: statuses.append(status))
+    chunks = iter(body)
+    acknowledged = next(chunks)
+    assert statuses == ["200 OK"] and b"notifications/subscriptions/acknowledged" in acknowledged
+    assert [next(chunks) for _ in range(3)] == [b": keep-alive\n\n"] * 3  # nothing changed: comments, not data
+    body.close()  # the client went away

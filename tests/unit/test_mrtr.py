@@ -195,3 +195,23 @@ def test_a_command_tool_can_ask_for_confirmation_before_it_runs(tmp_path):
                                         requestState=first["requestState"]))["result"]
         assert accepted.get("isError") is not True and marker.exists()
         assert server.ask(tool_call("touch", {"reason": "x"}, capabilities={}))["error"]["code"] == -32021
+
+
+def test_a_key_of_this_process_only_is_said_once_and_a_shared_key_says_nothing(monkeypatch, caplog):
+    from mcpserver._state import Sealer
+
+    monkeypatch.delenv("MCPSERVER_STATE_KEY", raising=False)
+    binding = ("tools/call", "book", "digest", "")
+    with caplog.at_level("WARNING", logger="mcpserver.state"):
+        own = Sealer()
+        own.open(own.seal(binding, {}, ["where"]), binding)
+        own.seal(binding, {}, ["where"])
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mcpserver.state"]
+    assert len(warnings) == 1 and "MCPSERVER_STATE_KEY" in warnings[0] and "another process" in warnings[0]
+    caplog.clear()
+    monkeypatch.setenv("MCPSERVER_STATE_KEY", "shared")
+    with caplog.at_level("WARNING", logger="mcpserver.state"):
+        shared = Sealer()
+        shared.seal(binding, {}, ["where"])
+    assert [r for r in caplog.records if r.name == "mcpserver.state"] == []
+    assert Sealer().open(shared.seal(binding, {"k": 1}, []), binding) == ({"k": 1}, [])  # replicas share it
