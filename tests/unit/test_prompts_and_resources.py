@@ -1,0 +1,129 @@
+"""Prompts and resources check their own arguments, as Tool.call does, before the author's function runs;
+through the pure core, so every lab cell runs them (the conformance suite, which also covers them, is
+host-only)."""
+
+import base64
+
+import pytest
+from mcpserver import ConfigError, Server
+from mcpserver.protocol import handle
+from mcptest import request
+
+
+@pytest.fixture
+def server():
+    server = Server("pr", "1.0.0")
+    server.ran = []
+
+    @server.prompt
+    def review(code: str, style: str = "terse") -> str:
+        """Review some code."""
+        server.ran.append((code, style))
+        return f"Review ({style}):\n{code}"
+
+    @server.prompt
+    def dialogue(topic: str) -> list:
+        return [{"role": "user", "content": topic}, {"role": "assistant", "content": {"type": "text", "text": "ok"}}]
+
+    @server.prompt(name="broken")
+    def broken() -> list:
+        return [{"role": "system", "content": "not a role of MCP"}]
+
+    @server.resource("notes://todo", mime_type="text/plain")
+    def todo() -> str:
+        return "buy milk"
+
+    @server.resource("files://logo")
+    def logo() -> bytes:
+        return b"\x89PNG\x00"
+
+    @server.resource("notes://gone")
+    def gone():
+        return None
+
+    @server.resource_template("users://{user}/notes/{note}")
+    def user_note(user: str, note: str) -> str:
+        server.ran.append((user, note))
+        return f"{user}:{note}"
+
+    return server
+
+
+def get(server, name, arguments=None):
+    params = {"name": name} if arguments is None else {"name": name, "arguments": arguments}
+    return handle(request("prompts/get", **params), server)
+
+
+def read(server, **params):
+    return handle(request("resources/read", **params), server)
+
+
+def test_a_prompt_renders_with_its_defaults(server):
+    result = get(server, "review", {"code": "x = 1"})["result"]
+    assert result["messages"] == [{"role": "user", "content": {"type": "text", "text": "Review (terse):\nx = 1"}}]
+    assert result["description"] == "Review some code." and server.ran == [("x = 1", "terse")]
+
+
+def test_messages_keep_their_roles_and_content_blocks(server):
+    messages = get(server, "dialogue", {"topic": "tea"})["result"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"] == {"type": "text", "text": "ok"}
+
+
+@pytest.mark.parametrize(("arguments", "says"), [
+    ({"style": "long"}, "Missing required argument 'code'"),
+    ({"code": "x", "colour": "red"}, "Unknown argument 'colour'"),
+    ({"code": 1}, "must be an object of strings"),
+    (["x"], "must be an object of strings"),
+    ("x", "must be an object of strings"),
+], ids=["missing", "unknown", "not-a-string", "array", "string"])
+def test_bad_prompt_arguments_are_invalid_params_and_the_prompt_never_runs(server, arguments, says):
+    error = get(server, "review", arguments)["error"]
+    assert error["code"] == -32602 and says in error["message"]
+    assert server.ran == []
+
+
+@pytest.mark.parametrize("name", ["nope", 7, None])
+def test_an_unknown_or_malformed_prompt_name_is_invalid_params(server, name):
+    params = {} if name is None else {"name": name}
+    assert handle(request("prompts/get", **params), server)["error"]["code"] == -32602
+
+
+def test_a_prompt_returning_what_mcp_cannot_carry_is_the_servers_error(server):
+    error = get(server, "broken", {})["error"]
+    assert error["code"] == -32603
+
+
+def test_text_and_binary_resources(server):
+    text = read(server, uri="notes://todo")["result"]["contents"]
+    assert text == [{"uri": "notes://todo", "mimeType": "text/plain", "text": "buy milk"}]
+    blob = read(server, uri="files://logo")["result"]["contents"][0]
+    assert base64.b64decode(blob["blob"]) == b"\x89PNG\x00" and "text" not in blob
+
+
+def test_template_variables_reach_the_reader(server):
+    contents = read(server, uri="users://ada/notes/42")["result"]["contents"]
+    assert contents[0]["text"] == "ada:42" and server.ran == [("ada", "42")]
+
+
+@pytest.mark.parametrize("uri", ["notes://nothing", "notes://gone", "users://ada/notes"])
+def test_a_uri_that_names_nothing_is_resource_not_found(server, uri):
+    error = read(server, uri=uri)["error"]
+    assert error["code"] == -32602 and error["message"] == "Resource not found" and error["data"] == {"uri": uri}
+
+
+@pytest.mark.parametrize("params", [{}, {"uri": 7}, {"uri": ["notes://todo"]}, {"uri": None}],
+                         ids=["none", "number", "array", "null"])
+def test_a_missing_or_malformed_uri_is_invalid_params_and_no_reader_runs(server, params):
+    assert read(server, **params)["error"]["code"] == -32602
+    assert server.ran == []
+
+
+def test_registrations_that_cannot_work_are_refused_at_start_up():
+    server = Server("bad", "1.0.0")
+    with pytest.raises(ConfigError, match="needs a scheme"):
+        server.resource("todo")(lambda: "x")
+    with pytest.raises(ConfigError, match=r"every \{variable\} must be a parameter"):
+        server.resource_template("users://{user}")(lambda name: name)
+    with pytest.raises(ConfigError, match="name every argument"):
+        server.prompt(lambda *parts: "x", name="star")
