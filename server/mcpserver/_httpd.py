@@ -78,6 +78,9 @@ MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is ski
 MAX_LENGTH_DIGITS = 15  # a Content-Length longer than this is no body anyone may send
 EPOLLRDHUP = getattr(select, "EPOLLRDHUP", 0x2000)  # Linux's value; PyPy's select module does not define it
 _WAKEUP_FD = -1  # the key, among the replaced signal handlers, of the wakeup fd that was set before
+# When every slot is busy, how long a newcomer waits for one to start waiting: a connection that has just
+# sent its answer marks itself waiting a moment after its client can read it and connect again.
+FULL_HOUSE_GRACE = 0.05
 DEADLINE_SLACK = 0.001  # a read may end this far past its deadline, to save a settimeout() system call
 SERVER_HEADER = f"mcpserver/{__version__}"
 
@@ -324,6 +327,7 @@ class _Connection:
                 finally:
                     self.busy = False
                     self.waiting_since = time.monotonic()
+                    self.server.now_waiting()
                 if not keep_alive:
                     return
         except (OSError, socket.timeout):  # a client that vanished or stalled
@@ -607,10 +611,15 @@ class _Server:
 
     def _make_room(self) -> bool:
         """Whether a slot is free, reclaiming the longest-waiting connection's slot when none is."""
+        grace = time.monotonic() + FULL_HOUSE_GRACE
         with self._lock:
-            if len(self.connections) < self.max_connections:
-                return True
-            waiting = sorted((c for c in self.connections if not c.busy), key=lambda c: c.waiting_since)
+            while True:
+                if len(self.connections) < self.max_connections:
+                    return True
+                waiting = sorted((c for c in self.connections if not c.busy), key=lambda c: c.waiting_since)
+                if waiting or time.monotonic() >= grace:
+                    break
+                self._idle.wait(grace - time.monotonic())
         for connection in waiting:
             if connection.reclaim():
                 break
@@ -621,6 +630,12 @@ class _Server:
             while len(self.connections) >= self.max_connections and time.monotonic() < deadline:
                 self._idle.wait(deadline - time.monotonic())
             return len(self.connections) < self.max_connections
+
+    def now_waiting(self) -> None:
+        """A connection finished a request: wake an acceptor waiting for a slot (only ever one, when full)."""
+        if len(self.connections) >= self.max_connections:
+            with self._lock:
+                self._idle.notify_all()
 
     def forget(self, connection: _Connection) -> None:
         with self._lock:
