@@ -2,7 +2,6 @@
 
 import json
 import os
-import random
 import signal
 import socket
 import threading
@@ -12,25 +11,6 @@ import pytest
 from mcptest import HAS_GUNICORN, META, SLOW_TOOLS, HttpServer, call, gunicorn_server, mcp_headers, read_text
 
 SSE = {"Accept": "application/json, text/event-stream"}
-
-# Stress mode: MCPSERVER_STRESS=N (the lab's free-threaded cell sets it) runs every test that takes `jitter`
-# N times over, each with its own random seed for its timing and sizes, so a rare race fails the run instead
-# of passing by luck. A failing repetition's id carries its seed.
-STRESS = int(os.environ.get("MCPSERVER_STRESS") or 0)
-
-
-def pytest_generate_tests(metafunc):
-    if STRESS and "jitter" in metafunc.fixturenames:
-        seeds = [random.randrange(2**32) for _ in range(STRESS)]
-        metafunc.parametrize("jitter", [random.Random(seed) for seed in seeds],
-                             ids=[f"stress{n}-seed{seed}" for n, seed in enumerate(seeds)])
-
-
-@pytest.fixture
-def jitter():
-    """None: the test's own fixed timing (stress mode parametrizes this with seeded random generators)."""
-    return None
-
 
 @pytest.fixture(scope="module")
 def tools():

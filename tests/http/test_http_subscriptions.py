@@ -7,14 +7,10 @@ import socket
 import threading
 import time
 
-import test_http_stream
 from mcptest import EXAMPLES, HttpServer, call, mcp_headers, request
 
 NOTES = os.path.join(EXAMPLES, "notes.py")
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
-# Stress mode (MCPSERVER_STRESS): the same `jitter` fixture and repetitions as test_http_stream.py.
-jitter = test_http_stream.jitter
-pytest_generate_tests = test_http_stream.pytest_generate_tests
 
 
 def listen_message(request_id, **notifications):

@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-import test_inflight
 from mcpserver import Server
 from mcpserver._context import Flight
 from mcpserver.protocol import dispatch, handle
@@ -14,9 +13,6 @@ from mcptest import EXAMPLES, StdioServer, call, line, request
 
 NOTES = os.path.join(EXAMPLES, "notes.py")
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
-# Stress mode (MCPSERVER_STRESS): the same `jitter` fixture and repetitions as test_inflight.py.
-jitter = test_inflight.jitter
-pytest_generate_tests = test_inflight.pytest_generate_tests
 
 
 def listen(request_id, **notifications):
