@@ -69,6 +69,7 @@ class Server:
         unknown = sorted(self.offers - {"tools", "resources", "prompts"})
         if unknown:
             raise ConfigError(f"offers may name tools, resources and prompts, not {unknown[0]!r}")
+        self._info: tuple[Any, dict[str, Any]] = (None, {})
         self.sealer = Sealer(state_key, state_ttl)
         self.subscriptions = Subscriptions(max_listeners)
         # The registry may change while requests run: each change replaces a whole mapping (under
@@ -84,18 +85,31 @@ class Server:
 
     @property
     def info(self) -> dict[str, Any]:
-        """The Implementation object clients see as serverInfo."""
-        return definition(name=self.name, version=self.version, title=self.title)
+        """The Implementation object clients see as serverInfo (in every result: built once per identity)."""
+        identity = (self.name, self.version, self.title)
+        if self._info[0] != identity:
+            self._info = (identity, definition(name=self.name, version=self.version, title=self.title))
+        return self._info[1]
+
+    def offers_capability(self, kind: str) -> bool:
+        """Whether capabilities() has `kind`, without building it (asked on every request)."""
+        if kind == "tools":
+            return bool(self.tools) or "tools" in self.offers
+        if kind == "resources":
+            return bool(self.resources or self.resource_templates) or "resources" in self.offers
+        if kind == "prompts":
+            return bool(self.prompts) or "prompts" in self.offers
+        return kind in self.capabilities()
 
     def capabilities(self) -> dict[str, Any]:
         """What this server offers. A change of its lists, and resource_updated(), reach listeners that asked
         (subscriptions/listen), so listChanged and subscribe are true wherever the category exists."""
         capabilities: dict[str, Any] = {}
-        if self.tools or "tools" in self.offers:
+        if self.offers_capability("tools"):
             capabilities["tools"] = {"listChanged": True}
-        if self.resources or self.resource_templates or "resources" in self.offers:
+        if self.offers_capability("resources"):
             capabilities["resources"] = {"subscribe": True, "listChanged": True}
-        if self.prompts or "prompts" in self.offers:
+        if self.offers_capability("prompts"):
             capabilities["prompts"] = {"listChanged": True}
         if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
             capabilities["completions"] = {}

@@ -353,7 +353,7 @@ def _method(method: str, server: Server) -> Handler:
                                  data={"reason": _RETIRED[method], "supported": list(SUPPORTED_VERSIONS)})
         raise MethodNotFound(f"Method not found: {method}")
     capability, run = entry
-    if capability is not None and capability not in server.capabilities():
+    if capability is not None and not server.offers_capability(capability):
         raise MethodNotFound(f"{capability.capitalize()} not supported",
                              data={"reason": f"Server does not support the {capability} capability"})
     return run

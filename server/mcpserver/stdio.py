@@ -162,6 +162,7 @@ class _Session:
         self._changed = threading.Condition(self._lock)  # a slot freed, or the last call ended
         self._flights: dict[Any, list[Flight]] = {}
         self._running = 0  # calls running the author's code: at most max_concurrent
+        self._waiting = 0  # threads waiting on _changed: without any, a finished call need not notify
         self._listens = 0  # open subscriptions/listen streams
         self._max_concurrent = max_concurrent
         self._reader_thread: Optional[threading.Thread] = None
@@ -308,7 +309,11 @@ class _Session:
             while self._running >= self._max_concurrent:
                 if self.stopping or self.closed:
                     return 0
-                self._changed.wait(0.1)
+                self._waiting += 1
+                try:
+                    self._changed.wait(0.1)
+                finally:
+                    self._waiting -= 1
             self._running += 1
             self._flights.setdefault(request_id, []).append(flight)  # 1 and "1" are different keys
             self._calls += 1
@@ -323,7 +328,7 @@ class _Session:
             with self._lock:
                 self._forget(request_id, flight)
                 self._running -= 1
-                if self._running == self._max_concurrent - 1 or not self._running:
+                if self._waiting and (self._running == self._max_concurrent - 1 or not self._running):
                     self._changed.notify_all()  # a reader waiting for a slot, or the main thread for the end
 
     def _watch(self) -> None:
@@ -364,7 +369,11 @@ class _Session:
         """Wait until no call runs and no listen stream is open, for at most `seconds` (None: without
         limit); whether that is so."""
         with self._changed:
-            return self._changed.wait_for(lambda: self._running == 0 and self._listens == 0, seconds)
+            self._waiting += 1
+            try:
+                return self._changed.wait_for(lambda: self._running == 0 and self._listens == 0, seconds)
+            finally:
+                self._waiting -= 1
 
 
 def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Optional[Writer] = None, *,

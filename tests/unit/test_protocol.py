@@ -335,7 +335,7 @@ def test_a_tool_calling_exit_does_not_end_the_server(server):
 
 
 def test_an_internal_fault_outside_tools_is_32603(server, caplog):
-    server.capabilities = None  # break the server itself, not a tool
+    server.offers_capability = None  # break the server itself, not a tool
     with caplog.at_level(logging.ERROR):
         reply = dispatch(request("tools/list"), server)
     assert error_of(reply) == {"code": -32603, "message": "Internal error"}
