@@ -555,6 +555,7 @@ class _Server:
         self.header_timeout = header_timeout
         self.max_connections = max_connections
         self.stopping = threading.Event()
+        self.reload = None  # (certificate, key) a SIGHUP asked to load, for the accept loop to do
         self.watcher = _Watcher()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -587,12 +588,23 @@ class _Server:
             events = poll.poll()
             if any(fd == self._wake_read for fd, _ in events):
                 os.read(self._wake_read, 64)
+                if self.reload is not None:
+                    files, self.reload = self.reload, None
+                    self.reload_certificate(*files)
                 continue
             try:
                 sock, address = self.listener.accept()
             except OSError:  # the client gave up before we accepted
                 continue
             self._admit(sock, address)
+
+    def reload_certificate(self, cert: str, key: Optional[str]) -> None:
+        """Load the certificate again for connections accepted from now on; keep the current one if it fails."""
+        try:
+            self.tls = tls_context(cert, key)
+            print("mcpserver: SIGHUP: TLS certificate reloaded", file=sys.stderr, flush=True)
+        except ConfigError as exc:
+            print(f"mcpserver: SIGHUP: keeping the current TLS certificate: {exc}", file=sys.stderr, flush=True)
 
     def _admit(self, sock: socket.socket, address: Any) -> None:
         if not self._make_room():
@@ -687,11 +699,10 @@ def _handle_signals(server: _Server, hurry: threading.Event, tls_cert: Optional[
         server.wake()
 
     def reload_certificate(signum: int, frame: Any) -> None:
-        try:
-            server.tls = tls_context(tls_cert or "", tls_key)
-            print("mcpserver: SIGHUP: TLS certificate reloaded", file=sys.stderr, flush=True)
-        except ConfigError as exc:
-            print(f"mcpserver: SIGHUP: keeping the current TLS certificate: {exc}", file=sys.stderr, flush=True)
+        # Only a note for the accept loop: a handler that printed could land inside another print to
+        # stderr (the banner, a log line) and die of a reentrant call, taking the server with it.
+        server.reload = (tls_cert or "", tls_key)
+        server.wake()
 
     previous: dict[int, Any] = {}
     handlers = [(signal.SIGTERM, on_signal), (signal.SIGINT, on_signal)]

@@ -47,7 +47,7 @@ def served_name(server):
     try:
         try:
             connection.connect()
-        except ConnectionRefusedError:  # seen once in a lab run, never reproduced: say what the server did
+        except ConnectionRefusedError:  # say what the server did (a lab run found a SIGHUP handler's crash so)
             raise AssertionError(f"refused; the server's exit status {server.process.poll()}, its stderr:\n"
                                  f"{server.stderr}") from None
         subject = connection.sock.getpeercert()["subject"]
@@ -157,3 +157,5 @@ def test_oauth_may_bind_beyond_loopback_once_tls_is_on(tmp_path):
             headers["www-authenticate"]
         status, _, body = server.post(method="GET", path="/.well-known/oauth-protected-resource/mcp", headers={})
         assert status == 200 and body["resource"] == resource
+
+
