@@ -555,7 +555,7 @@ class _Server:
         self.header_timeout = header_timeout
         self.max_connections = max_connections
         self.stopping = threading.Event()
-        self.reload = None  # (certificate, key) a SIGHUP asked to load, for the accept loop to do
+        self.reload: Optional[tuple[str, Optional[str]]] = None  # (certificate, key) a SIGHUP asked to load
         self.watcher = _Watcher()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
