@@ -156,7 +156,10 @@ def test_quick_calls_from_20_clients_are_not_held_up_by_a_slow_one(tools, jitter
     assert slow.is_alive(), "the quick calls waited for the slow one"
     assert failures == [] and len(delays) == 100
     delays.sort()
-    assert delays[89] < 0.1, delays[-10:]
+    # Held up would mean seconds (the slow call takes 5). With 20 clients on a shared 2-core machine running
+    # other cells, p90 went past 100 ms (110 ms in a stressed free-threaded cell): the median and the worst
+    # case are what this test can hold.
+    assert delays[49] < 0.1 and delays[-1] < 1, delays[-10:]
     slow.join(10)
 
 
