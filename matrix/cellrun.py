@@ -75,6 +75,8 @@ def run_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
             result = replace(result, outcome=Outcome.CANCELLED, message=f"cancelled: {lab.stop_reason}")
     except Exception as exc:  # a harness bug must become this cell's error, not end the run
         result = replace(record, message=f"harness error: {exc}", log_tail=tail(traceback.format_exc()))
+        if lab.interrupted.is_set():  # the interrupt killed what it was waiting for (a probe, a venv being made)
+            result = replace(result, outcome=Outcome.CANCELLED, message=f"cancelled: {lab.stop_reason}")
     result = replace(result, duration=time.monotonic() - started)
     lab.progress.update(cell.name, result.outcome.value, done=True)
     return result

@@ -182,7 +182,10 @@ def test_interrupt_keeps_what_finished_even_in_the_background(tmp_path: Path, en
     assert suite_of(container, "unit")["outcome"] == "passed", container
     assert suite_of(container, "payload")["outcome"] == "cancelled"
     assert container["outcome"] == "cancelled"
-    assert suite_of(cell_of(data, "fx-host-py3.11"), "unit")["outcome"] == "passed"
+    host = cell_of(data, "fx-host-py3.11")  # it runs alongside: finished before the interrupt, or cancelled
+    assert host["outcome"] in ("passed", "cancelled"), host
+    if host["outcome"] == "passed":
+        assert suite_of(host, "unit")["outcome"] == "passed"
     assert not list((LAB_ROOT / ".cache/lab/tmp").glob(f"{data['environment']['run_id']}*"))
 
 
