@@ -23,6 +23,19 @@ def slow(seconds: float) -> str:
 
 
 @server.tool()
+def held(path: str, ctx: Context) -> str:
+    """Run until `path` exists (at most 120 s): a call that ends when the test says, never by a clock."""
+    sys.stderr.write("held: started\n")
+    sys.stderr.flush()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return "never released"
+        ctx.sleep(0.01)
+    return "released"
+
+
+@server.tool()
 def chatty(text: str) -> str:
     print("python print to stdout")
     sys.stdout.write("partial line without newline")

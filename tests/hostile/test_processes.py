@@ -67,10 +67,9 @@ def test_a_background_child_holding_stdout_does_not_hold_the_answer(tmp_path):
     # The run waited for EOF on stdout until the timeout (20 s), then reported "timed out".
     pidfile = str(tmp_path / "pid")
     with StdioServer(TOOLS) as server:
-        started = time.monotonic()
         answer = server.ask(call("lingering", pidfile=pidfile))
-        assert answer["result"].get("isError") is not True, answer
-        assert text(answer) == "done\n" and time.monotonic() - started < 15
+        assert answer["result"].get("isError") is not True, answer  # held, it would be "timed out"
+        assert text(answer) == "done\n"
     shell = pid_in(pidfile)
     assert not alive(shell)
 

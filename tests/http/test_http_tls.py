@@ -105,9 +105,7 @@ def test_a_client_that_never_starts_its_handshake_is_dropped_and_blocks_no_one(t
         silent = socket.create_connection((server.host, server.port), timeout=10)
         try:
             assert server.post(request("tools/list"))[0] == 200  # served meanwhile
-            started = time.monotonic()
-            assert silent.recv(1) == b""  # closed by the server
-            assert time.monotonic() - started < 5
+            assert silent.recv(1) == b""  # closed by the server within the socket's 10 s (the deadline is 1 s)
         finally:
             silent.close()
 
