@@ -54,6 +54,7 @@ lint-tools:
 	@command -v shellcheck >/dev/null 2>&1 || { echo "lint: installing shellcheck (apt-get) for actionlint"; \
 	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends shellcheck >/dev/null 2>&1 \
 	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; }; }
+	@command -v shellcheck >/dev/null 2>&1 || { echo "lint: no shellcheck on PATH, and actionlint would skip its checks"; exit 1; }
 
 # --- the container lab (matrix/, images/, scripts/; see docs/embedding.md) ------------------------------
 LAB_VENV ?= .venv-lab
