@@ -4,12 +4,12 @@ VENV ?= .venv
 EXTRAS ?= dev
 PY := $(VENV)/bin/python
 
-.PHONY: test test-py39 test-auth lint conformance help
+.PHONY: test test-py39 test-auth lint lint-tools conformance help
 
 help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
-	@echo "make lint        ruff, and mypy --strict on server/, matrix/ and scripts/"
+	@echo "make lint        ruff; mypy --strict on server/, matrix/ and scripts/; actionlint on the workflows"
 	@echo "make test-auth   only the OAuth suite against a real authorization server (oidc-provider; Node 22 on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
@@ -42,9 +42,19 @@ test-auth: $(VENV)/.installed
 conformance: $(VENV)/.installed
 	$(PY) scripts/conformance.py
 
-lint: $(VENV)/.installed
+# actionlint checks the workflows, and with shellcheck the shell in their run: steps. Without shellcheck on
+# PATH it skips those checks without a word (even when given its path), so lint-tools installs Debian's
+# package and lint fails where it cannot. pyflakes is off: no workflow step runs inline Python.
+lint: $(VENV)/.installed lint-tools
 	$(PY) -m ruff check server tests matrix scripts bench
 	$(PY) -m mypy
+	$(VENV)/bin/actionlint -shellcheck=shellcheck -pyflakes= .github/workflows/*.yml
+
+lint-tools:
+	@command -v shellcheck >/dev/null 2>&1 || { echo "lint: installing shellcheck (apt-get) for actionlint"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends shellcheck >/dev/null 2>&1 \
+	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; }; }
+	@command -v shellcheck >/dev/null 2>&1 || { echo "lint: no shellcheck on PATH, and actionlint would skip its checks"; exit 1; }
 
 # --- the container lab (matrix/, images/, scripts/; see docs/embedding.md) ------------------------------
 LAB_VENV ?= .venv-lab
