@@ -11,7 +11,7 @@ import os
 import subprocess
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import clients
 import systems
@@ -234,6 +234,85 @@ def stdio_lockstep(session: StdioSession, count: int, tool: str = "echo") -> dic
     for raw, request_id in zip(answers, ids):
         clients.check_echo(raw, request_id)
     return {"p50_us": percentile(times, 0.50) * 1e6, "p99_us": percentile(times, 0.99) * 1e6}
+
+
+class held_call:
+    """A `held` call running for as long as the block does: what quick calls are measured beside. The
+    tests hold only the order (every quick call answered while it runs); the latencies are measured here."""
+
+    def __init__(self, start: Callable[[dict[str, Any]], None]):
+        self.start = start
+        self.path = ""
+
+    def __enter__(self) -> held_call:
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="bench-held-")
+        self.path = os.path.join(folder, "release")
+        self.start(clients.call(0, "held", path=self.path))
+        time.sleep(0.2)  # the call is running: a tool that waits in ctx.sleep
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        open(self.path, "w").close()
+
+
+def _latencies_ms(times: list[float]) -> dict[str, float]:
+    return {"p50_ms": percentile(times, 0.5) * 1000, "p90_ms": percentile(times, 0.9) * 1000,
+            "max_ms": max(times) * 1000}
+
+
+def stdio_beside_held(session: StdioSession, count: int) -> dict[str, float]:
+    """`count` lock-step echo calls while another call runs: round-trip percentiles in ms."""
+    times = []
+    with held_call(lambda message: _write_all(session.stdin, clients.encode(message) + b"\n")):
+        for request_id in session.ids(count):
+            started = time.perf_counter()
+            raw = session.ask(clients.echo_line(request_id))
+            times.append(time.perf_counter() - started)
+            clients.check_echo(raw, request_id)
+    if json.loads(session.reader.line(STDIO_TIMEOUT)).get("id") != 0:
+        raise WrongAnswer("the held call's answer did not come last")
+    return _latencies_ms(times)
+
+
+def http_beside_held(running: systems.Running, clients_count: int, each: int) -> dict[str, float]:
+    """`clients_count` clients, each sending `each` echo calls on its own connection, while another call
+    runs: round-trip percentiles in ms over every call."""
+    times: list[float] = []
+    failures: list[BaseException] = []
+    held_answer: list[clients.HttpResponse] = []
+
+    def hold(message: dict[str, Any]) -> None:
+        client = clients.HttpClient("127.0.0.1", running.port, timeout=150)
+        request = client.request_bytes(clients.encode(message), name="held")
+        worker = threading.Thread(target=lambda: held_answer.append(client.send(request)), daemon=True)
+        worker.start()
+
+    def quick(first: int) -> None:
+        client = clients.HttpClient("127.0.0.1", running.port)
+        try:
+            for request_id in range(first, first + each):
+                started = time.perf_counter()
+                response = client.send(_http_echo(client, request_id))
+                times.append(time.perf_counter() - started)
+                _check_http_echo(client, response, request_id)
+        except BaseException as exc:  # reported below, on the measuring thread
+            failures.append(exc)
+        finally:
+            client.close()
+
+    with held_call(hold):
+        threads = [threading.Thread(target=quick, args=(1 + n * each,)) for n in range(clients_count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(STDIO_TIMEOUT)
+        if held_answer:
+            raise WrongAnswer("the held call ended before the quick calls did")
+    if failures:
+        raise WrongAnswer(f"{len(failures)} quick client(s) failed: {failures[0]}")
+    return _latencies_ms(times)
 
 
 def stdio_progress(session: StdioSession, count: int) -> dict[str, float]:

@@ -6,8 +6,10 @@
 `echo` and `echo_ctx` are the same tool, except that `echo_ctx` asks for the request's Context: the
 benchmark divides one by the other to show what asking for a context costs. `steps` reports `count`
 progress notifications as fast as it can (only when the request carried _meta.progressToken), then
-answers.
+answers. `held` runs until a file exists: the call that quick ones are measured beside.
 """
+
+import os
 
 from mcpserver import Context, Server
 
@@ -32,3 +34,13 @@ def steps(count: int, ctx: Context) -> str:
     for step in range(1, count + 1):
         ctx.progress(step, count)
     return f"{count} steps"
+
+
+@server.tool()
+def held(path: str, ctx: Context) -> str:
+    """Run until `path` exists (at most 120 s)."""
+    for _ in range(12000):
+        if os.path.exists(path):
+            return "released"
+        ctx.sleep(0.01)
+    return "never released"

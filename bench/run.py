@@ -177,6 +177,7 @@ class Run:
             for (metric, key), outcomes in passes.items():
                 self.record(metric, key, r, _median_of(outcomes))
             self.record("stdio.progress", systems.OURS, r, attempt(measure.stdio_progress, session, args.progress))
+            self.record("stdio.beside_held", systems.OURS, r, attempt(measure.stdio_beside_held, session, 100))
         finally:
             systems.stop(session.running)
 
@@ -273,6 +274,8 @@ class Run:
         try:
             self.record("http.progress", systems.OURS, r,
                         attempt(measure.http_progress, started["value"], self.args.progress))
+            self.record("http.beside_held", systems.OURS, r,
+                        attempt(measure.http_beside_held, started["value"], 20, 5))
         finally:
             systems.stop(started["value"])
 
