@@ -307,3 +307,17 @@ def gunicorn_server(app: str, *options: str, env: Optional[dict[str, str]] = Non
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(20)
+
+
+def core_reply(message: Any, server: Any, headers: Optional[dict[str, str]] = None, flight: Any = None) -> Any:
+    """What a transport gets from the core for `message` (bytes, or an already decoded value): parse,
+    then dispatch a request. The Reply; None for what is never answered (a notification, a cancel, a
+    response from the client)."""
+    from mcpserver import protocol
+
+    typed = protocol.parse(message) if isinstance(message, bytes) else protocol.classify(message)
+    if isinstance(typed, protocol.Refusal):
+        return typed.reply
+    if isinstance(typed, protocol.Request):
+        return protocol.dispatch(typed, server, headers, flight=flight)
+    return None

@@ -19,6 +19,7 @@ import sys
 from . import _environment, protocol
 from ._context import Flight
 from ._loader import load_target
+from ._wire import ALL_INPUT_CAPABILITIES, META_CAPABILITIES, META_CLIENT_INFO, META_VERSION, PROTOCOL_VERSION
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -30,9 +31,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 # Declaring every capability lets a tool that asks for input say what it asks (exit 3) rather than -32021.
-META = {"io.modelcontextprotocol/protocolVersion": protocol.PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
-        "io.modelcontextprotocol/clientInfo": {"name": "mcpserver-cli", "version": "1"}}
+META = {META_VERSION: PROTOCOL_VERSION, META_CAPABILITIES: ALL_INPUT_CAPABILITIES,
+        META_CLIENT_INFO: {"name": "mcpserver-cli", "version": "1"}}
 
 
 def _parser() -> Any:
@@ -87,8 +87,8 @@ def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> in
         shown = f"{params.get('progress')}" + (f"/{params['total']}" if "total" in params else "")
         print(f"progress {shown} {params.get('message', '')}".rstrip(), file=err, flush=True)
 
-    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": {"_meta": dict(META, progressToken="cli"), "name": tool, "arguments": arguments}}
+    request = protocol.Request(1, "tools/call", {"_meta": dict(META, progressToken="cli"), "name": tool,
+                                                 "arguments": arguments})
     reply = protocol.dispatch(request, server, flight=Flight(progress))
     response = reply.response or {}
     if "error" in response:

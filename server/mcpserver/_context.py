@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 
 from . import _log
+from ._wire import CAPABILITY_OF_INPUT, META_CAPABILITIES, META_CLIENT_INFO, META_PROGRESS_TOKEN
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
@@ -27,9 +28,6 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
 __all__ = ["Cancelled", "Context", "Flight", "InputRequired"]
 
 log = _log.get("mcpserver.context")
-
-META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 
 
 class Cancelled(BaseException):
@@ -167,7 +165,7 @@ class Context:
 
     @property
     def progress_token(self) -> Any:
-        token = self.meta.get("progressToken")
+        token = self.meta.get(META_PROGRESS_TOKEN)
         return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
     @property
@@ -222,12 +220,10 @@ class Context:
         it runs once per round: keep it free of side effects, or make them idempotent.
         """
         from .errors import InvalidParams, MissingClientCapability
-        from .inputs import CAPABILITY
-
         missing = {key: request for key, request in requests.items() if key not in self.answers}
         if missing:
-            lacking: dict[str, Any] = {CAPABILITY[r["method"]]: {} for r in missing.values()
-                       if r.get("method") in CAPABILITY and not self.supports(CAPABILITY[r["method"]])}
+            kinds = dict.fromkeys(CAPABILITY_OF_INPUT.get(r.get("method", ""), "") for r in missing.values())
+            lacking: dict[str, Any] = {kind: {} for kind in kinds if kind and not self.supports(kind)}
             if lacking:
                 raise MissingClientCapability(f"Missing required client capability: {', '.join(lacking)}",
                                               data={"requiredCapabilities": lacking})
@@ -243,11 +239,9 @@ class Context:
         return answers
 
     def _ask_one(self, request: dict[str, Any], key: Optional[str], default: Any) -> dict[str, Any]:
-        from .inputs import CAPABILITY
-
         self._asked += 1
         key = key if key is not None else f"input-{self._asked}"
-        if default is not _NO_DEFAULT and not self.supports(CAPABILITY[request["method"]]):
+        if default is not _NO_DEFAULT and not self.supports(CAPABILITY_OF_INPUT[request["method"]]):
             return default  # type: ignore[no-any-return]
         answer: dict[str, Any] = self.ask({key: request})[key]
         return answer

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 
 from ._context import Flight
+from ._wire import META_SUBSCRIPTION
 from .errors import InternalError
 
 TYPE_CHECKING = False
@@ -24,7 +25,6 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
 __all__ = ["DEFAULT_MAX_LISTENERS", "LIST_CHANGED", "Listener", "Subscriptions"]
 
 DEFAULT_MAX_LISTENERS = 64
-META_SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 # filter key -> (registry kind, notification method)
 LIST_CHANGED = {"toolsListChanged": ("tools", "notifications/tools/list_changed"),
                 "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),

@@ -16,6 +16,7 @@ from ._schema import context_parameter as context_parameter_of
 from ._schema import schema_from_function
 from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, is_coroutine_function, parameters
 from ._validate import check_schema, quick_validator, validate
+from ._wire import HEADER_TOKEN
 from .content import ContentBlock
 from .errors import ConfigError, ProtocolError
 
@@ -42,7 +43,6 @@ TOOL_OPTIONS: dict[str, Optional[str]] = {
 }
 
 TOOL_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_HEADER_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # compiled on first use: most tools have no x-mcp-header
 _ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
@@ -240,7 +240,7 @@ def _header_params(schema: dict[str, Any], where: str) -> tuple[HeaderParam, ...
                 continue
             if "x-mcp-header" in sub:
                 header = sub["x-mcp-header"]
-                if not isinstance(header, str) or not re.fullmatch(_HEADER_TOKEN, header):
+                if not isinstance(header, str) or not re.fullmatch(HEADER_TOKEN, header):
                     raise ConfigError(f"{where}: x-mcp-header {header!r} must be a non-empty HTTP token")
                 if sub.get("type") not in ("string", "integer", "boolean"):
                     raise ConfigError(f"{where}: x-mcp-header {header!r} may only annotate a string, integer "

@@ -35,7 +35,8 @@ import time
 from . import _environment, _log, protocol
 from ._context import Flight
 from ._server import Server
-from .errors import ConfigError, ProtocolError
+from ._wire import status_line
+from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
@@ -195,25 +196,30 @@ class McpApp:
         body_or_error = self._read_body(environ)
         if isinstance(body_or_error, tuple):
             return body_or_error
-        try:
-            message = protocol.parse(body_or_error)
-        except ProtocolError as exc:
-            return _json_response(protocol.error_reply(exc))
-        mirrored = self._mirrored(environ)
-        flight = None
-        method = protocol.request_method(message)
-        if method == protocol.LISTEN:
-            if not accepted & {"text/event-stream", "*/*"}:
+        message = protocol.parse(body_or_error, responses=False)  # the server sends no requests of its own
+        if isinstance(message, protocol.Refusal):
+            return _json_response(message.reply)
+        if not isinstance(message, protocol.Request):
+            return _json_response(None)  # a notification: accepted, never answered
+        return self._request(message, environ, accepted, principal)
+
+    def _request(self, request: protocol.Request, environ: dict[str, Any], accepted: set[str],
+                 principal: Any) -> Union[Response, _Stream]:
+        headers = self._mirrored(environ)
+        streams = bool(accepted & {"text/event-stream", "*/*"})
+        on_disconnect = environ.get("mcpserver.on_disconnect")
+        if request.work == protocol.LISTEN:
+            if not streams:
                 return _plain("406 Not Acceptable", "subscriptions/listen answers with text/event-stream; accept it")
-            return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"), principal)
-        if method in protocol.RUNS_AUTHOR_CODE:
-            if protocol.progress_token(message) is not None and accepted & {"text/event-stream", "*/*"}:
-                return _Stream(self.server, message, mirrored, environ.get("mcpserver.on_disconnect"), principal)
+            return _Stream(self.server, request, headers, on_disconnect, principal)
+        flight = None
+        if request.work == protocol.AUTHOR:
+            if request.progress_token is not None and streams:
+                return _Stream(self.server, request, headers, on_disconnect, principal)
             flight = Flight(principal=principal)  # no stream: progress cannot be sent, but a hang-up cancels
-            on_disconnect = environ.get("mcpserver.on_disconnect")
             if on_disconnect is not None:
                 on_disconnect(flight.cancel)
-        return _json_response(protocol.dispatch(message, self.server, mirrored, flight=flight))
+        return _json_response(protocol.dispatch(request, self.server, headers, flight=flight))
 
     def _authenticate(self, environ: dict[str, Any]) -> tuple[Optional[Response], Any]:
         """(a refusal, None) or (None, the principal: None unless OAuth authenticated one)."""
@@ -242,7 +248,7 @@ class McpApp:
         try:
             return None, self.oauth.authenticate(environ.get("HTTP_AUTHORIZATION"))
         except self._auth_error as refused:
-            status, headers, body = _plain(_status_line(refused.status), refused.description)
+            status, headers, body = _plain(status_line(refused.status), refused.description)
             return (status, [*headers, *refused.headers()], body), None
 
     def _resource_metadata(self, method: Any) -> Response:
@@ -257,22 +263,17 @@ class McpApp:
         return "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(self._metadata))),
                           ("Cache-Control", "public, max-age=300"), *cors], self._metadata
 
-    def _mirrored(self, environ: dict[str, Any]) -> dict[str, str]:
+    @staticmethod
+    def _mirrored(environ: dict[str, Any]) -> dict[str, str]:
         """The request's header fields by lower-case name, for the core's header rules."""
         exact = environ.get("mcpserver.headers")
-        if exact is not None:
-            mirrored: dict[str, str] = {}
-            for name, value in exact:
-                key = name.lower()
-                mirrored[key] = f"{mirrored[key]},{value}" if key in mirrored else value
-            return mirrored
-        mirrored = {key[5:].lower().replace("_", "-"): value for key, value in environ.items()
-                    if key.startswith("HTTP_")}
-        tool = self.server.tools.get(str(environ.get("HTTP_MCP_NAME", "")).strip(" \t"))
-        for param in tool.header_params if tool is not None else ():
-            folded = "mcp-param-" + param.name.lower()
-            if "_" in folded and folded.replace("_", "-") in mirrored:
-                mirrored[folded] = mirrored[folded.replace("_", "-")]
+        if exact is None:
+            return _FoldedHeaders({key[5:].lower().replace("_", "-"): value for key, value in environ.items()
+                                   if key.startswith("HTTP_")})
+        mirrored: dict[str, str] = {}
+        for name, value in exact:
+            key = name.lower()
+            mirrored[key] = f"{mirrored[key]},{value}" if key in mirrored else value
         return mirrored
 
     def _read_body(self, environ: dict[str, Any]) -> Union[bytes, Response]:
@@ -294,25 +295,28 @@ class McpApp:
         return _plain("413 Content Too Large", f"The body is larger than {self.max_body_bytes} bytes")
 
 
-_STATUS_LINES = {200: "200 OK", 202: "202 Accepted", 400: "400 Bad Request", 401: "401 Unauthorized",
-                 403: "403 Forbidden", 404: "404 Not Found", 500: "500 Internal Server Error",
-                 503: "503 Service Unavailable"}
+class _FoldedHeaders(dict):  # type: ignore[type-arg]
+    """Header fields from CGI-style HTTP_* keys, where "-" and "_" are one character: a name is looked
+    up folded the same way, so an Mcp-Param name with "_" is still found."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.replace("_", "-"), default)
+
+
 SSE_KEEPALIVE_SECONDS = 15.0  # a comment this often on a quiet stream: proxies keep it, a gone client is noticed
 SSE_BACKLOG = 256  # notifications a stream may hold for a slow client before it keeps only the latest of each
 _SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")]
 
 
-def _json_response(reply: protocol.Reply) -> Response:
-    if reply.response is None:  # a notification; or a request cancelled because its client went away
+def _json_response(reply: Optional[protocol.Reply]) -> Response:
+    """A reply as HTTP: its response as JSON with the status the error carries; 202 with no body for a
+    notification (None), and for a request cancelled because its client went away (no one reads it)."""
+    if reply is None or reply.response is None:
         return "202 Accepted", [("Content-Type", "text/plain"), ("Content-Length", "0")], b""
     data = protocol.encode(reply.response)
-    return _status_line(reply.status), [
+    return status_line(reply.http_status), [
         ("Content-Type", "application/json"), ("Content-Length", str(len(data))), ("Cache-Control", "no-store")
     ], data
-
-
-def _status_line(status: int) -> str:
-    return _STATUS_LINES.get(status, f"{status} Status")
 
 
 def _last(value: str) -> str:
@@ -334,7 +338,7 @@ class _Stream:
     report 500,000 a second; measured in docs/performance.md) sends its latest state, not a queue.
     """
 
-    def __init__(self, server: Server, message: dict[str, Any], headers: dict[str, str],
+    def __init__(self, server: Server, request: protocol.Request, headers: dict[str, str],
                  on_disconnect: Optional[Callable[[Callable[[], None]], None]], principal: Any = None):
         self._changed = threading.Condition()
         self._pending: list[dict[str, Any]] = []
@@ -347,7 +351,10 @@ class _Stream:
             on_disconnect(self.flight.cancel)
 
         def work() -> None:
-            reply = protocol.dispatch(message, server, headers, flight=self.flight)
+            reply = protocol.dispatch(request, server, headers, flight=self.flight)
+            if reply.listening is not None:  # open until cancelled or the server stops
+                reply.listening.ended.wait()
+                reply = reply.listening.close()
             if not self.flight.finish(lambda: self._end(reply)):
                 self._end()
 
@@ -384,7 +391,7 @@ class _Stream:
             while True:
                 notes, reply, over = self._next()
                 if not committed and over and not notes:  # answered before any notification: plain JSON
-                    status, headers, body = _json_response(reply or protocol.Reply(None, protocol.CANCELLED))
+                    status, headers, body = _json_response(reply)
                     start_response(status, headers)
                     logged(status)
                     yield body

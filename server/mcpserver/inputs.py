@@ -6,6 +6,8 @@ for several at once, or with the one-request shortcuts `ctx.elicit`, `ctx.sample
 
 from __future__ import annotations
 
+from ._wire import CAPABILITY_OF_INPUT
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Optional, Union
@@ -13,7 +15,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
 __all__ = ["CAPABILITY", "elicit", "roots", "sample"]
 
 # The client capability each input method needs: a request is only sent to a client that declared it.
-CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+CAPABILITY = CAPABILITY_OF_INPUT
 
 
 def elicit(message: str, schema: Optional[dict[str, Any]] = None) -> dict[str, Any]:

@@ -1,15 +1,20 @@
-"""The protocol core: one message in, one reply out, for the stateless MCP revision 2026-07-28.
+"""The protocol core for the stateless MCP revision 2026-07-28: bytes in, one typed message out;
+a request in, one reply out.
 
-It never reads or writes a stream, sleeps or keeps state between calls: both transports call it,
-so stdio and HTTP cannot drift. Each request stands alone (WIRE.md §2).
+It never reads or writes a stream, sleeps, waits or keeps state between calls: both transports
+call it, so stdio and HTTP cannot drift. Each request stands alone (WIRE.md §2). A transport calls
+`parse` once per message and branches once on what it got: a `Request` goes to `dispatch`; a
+`Cancel` names a request to stop; a `Notification` or a `ClientResponse` is never answered; a
+`Refusal` carries the reply to send as it is.
 
 Rules, in the order they are applied (WIRE.md §17). `headers` is None on stdio, where the header
 steps do not exist; over HTTP it maps lower-case header names to values.
- 1. Envelope: one JSON object, "jsonrpc": "2.0", a string "method", an "id" that is a string or an
-    integer (never null, a bool or a fraction), "params" an object. Else -32600; the error carries
-    the id only when it could be read and is valid. Batches (arrays) are not part of this revision.
+ 1. Envelope (parse): one JSON object, "jsonrpc": "2.0", a string "method", an "id" that is a
+    string or an integer (never null, a bool or a fraction), "params" an object. Else -32600; the
+    error carries the id only when it could be read and is valid. Batches (arrays) are not part of
+    this revision.
  2. A notification is never answered (HTTP answers 202 with no body). A JSON-RPC response sent by
-    a client is ignored on stdio and refused with -32600 over HTTP.
+    a client is a ClientResponse: ignored on stdio, refused with -32600 over HTTP.
  3. HTTP: MCP-Protocol-Version and Mcp-Method are present, and Mcp-Name for tools/call,
     prompts/get and resources/read; values are visible ASCII after trimming. Else -32020 (400).
  4. params._meta holds a string protocolVersion and an object clientCapabilities. Else -32602 (400).
@@ -23,6 +28,8 @@ steps do not exist; over HTTP it maps lower-case header names to values.
  9. Run it. A tool's own failure is a result with isError, not an error (WIRE.md §9.4).
 Every result carries resultType; the list methods, server/discover and resources/read carry ttlMs
 and cacheScope; every result's _meta names the server unless the server was told not to.
+subscriptions/listen answers at once with a Listening reply the transport keeps open: it waits on
+`reply.listening.ended` and then sends `reply.listening.close()`, the graceful result.
 """
 
 from __future__ import annotations
@@ -35,7 +42,19 @@ from ._context import Cancelled, Context, Flight, InputRequired
 from ._resources import ResourceNotFound
 from ._server import Server
 from ._state import arguments_digest
-from ._subscriptions import LIST_CHANGED, META_SUBSCRIPTION, Listener
+from ._subscriptions import LIST_CHANGED, Listener
+from ._wire import (
+    HEADER_METHOD,
+    HEADER_NAME,
+    HEADER_PARAM_PREFIX,
+    HEADER_VERSION,
+    META_CAPABILITIES,
+    META_PROGRESS_TOKEN,
+    META_SERVER_INFO,
+    META_SUBSCRIPTION,
+    META_VERSION,
+    PROTOCOL_VERSION,
+)
 from .errors import (
     HeaderMismatch,
     InternalError,
@@ -50,30 +69,28 @@ from .errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
-    from typing import Any, Callable, Optional
-    Handler = Callable[[Server, dict[str, Any], Context], dict[str, Any]]
+    from typing import Any, Callable, Optional, Union
+    Handler = Callable[[Server, dict[str, Any], Context], Any]
+    Message = Union["Request", "Notification", "Cancel", "ClientResponse", "Refusal"]
 
-__all__ = ["CANCELLED", "PROTOCOL_VERSION", "RUNS_AUTHOR_CODE", "SUPPORTED_VERSIONS", "Reply", "cancelled_request",
-           "dispatch", "dispatch_bytes", "encode", "error_reply", "handle", "parse", "progress_token"]
+__all__ = ["ANSWERED", "AUTHOR", "CANCELLED", "LISTEN", "LISTENING", "PROTOCOL_VERSION", "QUICK", "SUPPORTED_VERSIONS",
+           "Cancel", "ClientResponse", "Listening", "Notification", "Refusal", "Reply", "Request", "dispatch",
+           "encode", "handle", "parse"]
 
 log = _log.get("mcpserver.protocol")
 
-PROTOCOL_VERSION = "2026-07-28"
-CANCELLED = 499  # Reply.status of a request cancelled while it ran: nothing is sent for it
-# Methods that run the server author's code, so may take long: transports run them where a client can
-# cancel them, and stream them when progress is asked for.
-RUNS_AUTHOR_CODE = frozenset({"tools/call", "prompts/get", "resources/read"})
-LISTEN = "subscriptions/listen"  # a request that stays open: transports give it a stream of its own
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+# What kind of work a request is, which decides where a transport runs it:
+QUICK = "quick"  # answered from the registry at once: the transport's reader may answer it itself
+AUTHOR = "author"  # runs the server author's code, so may take long: cancellable, streamed when progress is asked
+LISTEN = "listen"  # subscriptions/listen: a stream that stays open
+_WORK = {"tools/call": AUTHOR, "prompts/get": AUTHOR, "resources/read": AUTHOR, "subscriptions/listen": LISTEN}
 
-HEADER_VERSION = "MCP-Protocol-Version"
-HEADER_METHOD = "Mcp-Method"
-HEADER_NAME = "Mcp-Name"
-HEADER_PARAM_PREFIX = "Mcp-Param-"
+# What a Reply says happened:
+ANSWERED = "answered"  # `response` is the answer to send
+CANCELLED = "cancelled"  # cancelled while it ran: nothing at all is sent for it
+LISTENING = "listening"  # a listen stream is open: `listening` says when it ends and what then to send
 
 # Methods whose params carry the value mirrored in Mcp-Name.
 _NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -89,31 +106,178 @@ _BASE64_OPEN, _BASE64_CLOSE = "=?base64?", "?="
 _VISIBLE = re.compile(r"[\t -~]*")  # what a header value may hold: visible ASCII, space and tab
 
 
-class Reply:
-    """What to send back: a response object (None for a notification) and the HTTP status for it."""
+class _Frozen:
+    """Messages are values: set once, in __init__."""
 
-    __slots__ = ("response", "status")
+    __slots__ = ()
 
-    def __init__(self, response: Optional[dict[str, Any]], status: int):
-        self.response = response
-        self.status = status
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _set(self, **fields: Any) -> None:
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
 
     def __repr__(self) -> str:
-        return f"Reply({self.response!r}, {self.status})"
+        names: tuple[str, ...] = type(self).__slots__
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        return f"{type(self).__name__}({fields})"
 
 
-def parse(data: bytes) -> Any:
-    """Decode one message. Raises ParseError (-32700) for bad UTF-8, bad JSON, or nesting too deep."""
+class Request(_Frozen):
+    """A request to answer: its id (a string or an integer), method, params (an object), the progress
+    token it carries (or None) and what kind of work it is (QUICK, AUTHOR or LISTEN)."""
+
+    __slots__ = ("id", "method", "params", "progress_token", "work")
+    id: Any
+    method: str
+    params: dict[str, Any]
+    progress_token: Any
+    work: str
+
+    def __init__(self, request_id: Any, method: str, params: dict[str, Any]):
+        meta = params.get("_meta")
+        token = meta.get(META_PROGRESS_TOKEN) if isinstance(meta, dict) else None
+        if not isinstance(token, (str, int)) or isinstance(token, bool):
+            token = None
+        self._set(id=request_id, method=method, params=params, progress_token=token, work=_WORK.get(method, QUICK))
+
+
+class Notification(_Frozen):
+    """A notification other than a cancel: never answered (its params are not checked)."""
+
+    __slots__ = ("method", "params")
+    method: str
+    params: Any
+
+    def __init__(self, method: str, params: Any):
+        self._set(method=method, params=params)
+
+
+class Cancel(_Frozen):
+    """notifications/cancelled naming a request id a transport can look up (WIRE.md §8)."""
+
+    __slots__ = ("reason", "request_id")
+    request_id: Any
+    reason: Any
+
+    def __init__(self, request_id: Any, reason: Any):
+        self._set(request_id=request_id, reason=reason)
+
+
+class ClientResponse(_Frozen):
+    """A JSON-RPC response from the client: the answer to a request the server sent, if it sent one."""
+
+    __slots__ = ("error", "id", "result")
+    id: Any
+    result: Any
+    error: Any
+
+    def __init__(self, response_id: Any, result: Any, error: Any):
+        self._set(id=response_id, result=result, error=error)
+
+
+class Refusal(_Frozen):
+    """A message refused before dispatch (unreadable, malformed, too long): send `reply` as it is."""
+
+    __slots__ = ("reply",)
+    reply: Reply
+
+    def __init__(self, error: ProtocolError, request_id: Any = None):
+        self._set(reply=Reply(_error_response(request_id, error), ANSWERED, error.http_status))
+
+
+class Reply:
+    """What happened to a request: `outcome` (ANSWERED, CANCELLED or LISTENING), the `response` to
+    send when answered, and the HTTP status the binding gives it (WIRE.md §16.9)."""
+
+    __slots__ = ("http_status", "listening", "outcome", "response")
+
+    def __init__(self, response: Optional[dict[str, Any]], outcome: str = ANSWERED, http_status: int = 200,
+                 listening: Optional[Listening] = None):
+        self.response = response
+        self.outcome = outcome
+        self.http_status = http_status
+        self.listening = listening
+
+    def __repr__(self) -> str:
+        return f"Reply({self.response!r}, {self.outcome}, {self.http_status})"
+
+
+class Listening:
+    """An open subscriptions/listen stream: the transport waits on `ended` (cancelled, or the server is
+    shutting down), then sends what `close()` returns: the graceful result, or nothing once cancelled."""
+
+    __slots__ = ("_context", "_listener", "_server")
+
+    def __init__(self, server: Server, listener: Listener, context: Context):
+        self._server = server
+        self._listener = listener
+        self._context = context
+
+    @property
+    def ended(self) -> Any:
+        """A threading.Event, set when the stream is to end."""
+        return self._listener.ended
+
+    def close(self) -> Reply:
+        self._server.subscriptions.close(self._listener)
+        if self._context.cancelled:
+            return Reply(None, CANCELLED)
+        result = {"_meta": {META_SUBSCRIPTION: self._context.request_id}}
+        return Reply(_success(self._context.request_id, result, self._server))
+
+
+def parse(data: bytes, max_bytes: Optional[int] = None, *, responses: bool = True) -> Message:
+    """One message from its bytes, as a typed value; never raises. Bad UTF-8, bad JSON, nesting too
+    deep (-32700) and a broken envelope (-32600) come back as a Refusal, as does a message longer
+    than `max_bytes` (a stdio line that was cut: its rest was skipped) and, when the transport has
+    no request of its own the client could be answering (`responses` False), a JSON-RPC response."""
+    if max_bytes is not None and len(data) > max_bytes:
+        return Refusal(InvalidRequest(f"Invalid Request: message longer than {max_bytes} bytes"))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}") from None
+        return Refusal(ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}"))
     try:
-        return _json.loads(text)
+        decoded = _json.loads(text)
     except _json.JSONTooDeep as exc:
-        raise ParseError(f"Parse error: {exc}") from None
+        return Refusal(ParseError(f"Parse error: {exc}"))
     except ValueError as exc:
-        raise ParseError(f"Parse error: Invalid JSON ({exc})") from None
+        return Refusal(ParseError(f"Parse error: Invalid JSON ({exc})"))
+    return classify(decoded, responses=responses)
+
+
+def classify(message: Any, *, responses: bool = True) -> Message:
+    """What a decoded JSON value is, by the envelope rules (steps 1 and 2)."""
+    if isinstance(message, list):
+        return Refusal(InvalidRequest("Invalid Request: batches are not part of protocol 2026-07-28; send one message"))
+    if not isinstance(message, dict):
+        return Refusal(InvalidRequest("Invalid Request: a message must be a JSON object"))
+    request_id = _readable_id(message.get("id"))
+    if message.get("jsonrpc") != "2.0":
+        return Refusal(InvalidRequest('Invalid Request: "jsonrpc" must be "2.0"'), request_id)
+    if "method" not in message:
+        if ("result" in message or "error" in message) and "id" in message:
+            if not responses:
+                return Refusal(InvalidRequest("Invalid Request: servers do not accept JSON-RPC responses"), request_id)
+            return ClientResponse(message["id"], message.get("result"), message.get("error"))
+        return Refusal(InvalidRequest('Invalid Request: "method" is missing'), request_id)
+    method = message["method"]
+    if not isinstance(method, str):
+        return Refusal(InvalidRequest('Invalid Request: "method" must be a string'), request_id)
+    params = message.get("params", {})
+    if "id" not in message:
+        if method == "notifications/cancelled" and isinstance(params, dict):
+            cancelled = _readable_id(params.get("requestId"))
+            if cancelled is not None:  # a malformed cancel is ignored (WIRE.md §8)
+                return Cancel(cancelled, params.get("reason"))
+        return Notification(method, params)
+    if request_id is None:
+        return Refusal(InvalidRequest('Invalid Request: "id" must be a string or an integer'))
+    if not isinstance(params, dict):
+        return Refusal(InvalidParams('Invalid params: "params" must be an object', http_status=400), request_id)
+    return Request(request_id, method, params)
 
 
 def encode(response: dict[str, Any]) -> bytes:
@@ -126,34 +290,24 @@ def encode(response: dict[str, Any]) -> bytes:
 
 
 def handle(message: Any, server: Server) -> Optional[dict[str, Any]]:
-    """Answer one decoded message as stdio does: the response, or None for a notification."""
-    return dispatch(message, server).response
+    """Answer one decoded message as stdio does: the response, or None when nothing is sent."""
+    typed = classify(message)
+    if isinstance(typed, Refusal):
+        return typed.reply.response
+    if isinstance(typed, Request):
+        return dispatch(typed, server).response
+    return None
 
 
-def dispatch_bytes(data: bytes, server: Server, headers: Optional[dict[str, str]] = None, *,
-                   flight: Optional[Flight] = None) -> Reply:
-    """Parse then dispatch: what a transport calls with the bytes of one message."""
-    try:
-        message = parse(data)
-    except ParseError as exc:
-        return error_reply(exc)
-    return dispatch(message, server, headers, flight=flight)
-
-
-def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = None, *,
+def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]] = None, *,
              flight: Optional[Flight] = None) -> Reply:
-    """Answer one decoded message; see the module docstring for the order of the rules.
+    """Answer one request; see the module docstring for the order of the rules.
 
     `flight` is the transport's handle on the request: where its notifications (progress) go and its
-    cancel flag. A request cancelled while it ran gets no response at all (Reply(None, CANCELLED)).
+    cancel flag. A request cancelled while it ran gets no response at all (outcome CANCELLED).
     """
-    request_id = _readable_id(message)
+    request_id, method, params = request.id, request.method, request.params
     try:
-        method, params = _envelope(message, http=headers is not None)
-        if method is None or "id" not in message:  # a notification, or a response on stdio
-            return Reply(None, 202)
-        if not isinstance(params, dict):
-            raise InvalidParams('Invalid params: "params" must be an object', http_status=400)
         if headers is not None:
             _headers_present(headers, method)
         meta = _meta(method, params)
@@ -162,79 +316,25 @@ def dispatch(message: Any, server: Server, headers: Optional[dict[str, str]] = N
         _version_supported(meta[META_VERSION])
         run = _method(method, server)
         context = Context(request_id, meta, flight, method)
-        return Reply(_success(request_id, run(server, params, context), server), 200)
+        result = run(server, params, context)
+        if isinstance(result, Listening):
+            return Reply(None, LISTENING, 200, result)
+        return Reply(_success(request_id, result, server))
     except ProtocolError as exc:
-        return Reply(_error_response(request_id, exc), exc.http_status)
+        return Reply(_error_response(request_id, exc), ANSWERED, exc.http_status)
     except Cancelled:
         return Reply(None, CANCELLED)
     except Exception:
-        log.exception("internal error answering %s", _describe(message))
+        log.exception("internal error answering %r (id %r)", method, request_id)
         error = InternalError("Internal error")
-        return Reply(_error_response(request_id, error), error.http_status)
+        return Reply(_error_response(request_id, error), ANSWERED, error.http_status)
 
 
-def error_reply(error: ProtocolError, request_id: Any = None) -> Reply:
-    """The reply for a message refused before it could be dispatched (unreadable, too long)."""
-    return Reply(_error_response(request_id, error), error.http_status)
-
-
-def cancelled_request(message: Any) -> Any:
-    """The request id a well-formed notifications/cancelled names, else None (a bad one is ignored, WIRE.md §8)."""
-    if (isinstance(message, dict) and message.get("method") == "notifications/cancelled" and "id" not in message
-            and message.get("jsonrpc") == "2.0" and isinstance(message.get("params"), dict)):
-        return _readable_id({"id": message["params"].get("requestId")})
+def _readable_id(request_id: Any) -> Any:
+    """The id when it is one a transport may use as a key (a string or an integer), else None."""
+    if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+        return request_id
     return None
-
-
-def request_method(message: Any) -> Optional[str]:
-    """The method of a request whose id a transport can track (a string or an integer), else None.
-    Anything else (a notification, an id or a method of another type) goes to dispatch whole, which
-    answers it by the rules: a transport never uses an unchecked id as a key or a method as a name."""
-    if _readable_id(message) is None:
-        return None
-    method = message.get("method")
-    return method if isinstance(method, str) else None
-
-
-def progress_token(message: Any) -> Any:
-    """The progress token a request carries (string or integer), else None."""
-    params = message.get("params") if isinstance(message, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    token = meta.get("progressToken") if isinstance(meta, dict) else None
-    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
-
-
-def _readable_id(message: Any) -> Any:
-    if isinstance(message, dict):
-        request_id = message.get("id")
-        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
-            return request_id
-    return None
-
-
-def _envelope(message: Any, *, http: bool) -> tuple[Optional[str], Any]:
-    """The method and params of a valid request or notification; method None for a client's response.
-
-    params is checked by the caller: a malformed notification is never answered, so its params are
-    never looked at."""
-    if isinstance(message, list):
-        raise InvalidRequest("Invalid Request: batches are not part of protocol 2026-07-28; send one message")
-    if not isinstance(message, dict):
-        raise InvalidRequest("Invalid Request: a message must be a JSON object")
-    if message.get("jsonrpc") != "2.0":
-        raise InvalidRequest('Invalid Request: "jsonrpc" must be "2.0"')
-    if "method" not in message:
-        if ("result" in message or "error" in message) and "id" in message:
-            if http:
-                raise InvalidRequest("Invalid Request: servers do not accept JSON-RPC responses")
-            return None, {}
-        raise InvalidRequest('Invalid Request: "method" is missing')
-    method = message["method"]
-    if not isinstance(method, str):
-        raise InvalidRequest('Invalid Request: "method" must be a string')
-    if "id" in message and _readable_id(message) is None:
-        raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
-    return method, message.get("params", {})
 
 
 def _header(headers: dict[str, str], name: str) -> Optional[str]:
@@ -376,12 +476,6 @@ def _error_response(request_id: Any, error: ProtocolError) -> dict[str, Any]:
         response["id"] = request_id
     response["error"] = error.to_error()
     return response
-
-
-def _describe(message: Any) -> str:
-    if isinstance(message, dict):
-        return f"{message.get('method')!r} (id {message.get('id')!r})"
-    return type(message).__name__
 
 
 def _cacheable(server: Server, result: dict[str, Any]) -> dict[str, Any]:
@@ -543,13 +637,14 @@ def _complete(server: Server, params: dict[str, Any], context: Context) -> dict[
     return complete(template.completions, params)
 
 
-def _listen(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    """subscriptions/listen: acknowledge, then stay open until cancelled (nothing more is sent) or the
-    server shuts down (the graceful result is the answer). Notifications go out through the flight."""
+def _listen(server: Server, params: dict[str, Any], context: Context) -> Listening:
+    """subscriptions/listen: open the listener and acknowledge; the stream then stays open until
+    cancelled (nothing more is sent) or the server shuts down (the graceful result is the answer).
+    Notifications go out through the flight."""
     wanted = params.get("notifications")
     if not isinstance(wanted, dict):
         raise InvalidParams('Invalid params: "notifications" must be an object (a SubscriptionFilter)')
-    if not context.flight.streams:  # dispatch() called directly: the stream would stay open with no one to hear it
+    if not context.flight.streams:  # no one would hear the stream: a caller of dispatch() without a transport
         raise InvalidRequest("Invalid Request: subscriptions/listen needs a transport that streams notifications "
                              "(stdio or Streamable HTTP)")
     capabilities = server.capabilities()
@@ -564,14 +659,9 @@ def _listen(server: Server, params: dict[str, Any], context: Context) -> dict[st
     listener = Listener(context.request_id, {LIST_CHANGED[key][0] for key in honoured if key in LIST_CHANGED},
                         set(served), context.flight)
     server.subscriptions.open(listener)
-    try:
-        context.on_cancel(listener.ended.set)
-        listener.send("notifications/subscriptions/acknowledged", {"notifications": honoured})
-        listener.ended.wait()
-    finally:
-        server.subscriptions.close(listener)
-    context.check_cancelled()
-    return {"_meta": {META_SUBSCRIPTION: context.request_id}}
+    context.on_cancel(listener.ended.set)
+    listener.send("notifications/subscriptions/acknowledged", {"notifications": honoured})
+    return Listening(server, listener, context)
 
 
 _METHODS: dict[str, tuple[Optional[str], Handler]] = {

@@ -4,13 +4,15 @@ Rules of this module:
 - stdout carries protocol lines only. The protocol writes to a private duplicate of fd 1, and fd 1
   itself is pointed at stderr, so a tool that prints (from Python, C or a child process) can only
   reach the log. fd 0 is the protocol's alone too: tools and their children read /dev/null.
-- The main thread reads. Requests that run the server author's code (tools/call, prompts/get,
-  resources/read) run on worker threads, at most max_concurrent at once; beyond that the reader
-  waits, so input is never dropped or reordered. Other requests are answered by the reader
-  itself. Responses come out in completion order; ids pair them.
+- Reading never stops while calls run. Requests that run the server author's code (tools/call,
+  prompts/get, resources/read) run on worker threads, at most max_concurrent at once; beyond that
+  they wait in a queue, in order, and the reader goes on, so a cancel (or any notification) is
+  acted on at once even when every slot is taken. Only past MAX_WAITING_CALLS queued calls does
+  the reader wait; input is never dropped or reordered. Other requests are answered by the
+  reader itself. Responses come out in completion order; ids pair them.
 - One writer: every response and notification is written whole, as one line, under one lock.
 - notifications/cancelled naming a request in flight cancels it: its tool is told, and nothing
-  more is sent for it, not even a response. A cancel for an unknown or finished id, or a
+  more is sent for it, not even a response; a queued call is dropped. A cancel for an unknown or finished id, or a
   malformed one, is ignored; no notification is ever answered.
 - Blank lines are skipped, a trailing CR is dropped, a last line without a newline is still
   answered. A line longer than MAX_LINE_BYTES is discarded and answered with an error.
@@ -25,12 +27,13 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 
 from . import _log, protocol
 from ._context import Flight
 from ._json import THREAD_STACK_BYTES
 from ._server import Server
-from .errors import InvalidRequest, ProtocolError
+from ._wire import DEFAULT_GRACE_SECONDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
@@ -50,8 +53,11 @@ log = _log.get("mcpserver.stdio")
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # room for a 5 MB payload even when JSON escapes make it 6x longer
 DEFAULT_MAX_CONCURRENT = 16  # requests running the author's code at once; the reader waits beyond it
-DEFAULT_GRACE_SECONDS = 10.0
 HAND_OFF_AFTER = 0.01  # seconds a call may hold the reader before reading moves to another thread
+# Calls read while every slot is taken wait here, so reading (and cancelling) goes on; past these the
+# reader waits too, which bounds what a client that writes faster than calls finish can make us hold.
+MAX_WAITING_CALLS = 1024
+MAX_WAITING_BYTES = 64 * 1024 * 1024
 
 
 class _LogWriter:
@@ -163,6 +169,8 @@ class _Session:
         self._flights: dict[Any, list[Flight]] = {}
         self._running = 0  # calls running the author's code: at most max_concurrent
         self._waiting = 0  # threads waiting on _changed: without any, a finished call need not notify
+        self._queue: deque[tuple[protocol.Request, Flight, int]] = deque()  # calls read while every slot is taken
+        self._queued_bytes = 0
         self._listens = 0  # open subscriptions/listen streams
         self._max_concurrent = max_concurrent
         self._reader_thread: Optional[threading.Thread] = None
@@ -212,10 +220,8 @@ class _Session:
                 if not line:
                     return
                 if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                    self._discard_rest()
-                    refused = InvalidRequest(f"Invalid Request: message longer than {MAX_LINE_BYTES} bytes")
-                    self.write(protocol.error_reply(refused).response or {})
-                elif not self._receive(line, me):
+                    self._discard_rest()  # the cut line is still refused whole, by its length
+                if not self._receive(line, me):
                     return  # the role went to another thread while this one ran a call
         except (OSError, ValueError) as exc:  # stdin itself broke: as good as EOF
             log.info("stdin failed (%s); exiting", exc)
@@ -232,64 +238,59 @@ class _Session:
                 return
 
     def _receive(self, line: bytes, me: threading.Thread) -> bool:
-        """Handle one line: answer it, run it, or act on a cancel. False when this thread lost the role."""
+        """Handle one line: answer it, run it, queue it, or act on a cancel. False when this thread lost
+        the reader role while it ran a call."""
         line = line.rstrip(b"\n").rstrip(b"\r")
         if not line.strip():
             return True
-        try:
-            message = protocol.parse(line)
-        except ProtocolError as exc:
-            self.write(protocol.error_reply(exc).response or {})
-            return True
-        cancelled = protocol.cancelled_request(message)
-        if cancelled is not None:
-            self.cancel(cancelled)
-            return True
-        method = protocol.request_method(message)
-        if method == protocol.LISTEN:
-            self._listen(message, message["id"])
-            return True
-        if method not in protocol.RUNS_AUTHOR_CODE:
-            self._answer(protocol.dispatch(message, self.server))
-            return True
-        request_id = message["id"]
-        flight = Flight(self.write)
-        call = self._take_slot(request_id, flight)
-        if not call:
-            return True
-        if not self._busy.is_set():
-            self._busy.set()
-        self._run(message, request_id, flight)
-        with self._lock:
-            if self._inline == call:  # else the role has passed on, and _inline is another reader's call
-                self._inline = 0
-            return self._reader_thread is me
+        message = protocol.parse(line, MAX_LINE_BYTES)
+        if isinstance(message, protocol.Request):
+            if message.work == protocol.AUTHOR:
+                return self._call(message, me, len(line))
+            if message.work == protocol.LISTEN:
+                self._listen(message)
+            else:
+                self._answer(protocol.dispatch(message, self.server))
+        elif isinstance(message, protocol.Cancel):
+            self.cancel(message.request_id)
+        elif isinstance(message, protocol.Refusal):
+            self._answer(message.reply)
+        return True  # a notification, or a response from the client: nothing to answer
 
-    def _listen(self, message: dict[str, Any], request_id: Any) -> None:
-        """A subscriptions/listen stream: on a thread of its own, outside the slots for calls (the server's
-        listener limit bounds these). It ends when cancelled, or at shutdown with its graceful result,
-        followed by notifications/cancelled for its id (WIRE.md §14.1)."""
+    def _listen(self, request: protocol.Request) -> None:
+        """A subscriptions/listen stream: outside the slots for calls (the server's listener limit bounds
+        these), waited on by a thread of its own. It ends when cancelled, or at shutdown with its graceful
+        result, followed by notifications/cancelled for its id (WIRE.md §14.1)."""
         flight = Flight(self.write)
         with self._lock:
-            self._flights.setdefault(request_id, []).append(flight)
+            self._flights.setdefault(request.id, []).append(flight)
             self._listens += 1
+        reply = protocol.dispatch(request, self.server, flight=flight)  # opens it and acknowledges, at once
+        if reply.listening is None:  # refused
+            flight.finish(lambda: self._answer(reply))
+            self._stream_ended(request.id, flight)
+            return
+        listening = reply.listening
 
-        def listen() -> None:
+        def wait() -> None:
             try:
-                reply = protocol.dispatch(message, self.server, flight=flight)
-                if reply.response is not None and flight.finish(lambda: self._answer(reply)) \
-                        and "result" in reply.response:
+                listening.ended.wait()
+                final = listening.close()
+                if final.response is not None and flight.finish(lambda: self._answer(final)):
                     self.write({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                "params": {"requestId": request_id, "reason": "the server is shutting down"}})
+                                "params": {"requestId": request.id, "reason": "the server is shutting down"}})
                 else:
                     flight.finish()
             finally:
-                with self._changed:
-                    self._forget(request_id, flight)
-                    self._listens -= 1
-                    self._changed.notify_all()
+                self._stream_ended(request.id, flight)
 
-        threading.Thread(target=listen, name="mcpserver-listen", daemon=True).start()
+        threading.Thread(target=wait, name="mcpserver-listen", daemon=True).start()
+
+    def _stream_ended(self, request_id: Any, flight: Flight) -> None:
+        with self._changed:
+            self._forget(request_id, flight)
+            self._listens -= 1
+            self._changed.notify_all()
 
     def _forget(self, request_id: Any, flight: Flight) -> None:
         flights = self._flights.get(request_id, [])
@@ -302,34 +303,65 @@ class _Session:
         if reply.response is not None:
             self.write(reply.response)
 
-    def _take_slot(self, request_id: Any, flight: Flight) -> int:
-        """Count the call as running and in flight, once a slot is free, as the reader's own call;
-        returns its number (0: stopped while waiting)."""
+    def _call(self, request: protocol.Request, me: threading.Thread, size: int) -> bool:
+        """A request that runs the author's code: run it here when a slot is free (as the reader's own
+        call), else queue it and go on reading, so a cancel behind it is still read. Only when
+        MAX_WAITING_CALLS (or MAX_WAITING_BYTES) are queued does the reader wait. False when this thread
+        lost the reader role while it ran the call."""
+        flight = Flight(self.write)
         with self._changed:
-            while self._running >= self._max_concurrent:
-                if self.stopping or self.closed:
-                    return 0
-                self._waiting += 1
-                try:
-                    self._changed.wait(0.1)
-                finally:
-                    self._waiting -= 1
+            self._flights.setdefault(request.id, []).append(flight)  # 1 and "1" are different keys
+            if self._running >= self._max_concurrent:
+                while (len(self._queue) >= MAX_WAITING_CALLS or self._queued_bytes + size > MAX_WAITING_BYTES) \
+                        and self._queue and not (self.stopping or self.closed):
+                    self._wait_for_change(0.1)
+                self._queue.append((request, flight, size))
+                self._queued_bytes += size
+                return True
             self._running += 1
-            self._flights.setdefault(request_id, []).append(flight)  # 1 and "1" are different keys
             self._calls += 1
-            self._inline = self._calls
-            return self._calls
+            self._inline = call = self._calls
+        if not self._busy.is_set():
+            self._busy.set()
+        self._run(request, flight)
+        with self._lock:
+            if self._inline == call:  # else the role has passed on, and _inline is another reader's call
+                self._inline = 0
+            return self._reader_thread is me
 
-    def _run(self, message: dict[str, Any], request_id: Any, flight: Flight) -> None:
+    def _wait_for_change(self, seconds: float) -> None:
+        """Wait on _changed (its lock held) for a freed slot or queue place, or the last call's end."""
+        self._waiting += 1
         try:
-            reply = protocol.dispatch(message, self.server, flight=flight)
+            self._changed.wait(seconds)
+        finally:
+            self._waiting -= 1
+
+    def _run(self, request: protocol.Request, flight: Flight) -> None:
+        """Run one call; its slot then goes to the oldest queued call, on a thread of its own."""
+        try:
+            reply = protocol.dispatch(request, self.server, flight=flight)
             flight.finish(None if reply.response is None else lambda: self._answer(reply))
         finally:
             with self._lock:
-                self._forget(request_id, flight)
-                self._running -= 1
-                if self._waiting and (self._running == self._max_concurrent - 1 or not self._running):
-                    self._changed.notify_all()  # a reader waiting for a slot, or the main thread for the end
+                self._forget(request.id, flight)
+                queued = self._next_queued()
+                if queued is None:
+                    self._running -= 1
+                if self._waiting:
+                    self._changed.notify_all()  # a reader waiting for room, or the main thread for the end
+            if queued is not None:
+                threading.Thread(target=self._run, args=queued, name="mcpserver-call", daemon=True).start()
+
+    def _next_queued(self) -> Optional[tuple[protocol.Request, Flight]]:
+        """The oldest queued call still wanted (the lock held); none once a signal came."""
+        while self._queue:
+            request, flight, size = self._queue.popleft()
+            self._queued_bytes -= size
+            if not (flight.cancelled or self.stopping):
+                return request, flight
+            self._forget(request.id, flight)
+        return None
 
     def _watch(self) -> None:
         """Hand the reader role to a new thread when the reader has run one call for HAND_OFF_AFTER."""
@@ -354,6 +386,11 @@ class _Session:
     def cancel(self, request_id: Any) -> None:
         with self._lock:
             flights = list(self._flights.get(request_id, ()))
+            if self._queue:  # a queued call is dropped whole: it never runs or answers
+                for entry in [entry for entry in self._queue if entry[0].id == request_id]:
+                    self._queue.remove(entry)
+                    self._queued_bytes -= entry[2]
+                    self._forget(request_id, entry[1])
         for flight in flights:
             log.info("request %r cancelled by the client", request_id)
             flight.cancel()

@@ -1,6 +1,6 @@
 """Drivers that put one fuzzed message through the server and judge what came back.
 
-- `Core`: protocol.dispatch_bytes in this process (stdio semantics without headers, HTTP semantics with
+- `Core`: protocol.parse and dispatch in this process (stdio semantics without headers, HTTP semantics with
   them), the log captured per message.
 - `LiveStdio`: `python -m mcpserver TARGET` on real pipes. After the answers a message needs (paired by
   id: calls run concurrently and answer in completion order), a `mark` request follows; whatever comes
@@ -232,8 +232,19 @@ class CoreRun(NamedTuple):
     escaped: Optional[BaseException]
 
 
+def _core_reply(data: bytes, server: Any, headers: Optional[dict[str, str]]) -> protocol.Reply:
+    """What a transport does with the bytes of one message: parse, then dispatch a request. Nothing is
+    answered to the rest: here that is a Reply without a response and with HTTP's 202."""
+    message = protocol.parse(data, responses=headers is None)
+    if isinstance(message, protocol.Refusal):
+        return message.reply
+    if isinstance(message, protocol.Request):
+        return protocol.dispatch(message, server, headers)
+    return protocol.Reply(None, protocol.ANSWERED, 202)
+
+
 class Core:
-    """protocol.dispatch_bytes on a Server in this process."""
+    """protocol.parse and protocol.dispatch on a Server in this process."""
 
     name = "core"
 
@@ -263,7 +274,7 @@ class Core:
         reply = encoded = None
         started = time.perf_counter()
         try:
-            reply = protocol.dispatch_bytes(data, self.server, headers)
+            reply = _core_reply(data, self.server, headers)
             if reply.response is not None:
                 encoded = protocol.encode(reply.response)
         except BaseException as exc:
@@ -318,7 +329,7 @@ class Core:
             answered = [f for f in answered if f.kind != "internal-error"]
         findings += answered
         if headers is not None and response is not None:
-            problem = fuzz_check.check_status(run.reply.status, response)
+            problem = fuzz_check.check_status(run.reply.http_status, response)
             if problem:
                 findings.append(Finding("status", _normalise(problem), problem))
         return findings

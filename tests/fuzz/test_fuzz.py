@@ -44,7 +44,7 @@ def sandbox(tmp_path_factory):
 
 
 def test_core_stream():
-    """COUNT messages through protocol.dispatch_bytes, every answer judged, every 10th against the schema."""
+    """COUNT messages through protocol.parse and dispatch, every answer judged, every 10th against the schema."""
     run = fuzz.Run(SEED)
     target = fuzz_gen.Target.of(fuzz_server.server, exclude=fuzz_server.TOUCHES_PROCESS + fuzz_server.NOT_FUZZED)
     generator = fuzz_gen.Generator(target, large=0, repetitive_sizes=SIZES)

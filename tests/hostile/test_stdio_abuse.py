@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from mcptest import StdioServer, call, line, request, responses, run_once
+from mcptest import SLOW_TOOLS, StdioServer, call, line, request, responses, run_once
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_tools.py")
 NORMAL = call("tags", id="after", tags=["still", "here"])
@@ -118,3 +118,36 @@ def test_a_lone_surrogate_for_a_programs_argv_or_raw_stdin_is_refused_clearly(to
 def test_a_lone_surrogate_in_json_on_stdin_reaches_the_program_escaped():
     [answer] = answers_after(call("json_cat", id=1, text="a\ud800b"))
     assert answer["result"]["structuredContent"] == {"text": "a\ud800b"}, answer
+
+
+# --- every slot taken: reading goes on (issue 23, item 3) -----------------------------------------------
+
+
+def cancel(request_id):
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+
+
+def test_cancels_get_through_while_every_slot_is_taken(tmp_path):
+    """17 long calls fill the 16 slots and queue one; the 17 cancels behind them are read and acted on at
+    once. Before, the reader waited on the 17th call, so no cancel was read until a call ended by itself
+    (the pid call below then waited past its 30 s)."""
+    never = str(tmp_path / "never-released")
+    with StdioServer(SLOW_TOOLS) as server:
+        server.send(b"".join(line(call("held", id=f"long-{n}", path=never)) for n in range(17)))
+        server.send(b"".join(line(cancel(f"long-{n}")) for n in reversed(range(17))))  # the queued one first
+        assert server.ask(call("pid", id="quick"), timeout=30)["id"] == "quick"
+        code, rest = server.close(timeout=30)
+    assert code == 0 and responses(rest) == [], "a cancelled call was answered"
+    assert server.stderr.count("held: started") <= 16, "the queued call ran although it was cancelled first"
+
+
+def test_a_queued_call_runs_when_a_slot_frees_and_answers_in_turn(tmp_path):
+    release = tmp_path / "release"
+    with StdioServer(SLOW_TOOLS, "--max-concurrent", "2") as server:
+        server.send(b"".join(line(call("held", id=f"h{n}", path=str(release))) for n in range(3)))
+        server.wait_for_stderr("held: started")
+        assert server.ask(request("tools/list", id="list"))["id"] == "list"  # the reader goes on
+        release.touch()
+        answered = sorted(server.receive(60)["id"] for _ in range(3))
+        assert answered == ["h0", "h1", "h2"]
+        assert server.close()[0] == 0

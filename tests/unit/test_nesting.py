@@ -16,7 +16,7 @@ MUSL_THREAD_STACK = 128 * 1024
 CHILD = textwrap.dedent("""
     import json, sys, threading
     from mcpserver import Server
-    from mcpserver.protocol import dispatch_bytes, encode
+    from mcpserver.protocol import Refusal, Request, dispatch, encode, parse
 
     server = Server("nesting")
     server.tool(lambda value=None: value, name="echo_any")
@@ -25,7 +25,9 @@ CHILD = textwrap.dedent("""
 
     def work():
         for payload in payloads:
-            answers.append(json.loads(encode(dispatch_bytes(payload.encode(), server).response)))
+            message = parse(payload.encode())
+            reply = message.reply if isinstance(message, Refusal) else dispatch(message, server)
+            answers.append(json.loads(encode(reply.response)))
 
     threading.stack_size(STACK)
     thread = threading.Thread(target=work)

@@ -5,9 +5,9 @@ import json
 import logging
 
 import pytest
-from mcpserver import Server, ToolError, ToolResult, content
-from mcpserver.protocol import dispatch, dispatch_bytes, encode, handle
-from mcptest import META, VERSION, call, request
+from mcpserver import Server, ToolError, ToolResult, content, protocol
+from mcpserver.protocol import encode, handle
+from mcptest import META, VERSION, call, core_reply, request
 
 HEADERS = {"mcp-protocol-version": VERSION}
 
@@ -83,9 +83,9 @@ def test_missing_or_mistyped_meta_is_invalid_params_400(server, method, params):
     message = {"jsonrpc": "2.0", "id": 7, "method": method}
     if params is not None:
         message["params"] = params
-    reply = dispatch(message, server)
+    reply = core_reply(message, server)
     assert error_of(reply)["code"] == -32602
-    assert reply.status == 400
+    assert reply.http_status == 400
     assert reply.response["id"] == 7
 
 
@@ -95,8 +95,8 @@ def test_missing_client_info_is_still_served(server):
 
 
 def test_params_that_are_not_an_object_are_invalid_params(server):
-    reply = dispatch({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1, 2]}, server)
-    assert error_of(reply)["code"] == -32602 and reply.status == 400
+    reply = core_reply({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1, 2]}, server)
+    assert error_of(reply)["code"] == -32602 and reply.http_status == 400
 
 
 # --- §4 version: every method, discover included ----------------------------------------------
@@ -105,16 +105,16 @@ def test_params_that_are_not_an_object_are_invalid_params(server):
 @pytest.mark.parametrize("method", ["server/discover", "tools/list", "tools/call", "nonexistent/method"])
 def test_unsupported_version_is_32022_with_supported_and_requested(server, method):
     meta = dict(META, **{"io.modelcontextprotocol/protocolVersion": "1900-01-01"})
-    reply = dispatch(request(method, meta=meta, name="echo", arguments={"text": "x"}), server)
+    reply = core_reply(request(method, meta=meta, name="echo", arguments={"text": "x"}), server)
     error = error_of(reply)
     assert error["code"] == -32022
     assert error["data"] == {"supported": [VERSION], "requested": "1900-01-01"}
-    assert reply.status == 400
+    assert reply.http_status == 400
 
 
 def test_an_earlier_revision_is_unsupported_too(server):
     meta = dict(META, **{"io.modelcontextprotocol/protocolVersion": "2025-11-25"})
-    assert error_of(dispatch(request("tools/list", meta=meta), server))["code"] == -32022
+    assert error_of(core_reply(request("tools/list", meta=meta), server))["code"] == -32022
 
 
 def test_each_request_is_judged_alone(server):
@@ -129,15 +129,15 @@ def test_each_request_is_judged_alone(server):
 
 
 def test_unknown_method_is_32601_404(server):
-    reply = dispatch(request("tools/frobnicate"), server)
-    assert error_of(reply)["code"] == -32601 and reply.status == 404
+    reply = core_reply(request("tools/frobnicate"), server)
+    assert error_of(reply)["code"] == -32601 and reply.http_status == 404
 
 
 @pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "resources/subscribe"])
 def test_retired_methods_are_32601_and_name_the_supported_version(server, method):
-    reply = dispatch(request(method), server)
+    reply = core_reply(request(method), server)
     error = error_of(reply)
-    assert error["code"] == -32601 and reply.status == 404
+    assert error["code"] == -32601 and reply.http_status == 404
     assert error["data"]["supported"] == [VERSION]
 
 
@@ -154,9 +154,9 @@ def test_legacy_initialize_without_meta_learns_the_supported_versions(server):
 @pytest.mark.parametrize("method", ["prompts/list", "prompts/get", "resources/list", "resources/read",
                                     "resources/templates/list"])
 def test_methods_of_undeclared_capabilities_are_32601(server, method):
-    reply = dispatch(request(method, name="x", uri="x://y"), server)
+    reply = core_reply(request(method, name="x", uri="x://y"), server)
     error = error_of(reply)
-    assert error["code"] == -32601 and reply.status == 404
+    assert error["code"] == -32601 and reply.http_status == 404
     assert "capability" in error["data"]["reason"]
 
 
@@ -165,9 +165,9 @@ def test_methods_of_undeclared_capabilities_are_32601(server, method):
 
 @pytest.mark.parametrize("data", [b"{", b"not json", b'{"a": NaN}', b"\xff\xfe{}", b'{"jsonrpc": "2.0", "id": 1,'])
 def test_unparseable_bytes_are_32700_without_id(server, data):
-    reply = dispatch_bytes(data, server)
+    reply = core_reply(data, server)
     assert reply.response == {"jsonrpc": "2.0", "error": reply.response["error"]}
-    assert reply.response["error"]["code"] == -32700 and reply.status == 400
+    assert reply.response["error"]["code"] == -32700 and reply.http_status == 400
 
 
 @pytest.mark.parametrize("message", [
@@ -183,13 +183,13 @@ def test_unparseable_bytes_are_32700_without_id(server, data):
 ], ids=["batch", "empty-batch", "string", "number", "null", "no-jsonrpc", "jsonrpc-1.0", "method-number",
         "no-method"])
 def test_invalid_requests_are_32600(server, message):
-    reply = dispatch(message, server)
-    assert error_of(reply)["code"] == -32600 and reply.status == 400
+    reply = core_reply(message, server)
+    assert error_of(reply)["code"] == -32600 and reply.http_status == 400
 
 
 @pytest.mark.parametrize("bad_id", [None, 1.5, True, False, {"a": 1}, [1]])
 def test_an_invalid_id_is_32600_and_the_error_omits_it(server, bad_id):
-    reply = dispatch({"jsonrpc": "2.0", "id": bad_id, "method": "tools/list", "params": {"_meta": META}}, server)
+    reply = core_reply({"jsonrpc": "2.0", "id": bad_id, "method": "tools/list", "params": {"_meta": META}}, server)
     assert error_of(reply)["code"] == -32600
     assert "id" not in reply.response
 
@@ -208,20 +208,38 @@ def test_errors_echo_a_readable_id(server):
 
 @pytest.mark.parametrize("method", ["notifications/cancelled", "notifications/initialized", "whatever/else"])
 def test_notifications_are_never_answered(server, method):
-    reply = dispatch({"jsonrpc": "2.0", "method": method, "params": {"requestId": 1}}, server)
-    assert reply.response is None
-    assert reply.status == 202
+    message = {"jsonrpc": "2.0", "method": method, "params": {"requestId": 1}}
+    assert core_reply(message, server) is None and handle(message, server) is None
+    expected = protocol.Cancel if method == "notifications/cancelled" else protocol.Notification
+    assert type(protocol.classify(message)) is expected
 
 
-def test_a_notification_with_malformed_params_is_ignored(server):
-    assert handle({"jsonrpc": "2.0", "method": "notifications/cancelled"}, server) is None
+@pytest.mark.parametrize("params", [None, {}, {"requestId": None}, {"requestId": 1.5}, {"requestId": True}, [1]])
+def test_a_cancel_with_malformed_params_is_an_ignored_notification(server, params):
+    message = {"jsonrpc": "2.0", "method": "notifications/cancelled", **({} if params is None else {"params": params})}
+    assert type(protocol.classify(message)) is protocol.Notification and handle(message, server) is None
 
 
-def test_a_response_from_the_client_is_ignored_on_stdio_and_refused_over_http(server):
+def test_a_response_from_the_client_is_parsed_as_one_and_never_answered(server):
     response = {"jsonrpc": "2.0", "id": 4, "result": {}}
     assert handle(response, server) is None
-    reply = dispatch(response, server, HEADERS)
-    assert error_of(reply)["code"] == -32600 and reply.status == 400
+    typed = protocol.parse(json.dumps(response).encode())
+    assert isinstance(typed, protocol.ClientResponse) and (typed.id, typed.result, typed.error) == (4, {}, None)
+
+
+def test_a_response_from_the_client_is_refused_where_the_server_sent_no_request(server):
+    """Over HTTP without a session the server never asks the client anything: -32600, 400."""
+    refused = protocol.parse(json.dumps({"jsonrpc": "2.0", "id": 4, "result": {}}).encode(), responses=False)
+    assert isinstance(refused, protocol.Refusal)
+    assert error_of(refused.reply)["code"] == -32600 and refused.reply.http_status == 400
+    assert refused.reply.response["id"] == 4
+
+
+def test_messages_are_immutable_values():
+    typed = protocol.parse(json.dumps(call("echo", id=3, text="x")).encode())
+    assert isinstance(typed, protocol.Request) and (typed.id, typed.method, typed.work) == (3, "tools/call", "author")
+    with pytest.raises(AttributeError):
+        typed.id = 4
 
 
 # --- §6 results: resultType, cache hints, serverInfo ----------------------------------------
@@ -280,30 +298,30 @@ def test_pagination_walks_every_tool_once_and_ends_without_cursor(paged):
 @pytest.mark.parametrize("cursor", ["garbage", "", base64.urlsafe_b64encode(b"prompts:2").decode(),
                                     base64.urlsafe_b64encode(b"tools:99").decode(), 17])
 def test_bad_cursors_are_32602(paged, cursor):
-    reply = dispatch(request("tools/list", cursor=cursor), paged)
-    assert error_of(reply)["code"] == -32602 and reply.status == 200
+    reply = core_reply(request("tools/list", cursor=cursor), paged)
+    assert error_of(reply)["code"] == -32602 and reply.http_status == 200
 
 
 # --- §9 tools/call --------------------------------------------------------------------------
 
 
 def test_unknown_tool_is_32602_not_a_result(server):
-    reply = dispatch(call("nope"), server)
+    reply = core_reply(call("nope"), server)
     assert error_of(reply) == {"code": -32602, "message": "Unknown tool: nope"}
-    assert reply.status == 200
+    assert reply.http_status == 200
 
 
 @pytest.mark.parametrize("params", [{}, {"name": 3}, {"name": "echo", "arguments": "text=hi"},
                                     {"name": "echo", "arguments": [1]}])
 def test_malformed_call_params_are_32602(server, params):
-    assert error_of(dispatch(request("tools/call", **params), server))["code"] == -32602
+    assert error_of(core_reply(request("tools/call", **params), server))["code"] == -32602
 
 
 def test_arguments_the_schema_rejects_are_an_is_error_result(server):
     """WIRE.md §9.4 CONFLICT: we follow the prose (SEP-1303): the model sees what to fix."""
-    reply = dispatch(call("echo", text=5), server)
+    reply = core_reply(call("echo", text=5), server)
     result = reply.response["result"]
-    assert result["isError"] is True and reply.status == 200
+    assert result["isError"] is True and reply.http_status == 200
     assert "text: expected string, got integer" in result["content"][0]["text"]
     result = handle(call("echo"), server)["result"]
     assert result["isError"] and "missing required property 'text'" in result["content"][0]["text"]
@@ -337,7 +355,7 @@ def test_a_tool_calling_exit_does_not_end_the_server(server):
 def test_an_internal_fault_outside_tools_is_32603(server, caplog):
     server.offers_capability = None  # break the server itself, not a tool
     with caplog.at_level(logging.ERROR):
-        reply = dispatch(request("tools/list"), server)
+        reply = core_reply(request("tools/list"), server)
     assert error_of(reply) == {"code": -32603, "message": "Internal error"}
     assert caplog.records
 
@@ -418,56 +436,56 @@ def test_structured_content_must_match_the_output_schema(returns):
 def test_missing_required_headers_are_32020(server):
     for missing in ("mcp-protocol-version", "mcp-method"):
         headers = {k: v for k, v in http_headers("tools/list").items() if k != missing}
-        reply = dispatch(request("tools/list"), server, headers)
-        assert error_of(reply)["code"] == -32020 and reply.status == 400
-    reply = dispatch(call("echo", text="x"), server, http_headers("tools/call"))
+        reply = core_reply(request("tools/list"), server, headers)
+        assert error_of(reply)["code"] == -32020 and reply.http_status == 400
+    reply = core_reply(call("echo", text="x"), server, http_headers("tools/call"))
     assert error_of(reply)["code"] == -32020 and "Mcp-Name" in error_of(reply)["message"]
 
 
 def test_header_checks_come_before_meta_checks(server):
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    assert error_of(dispatch(message, server, {}))["code"] == -32020
-    assert error_of(dispatch(message, server, http_headers("tools/list")))["code"] == -32602
+    assert error_of(core_reply(message, server, {}))["code"] == -32020
+    assert error_of(core_reply(message, server, http_headers("tools/list")))["code"] == -32602
 
 
 def test_header_values_must_equal_the_body(server):
-    reply = dispatch(call("echo", text="x"), server, http_headers("tools/call", "other"))
-    assert error_of(reply)["code"] == -32020 and reply.status == 400
+    reply = core_reply(call("echo", text="x"), server, http_headers("tools/call", "other"))
+    assert error_of(reply)["code"] == -32020 and reply.http_status == 400
     assert "'other'" in error_of(reply)["message"] and "'echo'" in error_of(reply)["message"]
-    assert error_of(dispatch(request("tools/list"), server, http_headers("Tools/List")))["code"] == -32020
+    assert error_of(core_reply(request("tools/list"), server, http_headers("Tools/List")))["code"] == -32020
 
 
 def test_version_header_mismatch_is_32020_before_version_support(server):
     meta = dict(META, **{"io.modelcontextprotocol/protocolVersion": "1900-01-01"})
-    reply = dispatch(request("tools/list", meta=meta), server, http_headers("tools/list"))
+    reply = core_reply(request("tools/list", meta=meta), server, http_headers("tools/list"))
     assert error_of(reply)["code"] == -32020
     agreed = dict(http_headers("tools/list"), **{"mcp-protocol-version": "1900-01-01"})
-    assert error_of(dispatch(request("tools/list", meta=meta), server, agreed))["code"] == -32022
+    assert error_of(core_reply(request("tools/list", meta=meta), server, agreed))["code"] == -32022
 
 
 def test_header_values_are_trimmed_and_base64_names_decoded(server):
-    reply = dispatch(call("echo", text="x"), server, http_headers(" tools/call ", "  echo\t"))
+    reply = core_reply(call("echo", text="x"), server, http_headers(" tools/call ", "  echo\t"))
     assert "result" in reply.response
     name = "=?base64?" + base64.b64encode(b"echo").decode() + "?="
-    assert "result" in dispatch(call("echo", text="x"), server, http_headers("tools/call", name)).response
+    assert "result" in core_reply(call("echo", text="x"), server, http_headers("tools/call", name)).response
 
 
 def test_a_non_ascii_name_travels_base64(server):
     message = request("tools/call", name="naïve", arguments={})
     encoded = "=?base64?" + base64.b64encode("naïve".encode()).decode() + "?="
-    reply = dispatch(message, server, http_headers("tools/call", encoded))
+    reply = core_reply(message, server, http_headers("tools/call", encoded))
     assert error_of(reply)["message"] == "Unknown tool: naïve"  # the headers agreed; the tool does not exist
 
 
 @pytest.mark.parametrize("value", ["=?base64?not base64!?=", "=?base64?/w==?=", "caf\u00e9", "a\x01b"])
 def test_bad_header_values_are_32020(server, value):
-    reply = dispatch(call("echo", text="x"), server, http_headers("tools/call", value))
-    assert error_of(reply)["code"] == -32020 and reply.status == 400
+    reply = core_reply(call("echo", text="x"), server, http_headers("tools/call", value))
+    assert error_of(reply)["code"] == -32020 and reply.http_status == 400
 
 
 def test_notifications_need_no_headers(server):
-    reply = dispatch({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}, server, {})
-    assert (reply.response, reply.status) == (None, 202)
+    assert core_reply({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}, server,
+                      {}) is None
 
 
 def test_mcp_param_headers_must_mirror_annotated_arguments():
@@ -481,11 +499,11 @@ def test_mcp_param_headers_must_mirror_annotated_arguments():
 
     message = request("tools/call", name="where", arguments={"region": "us-west", "count": 42})
     good = http_headers("tools/call", "where", **{"mcp-param-region": "us-west", "mcp-param-count": "42.0"})
-    assert "result" in dispatch(message, server, good).response
+    assert "result" in core_reply(message, server, good).response
     missing = http_headers("tools/call", "where", **{"mcp-param-count": "42"})
-    assert error_of(dispatch(message, server, missing))["code"] == -32020
+    assert error_of(core_reply(message, server, missing))["code"] == -32020
     wrong = dict(good, **{"mcp-param-region": "eu"})
-    assert error_of(dispatch(message, server, wrong))["code"] == -32020
+    assert error_of(core_reply(message, server, wrong))["code"] == -32020
 
 
 # --- encoding -------------------------------------------------------------------------------
@@ -499,7 +517,7 @@ def test_encoding_is_one_line_of_utf8(server):
 
 
 def test_a_lone_surrogate_survives_escaped(server):
-    response = dispatch_bytes(json.dumps(call("echo", text="\ud800")).encode(), server).response
+    response = core_reply(json.dumps(call("echo", text="\ud800")).encode(), server).response
     assert json.loads(encode(response))["result"]["content"][0]["text"] == "\ud800"
 
 
@@ -510,8 +528,8 @@ def test_an_unencodable_response_becomes_an_internal_error():
 def test_a_tool_needing_an_undeclared_client_capability_is_32021():
     server = Server("needs")
     server.tool(lambda: "sampled", name="summarise", requires_client_capabilities={"sampling": {}})
-    reply = dispatch(call("summarise"), server)
-    assert reply.status == 400
+    reply = core_reply(call("summarise"), server)
+    assert reply.http_status == 400
     assert error_of(reply) == {"code": -32021, "message": "Missing required client capability: sampling",
                                "data": {"requiredCapabilities": {"sampling": {}}}}
     declared = dict(META, **{"io.modelcontextprotocol/clientCapabilities": {"sampling": {}}})

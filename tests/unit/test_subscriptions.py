@@ -8,8 +8,8 @@ import time
 import pytest
 from mcpserver import Server
 from mcpserver._context import Flight
-from mcpserver.protocol import dispatch, handle
-from mcptest import EXAMPLES, StdioServer, call, line, request
+from mcpserver.protocol import handle
+from mcptest import EXAMPLES, StdioServer, call, core_reply, line, request
 
 NOTES = os.path.join(EXAMPLES, "notes.py")
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
@@ -95,15 +95,15 @@ def test_too_many_listeners_get_a_clear_error():
     server.tool(lambda: "x", name="noop")
 
     flights = [Flight(lambda note: None) for _ in range(3)]
-    threads = [threading.Thread(target=dispatch, args=(listen(i, toolsListChanged=True), server),
+    threads = [threading.Thread(target=core_reply, args=(listen(i, toolsListChanged=True), server),
                                 kwargs={"flight": flights[i]}) for i in range(2)]
     for thread in threads:
         thread.start()
     while len(server.subscriptions) < 2:
         pass
-    reply = dispatch(listen(3, toolsListChanged=True), server, flight=flights[2])
+    reply = core_reply(listen(3, toolsListChanged=True), server, flight=flights[2])
     assert reply.response["error"]["code"] == -32603 and "at most 2" in reply.response["error"]["message"]
-    assert reply.status == 503
+    assert reply.http_status == 503
     server.subscriptions.end_all()
     for thread in threads:
         thread.join(5)
@@ -152,8 +152,8 @@ def test_the_registry_changes_safely_while_requests_read_it(jitter):
 
 
 def test_listen_through_dispatch_without_a_stream_is_refused_at_once():
-    """Found by make fuzz (G): with no flight to stream through, dispatch() and handle() waited forever."""
+    """Found by make fuzz (G): with no flight to stream through, core_reply() and handle() waited forever."""
     server = Server("quiet", "1.0.0", offers=["tools"])
     message = request("subscriptions/listen", id=1, notifications={"toolsListChanged": True})
-    for answer in (dispatch(message, server).response, handle(message, server)):
+    for answer in (core_reply(message, server).response, handle(message, server)):
         assert answer["error"]["code"] == -32600 and "needs a transport that streams" in answer["error"]["message"]
