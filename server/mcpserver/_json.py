@@ -23,10 +23,12 @@ MAX_JSON_DEPTH = 64
 # for the decoder past a few hundred levels (docs/musl.md).
 THREAD_STACK_BYTES = 8 * 1024 * 1024
 
-# A string, or an unclosed one running to the end of the text (an optional lone backslash last). Every
-# '"' it starts at matches at once, so no position is scanned twice: linear on any input. Without the
-# unclosed alternative, each '"' of an unclosed string rescanned to the end (quadratic: 1 MB took 50 min).
-_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)'  # compiled on first use (re caches it): most servers never need it
+# With escaped backslashes and quotes taken out first, a string is a quote, anything but a quote, and
+# its closing quote (or the end of an unclosed one): one repeat of one character class, which the regex
+# engine runs without a backtracking stack. (A pattern that matched escapes inside the string kept a
+# stack entry per escape: 150 MB for a 5 MB string of escapes, the PyPy cell's out-of-memory kill.)
+# Every '"' starts at most one match, so no position is scanned twice: linear on any input.
+_STRING = r'"[^"]*"?'  # compiled on first use (re caches it): most servers never need it
 _NOT_BRACKET = r"[^\[\]{}]+"
 
 
@@ -65,9 +67,50 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
+def _pypy_codecs() -> tuple[Any, Any]:
+    """PyPy's fast JSON paths, where the portable ones are slow (measured on a 5 MB text of escapes,
+    docs/pypy.md): its native decoder (_pypyjson.loads) serves only a hook-free json.loads, and with
+    _DECODER's hooks every string goes through the pure-Python scanner: 15x slower, 80 MB more. PyPy
+    before 8.0 has no native encoder either, and escapes strings for UTF-8 output with a Python callback
+    per escaped character: 0.5 s and 120 MB. Returns (loads, iterencode), each None where not needed."""
+    if sys.implementation.name != "pypy" or not hasattr(sys, "get_int_max_str_digits"):
+        return None, None  # without the digit limit the decoder's parse_int hook must run
+    try:
+        from _pypyjson import raw_encode_basestring_ascii  # type: ignore[import-not-found]
+    except ImportError:
+        return None, None
+    try:
+        from _pypyjson import make_encoder  # type: ignore[import-not-found]  # noqa: F401  PyPy 8.0+: native
+        return json.loads, None
+    except ImportError:
+        pass
+    try:
+        from json.encoder import _make_iterencode, encode_basestring  # type: ignore[attr-defined]
+    except ImportError:  # PyPy 3.9's encoder is built another way (and escapes with a builder)
+        return json.loads, None
+
+    def encode_string(text: str) -> str:  # for an ASCII string both modes write the same escapes
+        return '"' + raw_encode_basestring_ascii(text) + '"' if text.isascii() else encode_basestring(text)  # type: ignore[no-any-return]
+
+    def float_text(number: float) -> str:
+        if number != number or number in (_INFINITY, -_INFINITY):
+            raise ValueError(f"Out of range float values are not JSON compliant: {number!r}")
+        return float.__repr__(number)
+
+    return json.loads, _make_iterencode(None, _ENCODER.default, encode_string, None, float_text, ":", ",",
+                                        False, False, True)
+
+
+_NATIVE_LOADS, _PYPY_ITERENCODE = _pypy_codecs()
+
+
 def nesting_depth(text: str) -> int:
     """The deepest array/object nesting in `text`, brackets inside strings not counted."""
-    brackets = re.sub(_NOT_BRACKET, "", re.sub(_STRING, "", text, flags=re.DOTALL))
+    # An escaped quote never ends a string. Escaped backslashes go first, so that a quote after one still
+    # ends its string. Outside strings a backslash is invalid JSON, where the decoder stops: the depth up
+    # to it is counted exactly, and the decoder never reaches what follows.
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    brackets = re.sub(_NOT_BRACKET, "", re.sub(_STRING, "", unescaped))
     depth = deepest = 0
     for char in brackets:
         if char in "[{":
@@ -92,20 +135,39 @@ def loads(text: str) -> Any:
     if text.startswith("\ufeff"):  # what json.loads says, which _DECODER.decode would not
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
+        if _NATIVE_LOADS is not None:
+            return _finite(_NATIVE_LOADS(text))
         return _DECODER.decode(text)
     except RecursionError:  # only reachable if MAX_JSON_DEPTH was raised too far
         raise JSONTooDeep("JSON nested too deeply") from None
 
 
+def _finite(value: Any) -> Any:
+    """`value`, once no float in it is NaN or infinite: the checks _DECODER's hooks make while decoding."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, float) and (item != item or item in (_INFINITY, -_INFINITY)):
+            raise ValueError("NaN is not valid JSON" if item != item else
+                             "a number out of range (Infinity, or beyond a double's range) is not valid JSON")
+    return value
+
+
 def dumps(value: Any) -> str:
     """Compact single-line JSON, UTF-8 characters kept as they are."""
+    if _PYPY_ITERENCODE is not None:
+        return "".join(_PYPY_ITERENCODE(value, 0))
     return _ENCODER.encode(value)
 
 
 def dumps_bytes(value: Any) -> bytes:
     """dumps() as UTF-8 bytes. A lone surrogate (from a \\ud800 escape) cannot be UTF-8, so then the
     whole text is escaped to ASCII: the value arrives as it was sent. Raises TypeError/ValueError as dumps."""
-    text = _ENCODER.encode(value)
+    text = dumps(value)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

@@ -5,10 +5,12 @@ regression shows as a failed test (the child dies with SIGSEGV) on any libc, not
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
 from mcptest import META
 
 MUSL_THREAD_STACK = 128 * 1024
@@ -75,3 +77,57 @@ def test_brackets_inside_strings_do_not_count():
                                                  "params": {"_meta": META, "name": "echo_any",
                                                             "arguments": {"value": text}}}))
     assert answers[0]["result"]["content"][0]["text"] == text
+
+
+@pytest.mark.parametrize(("text", "depth"), [
+    ('[["a\\\\"], ["b"]]', 2),             # an escaped backslash: the quote after it ends the string
+    ('["a\\"]]]]", [1]]', 2),               # an escaped quote: the brackets after it are still inside
+    ('["\\\\\\"[[[["]', 1),                  # backslash pairs, then an escaped quote, all inside one string
+    ('[[[[' + '"\\\\' * 1000 + '"', 4),     # an unclosed string runs to the end
+    ('{"a": [{"b": "[{"}]}', 3),
+])
+def test_the_depth_counts_only_brackets_outside_strings(text, depth):
+    from mcpserver._json import nesting_depth
+
+    assert nesting_depth(text) == depth
+
+
+DEPTH_MEMORY = textwrap.dedent("""
+    import json, sys
+    from mcpserver._json import nesting_depth
+
+    def peak():
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+    text = "[[" + json.dumps('"\\\\\\n' * 1_700_000) + "]]"  # 5 MB of characters that are escaped
+    before = peak()
+    assert nesting_depth(text) == 2
+    print(json.dumps([len(text), peak() - before]))
+""")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak RSS from /proc")
+def test_the_depth_check_of_a_string_full_of_escapes_costs_a_few_copies_of_it():
+    """The string pattern once matched escapes inside strings, keeping a regex stack entry per escape:
+    157 MB for a 10 MB text on CPython (18x), the most memory-hungry step of a 5 MB request."""
+    child = subprocess.run([sys.executable, "-c", DEPTH_MEMORY], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
+    size, grown = json.loads(child.stdout)
+    assert grown <= 4 * size, f"{grown // 2**20} MiB for a {size // 2**20} MiB text"
+
+
+def test_pypy_uses_its_native_json_paths():
+    """On PyPy the portable decoder hooks and UTF-8 escaping are pure Python: 15x slower and ~20x the
+    text in memory for a 5 MB string of escapes (docs/pypy.md). Elsewhere nothing changes."""
+    from mcpserver import _json
+
+    native = sys.implementation.name == "pypy" and hasattr(sys, "get_int_max_str_digits")
+    assert (_json._NATIVE_LOADS is json.loads) == native
+    for bad in ("[NaN]", "[1e999]", "[-Infinity]", '{"a": [Infinity]}'):
+        with pytest.raises(ValueError, match="not valid JSON|out of range"):
+            _json.loads(bad)
+    assert json.loads(_json.dumps({"t": 'x"\\\n\x00\x7fé😀', "n": [1.5, -0.0, 10**30]})) == {
+        "t": 'x"\\\n\x00\x7fé😀', "n": [1.5, -0.0, 10**30]}
+    with pytest.raises(ValueError):
+        _json.dumps({"x": float("nan")})
