@@ -130,16 +130,16 @@ def send_to_a_worker_thread(pid: int, signum: int) -> None:
     if sys_tgkill is None:
         pytest.skip(f"tgkill's system call number on {os.uname().machine} is not in this test")
     deadline = time.monotonic() + 10
-    while True:
+    threads: list = []
+    # A thread listed a moment ago may have ended since (its work done, or the stdio reader role passed on),
+    # and the one to aim at may not have started yet (a connection not accepted yet): list again until one is hit.
+    while time.monotonic() < deadline:
         threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid)
-        if threads or time.monotonic() > deadline:
-            break
+        for tid in threads:
+            if libc.syscall(sys_tgkill, pid, tid, signum) == 0:
+                return
+            assert ctypes.get_errno() == errno.ESRCH, os.strerror(ctypes.get_errno())
         time.sleep(0.01)
-    assert threads, "the server runs a single thread: nothing to aim at"
-    for tid in threads:  # a thread listed a moment ago may have finished its work since: try the next
-        if libc.syscall(sys_tgkill, pid, tid, signum) == 0:
-            return
-        assert ctypes.get_errno() == errno.ESRCH, os.strerror(ctypes.get_errno())
     pytest.fail(f"every worker thread of {pid} ended before the signal reached one: {threads}")
 
 
