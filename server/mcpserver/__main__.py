@@ -176,8 +176,8 @@ def _quick_parse(argv: list[str]) -> Any:
             values[option.dest] = True
             continue
         if not equals:
-            if index >= len(argv):
-                return None
+            if index >= len(argv) or argv[index].startswith("-"):
+                return None  # argparse reads "-x" here as an option, and refuses the line: so must we
             value = argv[index]
             index += 1
         try:
