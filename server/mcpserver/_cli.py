@@ -5,9 +5,9 @@
     mcpserver config TARGET [--name NAME] [--http URL]  the mcpServers entry MCP clients read
 
 `call` goes through the same protocol core the transports use (a tools/call request with the
-server's own validation), in this process. Its exit status: 0 for a result, 1 for an isError result
-or a refused request, 2 for a usage error, 3 when the tool asks the client for input (MRTR) that a
-command line cannot give.
+server's own validation), in this process. Its exit status: 0 for a result, 1 for an isError result,
+a refused request or a TARGET that cannot load (as when serving it), 2 for a usage error, 3 when the
+tool asks the client for input (MRTR) that a command line cannot give.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 from . import _environment, protocol
 from ._context import Flight
 from ._loader import load_target
+from ._state import Sealer
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -66,9 +67,9 @@ def main(argv: list[str]) -> int:
         if args.command == "list":
             return _list(server, args.json, sys.stdout)
         return _call(server, args.tool, args.arguments, sys.stdout, sys.stderr)
-    except ConfigError as exc:
+    except ConfigError as exc:  # TARGET cannot load: 1, as when serving it
         print(f"mcpserver: {exc}", file=sys.stderr)
-        return 2
+        return 1
 
 
 def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> int:
@@ -89,12 +90,18 @@ def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> in
 
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                "params": {"_meta": dict(META, progressToken="cli"), "name": tool, "arguments": arguments}}
+    # A one-shot call never resumes a requestState, so a key of this call only is the right one: the default
+    # (a key of this process) warns about replicas, which mean nothing here.
+    server.sealer = Sealer(os.urandom(32).hex(), server.sealer.ttl)
     reply = protocol.dispatch(request, server, flight=Flight(progress))
     response = reply.response or {}
     if "error" in response:
         error = response["error"]
         print(f"mcpserver: {error['message']}" + (f" ({json.dumps(error['data'])})" if "data" in error else ""),
               file=err)
+        if tool not in server.tools:
+            print(f"mcpserver: {server.name}'s tools: {', '.join(server.tools) or '(none)'}"
+                  + _did_you_mean(tool, list(server.tools)), file=err)
         return 1
     result = response["result"]
     if result.get("resultType") == "input_required":
@@ -166,6 +173,13 @@ def _type(schema: dict[str, Any]) -> str:
     if kind == "array" and isinstance(schema.get("items"), dict):
         return f"array of {_type(schema['items'])}"
     return str(kind) + (f" = {json.dumps(schema['default'])}" if "default" in schema else "")
+
+
+def _did_you_mean(tool: str, names: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(tool, names, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _config(target: str, name: Optional[str], url: Optional[str], token_env: str, out: TextIO) -> int:

@@ -1,10 +1,12 @@
-"""Bad input on the command line: a usage error that says what is wrong, never a traceback."""
+"""Bad input on the command line: a usage error that says what is wrong, never a traceback, and one exit
+status per outcome whatever the command."""
 
+import os
 import subprocess
 import sys
 
 import pytest
-from mcptest import DEMO
+from mcptest import DEMO, EXAMPLES
 
 
 def mcpserver(*args, timeout=30):
@@ -54,3 +56,27 @@ def test_a_host_name_and_addresses_are_still_taken(tmp_path):
 def test_numbers_out_of_range_are_usage_errors(option, value, says):
     # --max-concurrent 0 was a ValueError traceback from the stdio transport; --grace nan was taken.
     assert usage_error(mcpserver(option, value, DEMO), says)
+
+
+def test_a_one_shot_call_says_nothing_about_sharing_a_state_key():
+    done = mcpserver("call", os.path.join(EXAMPLES, "interactive.py"), "trip_plan")
+    assert done.returncode == 3 and "Where to?" in done.stderr
+    assert "MCPSERVER_STATE_KEY" not in done.stderr and "replicas" not in done.stderr
+
+
+def test_an_unknown_tool_names_the_tools_there_are():
+    done = mcpserver("call", DEMO, "nosuch")
+    assert done.returncode == 1 and "Unknown tool: nosuch" in done.stderr
+    assert "demo's tools: echo, add, big" in done.stderr
+    assert "did you mean echo?" in mcpserver("call", DEMO, "ecko").stderr
+
+
+@pytest.mark.parametrize("command", [[], ["--check"], ["call"], ["list"], ["config"]],
+                         ids=["serve", "check", "call", "list", "config"])
+def test_a_target_that_cannot_load_exits_1_from_every_command(command, tmp_path):
+    # `mcpserver call` said 2 (a usage error) where `python -m mcpserver` said 1.
+    broken = tmp_path / "broken.py"
+    broken.write_text("def broken(:\n")
+    done = mcpserver(*command, str(broken), *(["echo"] if command == ["call"] else []))
+    assert done.returncode == 1, (command, done.stderr)
+    assert "SyntaxError" in done.stderr and "Traceback" not in done.stderr
