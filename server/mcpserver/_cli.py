@@ -2,7 +2,7 @@
 
     mcpserver call TARGET TOOL ['{"arg": ...}' | -]     run one tool through the protocol; print its result
     mcpserver list TARGET [--json]                      what the server offers, with schemas
-    mcpserver config TARGET [--name NAME] [--http URL]  the mcpServers entry MCP clients read
+    mcpserver config TARGET --client NAME [--http URL]  the entry that client reads (_clients)
 
 `call` goes through the same protocol core the transports use (a tools/call request with the
 server's own validation), in this process. Its exit status: 0 for a result, 1 for an isError result,
@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from . import _environment, protocol
+from . import protocol
 from ._context import Flight
 from ._loader import load_target
 from ._state import Sealer
@@ -34,27 +34,38 @@ __all__ = ["main"]
 META = {"io.modelcontextprotocol/protocolVersion": protocol.PROTOCOL_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
         "io.modelcontextprotocol/clientInfo": {"name": "mcpserver-cli", "version": "1"}}
+TARGET_HELP = "a .py file, MODULE:ATTRIBUTE or a .json manifest"
 
 
 def _parser() -> Any:
     import argparse
 
+    from ._clients import CLIENTS
+
     parser = argparse.ArgumentParser(prog="mcpserver", description="Try a server from the command line.")
     commands = parser.add_subparsers(dest="command", required=True)
     call = commands.add_parser("call", help="run one tool and print its result")
-    call.add_argument("target", metavar="TARGET", help="a .py file, MODULE:ATTRIBUTE or a .json manifest")
+    call.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     call.add_argument("tool", metavar="TOOL")
     call.add_argument("arguments", metavar="JSON", nargs="?", default="{}",
                       help="the arguments as a JSON object, or - to read them from stdin (default {})")
     listing = commands.add_parser("list", help="print the tools, resources and prompts, with their schemas")
     listing.add_argument("target", metavar="TARGET")
     listing.add_argument("--json", action="store_true", help="print the lists as JSON")
-    config = commands.add_parser("config", help="print the mcpServers entry for an MCP client's configuration")
-    config.add_argument("target", metavar="TARGET")
-    config.add_argument("--name", help="the server's key in mcpServers (default: the server's name)")
+    config = commands.add_parser("config", help="print the entry an MCP client's configuration takes",
+                                 description="Print the entry CLIENT's configuration file takes, in that client's "
+                                             "own shape and variable syntax (docs/clients.md).")
+    config.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    config.add_argument("--client", choices=CLIENTS, default="generic",
+                        help="whose shape (default generic: an mcpServers entry taken literally)")
+    config.add_argument("--name", help="the server's key in the file (default: the server's name)")
     config.add_argument("--http", metavar="URL", help="an entry for a server already serving over HTTP at URL")
-    config.add_argument("--token-env", metavar="VARIABLE", default=_environment.TOKEN,
-                        help="with --http: the variable the client reads the bearer token from")
+    config.add_argument("--token-env", metavar="VARIABLE",
+                        help="with --http: the variable the client reads the bearer token from (default "
+                             "MCPSERVER_TOKEN; vscode: an input VS Code asks for)")
+    config.add_argument("--token-file", metavar="FILE",
+                        help="with --http and --client generic: write the token itself (that shape expands nothing)")
+    config.add_argument("--no-token", action="store_true", help="with --http: no Authorization header")
     return parser
 
 
@@ -62,7 +73,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "config":
-            return _config(args.target, args.name, args.http, args.token_env, sys.stdout)
+            return _config(args, sys.stdout, sys.stderr)
         server = load_target(args.target)
         if args.command == "list":
             return _list(server, args.json, sys.stdout)
@@ -182,29 +193,29 @@ def _did_you_mean(tool: str, names: list[str]) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def _config(target: str, name: Optional[str], url: Optional[str], token_env: str, out: TextIO) -> int:
-    """The entry works from any directory: the interpreter and the target are absolute paths."""
-    server = load_target(target)
-    key = name or server.name
-    if url:
-        entry: dict[str, Any] = {"type": "http", "url": url,
-                                 "headers": {"Authorization": f"Bearer ${{{token_env}}}"}}
+def _config(args: Any, out: TextIO, err: TextIO) -> int:
+    from ._clients import NOT_SUPPORTED, SOURCES, WHERE, client_entry, stdio_launch
+
+    if args.token_file and args.client != "generic":
+        print(f"mcpserver: {args.client} expands variables: give --token-env VARIABLE, not the token itself "
+              "(--token-file is for the generic shape, which expands nothing)", file=err)
+        return 2
+    if args.http and args.client == "claude-desktop":
+        print(f"mcpserver: {NOT_SUPPORTED}", file=err)
+        return 2
+    server = load_target(args.target)
+    key = args.name or server.name
+    if not args.http:
+        document = client_entry(args.client, key, launch=stdio_launch(args.target))
     else:
-        location, colon, attribute = target.partition(":") if not os.path.exists(target) else (target, "", "")
-        resolved = os.path.abspath(location) + colon + attribute if os.path.exists(location) else target
-        entry = {"command": os.path.abspath(sys.executable), "args": ["-m", "mcpserver", resolved]}
-        server_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        if not _installed(server_dir):  # a source checkout: the interpreter must find the package too
-            entry["env"] = {"PYTHONPATH": server_dir}
-    out.write(json.dumps({"mcpServers": {key: entry}}, indent=2) + "\n")
+        from .http import read_token_file
+
+        token = read_token_file(args.token_file) if args.token_file else None
+        document = client_entry(args.client, key, url=args.http, token_env=args.token_env, token=token,
+                                no_token=args.no_token)
+        if args.client == "generic" and not token and not args.no_token:
+            print("mcpserver: no Authorization header: this shape's values are taken literally, so a ${VAR} would "
+                  "be sent as is; --token-file FILE writes the token in (keep that file private)", file=err)
+    out.write(json.dumps(document, indent=2) + "\n")
+    print(f"mcpserver: {WHERE[args.client]} (shape: {SOURCES[args.client]})", file=err)
     return 0
-
-
-def _installed(server_dir: str) -> bool:
-    """Whether `python -I -m mcpserver` finds this package without help (installed, not a checkout)."""
-    import subprocess
-
-    done = subprocess.run([sys.executable, "-I", "-c", "import mcpserver, os; print(os.path.dirname("
-                           "os.path.dirname(os.path.abspath(mcpserver.__file__))))"], capture_output=True, text=True,
-                          cwd="/")
-    return done.returncode == 0 and done.stdout.strip() == server_dir
