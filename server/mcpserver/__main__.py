@@ -1,6 +1,6 @@
 """python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP.
 
-`mcpserver call|list|config TARGET ...` try a server from the shell (see _cli).
+`mcpserver call|list|config|bundle TARGET ...` try and ship a server from the shell (see _cli).
 """
 
 from __future__ import annotations
@@ -307,7 +307,7 @@ def _resource_server(args: Any) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-SUBCOMMANDS = ("call", "list", "config")
+SUBCOMMANDS = ("call", "list", "config", "bundle")
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -1,8 +1,9 @@
-"""The command line's tools for trying a server before any client sees it: call, list, config.
+"""The command line's tools for trying a server before any client sees it: call, list, config, bundle.
 
     mcpserver call TARGET TOOL ['{"arg": ...}' | -]     run one tool through the protocol; print its result
     mcpserver list TARGET [--json]                      what the server offers, with schemas
     mcpserver config TARGET --client NAME [--http URL]  the entry that client reads (_clients)
+    mcpserver bundle TARGET [-o FILE]                   an MCP Bundle for one-click installs (_bundle)
 
 `call` goes through the same protocol core the transports use (a tools/call request with the
 server's own validation), in this process. Its exit status: 0 for a result, 1 for an isError result,
@@ -66,6 +67,15 @@ def _parser() -> Any:
     config.add_argument("--token-file", metavar="FILE",
                         help="with --http and --client generic: write the token itself (that shape expands nothing)")
     config.add_argument("--no-token", action="store_true", help="with --http: no Authorization header")
+    bundle = commands.add_parser("bundle", help="write an MCP Bundle (.mcpb) for one-click installs",
+                                 description="Write an MCP Bundle: a zip of manifest.json, this package and TARGET, "
+                                             "that desktop clients install with one click; it needs only a "
+                                             "Python 3.9+ on the user's PATH.")
+    bundle.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    bundle.add_argument("-o", "--output", metavar="FILE", help="where to write it (default NAME-VERSION.mcpb)")
+    bundle.add_argument("--author", help="the manifest's author.name (default: your user name)")
+    bundle.add_argument("--include", action="append", default=[], metavar="PATH",
+                        help="a file or folder TARGET needs, beside it in the bundle (repeatable)")
     return parser
 
 
@@ -74,6 +84,14 @@ def main(argv: list[str]) -> int:
     try:
         if args.command == "config":
             return _config(args, sys.stdout, sys.stderr)
+        if args.command == "bundle":
+            from ._bundle import write_bundle
+
+            missing = [path for path in args.include if not os.path.exists(path)]
+            if missing:
+                print(f"mcpserver: --include {missing[0]}: no such file or folder", file=sys.stderr)
+                return 2
+            return write_bundle(args.target, args.output, author=args.author, include=args.include)
         server = load_target(args.target)
         if args.command == "list":
             return _list(server, args.json, sys.stdout)

@@ -52,7 +52,8 @@ NOT_SUPPORTED = (
     "Claude Desktop's claude_desktop_config.json holds only servers it launches (stdio). A remote server is a "
     "custom connector (Settings > Connectors > Add custom connector), which Anthropic's cloud connects to, not "
     "the desktop: it needs a public HTTPS URL and OAuth (or no authentication), not a static token "
-    "(https://support.claude.com/en/articles/11175166). Without --http this prints the stdio entry.")
+    "(https://support.claude.com/en/articles/11175166). Without --http this prints the stdio entry; "
+    "`mcpserver bundle` makes a one-click install.")
 
 
 def stdio_launch(target: str) -> dict[str, Any]:

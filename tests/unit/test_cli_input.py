@@ -71,8 +71,8 @@ def test_an_unknown_tool_names_the_tools_there_are():
     assert "did you mean echo?" in mcpserver("call", DEMO, "ecko").stderr
 
 
-@pytest.mark.parametrize("command", [[], ["--check"], ["call"], ["list"], ["config"]],
-                         ids=["serve", "check", "call", "list", "config"])
+@pytest.mark.parametrize("command", [[], ["--check"], ["call"], ["list"], ["config"], ["bundle"]],
+                         ids=["serve", "check", "call", "list", "config", "bundle"])
 def test_a_target_that_cannot_load_exits_1_from_every_command(command, tmp_path):
     # `mcpserver call` said 2 (a usage error) where `python -m mcpserver` said 1.
     broken = tmp_path / "broken.py"

@@ -93,7 +93,7 @@ LAYERS = (
     ("protocol",),
     ("stdio", "http"),
     ("_httpd",),
-    ("_clients",),  # the command line's config shapes, below _cli
+    ("_clients", "_bundle"),  # the command line's config shapes and bundles, below _cli
     ("_init", "_run", "_cli"),
     ("__main__",),
 )
