@@ -1,6 +1,7 @@
 """python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP.
 
-`mcpserver call|list|config|bundle TARGET ...` try and ship a server from the shell (see _cli).
+`mcpserver call|list|config|bundle TARGET ...` try and ship a server from the shell (see _cli);
+`mcpserver dev [options] TARGET` serves it again on every edit (see _dev).
 """
 
 from __future__ import annotations
@@ -206,14 +207,18 @@ def _argparse_type(convert: Any) -> Any:
     return converted
 
 
-def _parser() -> Any:
+def _parser(prog: str = "python -m mcpserver") -> Any:
     import argparse
 
+    dev = prog.endswith(" dev")
     parser = argparse.ArgumentParser(
-        prog="python -m mcpserver",
-        description=f"Serve an MCP server (protocol {PROTOCOL_VERSION}) over stdio, or over HTTP with --http.",
+        prog=prog, usage=f"{prog} [options] TARGET" if dev else None,
+        description="Serve TARGET over HTTP, restarting it when its files change; a change that does not load "
+                    "leaves the last good server running." if dev else
+                    f"Serve an MCP server (protocol {PROTOCOL_VERSION}) over stdio, or over HTTP with --http.",
         epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools. "
-               "Also: mcpserver call TARGET TOOL [JSON|-], mcpserver list TARGET, mcpserver config TARGET.")
+               "Also: mcpserver call TARGET TOOL [JSON|-], mcpserver list TARGET, mcpserver config TARGET, "
+               "mcpserver bundle TARGET, mcpserver dev TARGET.")
     parser.add_argument("target", metavar="TARGET", nargs="?")
     parser.add_argument("--version", action="version", version=f"mcpserver {__version__} (protocol {PROTOCOL_VERSION})")
     groups: dict[Optional[str], Any] = {None: parser}
@@ -232,12 +237,12 @@ def _parser() -> Any:
     return parser
 
 
-def _parse(argv: list[str]) -> Any:
+def _parse(argv: list[str], prog: str = "python -m mcpserver") -> Any:
     """The command line: quickly when it is a common one, else through argparse (which exits on errors)."""
     quick = _quick_parse(argv)
     if quick is not None:
         return quick
-    parser = _parser()
+    parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.target is None:
         parser.error("TARGET is required (e.g. server/examples/demo.py)")
@@ -316,6 +321,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         from ._cli import main as subcommand
 
         return subcommand(argv)
+    if argv[:1] == ["dev"]:  # the options are the server's own, read by the same parsers
+        from ._dev import main as dev
+
+        return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])
     args = _parse(argv)
     token = args.token
     if args.http and not token and not args.token_file and not args.resource:
@@ -331,23 +340,27 @@ def main(argv: Optional[list[str]] = None) -> int:
             return _print_check(args.target)
         server = load_target(args.target)
         _log.adopt_logging()  # the server's code imported logging: route it where the command line says
-        if not args.http:
-            stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
-                                                           ("grace_seconds", args.grace)) if value is not None}
-            return run(server, "stdio", **stdio_options)
-        limits = {key: value for key, value in (("max_body_bytes", args.max_body_bytes),
-                                                ("max_connections", args.max_connections),
-                                                ("read_timeout", args.read_timeout),
-                                                ("header_timeout", args.header_timeout),
-                                                ("grace_seconds", args.grace), ("tls_cert", args.tls_cert),
-                                                ("tls_key", args.tls_key)) if value is not None}
-        return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
-                   token_file=args.token_file, insecure_no_auth=args.insecure_no_auth,
-                   allowed_origins=args.allow_origin, allowed_hosts=args.allow_host, oauth=_resource_server(args),
-                   behind_proxy=args.behind_proxy, **limits)
+        return _serve(server, args, token)
     except ConfigError as exc:
         print(f"mcpserver: {exc}", file=sys.stderr)
         return 1
+
+
+def _serve(server: Any, args: Any, token: Optional[str]) -> int:
+    if not args.http:
+        stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
+                                                       ("grace_seconds", args.grace)) if value is not None}
+        return run(server, "stdio", **stdio_options)
+    limits = {key: value for key, value in (("max_body_bytes", args.max_body_bytes),
+                                            ("max_connections", args.max_connections),
+                                            ("read_timeout", args.read_timeout),
+                                            ("header_timeout", args.header_timeout),
+                                            ("grace_seconds", args.grace), ("tls_cert", args.tls_cert),
+                                            ("tls_key", args.tls_key)) if value is not None}
+    return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
+               token_file=args.token_file, insecure_no_auth=args.insecure_no_auth,
+               allowed_origins=args.allow_origin, allowed_hosts=args.allow_host, oauth=_resource_server(args),
+               behind_proxy=args.behind_proxy, **limits)
 
 
 if __name__ == "__main__":
