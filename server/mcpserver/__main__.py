@@ -1,7 +1,6 @@
-"""python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP.
+"""mcpserver [options] TARGET: serve a server over stdio or Streamable HTTP (also `python -m mcpserver`).
 
-`mcpserver call|list|config|bundle TARGET ...` try and ship a server from the shell (see _cli);
-`mcpserver dev [options] TARGET` serves it again on every edit (see _dev).
+The other commands (call, list, config, bundle) are _cli's; `dev` is _dev's, with this parser's options.
 """
 
 from __future__ import annotations
@@ -194,6 +193,23 @@ def _quick_parse(argv: list[str]) -> Any:
     return SimpleNamespace(**values) if values["target"] is not None else None
 
 
+USAGE = """mcpserver call|list|config|bundle|dev ...     (each has --help)
+       mcpserver [options] TARGET                (python -m mcpserver is the same)"""
+
+COMMANDS = f"""Serve and try MCP servers (protocol {PROTOCOL_VERSION}), pure standard library.
+
+commands:
+  mcpserver call TARGET TOOL [JSON|-]     run one tool through the protocol and print its result
+  mcpserver list TARGET [--json]          the tools, resources and prompts, with their schemas
+  mcpserver config TARGET --client NAME   the entry for claude-desktop, claude-code, vscode, cursor or a
+                                          generic mcpServers file, stdio or (--http URL) HTTP
+  mcpserver bundle TARGET [-o FILE]       an MCP Bundle (.mcpb) that desktop clients install in one click
+  mcpserver dev [options] TARGET          serve over HTTP and restart when TARGET's files change
+  mcpserver [options] TARGET              serve over stdio (what MCP clients launch), or HTTP with --http
+
+TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools."""
+
+
 def _argparse_type(convert: Any) -> Any:
     """A converter for argparse: its ValueError's message, as argparse's own error for the option."""
     import argparse
@@ -207,18 +223,17 @@ def _argparse_type(convert: Any) -> Any:
     return converted
 
 
-def _parser(prog: str = "python -m mcpserver") -> Any:
+def _parser(prog: str = "mcpserver") -> Any:
     import argparse
+
+    from ._cli import EXIT_STATUS
 
     dev = prog.endswith(" dev")
     parser = argparse.ArgumentParser(
-        prog=prog, usage=f"{prog} [options] TARGET" if dev else None,
-        description="Serve TARGET over HTTP, restarting it when its files change; a change that does not load "
-                    "leaves the last good server running." if dev else
-                    f"Serve an MCP server (protocol {PROTOCOL_VERSION}) over stdio, or over HTTP with --http.",
-        epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools. "
-               "Also: mcpserver call TARGET TOOL [JSON|-], mcpserver list TARGET, mcpserver config TARGET, "
-               "mcpserver bundle TARGET, mcpserver dev TARGET.")
+        prog=prog, usage=f"{prog} [options] TARGET" if dev else USAGE, epilog=EXIT_STATUS,
+        description="Serve TARGET over HTTP, restarting it when its files change; a change that does not\n"
+                    "load leaves the last good server running." if dev else COMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", metavar="TARGET", nargs="?")
     parser.add_argument("--version", action="version", version=f"mcpserver {__version__} (protocol {PROTOCOL_VERSION})")
     groups: dict[Optional[str], Any] = {None: parser}
@@ -237,7 +252,7 @@ def _parser(prog: str = "python -m mcpserver") -> Any:
     return parser
 
 
-def _parse(argv: list[str], prog: str = "python -m mcpserver") -> Any:
+def _parse(argv: list[str], prog: str = "mcpserver") -> Any:
     """The command line: quickly when it is a common one, else through argparse (which exits on errors)."""
     quick = _quick_parse(argv)
     if quick is not None:

@@ -6,9 +6,7 @@
     mcpserver bundle TARGET [-o FILE]                   an MCP Bundle for one-click installs (_bundle)
 
 `call` goes through the same protocol core the transports use (a tools/call request with the
-server's own validation), in this process. Its exit status: 0 for a result, 1 for an isError result,
-a refused request or a TARGET that cannot load (as when serving it), 2 for a usage error, 3 when the
-tool asks the client for input (MRTR) that a command line cannot give.
+server's own validation), in this process. Exit statuses: EXIT_STATUS, the one table of every command.
 """
 
 from __future__ import annotations
@@ -29,7 +27,14 @@ if TYPE_CHECKING:
 
     from ._server import Server
 
-__all__ = ["main"]
+__all__ = ["EXIT_STATUS", "main"]
+
+EXIT_STATUS = """exit status (every command):
+  0  done: served until EOF or a signal, or checked, called, listed, printed, written
+  1  TARGET cannot load or start, or the tool called failed (an isError result) or was refused
+  2  usage: a wrong command line, arguments that are not a JSON object, an entry the client cannot take
+  3  call: the tool asks the client for input (elicitation, sampling, roots), which a shell cannot give
+  (dev stops with 0 on Ctrl-C, and keeps running while TARGET does not load)"""
 
 # Declaring every capability lets a tool that asks for input say what it asks (exit 3) rather than -32021.
 META = {"io.modelcontextprotocol/protocolVersion": protocol.PROTOCOL_VERSION,
@@ -43,15 +48,17 @@ def _parser() -> Any:
 
     from ._clients import CLIENTS
 
-    parser = argparse.ArgumentParser(prog="mcpserver", description="Try a server from the command line.")
+    parser = argparse.ArgumentParser(prog="mcpserver", description="Try a server from the command line.",
+                                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    call = commands.add_parser("call", help="run one tool and print its result")
+    call = commands.add_parser("call", help="run one tool and print its result", epilog=EXIT_STATUS,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
     call.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     call.add_argument("tool", metavar="TOOL")
     call.add_argument("arguments", metavar="JSON", nargs="?", default="{}",
                       help="the arguments as a JSON object, or - to read them from stdin (default {})")
     listing = commands.add_parser("list", help="print the tools, resources and prompts, with their schemas")
-    listing.add_argument("target", metavar="TARGET")
+    listing.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     listing.add_argument("--json", action="store_true", help="print the lists as JSON")
     config = commands.add_parser("config", help="print the entry an MCP client's configuration takes",
                                  description="Print the entry CLIENT's configuration file takes, in that client's "

@@ -1,12 +1,12 @@
 """Bad input on the command line: a usage error that says what is wrong, never a traceback, and one exit
-status per outcome whatever the command."""
+status per outcome whatever the command (the table in `mcpserver --help` and the README)."""
 
 import os
 import subprocess
 import sys
 
 import pytest
-from mcptest import DEMO, EXAMPLES
+from mcptest import DEMO, EXAMPLES, ROOT
 
 
 def mcpserver(*args, timeout=30):
@@ -80,3 +80,17 @@ def test_a_target_that_cannot_load_exits_1_from_every_command(command, tmp_path)
     done = mcpserver(*command, str(broken), *(["echo"] if command == ["call"] else []))
     assert done.returncode == 1, (command, done.stderr)
     assert "SyntaxError" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_help_shows_the_commands_first_and_the_exit_status_table():
+    from mcpserver._cli import EXIT_STATUS
+
+    shown = mcpserver("--help").stdout
+    assert shown.startswith("usage: mcpserver call|list|config|bundle|dev")
+    commands = [shown.index(f"mcpserver {name} ") for name in ("call", "list", "config", "bundle", "dev")]
+    assert commands == sorted(commands) and commands[-1] < shown.index("\n  --http ")  # before the options
+    assert EXIT_STATUS in shown
+    assert EXIT_STATUS in mcpserver("call", "--help").stdout
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
+        readme = file.read()
+    assert EXIT_STATUS in readme  # the README shows the same table, word for word
