@@ -91,6 +91,14 @@ def test_help_shows_the_commands_first_and_the_exit_status_table():
     assert commands == sorted(commands) and commands[-1] < shown.index("\n  --http ")  # before the options
     assert EXIT_STATUS in shown
     assert EXIT_STATUS in mcpserver("call", "--help").stdout
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
-        readme = file.read()
-    assert EXIT_STATUS in readme  # the README shows the same table, word for word
+
+
+README = os.path.join(ROOT, "README.md")
+
+
+@pytest.mark.skipif(not os.path.exists(README), reason="lab images carry the suites, not the README")
+def test_the_readme_shows_the_same_exit_status_table():
+    from mcpserver._cli import EXIT_STATUS
+
+    with open(README, encoding="utf-8") as file:
+        assert EXIT_STATUS in file.read()  # word for word
