@@ -1,4 +1,5 @@
-# `make test` runs the host suites; `make matrix` runs them in every lab cell (see README.md).
+# `make test` runs the host suites; `make matrix` runs them in every lab cell (see README.md). tests/bundle
+# installs the official MCP Bundle tool (npm @anthropic-ai/mcpb, pinned) into .cache/mcpb on first use.
 PYTHON ?= python3
 VENV ?= .venv
 EXTRAS ?= dev
@@ -26,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/fuzz
+	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle tests/fuzz
 
 # pyenv's python3.9 shim refuses to run unless asked; this asks.
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))

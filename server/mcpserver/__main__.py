@@ -1,6 +1,6 @@
-"""python -m mcpserver [options] TARGET: check or serve a server over stdio or Streamable HTTP.
+"""mcpserver [options] TARGET: serve a server over stdio or Streamable HTTP (also `python -m mcpserver`).
 
-`mcpserver call|list|config TARGET ...` try a server from the shell (see _cli).
+The other commands (call, list, config, bundle) are _cli's; `dev` is _dev's, with this parser's options.
 """
 
 from __future__ import annotations
@@ -25,6 +25,67 @@ HTTP_GROUP = "HTTP (Streamable HTTP transport)"
 OAUTH_GROUP = "OAuth (HTTP: accept access tokens from an authorization server instead of a static token)"
 
 
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"not a whole number: {text!r}") from None
+
+
+def _port(text: str) -> int:
+    number = _whole(text)
+    if not 0 <= number <= 65535:  # else bind() raises OverflowError, a traceback for a typo
+        raise ValueError(f"a port is 0 to 65535 (0 picks a free one), not {text}")
+    return number
+
+
+def _positive(text: str) -> int:
+    number = _whole(text)
+    if number < 1:
+        raise ValueError(f"must be at least 1, not {text}")
+    return number
+
+
+def _seconds(text: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= number < float("inf"):  # also refuses nan, which compares false with everything
+        raise ValueError(f"a number of seconds is finite and at least 0, not {text}")
+    return number
+
+
+def _timeout(text: str) -> float:
+    number = _seconds(text)
+    if number == 0:
+        raise ValueError("a timeout of 0 seconds would drop every client; give a positive number")
+    return number
+
+
+def _host(text: str) -> str:
+    """An address or a host name, refused here when it is neither: else the authentication check, which
+    sees anything that is not loopback as a public address, is the one that complains, and about a token."""
+    import socket  # the HTTP transport imports it anyway
+
+    if not text:
+        raise ValueError("'' is not an address (to listen on every interface, give 0.0.0.0 or ::)")
+    if ":" in text or all(c.isdigit() or c == "." for c in text):
+        family, kind = (socket.AF_INET6, "IPv6") if ":" in text else (socket.AF_INET, "IPv4")
+        try:
+            socket.inet_pton(family, text.split("%", 1)[0])  # an IPv6 scope (%eth0) is for getaddrinfo
+        except OSError:
+            hint = " (give it without brackets)" if text.startswith("[") else \
+                " (four numbers of 0 to 255)" if kind == "IPv4" else ""
+            raise ValueError(f"{text!r} is not an {kind} address{hint}") from None
+        return text
+    labels = text[:-1].split(".") if text.endswith(".") else text.split(".")
+    if len(text) > 253 or not all(0 < len(label) <= 63 and label[0] != "-" and label[-1] != "-" and
+                                  all(c.isalnum() or c in "-_" for c in label) for label in labels):
+        raise ValueError(f"{text!r} is not an address or a host name")
+    return text
+
+
 class Option:
     """One command-line option, read by the quick parser and by argparse alike."""
 
@@ -34,7 +95,8 @@ class Option:
                  choices: Optional[tuple[str, ...]] = None, group: Optional[str] = None):
         self.flag = flag
         self.dest = flag[2:].replace("-", "_")
-        self.kind = kind  # bool: a flag; list: repeatable; str, int or float: one value of that type
+        # bool: a flag; list: repeatable; str, or a converter that raises ValueError saying why: one value
+        self.kind = kind
         self.help = help
         self.default = [] if kind is list else False if kind is bool else default
         self.metavar = metavar
@@ -47,13 +109,15 @@ OPTIONS = (
     Option("--log-level", str, "default: info (the HTTP access log is at info)", default="info",
            choices=("debug", "info", "warning", "error")),
     Option("--log-file", str, "append logs here instead of stderr", metavar="FILE"),
-    Option("--max-concurrent", int, "stdio: calls that may run at once; the reader waits beyond it (default 16)",
-           metavar="N"),
-    Option("--grace", float, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
+    Option("--max-concurrent", _positive, "stdio: calls that may run at once; the reader waits beyond it "
+           "(default 16)", metavar="N"),
+    Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
            "second signal stops at once", metavar="SECONDS"),
     Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
-    Option("--host", str, "address to bind (default 127.0.0.1)", default="127.0.0.1", group=HTTP_GROUP),
-    Option("--port", int, "port (default 3000; 0 picks a free one)", default=3000, group=HTTP_GROUP),
+    Option("--host", _host, "address to bind (default 127.0.0.1)", default="127.0.0.1", metavar="HOST",
+           group=HTTP_GROUP),
+    Option("--port", _port, "port (default 3000; 0 picks a free one)", default=3000, metavar="PORT",
+           group=HTTP_GROUP),
     Option("--path", str, "endpoint path (default /mcp)", default="/mcp", group=HTTP_GROUP),
     Option("--token-file", str, "read the bearer token clients must send from FILE's first line (or set "
            "MCPSERVER_TOKEN)", metavar="FILE", group=HTTP_GROUP),
@@ -64,11 +128,11 @@ OPTIONS = (
            "default", metavar="ORIGIN", group=HTTP_GROUP),
     Option("--allow-host", list, "an extra Host header name to accept when bound to loopback (repeatable)",
            metavar="HOST", group=HTTP_GROUP),
-    Option("--max-body-bytes", int, "largest request body (default 32 MiB)", metavar="N", group=HTTP_GROUP),
-    Option("--max-connections", int, "open connections at once (default 64)", metavar="N", group=HTTP_GROUP),
-    Option("--read-timeout", float, "drop a client that idles this long on keep-alive or takes longer to send a "
-           "body (default 30)", metavar="SECONDS", group=HTTP_GROUP),
-    Option("--header-timeout", float, "drop a client whose request head takes longer than this to arrive "
+    Option("--max-body-bytes", _positive, "largest request body (default 32 MiB)", metavar="N", group=HTTP_GROUP),
+    Option("--max-connections", _positive, "open connections at once (default 64)", metavar="N", group=HTTP_GROUP),
+    Option("--read-timeout", _timeout, "drop a client that idles this long on keep-alive or takes longer to send "
+           "a body (default 30)", metavar="SECONDS", group=HTTP_GROUP),
+    Option("--header-timeout", _timeout, "drop a client whose request head takes longer than this to arrive "
            "(default 10)", metavar="SECONDS", group=HTTP_GROUP),
     Option("--tls-cert", str, "serve HTTPS with this PEM certificate chain; SIGHUP reloads it", metavar="FILE",
            group=HTTP_GROUP),
@@ -112,8 +176,8 @@ def _quick_parse(argv: list[str]) -> Any:
             values[option.dest] = True
             continue
         if not equals:
-            if index >= len(argv):
-                return None
+            if index >= len(argv) or argv[index].startswith("-"):
+                return None  # argparse reads "-x" here as an option, and refuses the line: so must we
             value = argv[index]
             index += 1
         try:
@@ -129,14 +193,47 @@ def _quick_parse(argv: list[str]) -> Any:
     return SimpleNamespace(**values) if values["target"] is not None else None
 
 
-def _parser() -> Any:
+USAGE = """mcpserver call|list|config|bundle|dev ...     (each has --help)
+       mcpserver [options] TARGET                (python -m mcpserver is the same)"""
+
+COMMANDS = f"""Serve and try MCP servers (protocol {PROTOCOL_VERSION}), pure standard library.
+
+commands:
+  mcpserver call TARGET TOOL [JSON|-]     run one tool through the protocol and print its result
+  mcpserver list TARGET [--json]          the tools, resources and prompts, with their schemas
+  mcpserver config TARGET --client NAME   the entry for claude-desktop, claude-code, vscode, cursor or a
+                                          generic mcpServers file, stdio or (--http URL) HTTP
+  mcpserver bundle TARGET [-o FILE]       an MCP Bundle (.mcpb) that desktop clients install in one click
+  mcpserver dev [options] TARGET          serve over HTTP and restart when TARGET's files change
+  mcpserver [options] TARGET              serve over stdio (what MCP clients launch), or HTTP with --http
+
+TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools."""
+
+
+def _argparse_type(convert: Any) -> Any:
+    """A converter for argparse: its ValueError's message, as argparse's own error for the option."""
     import argparse
 
+    def converted(text: str) -> Any:
+        try:
+            return convert(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return converted
+
+
+def _parser(prog: str = "mcpserver") -> Any:
+    import argparse
+
+    from ._cli import EXIT_STATUS
+
+    dev = prog.endswith(" dev")
     parser = argparse.ArgumentParser(
-        prog="python -m mcpserver",
-        description=f"Serve an MCP server (protocol {PROTOCOL_VERSION}) over stdio, or over HTTP with --http.",
-        epilog="TARGET is MODULE:ATTRIBUTE, a .py file that defines a Server, or a .json manifest of command tools. "
-               "Also: mcpserver call TARGET TOOL [JSON|-], mcpserver list TARGET, mcpserver config TARGET.")
+        prog=prog, usage=f"{prog} [options] TARGET" if dev else USAGE, epilog=EXIT_STATUS,
+        description="Serve TARGET over HTTP, restarting it when its files change; a change that does not\n"
+                    "load leaves the last good server running." if dev else COMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", metavar="TARGET", nargs="?")
     parser.add_argument("--version", action="version", version=f"mcpserver {__version__} (protocol {PROTOCOL_VERSION})")
     groups: dict[Optional[str], Any] = {None: parser}
@@ -149,17 +246,18 @@ def _parser() -> Any:
         elif option.kind is list:
             target.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=option.help)
         else:
-            target.add_argument(option.flag, type=option.kind, default=option.default, metavar=option.metavar,
-                                choices=option.choices, help=option.help)
+            target.add_argument(option.flag, type=option.kind if option.kind is str else _argparse_type(option.kind),
+                                default=option.default, metavar=option.metavar, choices=option.choices,
+                                help=option.help)
     return parser
 
 
-def _parse(argv: list[str]) -> Any:
+def _parse(argv: list[str], prog: str = "mcpserver") -> Any:
     """The command line: quickly when it is a common one, else through argparse (which exits on errors)."""
     quick = _quick_parse(argv)
     if quick is not None:
         return quick
-    parser = _parser()
+    parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.target is None:
         parser.error("TARGET is required (e.g. server/examples/demo.py)")
@@ -229,7 +327,7 @@ def _resource_server(args: Any) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-SUBCOMMANDS = ("call", "list", "config")
+SUBCOMMANDS = ("call", "list", "config", "bundle")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -238,6 +336,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         from ._cli import main as subcommand
 
         return subcommand(argv)
+    if argv[:1] == ["dev"]:  # the options are the server's own, read by the same parsers
+        from ._dev import main as dev
+
+        return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])
     args = _parse(argv)
     token = args.token
     if args.http and not token and not args.token_file and not args.resource:
@@ -253,23 +355,27 @@ def main(argv: Optional[list[str]] = None) -> int:
             return _print_check(args.target)
         server = load_target(args.target)
         _log.adopt_logging()  # the server's code imported logging: route it where the command line says
-        if not args.http:
-            stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
-                                                           ("grace_seconds", args.grace)) if value is not None}
-            return run(server, "stdio", **stdio_options)
-        limits = {key: value for key, value in (("max_body_bytes", args.max_body_bytes),
-                                                ("max_connections", args.max_connections),
-                                                ("read_timeout", args.read_timeout),
-                                                ("header_timeout", args.header_timeout),
-                                                ("grace_seconds", args.grace), ("tls_cert", args.tls_cert),
-                                                ("tls_key", args.tls_key)) if value is not None}
-        return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
-                   token_file=args.token_file, insecure_no_auth=args.insecure_no_auth,
-                   allowed_origins=args.allow_origin, allowed_hosts=args.allow_host, oauth=_resource_server(args),
-                   behind_proxy=args.behind_proxy, **limits)
+        return _serve(server, args, token)
     except ConfigError as exc:
         print(f"mcpserver: {exc}", file=sys.stderr)
         return 1
+
+
+def _serve(server: Any, args: Any, token: Optional[str]) -> int:
+    if not args.http:
+        stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
+                                                       ("grace_seconds", args.grace)) if value is not None}
+        return run(server, "stdio", **stdio_options)
+    limits = {key: value for key, value in (("max_body_bytes", args.max_body_bytes),
+                                            ("max_connections", args.max_connections),
+                                            ("read_timeout", args.read_timeout),
+                                            ("header_timeout", args.header_timeout),
+                                            ("grace_seconds", args.grace), ("tls_cert", args.tls_cert),
+                                            ("tls_key", args.tls_key)) if value is not None}
+    return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
+               token_file=args.token_file, insecure_no_auth=args.insecure_no_auth,
+               allowed_origins=args.allow_origin, allowed_hosts=args.allow_host, oauth=_resource_server(args),
+               behind_proxy=args.behind_proxy, **limits)
 
 
 if __name__ == "__main__":

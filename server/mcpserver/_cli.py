@@ -1,13 +1,12 @@
-"""The command line's tools for trying a server before any client sees it: call, list, config.
+"""The command line's tools for trying a server before any client sees it: call, list, config, bundle.
 
     mcpserver call TARGET TOOL ['{"arg": ...}' | -]     run one tool through the protocol; print its result
     mcpserver list TARGET [--json]                      what the server offers, with schemas
-    mcpserver config TARGET [--name NAME] [--http URL]  the mcpServers entry MCP clients read
+    mcpserver config TARGET --client NAME [--http URL]  the entry that client reads (_clients)
+    mcpserver bundle TARGET [-o FILE]                   an MCP Bundle for one-click installs (_bundle)
 
 `call` goes through the same protocol core the transports use (a tools/call request with the
-server's own validation), in this process. Its exit status: 0 for a result, 1 for an isError result
-or a refused request, 2 for a usage error, 3 when the tool asks the client for input (MRTR) that a
-command line cannot give.
+server's own validation), in this process. Exit statuses: EXIT_STATUS, the one table of every command.
 """
 
 from __future__ import annotations
@@ -16,9 +15,10 @@ import json
 import os
 import sys
 
-from . import _environment, protocol
+from . import protocol
 from ._context import Flight
 from ._loader import load_target
+from ._state import Sealer
 from ._wire import ALL_INPUT_CAPABILITIES, META_CAPABILITIES, META_CLIENT_INFO, META_VERSION, PROTOCOL_VERSION
 from .errors import ConfigError
 
@@ -28,32 +28,61 @@ if TYPE_CHECKING:
 
     from ._server import Server
 
-__all__ = ["main"]
+__all__ = ["EXIT_STATUS", "main"]
+
+EXIT_STATUS = """exit status (every command):
+  0  done: served until EOF or a signal, or checked, called, listed, printed, written
+  1  TARGET cannot load or start, or the tool called failed (an isError result) or was refused
+  2  usage: a wrong command line, arguments that are not a JSON object, an entry the client cannot take
+  3  call: the tool asks the client for input (elicitation, sampling, roots), which a shell cannot give
+  (dev stops with 0 on Ctrl-C, and keeps running while TARGET does not load)"""
 
 # Declaring every capability lets a tool that asks for input say what it asks (exit 3) rather than -32021.
 META = {META_VERSION: PROTOCOL_VERSION, META_CAPABILITIES: ALL_INPUT_CAPABILITIES,
         META_CLIENT_INFO: {"name": "mcpserver-cli", "version": "1"}}
+TARGET_HELP = "a .py file, MODULE:ATTRIBUTE or a .json manifest"
 
 
 def _parser() -> Any:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="mcpserver", description="Try a server from the command line.")
+    from ._clients import CLIENTS
+
+    parser = argparse.ArgumentParser(prog="mcpserver", description="Try a server from the command line.",
+                                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    call = commands.add_parser("call", help="run one tool and print its result")
-    call.add_argument("target", metavar="TARGET", help="a .py file, MODULE:ATTRIBUTE or a .json manifest")
+    call = commands.add_parser("call", help="run one tool and print its result", epilog=EXIT_STATUS,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    call.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     call.add_argument("tool", metavar="TOOL")
     call.add_argument("arguments", metavar="JSON", nargs="?", default="{}",
                       help="the arguments as a JSON object, or - to read them from stdin (default {})")
     listing = commands.add_parser("list", help="print the tools, resources and prompts, with their schemas")
-    listing.add_argument("target", metavar="TARGET")
+    listing.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     listing.add_argument("--json", action="store_true", help="print the lists as JSON")
-    config = commands.add_parser("config", help="print the mcpServers entry for an MCP client's configuration")
-    config.add_argument("target", metavar="TARGET")
-    config.add_argument("--name", help="the server's key in mcpServers (default: the server's name)")
+    config = commands.add_parser("config", help="print the entry an MCP client's configuration takes",
+                                 description="Print the entry CLIENT's configuration file takes, in that client's "
+                                             "own shape and variable syntax (docs/clients.md).")
+    config.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    config.add_argument("--client", choices=CLIENTS, default="generic",
+                        help="whose shape (default generic: an mcpServers entry taken literally)")
+    config.add_argument("--name", help="the server's key in the file (default: the server's name)")
     config.add_argument("--http", metavar="URL", help="an entry for a server already serving over HTTP at URL")
-    config.add_argument("--token-env", metavar="VARIABLE", default=_environment.TOKEN,
-                        help="with --http: the variable the client reads the bearer token from")
+    config.add_argument("--token-env", metavar="VARIABLE",
+                        help="with --http: the variable the client reads the bearer token from (default "
+                             "MCPSERVER_TOKEN; vscode: an input VS Code asks for)")
+    config.add_argument("--token-file", metavar="FILE",
+                        help="with --http and --client generic: write the token itself (that shape expands nothing)")
+    config.add_argument("--no-token", action="store_true", help="with --http: no Authorization header")
+    bundle = commands.add_parser("bundle", help="write an MCP Bundle (.mcpb) for one-click installs",
+                                 description="Write an MCP Bundle: a zip of manifest.json, this package and TARGET, "
+                                             "that desktop clients install with one click; it needs only a "
+                                             "Python 3.9+ on the user's PATH.")
+    bundle.add_argument("target", metavar="TARGET", help=TARGET_HELP)
+    bundle.add_argument("-o", "--output", metavar="FILE", help="where to write it (default NAME-VERSION.mcpb)")
+    bundle.add_argument("--author", help="the manifest's author.name (default: your user name)")
+    bundle.add_argument("--include", action="append", default=[], metavar="PATH",
+                        help="a file or folder TARGET needs, beside it in the bundle (repeatable)")
     return parser
 
 
@@ -61,14 +90,22 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "config":
-            return _config(args.target, args.name, args.http, args.token_env, sys.stdout)
+            return _config(args, sys.stdout, sys.stderr)
+        if args.command == "bundle":
+            from ._bundle import write_bundle
+
+            missing = [path for path in args.include if not os.path.exists(path)]
+            if missing:
+                print(f"mcpserver: --include {missing[0]}: no such file or folder", file=sys.stderr)
+                return 2
+            return write_bundle(args.target, args.output, author=args.author, include=args.include)
         server = load_target(args.target)
         if args.command == "list":
             return _list(server, args.json, sys.stdout)
         return _call(server, args.tool, args.arguments, sys.stdout, sys.stderr)
-    except ConfigError as exc:
+    except ConfigError as exc:  # TARGET cannot load: 1, as when serving it
         print(f"mcpserver: {exc}", file=sys.stderr)
-        return 2
+        return 1
 
 
 def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> int:
@@ -89,12 +126,18 @@ def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> in
 
     request = protocol.Request(1, "tools/call", {"_meta": dict(META, progressToken="cli"), "name": tool,
                                                  "arguments": arguments})
+    # A one-shot call never resumes a requestState, so a key of this call only is the right one: the default
+    # (a key of this process) warns about replicas, which mean nothing here.
+    server.sealer = Sealer(os.urandom(32).hex(), server.sealer.ttl)
     reply = protocol.dispatch(request, server, flight=Flight(progress))
     response = reply.response or {}
     if "error" in response:
         error = response["error"]
         print(f"mcpserver: {error['message']}" + (f" ({json.dumps(error['data'])})" if "data" in error else ""),
               file=err)
+        if tool not in server.tools:
+            print(f"mcpserver: {server.name}'s tools: {', '.join(server.tools) or '(none)'}"
+                  + _did_you_mean(tool, list(server.tools)), file=err)
         return 1
     result = response["result"]
     if result.get("resultType") == "input_required":
@@ -168,29 +211,36 @@ def _type(schema: dict[str, Any]) -> str:
     return str(kind) + (f" = {json.dumps(schema['default'])}" if "default" in schema else "")
 
 
-def _config(target: str, name: Optional[str], url: Optional[str], token_env: str, out: TextIO) -> int:
-    """The entry works from any directory: the interpreter and the target are absolute paths."""
-    server = load_target(target)
-    key = name or server.name
-    if url:
-        entry: dict[str, Any] = {"type": "http", "url": url,
-                                 "headers": {"Authorization": f"Bearer ${{{token_env}}}"}}
+def _did_you_mean(tool: str, names: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(tool, names, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _config(args: Any, out: TextIO, err: TextIO) -> int:
+    from ._clients import NOT_SUPPORTED, SOURCES, WHERE, client_entry, stdio_launch
+
+    if args.token_file and args.client != "generic":
+        print(f"mcpserver: {args.client} expands variables: give --token-env VARIABLE, not the token itself "
+              "(--token-file is for the generic shape, which expands nothing)", file=err)
+        return 2
+    if args.http and args.client == "claude-desktop":
+        print(f"mcpserver: {NOT_SUPPORTED}", file=err)
+        return 2
+    server = load_target(args.target)
+    key = args.name or server.name
+    if not args.http:
+        document = client_entry(args.client, key, launch=stdio_launch(args.target))
     else:
-        location, colon, attribute = target.partition(":") if not os.path.exists(target) else (target, "", "")
-        resolved = os.path.abspath(location) + colon + attribute if os.path.exists(location) else target
-        entry = {"command": os.path.abspath(sys.executable), "args": ["-m", "mcpserver", resolved]}
-        server_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        if not _installed(server_dir):  # a source checkout: the interpreter must find the package too
-            entry["env"] = {"PYTHONPATH": server_dir}
-    out.write(json.dumps({"mcpServers": {key: entry}}, indent=2) + "\n")
+        from .http import read_token_file
+
+        token = read_token_file(args.token_file) if args.token_file else None
+        document = client_entry(args.client, key, url=args.http, token_env=args.token_env, token=token,
+                                no_token=args.no_token)
+        if args.client == "generic" and not token and not args.no_token:
+            print("mcpserver: no Authorization header: this shape's values are taken literally, so a ${VAR} would "
+                  "be sent as is; --token-file FILE writes the token in (keep that file private)", file=err)
+    out.write(json.dumps(document, indent=2) + "\n")
+    print(f"mcpserver: {WHERE[args.client]} (shape: {SOURCES[args.client]})", file=err)
     return 0
-
-
-def _installed(server_dir: str) -> bool:
-    """Whether `python -I -m mcpserver` finds this package without help (installed, not a checkout)."""
-    import subprocess
-
-    done = subprocess.run([sys.executable, "-I", "-c", "import mcpserver, os; print(os.path.dirname("
-                           "os.path.dirname(os.path.abspath(mcpserver.__file__))))"], capture_output=True, text=True,
-                          cwd="/")
-    return done.returncode == 0 and done.stdout.strip() == server_dir

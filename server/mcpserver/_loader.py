@@ -21,17 +21,24 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Optional
 
-__all__ = ["load_manifest", "load_target"]
+__all__ = ["load_manifest", "load_target", "load_target_source"]
 
-_MANIFEST_KEYS = {"$schema", "name", "version", "title", "instructions", "ttlMs", "cacheScope", "tools"}
+# userConfig: what `mcpserver bundle` asks the user for at install time (docs/clients.md); serving ignores it.
+_MANIFEST_KEYS = {"$schema", "name", "version", "title", "instructions", "ttlMs", "cacheScope", "tools", "userConfig"}
 
 
 def load_target(target: str) -> Server:
     """Load the server TARGET names, or raise ConfigError saying why not."""
+    return load_target_source(target)[0]
+
+
+def load_target_source(target: str) -> tuple[Server, Any]:
+    """The server TARGET names and what defined it: its module, or the manifest's JSON object."""
     location, _, attribute = target.partition(":") if not os.path.exists(target) else (target, "", "")
     path = _existing_file(location)
     if path is not None and path.endswith(".json"):
-        return load_manifest(path)
+        manifest = _read_manifest(path)
+        return _manifest_server(manifest, path), manifest
     try:
         module = _load_file(path) if path is not None else importlib.import_module(location)
     except ConfigError:
@@ -42,7 +49,7 @@ def load_target(target: str) -> Server:
         raise ConfigError(f"cannot load {target!r}: {exc}") from None
     except Exception as exc:
         raise ConfigError(f"cannot load {target!r}: {type(exc).__name__}: {exc}") from None
-    return _server_in(module, attribute, target)
+    return _server_in(module, attribute, target), module
 
 
 def _existing_file(location: str) -> Optional[str]:
@@ -92,16 +99,23 @@ def _server_in(module: ModuleType, attribute: str, target: str) -> Server:
 
 def load_manifest(path: str) -> Server:
     """A server of command tools described by a JSON manifest (see docs/manifest.md)."""
-    from ._command import CommandSpec  # subprocess and selectors load only for servers that run programs
-    from ._tools import TOOL_OPTIONS
+    return _manifest_server(_read_manifest(path), path)
 
+
+def _read_manifest(path: str) -> Any:
     try:
         with open(path, encoding="utf-8") as file:
-            manifest = _json.loads(file.read())
+            return _json.loads(file.read())
     except OSError as exc:
         raise ConfigError(f"cannot read manifest {path}: {exc.strerror}") from None
     except ValueError as exc:
         raise ConfigError(f"manifest {path} is not valid JSON: {exc}") from None
+
+
+def _manifest_server(manifest: Any, path: str) -> Server:
+    from ._command import CommandSpec  # subprocess and selectors load only for servers that run programs
+    from ._tools import TOOL_OPTIONS
+
     where = f"manifest {path}"
     _only_keys(manifest, _MANIFEST_KEYS, where)
     if not isinstance(manifest.get("tools"), list):

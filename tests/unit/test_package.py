@@ -94,6 +94,7 @@ LAYERS = (
     ("protocol",),
     ("stdio", "http"),
     ("_httpd",),
+    ("_clients", "_bundle", "_dev"),  # the command line's config shapes, bundles and dev loop, below _cli
     ("_init", "_run", "_cli"),
     ("__main__",),
 )

@@ -1,0 +1,35 @@
+"""What the README says of the official conformance suite is what the pinned suite itself lists.
+
+The README counts the `tasks` extension's scenarios, which the suite runs but does not score; the count
+is read here from `conformance list` of the same pinned suite `make conformance` runs (installed into
+.cache/conformance on first use, by scripts/conformance.py).
+"""
+
+import importlib.util
+import os
+import re
+import subprocess
+
+from mcptest import ROOT
+
+
+def suite():
+    spec = importlib.util.spec_from_file_location("conformance_script", os.path.join(ROOT, "scripts", "conformance.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.install()
+
+
+def test_the_readme_counts_the_tasks_scenarios_the_suite_lists():
+    node, entry = suite()
+    done = subprocess.run([node, entry, "list", "--server", "--requirements", "2026-07-28"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    listed = re.findall(r"^\s+- (tasks-\S+) \[server\]$", done.stdout, re.MULTILINE)
+    assert listed, done.stdout
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
+        readme = " ".join(file.read().split())
+    claimed = re.search(r"the `tasks` extension \(calls a client starts and then polls\) is not offered; the "
+                        r"conformance suite lists its (\d+) scenarios", readme)
+    assert claimed is not None
+    assert int(claimed.group(1)) == len(listed), listed
