@@ -79,6 +79,7 @@ DEFAULT_TIMEOUT = 5.0  # seconds for one request to the authorization server
 MAX_DOCUMENT_BYTES = 1024 * 1024  # metadata, key set, introspection response
 MAX_AUTHORIZATION_CHARS = 16 * 1024 + 64
 RETRY_AFTER_SECONDS = 5
+MAX_TIME = 2**53  # exp, nbf: seconds either side of the epoch
 
 
 def _is_token_text(text: str) -> bool:
@@ -113,7 +114,7 @@ class Principal:
         return cls(subject=subject if isinstance(subject, str) else None,
                    client_id=client_id if isinstance(client_id, str) else None,
                    scopes=_scopes(claims),
-                   expires_at=float(exp) if exp is not None and _is_number(exp) else None,
+                   expires_at=float(exp) if exp is not None and _is_time(exp) else None,
                    claims=types.MappingProxyType(dict(claims)))
 
 
@@ -171,8 +172,10 @@ Validator = Callable[[str], Optional[Principal]]
 # --- claims --------------------------------------------------------------------------------------------------
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _is_time(value: Any) -> bool:
+    """A NumericDate (RFC 7519 §2) within what a float holds exactly (285 million years either way). Checked
+    before any arithmetic: a float() of 10**400 raises OverflowError; comparing it does not. NaN fails."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and -MAX_TIME <= value <= MAX_TIME
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
@@ -206,12 +209,12 @@ def check_claims(claims: Mapping[str, Any], *, now: float, leeway: float, audien
     if exp is None:
         if require_exp:
             raise InvalidToken("the token has no expiry (exp)")
-    elif not _is_number(exp):
+    elif not _is_time(exp):
         raise InvalidToken("the token's expiry (exp) is not a number")
     elif now > exp + leeway:
         raise InvalidToken("the token has expired")
     nbf = claims.get("nbf")
-    if nbf is not None and (not _is_number(nbf) or now + leeway < nbf):
+    if nbf is not None and (not _is_time(nbf) or now + leeway < nbf):
         raise InvalidToken("the token is not valid yet (nbf)")
     if issuer is not None and claims.get("iss") != issuer:
         raise InvalidToken(f"the token was issued by {_shown(claims.get('iss'))}, not by {issuer!r}")

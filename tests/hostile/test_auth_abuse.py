@@ -1,0 +1,188 @@
+"""OAuth against slow, broken and many peers: an authorization server that trickles, answers broken HTTP or
+hangs, and clients whose tokens are validly signed but absurd, name keys nobody has, or are random.
+
+The authorization server is a real one as far as a resource server can tell, on 127.0.0.1: RFC 8414
+metadata, a key set and RFC 7662 introspection, each of which a test can make slow. Tokens are real
+RS256/ES256 JWTs from tests/jose_keys.py. No bound here is tight: the deadline is 5 s, the tests allow
+20 s, and what they guard against is an answer that never comes (or a 500).
+"""
+
+import json
+import secrets
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from jose_keys import EC_JWK, RSA_JWK, sign
+from mcpserver.auth import Authenticator, InvalidToken, JwtValidator
+from mcptest import DEMO, HttpServer, free_port, mcp_headers, request
+
+try:
+    import ssl
+except ImportError:  # a Python built without OpenSSL (the lab's musl cell)
+    ssl = None
+
+RESOURCE = "https://mcp.example.test/mcp"
+BOUND = 20  # seconds: what "answered promptly" means here, for a deadline of 5 s on a loaded machine
+
+
+class AuthorizationServer:
+    """Metadata, a key set and introspection on 127.0.0.1. `slow` trickles the key set one byte a second
+    from its first byte ("head") or after its headers ("body"); introspection of a token not in `active`
+    trickles its answer the same way (an overloaded server)."""
+
+    def __init__(self):
+        self.keys = [RSA_JWK, EC_JWK]
+        self.slow = None
+        self.active = {}
+        self.jwks_fetches = 0
+        self.introspections = 0
+        self.stopped = threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                owner.get(self)
+
+            def do_POST(self):
+                owner.introspect(self)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.issuer = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def get(self, handler):
+        if handler.path == "/.well-known/oauth-authorization-server":
+            self.send(handler, {"issuer": self.issuer, "jwks_uri": self.issuer + "/jwks",
+                                "introspection_endpoint": self.issuer + "/introspect"})
+        elif handler.path == "/jwks":
+            self.jwks_fetches += 1
+            self.send(handler, {"keys": list(self.keys)}, self.slow)
+        else:
+            handler.send_error(404)
+
+    def introspect(self, handler):
+        self.introspections += 1
+        form = urllib.parse.parse_qs(handler.rfile.read(int(handler.headers["Content-Length"])).decode())
+        token = form.get("token", [""])[0]
+        if token in self.active:
+            self.send(handler, {"active": True, **self.active[token]})
+        else:
+            self.send(handler, {"active": False}, "head")
+
+    def send(self, handler, document, slow=None):
+        body = json.dumps(document).encode()
+        head = f"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        quick, trickled = {None: (head + body, b""), "head": (b"", head + body), "body": (head, body)}[slow]
+        try:
+            handler.wfile.write(quick)
+            for byte in trickled:
+                if self.stopped.wait(1):
+                    return
+                handler.wfile.write(bytes([byte]))
+        except OSError:  # the resource server gave up on us
+            pass
+
+    def stop(self):
+        self.stopped.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def authorization_server():
+    server = AuthorizationServer()
+    yield server
+    server.stop()
+
+
+def resource_server(issuer, *extra):
+    """`python -m mcpserver --http` with OAuth: JWTs from `issuer` (a URL), keys from its metadata."""
+    port = free_port()
+    return HttpServer(DEMO, "--port", str(port), "--resource", f"http://127.0.0.1:{port}/mcp",
+                      "--authorization-server", issuer, *extra)
+
+
+def token(audience, issuer, kid="ec-1", ec_d=None, **changes):
+    now = int(time.time())
+    claims = {"iss": issuer, "aud": audience, "sub": "alice", "iat": now, "exp": now + 300,
+              "jti": secrets.token_hex(8), **changes}  # a jti of its own: no two tokens alike, none cached
+    alg = "RS256" if kid.startswith("rsa") else "ES256"
+    return sign(claims, kid=kid, alg=alg, **({"ec_d": ec_d} if ec_d else {}))
+
+
+def post(server, bearer, timeout=30):
+    message = request("tools/list")
+    headers = dict(mcp_headers(message), Authorization=f"Bearer {bearer}")
+    connection = server.connection(timeout=timeout)
+    try:
+        return server.post(message, headers=headers, connection=connection)
+    finally:
+        connection.close()
+
+
+def concurrently(seconds, *functions):
+    """Each function on a thread of its own, all at once; their outcomes, ("returned", value) or ("raised",
+    exception), once every one has ended within `seconds` of the start (else AssertionError)."""
+    outcomes = [[] for _ in functions]
+
+    def run(function, outcome):
+        try:
+            outcome.append(("returned", function()))
+        except Exception as error:  # the outcome is what the test looks at
+            outcome.append(("raised", error))
+
+    threads = [threading.Thread(target=run, args=pair, daemon=True) for pair in zip(functions, outcomes)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    missing = sum(not outcome for outcome in outcomes)
+    assert not missing, f"{missing} of {len(functions)} got no answer within {seconds} s"
+    return [outcome[0] for outcome in outcomes]
+
+
+def within(seconds, function):
+    return concurrently(seconds, function)[0]
+
+
+def until(condition, seconds=BOUND):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.02)
+
+
+# --- claims: every malformed token is 401, and refused from the cache the second time ----------------------------
+
+ABSURD = [{"exp": 10**400}, {"nbf": 10**400}, {"exp": -(10**400)}, {"exp": 2**1023 * 2}, {"nbf": -(2**1100)}]
+
+
+@pytest.mark.parametrize("changes", ABSURD, ids=["exp-huge", "nbf-huge", "exp-negative", "exp-2^1024", "nbf-neg"])
+def test_a_validly_signed_token_with_an_absurd_time_is_401(authorization_server, changes):
+    with resource_server(authorization_server.issuer) as server:
+        bad = token(server.url, authorization_server.issuer, **changes)
+        for _ in range(2):
+            status, headers, _ = post(server, bad)
+            assert status == 401 and 'error="invalid_token"' in headers["www-authenticate"]
+        assert post(server, token(server.url, authorization_server.issuer))[0] == 200
+    assert "Traceback" not in server.stderr
+
+
+@pytest.mark.parametrize("changes", ABSURD, ids=["exp-huge", "nbf-huge", "exp-negative", "exp-2^1024", "nbf-neg"])
+def test_an_absurd_token_is_checked_once_then_refused_from_the_cache(changes):
+    calls = []
+    inner = JwtValidator(issuer="https://as.example.test", audience=RESOURCE, jwks={"keys": [EC_JWK]})
+    auth = Authenticator(lambda bearer: calls.append(bearer) or inner(bearer))
+    bad = token(RESOURCE, "https://as.example.test", **changes)
+    for _ in range(3):
+        with pytest.raises(InvalidToken):
+            auth.authenticate(f"Bearer {bad}")
+    assert len(calls) == 1
