@@ -22,17 +22,20 @@ Rules of this module:
   WWW-Authenticate value (RFC 6750 §3, RFC 9728 §5.1): 401 invalid_token for a bad token, 401 with no
   error for a missing one, 403 insufficient_scope, 400 invalid_request, 503 when the server cannot tell.
 - Nothing in a token says how to check it: issuer, audience, algorithms and keys come from
-  configuration and the authorization server's metadata. Network I/O is urllib with a timeout, a size
-  cap, no redirects, and https required except on loopback.
+  configuration and the authorization server's metadata. Network I/O is urllib with a deadline for
+  the whole request, a size cap, no redirects, and https required except on loopback.
 - Thread-safe: caches are read without a lock (a dict lookup is atomic) and written under one.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import http.client
 import ipaddress
 import math
+import socket
 import threading
 import time
 import types
@@ -75,7 +78,7 @@ DEFAULT_REFUSAL_CACHE_SIZE = 1_000
 DEFAULT_REFUSAL_SECONDS = 10.0
 DEFAULT_REFRESH_FLOOR = 60.0  # the key set is fetched again for an unknown kid at most this often
 DEFAULT_JWKS_MAX_AGE = 3600.0  # and in any case after this
-DEFAULT_TIMEOUT = 5.0  # seconds for one request to the authorization server
+DEFAULT_TIMEOUT = 5.0  # seconds for one request to the authorization server, all of it
 MAX_DOCUMENT_BYTES = 1024 * 1024  # metadata, key set, introspection response
 MAX_AUTHORIZATION_CHARS = 16 * 1024 + 64
 RETRY_AFTER_SECONDS = 5
@@ -232,7 +235,83 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # a redirect could lead from https to http, or to another host: answer with the 3xx instead
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+class _Deadline:
+    """One request's deadline, for all of it: connect, TLS handshake, request, headers and body. urllib's
+    timeout is per socket operation, so a server sending a byte a second would never reach it. At the
+    deadline the connection's socket is shut down, which ends whatever read or write is blocked on it.
+    (Name resolution comes before any socket; the system resolver's own timeouts bound it.)"""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.expired = False
+        self._ends = time.monotonic() + seconds
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def connect(self, address: tuple[str, int], timeout: Any = None, source_address: Any = None) -> socket.socket:
+        """socket.create_connection, watched, with what is left of the deadline instead of `timeout`."""
+        sock = socket.create_connection(address, max(self._ends - time.monotonic(), 0.001), source_address)
+        with self._lock:
+            # A duplicate, so that what the deadline shuts down is never a descriptor the connection has
+            # closed meanwhile and the system has given to something else.
+            self._sockets.append(sock.dup())
+        if self.expired:
+            sock.shutdown(socket.SHUT_RDWR)
+        return sock
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed by the other side
+                    pass
+
+    def close(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+
+
+class _Watched(http.client.HTTPConnection):
+    """A connection whose socket comes from its request's deadline (HTTPSConnection wraps that same socket,
+    so its TLS handshake is watched too)."""
+
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._create_connection = deadline.connect
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline):
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_Watched, deadline=self.deadline), req)
+
+
+_HANDLERS: list[Callable[[_Deadline], urllib.request.BaseHandler]] = [_HttpHandler]
+if hasattr(http.client, "HTTPSConnection"):  # not in a Python built without _ssl
+
+    class _WatchedTls(_Watched, http.client.HTTPSConnection):
+        pass
+
+    class _HttpsHandler(urllib.request.HTTPSHandler):
+        def __init__(self, deadline: _Deadline):
+            super().__init__()
+            self.deadline = deadline
+
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(functools.partial(_WatchedTls, deadline=self.deadline), req)
+
+    _HANDLERS.append(_HttpsHandler)
 
 
 def _check_url(url: str, what: str) -> str:
@@ -256,24 +335,41 @@ def _is_loopback(host: str) -> bool:
 
 def fetch_json(url: str, *, timeout: float = DEFAULT_TIMEOUT, data: Optional[bytes] = None,
                headers: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
-    """GET (or POST `data`) a JSON object; AuthUnavailable for anything but a 200 JSON object."""
+    """GET (or POST `data`) a JSON object, the whole exchange within `timeout` seconds; AuthUnavailable
+    for anything but a 200 JSON object."""
     request = urllib.request.Request(url, data=data, headers={"Accept": "application/json", **(headers or {})})
+    deadline = _Deadline(timeout)
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            body = response.read(MAX_DOCUMENT_BYTES + 1)
-    except urllib.error.HTTPError as error:
-        error.close()
-        refused = AuthUnavailable(f"the authorization server answered {error.code} at {url}")
-        refused.upstream_status = error.code
-        raise refused from None
-    except (OSError, ValueError) as error:  # URLError, timeouts and refused connections are OSErrors
-        raise AuthUnavailable(f"the authorization server could not be reached at {url}: {error}") from None
-    if len(body) > MAX_DOCUMENT_BYTES:
-        raise AuthUnavailable(f"the document at {url} is larger than {MAX_DOCUMENT_BYTES} bytes")
+        body = _read(request, deadline)
+    except (OSError, ValueError, http.client.HTTPException) as error:  # unreachable, refused, broken HTTP
+        reason = f"no answer within {timeout:g} s" if deadline.expired else str(error) or type(error).__name__
+        raise AuthUnavailable(f"the authorization server could not be reached at {url}: {reason}") from None
+    finally:
+        deadline.close()
     try:
         return json_object(body, f"document at {url}")
     except JoseError as error:
         raise AuthUnavailable(str(error)) from None
+
+
+def _read(request: urllib.request.Request, deadline: _Deadline) -> bytes:
+    """The body of a 200 answer to `request`: AuthUnavailable for another status or a body too large."""
+    handlers = [make(deadline) for make in _HANDLERS]
+    try:
+        with urllib.request.build_opener(_NoRedirect, *handlers).open(request, timeout=deadline.seconds) as response:
+            body: bytes = response.read(MAX_DOCUMENT_BYTES + 1)
+            if len(body) > MAX_DOCUMENT_BYTES:
+                raise AuthUnavailable(f"the document at {request.full_url} is larger than {MAX_DOCUMENT_BYTES} bytes")
+            if response.length:  # Content-Length promised more than arrived
+                raise http.client.IncompleteRead(body, response.length)
+    except urllib.error.HTTPError as error:
+        error.close()
+        refused = AuthUnavailable(f"the authorization server answered {error.code} at {request.full_url}")
+        refused.upstream_status = error.code
+        raise refused from None
+    if deadline.expired:  # a body without Content-Length, cut short by the deadline
+        raise TimeoutError
+    return body
 
 
 Fetch = Callable[..., dict[str, Any]]

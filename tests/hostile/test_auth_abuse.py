@@ -9,6 +9,7 @@ RS256/ES256 JWTs from tests/jose_keys.py. No bound here is tight: the deadline i
 
 import json
 import secrets
+import socket
 import threading
 import time
 import urllib.parse
@@ -16,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from jose_keys import EC_JWK, RSA_JWK, sign
-from mcpserver.auth import Authenticator, InvalidToken, JwtValidator
+from mcpserver.auth import Authenticator, AuthUnavailable, InvalidToken, JwtValidator, fetch_json
 from mcptest import DEMO, HttpServer, free_port, mcp_headers, request
 
 try:
@@ -160,6 +161,21 @@ def until(condition, seconds=BOUND):
         time.sleep(0.02)
 
 
+# --- the deadline is the whole request's, and nobody queues behind a slow fetch -------------------------------
+
+@pytest.mark.parametrize("slow", ["head", "body"])
+def test_a_key_set_trickled_a_byte_a_second_is_503_within_the_deadline(authorization_server, slow):
+    authorization_server.slow = slow
+    issuer = authorization_server.issuer
+    with resource_server(issuer) as server:
+        answers = concurrently(BOUND, *[lambda kid=kid: post(server, token(server.url, issuer, kid=kid))
+                                        for kid in ("ec-1", "rsa-1", "ec-1", "rsa-1")])
+    for outcome, answer in answers:
+        assert outcome == "returned", answer
+        status, headers, _ = answer
+        assert status == 503 and headers["retry-after"].isdigit()
+
+
 # --- claims: every malformed token is 401, and refused from the cache the second time ----------------------------
 
 ABSURD = [{"exp": 10**400}, {"nbf": 10**400}, {"exp": -(10**400)}, {"exp": 2**1023 * 2}, {"nbf": -(2**1100)}]
@@ -186,3 +202,83 @@ def test_an_absurd_token_is_checked_once_then_refused_from_the_cache(changes):
         with pytest.raises(InvalidToken):
             auth.authenticate(f"Bearer {bad}")
     assert len(calls) == 1
+
+
+# --- an authorization server that speaks broken HTTP is 503, never 500 -----------------------------------------
+
+def raw_server(reply, trickle=False):
+    """Answers every connection with `reply` (after reading what was sent), a byte a second if `trickle`."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stopped = threading.Event()
+
+    def answer(connection):
+        with connection:
+            try:
+                connection.recv(65536)
+                if not trickle:
+                    connection.sendall(reply)
+                    return
+                for byte in reply:
+                    if stopped.wait(1):
+                        return
+                    connection.sendall(bytes([byte]))
+            except OSError:
+                pass
+
+    def serve():
+        while not stopped.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, stopped
+
+
+BROKEN = {
+    "101-headers": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(101)) + b"\r\n{}",
+    "long-header-line": b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000 + b"\r\n\r\n{}",
+    "not-http": b"SSH-2.0-OpenSSH_9.6\r\n\r\n",
+    "cut-short": b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"keys": []}',
+    "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+}
+
+
+@pytest.mark.parametrize("reply", list(BROKEN.values()), ids=list(BROKEN))
+def test_broken_http_from_the_authorization_server_is_503(reply):
+    listener, stopped = raw_server(reply)
+    try:
+        with pytest.raises(AuthUnavailable) as refused:
+            fetch_json(f"http://127.0.0.1:{listener.getsockname()[1]}/jwks", timeout=5)
+        assert refused.value.status == 503
+    finally:
+        stopped.set()
+        listener.close()
+
+
+def test_broken_http_from_the_authorization_server_is_503_through_the_server():
+    listener, stopped = raw_server(BROKEN["101-headers"])
+    issuer = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with resource_server(issuer) as server:
+            status, headers, _ = post(server, token(server.url, issuer))
+        assert status == 503 and "retry-after" in headers
+        assert "Traceback" not in server.stderr
+    finally:
+        stopped.set()
+        listener.close()
+
+
+@pytest.mark.skipif(ssl is None, reason="this Python has no ssl module")
+def test_a_tls_handshake_trickled_a_byte_a_second_is_cut_at_the_deadline():
+    # A TLS record header announcing a 16 KiB handshake message, then its bytes one a second.
+    listener, stopped = raw_server(b"\x16\x03\x03\x40\x00" + b"\x02" * 16_384, trickle=True)
+    try:
+        outcome, refused = within(BOUND, lambda: fetch_json(f"https://127.0.0.1:{listener.getsockname()[1]}/jwks",
+                                                            timeout=2))
+        assert outcome == "raised" and isinstance(refused, AuthUnavailable), refused
+    finally:
+        stopped.set()
+        listener.close()
