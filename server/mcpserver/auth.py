@@ -23,7 +23,8 @@ Rules of this module:
   error for a missing one, 403 insufficient_scope, 400 invalid_request, 503 when the server cannot tell.
 - Nothing in a token says how to check it: issuer, audience, algorithms and keys come from
   configuration and the authorization server's metadata. Network I/O is urllib with a deadline for
-  the whole request, a size cap, no redirects, and https required except on loopback.
+  the whole request, a size cap, no redirects, and https required except on loopback; no token check
+  waits on a fetch it does not need (see _KeyCache).
 - Thread-safe: caches are read without a lock (a dict lookup is atomic) and written under one.
 """
 
@@ -164,9 +165,10 @@ class AuthUnavailable(AuthError):
     status = 503
     error = None
     upstream_status: Optional[int] = None  # the authorization server's HTTP status, when it answered
+    retry_after = RETRY_AFTER_SECONDS  # seconds
 
     def headers(self) -> list[tuple[str, str]]:
-        return [("Retry-After", str(RETRY_AFTER_SECONDS))]
+        return [("Retry-After", str(self.retry_after))]
 
 
 Validator = Callable[[str], Optional[Principal]]
@@ -447,58 +449,92 @@ class StaticTokens:
 
 
 class _KeyCache:
-    """The authorization server's key set, fetched on first use, again when older than max_age, and
-    again for an unknown kid. Fetches for unknown kids happen at most once per refresh_floor (an
-    attacker sending random kids must not turn into a flood of requests to the authorization
-    server), and so do retries after a failed fetch; a token signed with a key the server has just
-    rotated in is accepted at once, however recently the keys were fetched for other reasons."""
+    """The authorization server's key set, fetched on a thread of its own: at first use, when older than
+    max_age, and for a token naming an unknown kid. A check whose key is known never waits for a fetch (a
+    stale set serves while the next one comes); a check that needs one waits at most `wait` seconds.
+    Fetches for unknown kids happen at most once per refresh_floor (random kids must not turn into a flood
+    of requests to the authorization server), and so do retries after a failed fetch; a token signed with
+    a key the server has just rotated in is accepted at once, however recently the keys were fetched for
+    other reasons."""
 
-    def __init__(self, source: Callable[[], KeySet], *, refresh_floor: float, max_age: float,
+    def __init__(self, source: Callable[[], KeySet], *, refresh_floor: float, max_age: float, wait: float,
                  clock: Callable[[], float]):
         self._source = source
         self._refresh_floor = refresh_floor
         self._max_age = max_age
+        self._wait = wait
         self._clock = clock
         self._keys: Optional[KeySet] = None
         self._fetched_at = -math.inf
         self._attempted_at = -math.inf
         self._unknown_kid_at = -math.inf
+        self._running: Optional[threading.Event] = None  # set when the fetch under way ends
+        self._failure = ""  # why the last fetch failed
         self._lock = threading.Lock()
         self.fetches = 0
 
     def current(self) -> KeySet:
         keys = self._keys
-        if keys is not None and self._clock() - self._fetched_at < self._max_age:
-            return keys
-        return self._refresh(stale=keys)
+        if keys is None:
+            self._start(None, unknown_kid=False)
+            return self._awaited(self._running, None)
+        if self._clock() - self._fetched_at >= self._max_age:
+            self._start(keys, unknown_kid=False)
+        return keys
 
-    def refresh_for_unknown_kid(self, seen: KeySet) -> Optional[KeySet]:
-        """A newer key set than `seen`, or None when none could be had (fetched too recently, or failed)."""
-        keys = self._refresh(stale=seen, unknown_kid=True)
-        return None if keys is seen else keys
+    def newer_than(self, seen: KeySet) -> KeySet:
+        """For a token whose kid `seen` lacks: a newer key set. The first such token since the floor fetches it;
+        the others get AuthUnavailable (503, Retry-After), not 401, as theirs may be a key rotated in since."""
+        started = self._start(seen, unknown_kid=True)
+        if started is None:
+            keys = self._keys
+            if keys is not seen and keys is not None:  # fetched meanwhile
+                return keys
+            refused = AuthUnavailable("the token's key is not in the authorization server's key set, which "
+                                      f"is fetched again for an unknown key at most every {self._refresh_floor:g} s")
+            if self._running is None:
+                elapsed = self._clock() - self._unknown_kid_at
+                refused.retry_after = max(1, math.ceil(self._refresh_floor - elapsed))
+            raise refused
+        return self._awaited(started, seen)
 
-    def _refresh(self, stale: Optional[KeySet], unknown_kid: bool = False) -> KeySet:
-        with self._lock:  # one fetch at a time; the threads waiting for it then use its result
-            if self._keys is not None and self._keys is not stale:
-                return self._keys
+    def _start(self, seen: Optional[KeySet], unknown_kid: bool) -> Optional[threading.Event]:
+        """A fetch on a thread of its own, unless the keys are no longer `seen`, one is under way or the floor
+        forbids it; its event, or None."""
+        with self._lock:
             now = self._clock()
-            if now - (self._unknown_kid_at if unknown_kid else self._attempted_at) < self._refresh_floor:
-                if stale is None:
-                    raise AuthUnavailable("the authorization server's key set could not be fetched; "
-                                          "it is tried again shortly")
-                return stale
+            last = self._unknown_kid_at if unknown_kid else self._attempted_at
+            if self._keys is not seen or self._running is not None or now - last < self._refresh_floor:
+                return None
             self._attempted_at = now
             if unknown_kid:
                 self._unknown_kid_at = now
             self.fetches += 1
-            try:
-                keys = self._source()
-            except AuthUnavailable:
-                if stale is None:
-                    raise
-                return stale  # the server is down: the keys we have are still the best we know
-            self._keys, self._fetched_at = keys, now
-            return keys
+            self._running = threading.Event()
+            threading.Thread(target=self._fetch, args=(self._running, now), name="mcpserver-jwks", daemon=True).start()
+            return self._running
+
+    def _fetch(self, done: threading.Event, started: float) -> None:
+        keys, failure = None, "the authorization server's key set could not be fetched"
+        try:
+            keys = self._source()
+        except AuthUnavailable as error:  # the keys we have, if any, are still the best we know
+            failure = error.description
+        finally:
+            with self._lock:
+                if keys is not None:
+                    self._keys, self._fetched_at = keys, started
+                self._failure, self._running = failure, None
+            done.set()
+
+    def _awaited(self, running: Optional[threading.Event], seen: Optional[KeySet]) -> KeySet:
+        """The key set once `running` has brought one other than `seen`, within `wait`; else AuthUnavailable."""
+        if running is not None and not running.wait(self._wait):
+            raise AuthUnavailable(f"the authorization server's key set did not arrive within {self._wait:g} s")
+        keys = self._keys
+        if keys is None or keys is seen:
+            raise AuthUnavailable(self._failure + ("; it is tried again shortly" if running is None else ""))
+        return keys
 
 
 class JwtValidator:
@@ -527,12 +563,9 @@ class JwtValidator:
         self._fetch = fetch
         self._timeout = timeout
         self._jwks_uri = None if jwks_uri is None else _check_url(jwks_uri, "jwks_uri")
-        if jwks is not None:
-            fixed = parse_jwks(jwks)
-            source: Callable[[], KeySet] = lambda: fixed  # noqa: E731
-        else:
-            source = self._fetch_keys
-        self.keys = _KeyCache(source, refresh_floor=refresh_floor, max_age=jwks_max_age, clock=clock)
+        self._fixed = None if jwks is None else parse_jwks(jwks)
+        self.keys = _KeyCache(self._fetch_keys, refresh_floor=refresh_floor, max_age=jwks_max_age, wait=timeout,
+                              clock=clock)
 
     def _fetch_keys(self) -> KeySet:
         if self._jwks_uri is None:
@@ -554,14 +587,13 @@ class JwtValidator:
             jws = parse_compact(token)
             if self.token_types is not None and str(jws.header.get("typ", "")).lower() not in self.token_types:
                 raise JoseError(f"the token's type (typ) is {_shown(jws.header.get('typ'))}, not an access token")
-            keys = self.keys.current()
+            keys = self._fixed if self._fixed is not None else self.keys.current()
             try:
                 claims = verify_jws(jws, keys, self.algorithms)
             except UnknownKey:
-                newer = self.keys.refresh_for_unknown_kid(keys)
-                if newer is None or newer is keys:
+                if self._fixed is not None:  # a fixed set: nothing newer to fetch
                     raise
-                claims = verify_jws(jws, newer, self.algorithms)
+                claims = verify_jws(jws, self.keys.newer_than(keys), self.algorithms)
         except JoseError as error:
             raise InvalidToken(str(error)) from None
         check_claims(claims, now=self._clock(), leeway=self.leeway, audiences=self.audiences, issuer=self.issuer)

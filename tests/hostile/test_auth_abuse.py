@@ -16,7 +16,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from jose_keys import EC_JWK, RSA_JWK, sign
+from jose_keys import EC_JWK, RSA_JWK, ec_keypair, sign
 from mcpserver.auth import Authenticator, AuthUnavailable, InvalidToken, JwtValidator, fetch_json
 from mcptest import DEMO, HttpServer, free_port, mcp_headers, request
 
@@ -174,6 +174,49 @@ def test_a_key_set_trickled_a_byte_a_second_is_503_within_the_deadline(authoriza
         assert outcome == "returned", answer
         status, headers, _ = answer
         assert status == 503 and headers["retry-after"].isdigit()
+
+
+def test_a_known_key_never_waits_for_a_slow_refresh(authorization_server):
+    issuer = authorization_server.issuer
+    check = JwtValidator(issuer=issuer, audience=RESOURCE, jwks_max_age=1, refresh_floor=1, timeout=60)
+    assert check(token(RESOURCE, issuer)).subject == "alice"
+    authorization_server.slow = "body"
+    time.sleep(1.5)  # the keys are now older than jwks_max_age: the next check starts a refresh
+    for _ in range(3):
+        outcome, principal = within(BOUND, lambda: check(token(RESOURCE, issuer)))
+        assert outcome == "returned" and principal.subject == "alice"
+    until(lambda: authorization_server.jwks_fetches == 2)  # the refresh is under way, trickling
+
+
+def test_unknown_kids_do_not_queue_behind_a_slow_fetch(authorization_server):
+    issuer = authorization_server.issuer
+    check = JwtValidator(issuer=issuer, audience=RESOURCE, timeout=60)
+    check(token(RESOURCE, issuer))
+    authorization_server.slow = "body"
+    # The first unknown kid starts a fetch and waits for it (up to the validator's timeout, 60 s here).
+    threading.Thread(target=concurrently, args=(90, lambda: check(token(RESOURCE, issuer, kid="new-1"))),
+                     daemon=True).start()
+    until(lambda: authorization_server.jwks_fetches == 2)  # the first unknown kid's fetch is trickling
+    outcome, principal = within(BOUND, lambda: check(token(RESOURCE, issuer)))
+    assert outcome == "returned" and principal.subject == "alice"
+    outcome, refused = within(BOUND, lambda: check(token(RESOURCE, issuer, kid="new-2")))
+    assert outcome == "raised" and isinstance(refused, AuthUnavailable), refused
+    assert dict(refused.headers())["Retry-After"].isdigit()
+    assert authorization_server.jwks_fetches == 2
+
+
+def test_a_key_rotated_in_while_the_refresh_floor_holds_is_503_with_retry_after_not_401(authorization_server):
+    issuer = authorization_server.issuer
+    d2, jwk2 = ec_keypair()
+    with resource_server(issuer) as server:
+        assert post(server, token(server.url, issuer))[0] == 200
+        status, headers, _ = post(server, token(server.url, issuer, kid="ec-2", ec_d=d2))
+        assert status == 401 and "invalid_token" in headers["www-authenticate"]  # fetched again: it has no ec-2
+        authorization_server.keys = [EC_JWK, dict(jwk2, kid="ec-2")]  # ... until now
+        status, headers, _ = post(server, token(server.url, issuer, kid="ec-2", ec_d=d2))
+    # A 401 would tell the client to throw away a good token; the floor says when the keys are fetched again.
+    assert status == 503 and 1 <= int(headers["retry-after"]) <= 60
+    assert authorization_server.jwks_fetches == 2
 
 
 # --- claims: every malformed token is 401, and refused from the cache the second time ----------------------------
