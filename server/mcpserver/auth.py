@@ -24,7 +24,7 @@ Rules of this module:
 - Nothing in a token says how to check it: issuer, audience, algorithms and keys come from
   configuration and the authorization server's metadata. Network I/O is urllib with a deadline for
   the whole request, a size cap, no redirects, and https required except on loopback; no token check
-  waits on a fetch it does not need (see _KeyCache).
+  waits on a fetch it does not need (see _KeyCache), and at most a few wait on introspection.
 - Thread-safe: caches are read without a lock (a dict lookup is atomic) and written under one.
 """
 
@@ -83,6 +83,7 @@ DEFAULT_TIMEOUT = 5.0  # seconds for one request to the authorization server, al
 MAX_DOCUMENT_BYTES = 1024 * 1024  # metadata, key set, introspection response
 MAX_AUTHORIZATION_CHARS = 16 * 1024 + 64
 RETRY_AFTER_SECONDS = 5
+DEFAULT_MAX_INTROSPECTIONS = 8  # tokens being introspected at once; more are 503 at once
 MAX_TIME = 2**53  # exp, nbf: seconds either side of the epoch
 
 
@@ -605,13 +606,16 @@ class IntrospectionValidator:
 
     The endpoint comes from `endpoint`, or from the issuer's metadata (`introspection_endpoint`). This
     resource authenticates with client_secret_basic (default) or client_secret_post. An active token must
-    name this resource in `aud`; `iss`, when the response has one, must be the issuer.
+    name this resource in `aud`; `iss`, when the response has one, must be the issuer. At most
+    `max_concurrent` tokens are being introspected at once; beyond that a new token is 503 at once, so random
+    tokens sent while the authorization server is slow cannot hold every connection of the server.
     """
 
     def __init__(self, *, client_id: str, client_secret: str, audience: Union[str, Iterable[str]],
                  endpoint: Optional[str] = None, issuer: Optional[str] = None,
                  auth_method: str = "client_secret_basic", leeway: float = DEFAULT_LEEWAY,
-                 timeout: float = DEFAULT_TIMEOUT, clock: Callable[[], float] = time.time, fetch: Fetch = fetch_json):
+                 timeout: float = DEFAULT_TIMEOUT, clock: Callable[[], float] = time.time, fetch: Fetch = fetch_json,
+                 max_concurrent: int = DEFAULT_MAX_INTROSPECTIONS):
         if endpoint is None and issuer is None:
             raise ValueError("give the introspection endpoint, or the issuer whose metadata names it")
         if auth_method not in ("client_secret_basic", "client_secret_post"):
@@ -626,6 +630,8 @@ class IntrospectionValidator:
         self._clock = clock
         self._fetch = fetch
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self.max_concurrent = max_concurrent
 
     def _endpoint(self) -> str:
         if self.endpoint is None:
@@ -652,6 +658,8 @@ class IntrospectionValidator:
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
         else:
             form.update(client_id=client_id, client_secret=client_secret)
+        if not self._slots.acquire(blocking=False):
+            raise AuthUnavailable(f"{self.max_concurrent} tokens are already waiting for the authorization server")
         try:
             answer = self._fetch(self._endpoint(), timeout=self._timeout,
                                  data=urllib.parse.urlencode(form).encode("ascii"), headers=headers)
@@ -659,6 +667,8 @@ class IntrospectionValidator:
             if error.upstream_status == 400:  # e.g. unsupported_token_type: a token it will not vouch for
                 raise InvalidToken("the authorization server refused to introspect the token") from None
             raise
+        finally:
+            self._slots.release()
         if answer.get("active") is not True:
             raise InvalidToken("the token is not active (expired, revoked, or unknown to the authorization server)")
         token_type = answer.get("token_type")

@@ -325,3 +325,30 @@ def test_a_tls_handshake_trickled_a_byte_a_second_is_cut_at_the_deadline():
     finally:
         stopped.set()
         listener.close()
+
+
+# --- introspection: random tokens cannot take every connection while the authorization server is slow ----------
+
+def test_random_tokens_cannot_take_every_connection_while_introspection_is_slow(authorization_server, tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("introspection-secret\n")
+    port = free_port()
+    authorization_server.active["good-token"] = {"aud": f"http://127.0.0.1:{port}/mcp", "sub": "alice",
+                                                 "exp": int(time.time()) + 600}
+    with HttpServer(DEMO, "--port", str(port), "--resource", f"http://127.0.0.1:{port}/mcp",
+                    "--authorization-server", authorization_server.issuer, "--introspection-client-id", "rs",
+                    "--introspection-secret-file", str(secret)) as server:
+        assert post(server, "good-token")[0] == 200  # now cached: it costs no introspection again
+        before = authorization_server.introspections
+        answered = []
+        # 80 random tokens at once (the server has 64 connections), each to be introspected, slowly.
+        attackers = threading.Thread(target=lambda: answered.extend(concurrently(60, *[
+            lambda n=n: post(server, f"random-{n}", timeout=60)[0] for n in range(80)])), daemon=True)
+        attackers.start()
+        until(lambda: authorization_server.introspections > before)
+        time.sleep(1)  # the 80 have all connected by now
+        status, _, _ = post(server, "good-token", timeout=BOUND)
+        attackers.join(BOUND)
+    assert status == 200, f"a known token was refused ({status}) while random ones waited for introspection"
+    assert answered == [("returned", 503)] * 80  # each within the deadline, or at once
+    assert authorization_server.introspections - before <= 8  # DEFAULT_MAX_INTROSPECTIONS at a time
