@@ -102,6 +102,8 @@ _TEXT = {"type": "object", "properties": {"text": {"type": "string", "maxLength"
 server.command("echo_text", ["echo", "{text}"], input_schema=_TEXT, stdin="none")
 server.command("raw_cat", ["cat"], input_schema=_TEXT, stdin={"argument": "text"})
 server.command("json_cat", ["cat"], input_schema=_TEXT, output="json")
+# A program that prints its environment (tests/hostile/test_disclosure.py).
+server.command("environment", ["env"], stdin="none")
 
 
 @server.tool(input_schema={"type": "object", "properties": {
