@@ -33,7 +33,7 @@ import time
 
 from . import _environment, _json
 from ._context import Cancelled, Context
-from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult
+from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult, unexpected_failure
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -356,7 +356,8 @@ class _Command:
         if run.returncode != 0:
             how = (f"was killed by signal {-run.returncode}" if run.returncode < 0
                    else f"exited with status {run.returncode}")
-            raise ToolError(f"Command `{shown}` {how}" + (f": {stderr}" if stderr else ""))
+            detail = f"Command `{shown}` {how}" + (f": {stderr}" if stderr else "")
+            raise ToolError(unexpected_failure(self.name, detail))
         output = run.stdout.decode("utf-8", "replace")
         if self.spec.output == "json":
             try:
