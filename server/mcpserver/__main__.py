@@ -111,6 +111,8 @@ OPTIONS = (
     Option("--log-file", str, "append logs here instead of stderr", metavar="FILE"),
     Option("--max-concurrent", _positive, "stdio: calls that may run at once; the reader waits beyond it "
            "(default 16)", metavar="N"),
+    Option("--generic-errors", bool, "tell clients only that a tool failed, with an id; the exception or the "
+           "program's stderr goes to the log under that id (same as MCPSERVER_GENERIC_ERRORS=1)"),
     Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
            "second signal stops at once", metavar="SECONDS"),
     Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
@@ -344,6 +346,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     token = args.token
     if args.http and not token and not args.token_file and not args.resource:
         token = _token_out_of_environment()
+    if args.generic_errors:
+        os.environ[_environment.GENERIC_ERRORS] = "1"
     init_if_pid1()
     try:
         _log.configure(args.log_level, args.log_file)

@@ -15,7 +15,8 @@ Rules of this module:
   group is killed, and so is every process still carrying the run's mark in its environment,
   which finds descendants that left the group with setsid. At exit the server kills whatever
   any of its runs left behind the same way.
-- The HTTP bearer token is never passed on to programs.
+- The server's secrets (the HTTP bearer token, the requestState key) are never passed on to programs:
+  a program that prints or logs its environment, or fails with it in a message, cannot give them away.
 - `CommandSpec.OPTIONS` is the one table of a command tool's options: Python keyword, manifest
   key, default. `Server.command`, `command_tool` and the manifest loader all read it.
 """
@@ -32,7 +33,7 @@ import time
 
 from . import _environment, _json
 from ._context import Cancelled, Context
-from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult
+from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult, unexpected_failure
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -68,6 +69,7 @@ CANCEL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is cancelle
 _LINE_END = re.compile(rb"[\r\n]")
 _CHUNK = 65536
 _SERVER_MARK = os.urandom(6).hex()
+_WITHHELD = (_environment.TOKEN, _environment.STATE_KEY)  # from every program's environment
 
 
 class CommandSpec:
@@ -175,7 +177,7 @@ def _check_spec(name: str, spec: CommandSpec, schema: dict[str, Any], base_dir: 
         raise ConfigError(f"{where}: \"env\" must map variable names to strings")
     for variable, template in spec.env.items():
         check_template(template, frozenset())
-        if variable in (_environment.TOKEN, MARK_VARIABLE):
+        if variable in (*_WITHHELD, MARK_VARIABLE):
             raise ConfigError(f"{where}: {variable} is never passed to programs")
     _check_options(spec, schema, where)
     if spec.cwd is not None and not os.path.isdir(spec.cwd):
@@ -316,7 +318,7 @@ class _Command:
         return argv
 
     def environment(self, arguments: dict[str, Any]) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != _environment.TOKEN}
+        env = {k: v for k, v in os.environ.items() if k not in _WITHHELD}
         if self.spec.env:
             rendered = _Placeholders({**self.defaults, **arguments})
             env.update({k: _fill(t, rendered, argv=False) for k, t in self.spec.env.items()})
@@ -354,7 +356,8 @@ class _Command:
         if run.returncode != 0:
             how = (f"was killed by signal {-run.returncode}" if run.returncode < 0
                    else f"exited with status {run.returncode}")
-            raise ToolError(f"Command `{shown}` {how}" + (f": {stderr}" if stderr else ""))
+            detail = f"Command `{shown}` {how}" + (f": {stderr}" if stderr else "")
+            raise ToolError(unexpected_failure(self.name, detail))
         output = run.stdout.decode("utf-8", "replace")
         if self.spec.output == "json":
             try:

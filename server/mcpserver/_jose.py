@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from ._json import MAX_JSON_DEPTH, nesting_depth
+from ._json import MAX_JSON_DEPTH, PARSE_INT, nesting_depth
 
 __all__ = [
     "SUPPORTED_ALGORITHMS",
@@ -96,7 +96,7 @@ def _reject_constant(name: str) -> Any:
     raise JoseError(f"{name} is not valid JSON")
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant, parse_int=PARSE_INT)
 
 
 def json_object(data: Union[bytes, str], what: str) -> dict[str, Any]:

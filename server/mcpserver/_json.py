@@ -59,10 +59,11 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
+PARSE_INT = None if hasattr(sys, "get_int_max_str_digits") else _bounded_int  # for every decoder of untrusted JSON
+
 # Built once: json.loads and json.dumps with any keyword argument build a new decoder or encoder on every
 # call, which costs more than decoding or encoding a small message. Both are safe to share between threads.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
-                            parse_int=None if hasattr(sys, "get_int_max_str_digits") else _bounded_int)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float, parse_int=PARSE_INT)
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 

@@ -3,14 +3,18 @@
 A `Tool` validates the arguments against its inputSchema, runs its handler, and turns whatever the
 handler returns into a CallToolResult. Every failure of the tool itself (invalid arguments, an
 exception, a reported failure) becomes a result with isError, written for the model to act on;
-the traceback goes to the log only (WIRE.md §9.4).
+the traceback goes to the log only (WIRE.md §9.4). An operator who would rather the client never see
+an exception's message or a program's stderr (paths, credentials inside messages) sets
+MCPSERVER_GENERIC_ERRORS=1: the client is then told only that the tool failed, with an id that the
+log line holding the detail also carries.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
-from . import _json, _log
+from . import _environment, _json, _log
 from ._context import Cancelled, Context, InputRequired
 from ._schema import context_parameter as context_parameter_of
 from ._schema import schema_from_function
@@ -25,7 +29,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
     from typing import Any, Callable, Optional
     Handler = Callable[[dict[str, Any], Optional[Context]], Any]
 
-__all__ = ["Tool", "ToolError", "ToolResult", "function_tool"]
+__all__ = ["Tool", "ToolError", "ToolResult", "function_tool", "unexpected_failure"]
 
 log = _log.get("mcpserver.tools")
 
@@ -71,6 +75,18 @@ class ToolResult:
 
 def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+def unexpected_failure(tool: str, detail: str, *, traceback: bool = False) -> str:
+    """What the client is told of a failure nobody worded for it (an exception, a program's stderr):
+    `detail`, or under MCPSERVER_GENERIC_ERRORS=1 only an id, which the log line with the detail shares."""
+    if os.environ.get(_environment.GENERIC_ERRORS, "") in ("", "0"):
+        if traceback:
+            log.error("tool %s raised", tool, exc_info=True)
+        return detail
+    incident = os.urandom(4).hex()
+    log.error("tool %s failed (error %s): %s", tool, incident, detail, exc_info=traceback)
+    return f"Tool {tool} failed (error {incident}; the details are in the server's log)"
 
 
 class HeaderParam:
@@ -160,8 +176,8 @@ class Tool:
                 return error_result(str(exc) or f"Tool {self.name} failed")
             # KeyboardInterrupt, CancelledError, SystemExit... raised by tool code are the tool's failure:
             # the server's own signals never reach a tool as exceptions.
-            log.error("tool %s raised", self.name, exc_info=True)
-            return error_result(f"Tool {self.name} failed: {type(exc).__name__}: {exc}")
+            return error_result(unexpected_failure(self.name, f"Tool {self.name} failed: {type(exc).__name__}: {exc}",
+                                                   traceback=True))
         return self._result(value)
 
     def _result(self, value: Any) -> dict[str, Any]:

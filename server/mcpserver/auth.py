@@ -22,17 +22,21 @@ Rules of this module:
   WWW-Authenticate value (RFC 6750 §3, RFC 9728 §5.1): 401 invalid_token for a bad token, 401 with no
   error for a missing one, 403 insufficient_scope, 400 invalid_request, 503 when the server cannot tell.
 - Nothing in a token says how to check it: issuer, audience, algorithms and keys come from
-  configuration and the authorization server's metadata. Network I/O is urllib with a timeout, a size
-  cap, no redirects, and https required except on loopback.
+  configuration and the authorization server's metadata. Network I/O is urllib with a deadline for
+  the whole request, a size cap, no redirects, and https required except on loopback; no token check
+  waits on a fetch it does not need (see _KeyCache), and at most a few wait on introspection.
 - Thread-safe: caches are read without a lock (a dict lookup is atomic) and written under one.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import http.client
 import ipaddress
 import math
+import socket
 import threading
 import time
 import types
@@ -75,10 +79,12 @@ DEFAULT_REFUSAL_CACHE_SIZE = 1_000
 DEFAULT_REFUSAL_SECONDS = 10.0
 DEFAULT_REFRESH_FLOOR = 60.0  # the key set is fetched again for an unknown kid at most this often
 DEFAULT_JWKS_MAX_AGE = 3600.0  # and in any case after this
-DEFAULT_TIMEOUT = 5.0  # seconds for one request to the authorization server
+DEFAULT_TIMEOUT = 5.0  # seconds for one request to the authorization server, all of it
 MAX_DOCUMENT_BYTES = 1024 * 1024  # metadata, key set, introspection response
 MAX_AUTHORIZATION_CHARS = 16 * 1024 + 64
 RETRY_AFTER_SECONDS = 5
+DEFAULT_MAX_INTROSPECTIONS = 8  # tokens being introspected at once; more are 503 at once
+MAX_TIME = 2**53  # exp, nbf: seconds either side of the epoch
 
 
 def _is_token_text(text: str) -> bool:
@@ -113,7 +119,7 @@ class Principal:
         return cls(subject=subject if isinstance(subject, str) else None,
                    client_id=client_id if isinstance(client_id, str) else None,
                    scopes=_scopes(claims),
-                   expires_at=float(exp) if exp is not None and _is_number(exp) else None,
+                   expires_at=float(exp) if exp is not None and _is_time(exp) else None,
                    claims=types.MappingProxyType(dict(claims)))
 
 
@@ -160,9 +166,10 @@ class AuthUnavailable(AuthError):
     status = 503
     error = None
     upstream_status: Optional[int] = None  # the authorization server's HTTP status, when it answered
+    retry_after = RETRY_AFTER_SECONDS  # seconds
 
     def headers(self) -> list[tuple[str, str]]:
-        return [("Retry-After", str(RETRY_AFTER_SECONDS))]
+        return [("Retry-After", str(self.retry_after))]
 
 
 Validator = Callable[[str], Optional[Principal]]
@@ -171,8 +178,10 @@ Validator = Callable[[str], Optional[Principal]]
 # --- claims --------------------------------------------------------------------------------------------------
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _is_time(value: Any) -> bool:
+    """A NumericDate (RFC 7519 §2) within what a float holds exactly (285 million years either way). Checked
+    before any arithmetic: a float() of 10**400 raises OverflowError; comparing it does not. NaN fails."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and -MAX_TIME <= value <= MAX_TIME
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
@@ -206,12 +215,12 @@ def check_claims(claims: Mapping[str, Any], *, now: float, leeway: float, audien
     if exp is None:
         if require_exp:
             raise InvalidToken("the token has no expiry (exp)")
-    elif not _is_number(exp):
+    elif not _is_time(exp):
         raise InvalidToken("the token's expiry (exp) is not a number")
     elif now > exp + leeway:
         raise InvalidToken("the token has expired")
     nbf = claims.get("nbf")
-    if nbf is not None and (not _is_number(nbf) or now + leeway < nbf):
+    if nbf is not None and (not _is_time(nbf) or now + leeway < nbf):
         raise InvalidToken("the token is not valid yet (nbf)")
     if issuer is not None and claims.get("iss") != issuer:
         raise InvalidToken(f"the token was issued by {_shown(claims.get('iss'))}, not by {issuer!r}")
@@ -229,7 +238,83 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # a redirect could lead from https to http, or to another host: answer with the 3xx instead
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+class _Deadline:
+    """One request's deadline, for all of it: connect, TLS handshake, request, headers and body. urllib's
+    timeout is per socket operation, so a server sending a byte a second would never reach it. At the
+    deadline the connection's socket is shut down, which ends whatever read or write is blocked on it.
+    (Name resolution comes before any socket; the system resolver's own timeouts bound it.)"""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.expired = False
+        self._ends = time.monotonic() + seconds
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def connect(self, address: tuple[str, int], timeout: Any = None, source_address: Any = None) -> socket.socket:
+        """socket.create_connection, watched, with what is left of the deadline instead of `timeout`."""
+        sock = socket.create_connection(address, max(self._ends - time.monotonic(), 0.001), source_address)
+        with self._lock:
+            # A duplicate, so that what the deadline shuts down is never a descriptor the connection has
+            # closed meanwhile and the system has given to something else.
+            self._sockets.append(sock.dup())
+        if self.expired:
+            sock.shutdown(socket.SHUT_RDWR)
+        return sock
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed by the other side
+                    pass
+
+    def close(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+
+
+class _Watched(http.client.HTTPConnection):
+    """A connection whose socket comes from its request's deadline (HTTPSConnection wraps that same socket,
+    so its TLS handshake is watched too)."""
+
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._create_connection = deadline.connect
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline):
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_Watched, deadline=self.deadline), req)
+
+
+_HANDLERS: list[Callable[[_Deadline], urllib.request.BaseHandler]] = [_HttpHandler]
+if hasattr(http.client, "HTTPSConnection"):  # not in a Python built without _ssl
+
+    class _WatchedTls(_Watched, http.client.HTTPSConnection):
+        pass
+
+    class _HttpsHandler(urllib.request.HTTPSHandler):
+        def __init__(self, deadline: _Deadline):
+            super().__init__()
+            self.deadline = deadline
+
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(functools.partial(_WatchedTls, deadline=self.deadline), req)
+
+    _HANDLERS.append(_HttpsHandler)
 
 
 def _check_url(url: str, what: str) -> str:
@@ -253,24 +338,41 @@ def _is_loopback(host: str) -> bool:
 
 def fetch_json(url: str, *, timeout: float = DEFAULT_TIMEOUT, data: Optional[bytes] = None,
                headers: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
-    """GET (or POST `data`) a JSON object; AuthUnavailable for anything but a 200 JSON object."""
+    """GET (or POST `data`) a JSON object, the whole exchange within `timeout` seconds; AuthUnavailable
+    for anything but a 200 JSON object."""
     request = urllib.request.Request(url, data=data, headers={"Accept": "application/json", **(headers or {})})
+    deadline = _Deadline(timeout)
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            body = response.read(MAX_DOCUMENT_BYTES + 1)
-    except urllib.error.HTTPError as error:
-        error.close()
-        refused = AuthUnavailable(f"the authorization server answered {error.code} at {url}")
-        refused.upstream_status = error.code
-        raise refused from None
-    except (OSError, ValueError) as error:  # URLError, timeouts and refused connections are OSErrors
-        raise AuthUnavailable(f"the authorization server could not be reached at {url}: {error}") from None
-    if len(body) > MAX_DOCUMENT_BYTES:
-        raise AuthUnavailable(f"the document at {url} is larger than {MAX_DOCUMENT_BYTES} bytes")
+        body = _read(request, deadline)
+    except (OSError, ValueError, http.client.HTTPException) as error:  # unreachable, refused, broken HTTP
+        reason = f"no answer within {timeout:g} s" if deadline.expired else str(error) or type(error).__name__
+        raise AuthUnavailable(f"the authorization server could not be reached at {url}: {reason}") from None
+    finally:
+        deadline.close()
     try:
         return json_object(body, f"document at {url}")
     except JoseError as error:
         raise AuthUnavailable(str(error)) from None
+
+
+def _read(request: urllib.request.Request, deadline: _Deadline) -> bytes:
+    """The body of a 200 answer to `request`: AuthUnavailable for another status or a body too large."""
+    handlers = [make(deadline) for make in _HANDLERS]
+    try:
+        with urllib.request.build_opener(_NoRedirect, *handlers).open(request, timeout=deadline.seconds) as response:
+            body: bytes = response.read(MAX_DOCUMENT_BYTES + 1)
+            if len(body) > MAX_DOCUMENT_BYTES:
+                raise AuthUnavailable(f"the document at {request.full_url} is larger than {MAX_DOCUMENT_BYTES} bytes")
+            if response.length:  # Content-Length promised more than arrived
+                raise http.client.IncompleteRead(body, response.length)
+    except urllib.error.HTTPError as error:
+        error.close()
+        refused = AuthUnavailable(f"the authorization server answered {error.code} at {request.full_url}")
+        refused.upstream_status = error.code
+        raise refused from None
+    if deadline.expired:  # a body without Content-Length, cut short by the deadline
+        raise TimeoutError
+    return body
 
 
 Fetch = Callable[..., dict[str, Any]]
@@ -348,58 +450,92 @@ class StaticTokens:
 
 
 class _KeyCache:
-    """The authorization server's key set, fetched on first use, again when older than max_age, and
-    again for an unknown kid. Fetches for unknown kids happen at most once per refresh_floor (an
-    attacker sending random kids must not turn into a flood of requests to the authorization
-    server), and so do retries after a failed fetch; a token signed with a key the server has just
-    rotated in is accepted at once, however recently the keys were fetched for other reasons."""
+    """The authorization server's key set, fetched on a thread of its own: at first use, when older than
+    max_age, and for a token naming an unknown kid. A check whose key is known never waits for a fetch (a
+    stale set serves while the next one comes); a check that needs one waits at most `wait` seconds.
+    Fetches for unknown kids happen at most once per refresh_floor (random kids must not turn into a flood
+    of requests to the authorization server), and so do retries after a failed fetch; a token signed with
+    a key the server has just rotated in is accepted at once, however recently the keys were fetched for
+    other reasons."""
 
-    def __init__(self, source: Callable[[], KeySet], *, refresh_floor: float, max_age: float,
+    def __init__(self, source: Callable[[], KeySet], *, refresh_floor: float, max_age: float, wait: float,
                  clock: Callable[[], float]):
         self._source = source
         self._refresh_floor = refresh_floor
         self._max_age = max_age
+        self._wait = wait
         self._clock = clock
         self._keys: Optional[KeySet] = None
         self._fetched_at = -math.inf
         self._attempted_at = -math.inf
         self._unknown_kid_at = -math.inf
+        self._running: Optional[threading.Event] = None  # set when the fetch under way ends
+        self._failure = ""  # why the last fetch failed
         self._lock = threading.Lock()
         self.fetches = 0
 
     def current(self) -> KeySet:
         keys = self._keys
-        if keys is not None and self._clock() - self._fetched_at < self._max_age:
-            return keys
-        return self._refresh(stale=keys)
+        if keys is None:
+            self._start(None, unknown_kid=False)
+            return self._awaited(self._running, None)
+        if self._clock() - self._fetched_at >= self._max_age:
+            self._start(keys, unknown_kid=False)
+        return keys
 
-    def refresh_for_unknown_kid(self, seen: KeySet) -> Optional[KeySet]:
-        """A newer key set than `seen`, or None when none could be had (fetched too recently, or failed)."""
-        keys = self._refresh(stale=seen, unknown_kid=True)
-        return None if keys is seen else keys
+    def newer_than(self, seen: KeySet) -> KeySet:
+        """For a token whose kid `seen` lacks: a newer key set. The first such token since the floor fetches it;
+        the others get AuthUnavailable (503, Retry-After), not 401, as theirs may be a key rotated in since."""
+        started = self._start(seen, unknown_kid=True)
+        if started is None:
+            keys = self._keys
+            if keys is not seen and keys is not None:  # fetched meanwhile
+                return keys
+            refused = AuthUnavailable("the token's key is not in the authorization server's key set, which "
+                                      f"is fetched again for an unknown key at most every {self._refresh_floor:g} s")
+            if self._running is None:
+                elapsed = self._clock() - self._unknown_kid_at
+                refused.retry_after = max(1, math.ceil(self._refresh_floor - elapsed))
+            raise refused
+        return self._awaited(started, seen)
 
-    def _refresh(self, stale: Optional[KeySet], unknown_kid: bool = False) -> KeySet:
-        with self._lock:  # one fetch at a time; the threads waiting for it then use its result
-            if self._keys is not None and self._keys is not stale:
-                return self._keys
+    def _start(self, seen: Optional[KeySet], unknown_kid: bool) -> Optional[threading.Event]:
+        """A fetch on a thread of its own, unless the keys are no longer `seen`, one is under way or the floor
+        forbids it; its event, or None."""
+        with self._lock:
             now = self._clock()
-            if now - (self._unknown_kid_at if unknown_kid else self._attempted_at) < self._refresh_floor:
-                if stale is None:
-                    raise AuthUnavailable("the authorization server's key set could not be fetched; "
-                                          "it is tried again shortly")
-                return stale
+            last = self._unknown_kid_at if unknown_kid else self._attempted_at
+            if self._keys is not seen or self._running is not None or now - last < self._refresh_floor:
+                return None
             self._attempted_at = now
             if unknown_kid:
                 self._unknown_kid_at = now
             self.fetches += 1
-            try:
-                keys = self._source()
-            except AuthUnavailable:
-                if stale is None:
-                    raise
-                return stale  # the server is down: the keys we have are still the best we know
-            self._keys, self._fetched_at = keys, now
-            return keys
+            self._running = threading.Event()
+            threading.Thread(target=self._fetch, args=(self._running, now), name="mcpserver-jwks", daemon=True).start()
+            return self._running
+
+    def _fetch(self, done: threading.Event, started: float) -> None:
+        keys, failure = None, "the authorization server's key set could not be fetched"
+        try:
+            keys = self._source()
+        except AuthUnavailable as error:  # the keys we have, if any, are still the best we know
+            failure = error.description
+        finally:
+            with self._lock:
+                if keys is not None:
+                    self._keys, self._fetched_at = keys, started
+                self._failure, self._running = failure, None
+            done.set()
+
+    def _awaited(self, running: Optional[threading.Event], seen: Optional[KeySet]) -> KeySet:
+        """The key set once `running` has brought one other than `seen`, within `wait`; else AuthUnavailable."""
+        if running is not None and not running.wait(self._wait):
+            raise AuthUnavailable(f"the authorization server's key set did not arrive within {self._wait:g} s")
+        keys = self._keys
+        if keys is None or keys is seen:
+            raise AuthUnavailable(self._failure + ("; it is tried again shortly" if running is None else ""))
+        return keys
 
 
 class JwtValidator:
@@ -428,12 +564,9 @@ class JwtValidator:
         self._fetch = fetch
         self._timeout = timeout
         self._jwks_uri = None if jwks_uri is None else _check_url(jwks_uri, "jwks_uri")
-        if jwks is not None:
-            fixed = parse_jwks(jwks)
-            source: Callable[[], KeySet] = lambda: fixed  # noqa: E731
-        else:
-            source = self._fetch_keys
-        self.keys = _KeyCache(source, refresh_floor=refresh_floor, max_age=jwks_max_age, clock=clock)
+        self._fixed = None if jwks is None else parse_jwks(jwks)
+        self.keys = _KeyCache(self._fetch_keys, refresh_floor=refresh_floor, max_age=jwks_max_age, wait=timeout,
+                              clock=clock)
 
     def _fetch_keys(self) -> KeySet:
         if self._jwks_uri is None:
@@ -455,14 +588,13 @@ class JwtValidator:
             jws = parse_compact(token)
             if self.token_types is not None and str(jws.header.get("typ", "")).lower() not in self.token_types:
                 raise JoseError(f"the token's type (typ) is {_shown(jws.header.get('typ'))}, not an access token")
-            keys = self.keys.current()
+            keys = self._fixed if self._fixed is not None else self.keys.current()
             try:
                 claims = verify_jws(jws, keys, self.algorithms)
             except UnknownKey:
-                newer = self.keys.refresh_for_unknown_kid(keys)
-                if newer is None or newer is keys:
+                if self._fixed is not None:  # a fixed set: nothing newer to fetch
                     raise
-                claims = verify_jws(jws, newer, self.algorithms)
+                claims = verify_jws(jws, self.keys.newer_than(keys), self.algorithms)
         except JoseError as error:
             raise InvalidToken(str(error)) from None
         check_claims(claims, now=self._clock(), leeway=self.leeway, audiences=self.audiences, issuer=self.issuer)
@@ -474,13 +606,16 @@ class IntrospectionValidator:
 
     The endpoint comes from `endpoint`, or from the issuer's metadata (`introspection_endpoint`). This
     resource authenticates with client_secret_basic (default) or client_secret_post. An active token must
-    name this resource in `aud`; `iss`, when the response has one, must be the issuer.
+    name this resource in `aud`; `iss`, when the response has one, must be the issuer. At most
+    `max_concurrent` tokens are being introspected at once; beyond that a new token is 503 at once, so random
+    tokens sent while the authorization server is slow cannot hold every connection of the server.
     """
 
     def __init__(self, *, client_id: str, client_secret: str, audience: Union[str, Iterable[str]],
                  endpoint: Optional[str] = None, issuer: Optional[str] = None,
                  auth_method: str = "client_secret_basic", leeway: float = DEFAULT_LEEWAY,
-                 timeout: float = DEFAULT_TIMEOUT, clock: Callable[[], float] = time.time, fetch: Fetch = fetch_json):
+                 timeout: float = DEFAULT_TIMEOUT, clock: Callable[[], float] = time.time, fetch: Fetch = fetch_json,
+                 max_concurrent: int = DEFAULT_MAX_INTROSPECTIONS):
         if endpoint is None and issuer is None:
             raise ValueError("give the introspection endpoint, or the issuer whose metadata names it")
         if auth_method not in ("client_secret_basic", "client_secret_post"):
@@ -495,6 +630,8 @@ class IntrospectionValidator:
         self._clock = clock
         self._fetch = fetch
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self.max_concurrent = max_concurrent
 
     def _endpoint(self) -> str:
         if self.endpoint is None:
@@ -521,6 +658,8 @@ class IntrospectionValidator:
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
         else:
             form.update(client_id=client_id, client_secret=client_secret)
+        if not self._slots.acquire(blocking=False):
+            raise AuthUnavailable(f"{self.max_concurrent} tokens are already waiting for the authorization server")
         try:
             answer = self._fetch(self._endpoint(), timeout=self._timeout,
                                  data=urllib.parse.urlencode(form).encode("ascii"), headers=headers)
@@ -528,6 +667,8 @@ class IntrospectionValidator:
             if error.upstream_status == 400:  # e.g. unsupported_token_type: a token it will not vouch for
                 raise InvalidToken("the authorization server refused to introspect the token") from None
             raise
+        finally:
+            self._slots.release()
         if answer.get("active") is not True:
             raise InvalidToken("the token is not active (expired, revoked, or unknown to the authorization server)")
         token_type = answer.get("token_type")

@@ -102,6 +102,17 @@ _TEXT = {"type": "object", "properties": {"text": {"type": "string", "maxLength"
 server.command("echo_text", ["echo", "{text}"], input_schema=_TEXT, stdin="none")
 server.command("raw_cat", ["cat"], input_schema=_TEXT, stdin={"argument": "text"})
 server.command("json_cat", ["cat"], input_schema=_TEXT, output="json")
+# What leaks when things go wrong: a program that prints its environment, one that fails with a secret on
+# stderr, and a Python tool whose exception message carries one (tests/hostile/test_disclosure.py).
+server.command("environment", ["env"], stdin="none")
+server.command("leaky_command", ["sh", "-c", "echo 'cannot open /srv/app/credentials.json: password=hunter2' >&2; "
+                                             "exit 3"], stdin="none")
+
+
+@server.tool()
+def leaky_raise() -> str:
+    """Fail the way a database driver does: the connection string, password included, in the message."""
+    raise RuntimeError("could not connect to postgres://admin:hunter2@db.internal:5432/prod")
 
 
 @server.tool(input_schema={"type": "object", "properties": {
