@@ -5,7 +5,6 @@ import os
 import signal
 import socket
 import threading
-import time
 
 from mcptest import EXAMPLES, HttpServer, call, mcp_headers, request
 
