@@ -84,7 +84,7 @@ def test_the_public_api_is_what_all_says():
 # imports inside functions count too. __init__ is the facade and may import anything.
 LAYERS = (
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment"),
-    ("_context", "_validate", "_jose", "_state", "_completions"),
+    ("_context", "_validate", "_jose", "_state", "_completions", "_task"),
     ("_schema", "auth", "_subscriptions"),
     ("_tools", "_resources", "_prompts"),
     ("_command",),
