@@ -85,9 +85,9 @@ def test_the_public_api_is_what_all_says():
 LAYERS = (
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment"),
     ("_context", "_validate", "_jose", "_state", "_completions", "_task"),
-    ("_schema", "auth", "_subscriptions"),
-    ("_tools", "_resources", "_prompts"),
-    ("_command",),
+    ("_schema", "auth", "_subscriptions", "_task_store"),
+    ("_tools", "_resources", "_prompts", "_task_sqlite"),
+    ("_command", "_task_open"),
     ("_server",),
     ("_loader",),
     ("protocol",),
