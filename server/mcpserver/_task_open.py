@@ -1,6 +1,7 @@
 """Which task store a setting names: what `--task-store` and `create_app(task_store=...)` are given.
 
 - None or "memory": MemoryTaskStore, the default (this process only).
+- "postgresql://..." or "postgres://...": PostgresTaskStore (the `mcpserver[postgres]` extra).
 - Anything else is the path of an SQLite file, created if missing ("sqlite:" before it is allowed).
 - A TaskStore object is used as it is.
 A store that cannot serve is refused here, with a ConfigError that names it and says why.
@@ -25,7 +26,11 @@ def open_task_store(spec: Optional[Union[str, TaskStore]] = None, **options: Any
     if spec is None or spec == "memory":
         return MemoryTaskStore(**options)
     if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"task store {spec!r}: give 'memory' or the path of an SQLite file")
+        raise ConfigError(f"task store {spec!r}: give 'memory', the path of an SQLite file, or a postgresql:// URL")
+    if spec.startswith(("postgresql://", "postgres://")):
+        from ._task_postgres import PostgresTaskStore
+
+        return PostgresTaskStore(spec, **options)
     from ._task_sqlite import SqliteTaskStore
 
     return SqliteTaskStore(spec[len("sqlite:"):] if spec.startswith("sqlite:") else spec, **options)

@@ -56,6 +56,7 @@ _SELECT = f"SELECT {', '.join(COLUMNS)} FROM mcpserver_tasks"
 _INSERT = f"INSERT INTO mcpserver_tasks ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _UPDATE = f"UPDATE mcpserver_tasks SET {', '.join(f'{c} = ?' for c in COLUMNS[1:])} WHERE task_id = ?"
 _UNFINISHED = "status IN ('working', 'input_required')"
+_COUNT = "SELECT count(*) FROM mcpserver_tasks WHERE owner = ? AND (expires_at IS NULL OR expires_at > ?)"
 
 
 class SqliteTaskStore(TaskStore):
@@ -183,14 +184,22 @@ class SqliteTaskStore(TaskStore):
                                 f"and keeps {self.reserve_bytes} for running tasks' results")
 
     def _insert(self, record: TaskRecord, limit: int, now: int) -> None:
-        def insert(connection: Any) -> None:
-            count = _value(connection, "SELECT count(*) FROM mcpserver_tasks WHERE owner = ?"
-                           " AND (expires_at IS NULL OR expires_at > ?)", (record.owner, now))
-            if count >= limit:
+        def check(connection: Any) -> None:
+            if _value(connection, _COUNT, (record.owner, now)) >= limit:
                 raise too_many_tasks(limit)
-            connection.execute(_INSERT, to_row(record))
 
-        self._run(lambda connection: _transaction(connection, lambda: insert(connection)))
+        def insert(connection: Any) -> None:
+            # First outside the write lock: an owner at its limit is refused without holding up other
+            # processes' writes (its count cannot fall but by expiry, which the count leaves out already).
+            check(connection)
+
+            def checked_insert() -> None:
+                check(connection)  # again under the lock: two creates cannot both take the last place
+                connection.execute(_INSERT, to_row(record))
+
+            _transaction(connection, checked_insert)
+
+        self._run(insert)
 
     def _load(self, task_id: str) -> Optional[TaskRecord]:
         row = self._run(lambda c: _row(c, f"{_SELECT} WHERE task_id = ?", (task_id,)))

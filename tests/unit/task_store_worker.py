@@ -66,6 +66,40 @@ class StoreProcess:
         self.process.stdout.close()
 
 
+def _create_after(barrier, results, spec, count, limit):
+    from mcpserver._task import TaskLimitReached
+    from mcpserver._task_open import open_task_store
+
+    store = open_task_store(spec, max_tasks_per_owner=limit)
+    created = 0
+    barrier.wait(60)  # every process opened its store: now all create at once
+    for _ in range(count):
+        try:
+            store.create("the-same-client")
+            created += 1
+        except TaskLimitReached:
+            pass
+    store.close()
+    results.put(created)
+
+
+def race_creates(spec, processes=4, count=60, limit=100):
+    """How many tasks `processes` processes, creating `count` each at the same moment for one owner
+    with the given limit, managed to create in all."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(processes), context.Queue()
+    started = [context.Process(target=_create_after, args=(barrier, results, spec, count, limit))
+               for _ in range(processes)]
+    for process in started:
+        process.start()
+    created = [results.get(timeout=120) for _ in started]
+    for process in started:
+        process.join(30)
+    return created
+
+
 def main():
     from mcpserver._task_open import open_task_store
 

@@ -86,7 +86,7 @@ LAYERS = (
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment"),
     ("_context", "_validate", "_jose", "_state", "_completions", "_task"),
     ("_schema", "auth", "_subscriptions", "_task_store"),
-    ("_tools", "_resources", "_prompts", "_task_sqlite"),
+    ("_tools", "_resources", "_prompts", "_task_sqlite", "_task_postgres"),
     ("_command", "_task_open"),
     ("_server",),
     ("_loader",),
