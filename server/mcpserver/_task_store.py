@@ -307,8 +307,12 @@ class TaskStore:
                 self._change(task_id, rule)
             except StoreUnavailable:
                 continue  # still no room: the next heartbeat tries again
-            except (TaskNotFound, InvalidTransition, ValueError) as problem:
-                log.warning("task %s: its result kept in memory is dropped: %s", task_id, problem)
+            except TaskNotFound:
+                log.warning("task %s expired before its result could be saved", task_id)
+            except InvalidTransition:  # another process failed it (its lease lapsed), or a failed-looking commit took
+                log.warning("task %s finished meanwhile: the result kept in memory is not saved", task_id)
+            except ValueError as problem:
+                log.warning("task %s: its result kept in memory cannot be saved: %s", task_id, problem)
             with self._lock:
                 if self._unsaved.get(task_id) is rule:
                     del self._unsaved[task_id]
