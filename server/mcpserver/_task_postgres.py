@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import importlib
 
-from ._task import COLUMNS, StoreFull, StoreUnavailable, TaskRecord, from_row, to_row
-from ._task_store import ConnectionPool, TaskStore, too_many_tasks
+from ._task import StoreFull, StoreUnavailable
+from ._task_sql import INDEXES, SqlTaskStore
 from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
-    from typing import Any, Callable, Optional, TypeVar
-
-    from ._task_store import Change
+    from typing import Any, Callable, TypeVar
 
     T = TypeVar("T")
 
@@ -45,16 +43,8 @@ SCHEMA = (
     "CREATE TABLE mcpserver_tasks (task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, status TEXT NOT NULL,"
     " version BIGINT NOT NULL, expires_at BIGINT, runner_host TEXT NOT NULL, runner_pid BIGINT NOT NULL,"
     " runner_started BIGINT NOT NULL, runner_token TEXT NOT NULL, lease_until BIGINT NOT NULL, body TEXT NOT NULL)",
-    "CREATE INDEX mcpserver_tasks_owner ON mcpserver_tasks (owner, expires_at)",
-    "CREATE INDEX mcpserver_tasks_expiry ON mcpserver_tasks (expires_at) WHERE expires_at IS NOT NULL",
-    "CREATE INDEX mcpserver_tasks_running ON mcpserver_tasks (runner_token)"
-    " WHERE status IN ('working', 'input_required')",
+    *INDEXES,
 )
-_SELECT = f"SELECT {', '.join(COLUMNS)} FROM mcpserver_tasks"
-_INSERT = f"INSERT INTO mcpserver_tasks ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})"
-_UPDATE = f"UPDATE mcpserver_tasks SET {', '.join(f'{c} = %s' for c in COLUMNS[1:])} WHERE task_id = %s"
-_UNFINISHED = "status IN ('working', 'input_required')"
-_COUNT = "SELECT count(*) FROM mcpserver_tasks WHERE owner = %s AND (expires_at IS NULL OR expires_at > %s)"
 
 
 def redacted(dsn: str) -> str:
@@ -68,21 +58,21 @@ def redacted(dsn: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresTaskStore(TaskStore):
+class PostgresTaskStore(SqlTaskStore):
     """Tasks in the PostgreSQL database `dsn` names (a postgresql:// URL or libpq key=value string)."""
 
-    shared = True
     poll_seconds = 0.25
+    mark = "%s"
+    lock_row = " FOR UPDATE"
 
     def __init__(self, dsn: str, **options: Any):
-        super().__init__(**options)
-        self.dsn = dsn
         try:
             self._psycopg: Any = importlib.import_module("psycopg")
         except ImportError as error:  # not installed, or installed without a libpq to load
             raise ConfigError(f"task store {redacted(dsn)} needs psycopg: pip install 'mcpserver[postgres]' "
                               f"({error})") from None
-        self._pool = ConnectionPool(self._connect, _close, (self._psycopg.Error,))
+        super().__init__(self._connect, (self._psycopg.Error,), **options)
+        self.dsn = dsn
         self._open()
 
     def _connect(self) -> Any:
@@ -115,99 +105,21 @@ class PostgresTaskStore(TaskStore):
         connection.execute("INSERT INTO mcpserver_meta (key, value) VALUES ('opened', %s)"
                            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(self.now()),))
 
-    def close(self) -> None:
-        super().close()
-        self._pool.close()
+    # --- what SqlTaskStore asks of a backend ----------------------------------------------------------------------
 
-    def _run(self, work: Callable[[Any], T]) -> T:
-        """`work` on a pooled connection; psycopg's errors become StoreUnavailable (StoreFull for a full disk)."""
-        psycopg = self._psycopg
-        try:
-            connection = self._pool.acquire()
-        except psycopg.Error as error:
-            raise self._unavailable(error) from None
-        try:
-            result = work(connection)
-        except psycopg.Error as error:
-            self._pool.release(connection, error)
-            raise self._unavailable(error) from None
-        except BaseException:
-            self._pool.release(connection)
-            raise
-        self._pool.release(connection)
-        return result
+    def _atomically(self, connection: Any, body: Callable[[], T]) -> T:
+        with connection.transaction():
+            return body()
 
-    def _unavailable(self, error: Exception) -> StoreUnavailable:
+    def _lock_owner(self, connection: Any, owner: str) -> None:
+        connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (owner,))
+
+    def _unavailable(self, error: BaseException) -> StoreUnavailable:
         if isinstance(error, self._psycopg.errors.DiskFull):
             return StoreFull(f"The task store is full: it could not save this ({_first_line(error)})")
         return StoreUnavailable(f"The task store cannot be used: {_first_line(error)}")
 
-    # --- the primitives TaskStore builds on ---------------------------------------------------------------------
 
-    def _insert(self, record: TaskRecord, limit: int, now: int) -> None:
-        def count(connection: Any) -> int:
-            return int(connection.execute(_COUNT, (record.owner, now)).fetchone()[0])
-
-        def insert(connection: Any) -> None:
-            # Without a lock first: an owner at its limit is refused in one round trip (its count cannot
-            # fall but by expiry, which the count already leaves out, so the refusal is right as of then).
-            if count(connection) >= limit:
-                raise too_many_tasks(limit)
-            with connection.transaction():
-                connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (record.owner,))
-                if count(connection) >= limit:  # again under the lock: two creates cannot both take the last place
-                    raise too_many_tasks(limit)
-                connection.execute(_INSERT, to_row(record))
-
-        self._run(insert)
-
-    def _load(self, task_id: str) -> Optional[TaskRecord]:
-        row = self._run(lambda c: c.execute(f"{_SELECT} WHERE task_id = %s", (task_id,)).fetchone())
-        return None if row is None else from_row(row)
-
-    def _update(self, task_id: str, change: Change) -> tuple[Optional[TaskRecord], bool]:
-        def update(connection: Any) -> tuple[Optional[TaskRecord], bool]:
-            with connection.transaction():
-                row = connection.execute(f"{_SELECT} WHERE task_id = %s FOR UPDATE", (task_id,)).fetchone()
-                if row is None:
-                    return None, False
-                record = from_row(row)
-                new = change(record)
-                if new is None:
-                    return record, False
-                connection.execute(_UPDATE, (*to_row(new)[1:], task_id))
-                return new, True
-
-        return self._run(update)
-
-    def _delete_expired(self, now: int) -> int:
-        return int(self._run(lambda c: c.execute("DELETE FROM mcpserver_tasks WHERE expires_at IS NOT NULL"
-                                                 " AND expires_at <= %s", (now,)).rowcount))
-
-    def _unfinished_elsewhere(self, token: str) -> list[TaskRecord]:
-        rows = self._run(lambda c: c.execute(f"{_SELECT} WHERE {_UNFINISHED} AND runner_token != %s",
-                                             (token,)).fetchall())
-        return [from_row(row) for row in rows]
-
-    def _extend_leases(self, token: str, until: int) -> int:
-        return int(self._run(lambda c: c.execute(f"UPDATE mcpserver_tasks SET lease_until = %s WHERE runner_token = %s"
-                                                 f" AND {_UNFINISHED}", (until, token)).rowcount))
-
-    def _load_versions(self, task_ids: list[str]) -> dict[str, int]:
-        if not task_ids:
-            return {}
-        rows = self._run(lambda c: c.execute("SELECT task_id, version FROM mcpserver_tasks WHERE task_id = ANY(%s)",
-                                             (task_ids,)).fetchall())
-        return {task_id: int(version) for task_id, version in rows}
-
-
-def _first_line(error: Exception) -> str:
+def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
-
-
-def _close(connection: Any) -> None:
-    try:
-        connection.close()
-    except Exception:  # a broken connection may refuse to close; it is dropped all the same
-        pass
