@@ -5,7 +5,7 @@ VENV ?= .venv
 EXTRAS ?= dev
 PY := $(VENV)/bin/python
 
-.PHONY: test test-py39 test-auth lint lint-tools conformance help
+.PHONY: test test-py39 test-auth lint lint-tools conformance help task-store-tools
 
 help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
@@ -26,8 +26,17 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-test: $(VENV)/.installed
-	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle tests/fuzz
+test: $(VENV)/.installed task-store-tools
+	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
+	  tests/fuzz tests/task_store
+
+# tests/task_store starts its own PostgreSQL servers from Debian's postgresql package (psycopg comes with the
+# test extra). The package starts a cluster of its own on installation; nothing uses it, so it is stopped.
+task-store-tools:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "test: installing postgresql (apt-get) for tests/task_store"; \
+	  export DEBIAN_FRONTEND=noninteractive; { apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 \
+	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }; } \
+	  && { service postgresql stop >/dev/null 2>&1 || true; }; }
 
 # pyenv's python3.9 shim refuses to run unless asked; this asks.
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))

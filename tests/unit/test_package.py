@@ -85,11 +85,11 @@ def test_the_public_api_is_what_all_says():
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment"),
-    ("_context", "_validate", "_jose", "_state", "_completions"),
-    ("_schema", "auth", "_subscriptions"),
-    ("_tools", "_resources", "_prompts"),
-    ("_command",),
-    ("_server",),
+    ("_context", "_validate", "_jose", "_state", "_completions", "_task"),
+    ("_schema", "auth", "_subscriptions", "_task_store"),
+    ("_tools", "_resources", "_prompts", "_task_sql"),
+    ("_command", "_task_sqlite", "_task_postgres"),
+    ("_server", "_task_open"),
     ("_loader",),
     ("protocol",),
     ("stdio", "http"),
