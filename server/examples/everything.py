@@ -69,6 +69,68 @@ def test_tool_with_progress(ctx: Context) -> str:
     return "progress reported"
 
 
+# -- tools: the client's own features (the 2025-11-25 scenarios; each works in both eras: a real request
+#    to a legacy client, input_required for a 2026-07-28 one) -------------------------------------------
+
+@server.tool()
+def test_tool_with_logging(ctx: Context) -> str:
+    """tools-call-with-logging: three log records, 50 ms apart (notifications/message in a legacy session)."""
+    for step in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        ctx.log("info", step, logger="test_tool_with_logging")
+        if step != "Tool execution completed":
+            ctx.sleep(0.05)
+    return "logged three messages"
+
+
+@server.tool()
+def test_sampling(prompt: str, ctx: Context) -> str:
+    """tools-call-sampling: asks the client's model (sampling/createMessage, maxTokens 100)."""
+    answer = ctx.sample([{"role": "user", "content": {"type": "text", "text": prompt}}], 100, key="llm")
+    text = answer.get("content", {}).get("text", "") if isinstance(answer.get("content"), dict) else ""
+    return f"LLM response: {text}"
+
+
+@server.tool()
+def test_elicitation(message: str, ctx: Context) -> str:
+    """tools-call-elicitation: a form asking for a username and an email, both required."""
+    answer = ctx.elicit(message, {"type": "object", "properties": {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"}}, "required": ["username", "email"]},
+        key="user_info")
+    return f"User response: action={answer['action']}, content={json.dumps(answer.get('content', {}))}"
+
+
+@server.tool()
+def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """elicitation-sep1034-defaults: a default for every primitive type (SEP-1034)."""
+    answer = ctx.elicit("Please review and update the form fields with defaults", {"type": "object", "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
+                   "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": True}}}, key="defaults")
+    return f"Elicitation completed: action={answer['action']}, content={json.dumps(answer.get('content', {}))}"
+
+
+@server.tool()
+def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """elicitation-sep1330-enums: the five enum shapes of SEP-1330."""
+    titled = [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
+              {"const": "value3", "title": "Third Option"}]
+    answer = ctx.elicit("Please select options from the enum fields", {"type": "object", "properties": {
+        "untitledSingle": {"type": "string", "description": "Select one option",
+                           "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": titled},
+        "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
+                       "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1,
+                          "maxItems": 3, "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+        "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1,
+                        "maxItems": 3, "items": {"anyOf": titled}}}}, key="enums")
+    return f"Elicitation completed: action={answer['action']}, content={json.dumps(answer.get('content', {}))}"
+
+
 # -- tools: the per-request capability rules (server-stateless) --------------------------------------
 
 @server.tool(requires_client_capabilities={"sampling": {}})
@@ -167,6 +229,12 @@ def test_input_required_result_capabilities(ctx: Context) -> str:
 
 
 # -- resources ---------------------------------------------------------------------------------------
+
+@server.resource("test://watched-resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """resources-subscribe, resources-unsubscribe: a resource a client may subscribe to."""
+    return "A resource to watch."
+
 
 @server.resource("test://static-text", mime_type="text/plain")
 def static_text() -> str:

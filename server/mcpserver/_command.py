@@ -334,17 +334,33 @@ class _Command:
             return text.encode("utf-8")
         return _json.dumps_bytes(arguments) + b"\n"  # a lone surrogate goes as its \u escape
 
+    def _stderr_reader(self, context: Optional[Context]) -> Optional[Callable[[str], None]]:
+        """What reads the program's stderr lines as they come: progress, when the client asked for it and
+        the tool has a pattern; and, in a legacy session, each line as an "info" log record to the client."""
+        if context is None:
+            return None
+        progress = None
+        if self.spec.progress is not None and context.progress_token is not None:
+            progress = _progress_reader(_progress_pattern(self.spec.progress, self.name), context)
+        if context.peer is None:
+            return progress
+
+        def read(line: str) -> None:
+            if progress is not None:
+                progress(line)
+            if line.strip():
+                context.log("info", line.rstrip(), logger=self.name)
+
+        return read
+
     def __call__(self, arguments: dict[str, Any], context: Optional[Context]) -> Any:
         argv = self.argv(arguments)
         if self.spec.confirm is not None:
             self._confirmed(arguments, context or Context())
-        reader = None
-        if context is not None and self.spec.progress is not None and context.progress_token is not None:
-            reader = _progress_reader(_progress_pattern(self.spec.progress, self.name), context)
         run = run_program(argv, self.stdin_bytes(arguments), timeout=self.spec.timeout,
                           max_output_bytes=self.spec.max_output_bytes, cwd=self.spec.cwd,
                           env=self.environment(arguments), on_cancel=context.on_cancel if context else None,
-                          on_stderr_line=reader)
+                          on_stderr_line=self._stderr_reader(context))
         shown = " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")
         if run.cancelled:
             raise Cancelled(f"Command `{shown}` was cancelled and stopped")

@@ -11,28 +11,60 @@ Rules of this module:
 - Progress goes out only when the request carried `_meta.progressToken`, strictly increasing,
   and never after the answer. Once the request is cancelled, `progress()` and `check_cancelled()`
   raise `Cancelled`, so a loop that reports progress stops by itself.
+- A tool is written once for both eras. In 2026-07-28 `ask` ends the request with input_required
+  (MRTR) and the tool runs again with the answers; in a legacy session (a `Peer` is present) it
+  sends a real request to the client and waits for its answer. `log` reaches a legacy client at or
+  above its level (notifications/message), and the server's log in every era.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from . import _log
-from ._wire import CAPABILITY_OF_INPUT, META_CAPABILITIES, META_CLIENT_INFO, META_PROGRESS_TOKEN
+from ._wire import CAPABILITY_OF_INPUT, META_CAPABILITIES, META_CLIENT_INFO, META_PROGRESS_TOKEN, PROTOCOL_VERSION
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Callable, Optional
     Emit = Callable[[dict[str, Any]], None]
 
-__all__ = ["Cancelled", "Context", "Flight", "InputRequired"]
+__all__ = ["Cancelled", "ClientRefused", "Context", "Flight", "InputRequired", "Peer"]
 
 log = _log.get("mcpserver.context")
+tool_log = _log.get("mcpserver.tool.log")
 
 
 class Cancelled(BaseException):
     """The request was cancelled: its result will never be sent. Raised by Context.progress and
     check_cancelled; a BaseException, like asyncio.CancelledError, so `except Exception` lets it pass."""
+
+
+class ClientRefused(Exception):
+    """A legacy client answered the server's request with an error, or did not answer in time. Not
+    caught, it makes the tool's result an isError saying so."""
+
+
+class Peer:
+    """The client of a legacy session, as a request sees it; the transport implements it (mcpserver._session)."""
+
+    session: Any  # the LegacySession: revision, client_capabilities, client_info
+
+    def request(self, method: str, params: dict[str, Any], flight: Flight) -> dict[str, Any]:
+        """Send `method` to the client on `flight`'s stream and wait for its result; Cancelled if the
+        request is cancelled meanwhile, ClientRefused for an error answer or none in time."""
+        raise NotImplementedError
+
+    def wants_log(self, level: str) -> bool:
+        """Whether a record at `level` is at or above the level the client set."""
+        raise NotImplementedError
+
+    def set_log_level(self, level: str) -> None:
+        raise NotImplementedError
+
+    def subscribe(self, uri: str, subscribed: bool) -> None:
+        raise NotImplementedError
 
 
 class InputRequired(BaseException):
@@ -129,6 +161,53 @@ class Flight:
         callback()
 
 
+_PYTHON_LEVELS = ((50, "critical"), (40, "error"), (30, "warning"), (20, "info"), (0, "debug"))
+
+
+class _LogsToClient:
+    """Context.logs_to_client(): one handler on the root logger, installed the first time it is needed,
+    forwards a record to the Context current in the thread (a contextvar) that made it."""
+
+    current: Any = None  # contextvars.ContextVar, made with the handler
+
+    def __init__(self, context: Context):
+        self.context = context
+        self.token: Any = None
+
+    def __enter__(self) -> None:
+        if "logging" not in sys.modules:  # the tool does not use logging: nothing to forward
+            return
+        if _LogsToClient.current is None:
+            _LogsToClient._install()
+        self.token = _LogsToClient.current.set(self.context)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.token is not None:
+            _LogsToClient.current.reset(self.token)
+
+    @staticmethod
+    def _install() -> None:
+        import contextvars
+        import logging
+
+        current: contextvars.ContextVar[Optional[Context]] = contextvars.ContextVar("mcpserver_context", default=None)
+
+        class ToClient(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                context = current.get()
+                if context is not None and not record.name.startswith("mcpserver"):
+                    level = next(name for floor, name in _PYTHON_LEVELS if record.levelno >= floor)
+                    context.log(level, record.getMessage(), logger=record.name)
+
+        with _INSTALL_LOCK:
+            if _LogsToClient.current is None:
+                logging.getLogger().addHandler(ToClient())
+                _LogsToClient.current = current
+
+
+_INSTALL_LOCK = threading.Lock()
+
+
 class Context:
     """One request in flight, as its tool sees it.
 
@@ -140,22 +219,31 @@ class Context:
             return "done"
     """
 
-    __slots__ = ("_asked", "answers", "flight", "meta", "method", "request_id")
+    __slots__ = ("_asked", "answers", "flight", "meta", "method", "peer", "request_id")
 
     def __init__(self, request_id: Any = None, meta: Optional[dict[str, Any]] = None, flight: Optional[Flight] = None,
-                 method: str = "tools/call", answers: Optional[dict[str, Any]] = None):
+                 method: str = "tools/call", answers: Optional[dict[str, Any]] = None, peer: Optional[Peer] = None):
         self.request_id = request_id
         self.method = method
         self.meta: dict[str, Any] = meta if meta is not None else {}
         self.flight = flight if flight is not None else Flight()
         self.answers: dict[str, Any] = answers if answers is not None else {}  # the client's, keyed as asked
+        self.peer = peer  # a legacy session's client; None in 2026-07-28
         self._asked = 0
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
-        """What the client declared on this request (never inferred from earlier ones)."""
+        """What the client declared: on this request (2026-07-28, never inferred from earlier ones), or
+        when it opened its legacy session."""
+        if self.peer is not None:
+            return self.peer.session.client_capabilities  # type: ignore[no-any-return]
         declared = self.meta.get(META_CAPABILITIES)
         return declared if isinstance(declared, dict) else {}
+
+    @property
+    def protocol_version(self) -> str:
+        """The revision this request is served in: 2026-07-28, or the legacy session's."""
+        return str(self.peer.session.revision) if self.peer is not None else PROTOCOL_VERSION
 
     @property
     def client_info(self) -> Optional[dict[str, Any]]:
@@ -202,11 +290,27 @@ class Context:
         params: dict[str, Any] = {"progressToken": token, "progress": done}
         if total is not None:
             params["total"] = total
-        if message is not None:
+        if message is not None and self.protocol_version >= "2025-03-26":  # 2024-11-05 has no message
             params["message"] = str(message)
         self.flight.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}, progress=done)
 
-    # -- input from the client (MRTR) ---------------------------------------------------------------
+    def log(self, level: str, data: Any, logger: Optional[str] = None) -> None:
+        """A log record about this request: in the server's log always, and to a legacy client as
+        notifications/message when `level` ("debug", "info", "notice", "warning", "error", "critical",
+        "alert", "emergency") is at or above the level it set. 2026-07-28 has no such notification."""
+        tool_log.info("%s%s: %s", f"{logger}: " if logger else "", level, data)
+        if self.peer is not None and self.peer.wants_log(level):
+            params: dict[str, Any] = {"level": level, "data": data}
+            if logger is not None:
+                params["logger"] = logger
+            self.flight.send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    def logs_to_client(self) -> _LogsToClient:
+        """While the block runs, records of Python's `logging` made in this thread (that pass the logging
+        configuration, and are not the server's own) also go to the client as log(): a legacy session's."""
+        return _LogsToClient(self)
+
+    # -- input from the client (MRTR, or a legacy session's requests) -----------------------------
 
     def supports(self, capability: str) -> bool:
         """Whether the client declared `capability` ("elicitation", "sampling", "roots", ...) on this request."""
@@ -215,9 +319,10 @@ class Context:
     def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """The client's answers to `requests` (key -> a request from mcpserver.inputs), asking if need be.
 
-        The first time, this ends the request with an input_required result; when the client retries
-        with the answers, the tool runs again from the start and this returns them. So code before
-        it runs once per round: keep it free of side effects, or make them idempotent.
+        In 2026-07-28 the first time ends the request with an input_required result; when the client
+        retries with the answers, the tool runs again from the start and this returns them. So code
+        before it runs once per round: keep it free of side effects, or make them idempotent. In a
+        legacy session each request goes to the client at once, and this waits for the answers.
         """
         from .errors import InvalidParams, MissingClientCapability
         missing = {key: request for key, request in requests.items() if key not in self.answers}
@@ -227,14 +332,21 @@ class Context:
             if lacking:
                 raise MissingClientCapability(f"Missing required client capability: {', '.join(lacking)}",
                                               data={"requiredCapabilities": lacking})
-            raise InputRequired(missing)
+            if self.peer is None:
+                raise InputRequired(missing)
+            for key, request in missing.items():
+                self.answers[key] = self.peer.request(request["method"], request.get("params", {}), self.flight)
         answers = {}
         for key, request in requests.items():
             answer = self.answers[key]
             needed = _ANSWER_KEYS.get(request.get("method", ""), ())
             if not isinstance(answer, dict) or any(k not in answer for k in needed):
+                needs = ", ".join(needed) or "an object"
+                if self.peer is not None:
+                    raise ClientRefused(f"The client's answer to {request.get('method')} is not valid: "
+                                        f"it needs {needs}")
                 raise InvalidParams(f"Invalid params: inputResponses[{key!r}] is not a valid answer to "
-                                    f"{request.get('method')} (it needs {', '.join(needed) or 'an object'})")
+                                    f"{request.get('method')} (it needs {needs})")
             answers[key] = answer
         return answers
 

@@ -81,7 +81,7 @@ def _pypy_codecs() -> tuple[Any, Any]:
     except ImportError:
         return None, None
     try:
-        from _pypyjson import make_encoder  # type: ignore[import-not-found]  # noqa: F401  PyPy 8.0+: native
+        from _pypyjson import make_encoder  # noqa: F401  PyPy 8.0+: a native encoder
         return json.loads, None
     except ImportError:
         pass
@@ -91,7 +91,7 @@ def _pypy_codecs() -> tuple[Any, Any]:
         return json.loads, None
 
     def encode_string(text: str) -> str:  # for an ASCII string both modes write the same escapes
-        return '"' + raw_encode_basestring_ascii(text) + '"' if text.isascii() else encode_basestring(text)  # type: ignore[no-any-return]
+        return '"' + raw_encode_basestring_ascii(text) + '"' if text.isascii() else encode_basestring(text)
 
     def float_text(number: float) -> str:
         if number != number or number in (_INFINITY, -_INFINITY):

@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
     from typing import Any, Optional
 
 __all__ = [
+    "RESOURCE_NOT_FOUND",
     "ConfigError",
     "HeaderMismatch",
     "InternalError",
@@ -21,6 +22,7 @@ __all__ = [
     "MissingClientCapability",
     "ParseError",
     "ProtocolError",
+    "ResourceMissing",
     "UnsupportedVersion",
 ]
 
@@ -65,6 +67,13 @@ class InvalidParams(ProtocolError):
 
     code = -32602
     http_status = 200
+
+
+RESOURCE_NOT_FOUND = -32002  # what the legacy revisions call a missing resource (2026-07-28: -32602)
+
+
+class ResourceMissing(InvalidParams):
+    """resources/read of a URI nothing serves: -32602 in 2026-07-28, -32002 in a legacy session."""
 
 
 class InternalError(ProtocolError):

@@ -38,7 +38,8 @@ import re
 
 from . import _json, _log
 from ._completions import complete
-from ._context import Cancelled, Context, Flight, InputRequired
+from ._context import Cancelled, Context, Flight, InputRequired, Peer
+from ._legacy import LOG_LEVELS, LegacySession, initialize, opens_legacy, shape
 from ._resources import ResourceNotFound
 from ._server import Server
 from ._state import arguments_digest
@@ -56,6 +57,7 @@ from ._wire import (
     PROTOCOL_VERSION,
 )
 from .errors import (
+    RESOURCE_NOT_FOUND,
     HeaderMismatch,
     InternalError,
     InvalidParams,
@@ -64,6 +66,7 @@ from .errors import (
     MissingClientCapability,
     ParseError,
     ProtocolError,
+    ResourceMissing,
     UnsupportedVersion,
 )
 
@@ -191,14 +194,15 @@ class Reply:
     """What happened to a request: `outcome` (ANSWERED, CANCELLED or LISTENING), the `response` to
     send when answered, and the HTTP status the binding gives it (WIRE.md §16.9)."""
 
-    __slots__ = ("http_status", "listening", "outcome", "response")
+    __slots__ = ("http_status", "listening", "outcome", "response", "session")
 
     def __init__(self, response: Optional[dict[str, Any]], outcome: str = ANSWERED, http_status: int = 200,
-                 listening: Optional[Listening] = None):
+                 listening: Optional[Listening] = None, session: Optional[LegacySession] = None):
         self.response = response
         self.outcome = outcome
         self.http_status = http_status
         self.listening = listening
+        self.session = session  # the legacy session an initialize opened: the transport keeps it
 
     def __repr__(self) -> str:
         return f"Reply({self.response!r}, {self.outcome}, {self.http_status})"
@@ -300,12 +304,18 @@ def handle(message: Any, server: Server) -> Optional[dict[str, Any]]:
 
 
 def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]] = None, *,
-             flight: Optional[Flight] = None) -> Reply:
+             flight: Optional[Flight] = None, peer: Optional[Peer] = None) -> Reply:
     """Answer one request; see the module docstring for the order of the rules.
 
     `flight` is the transport's handle on the request: where its notifications (progress) go and its
-    cancel flag. A request cancelled while it ran gets no response at all (outcome CANCELLED).
+    cancel flag. A request cancelled while it ran gets no response at all (outcome CANCELLED). `peer`
+    is the client of the legacy session the request came in (None: none was opened); a request with
+    the modern `_meta` is served as 2026-07-28 in any case.
     """
+    if peer is not None or (headers is None and (request.method == "ping"
+                                                  or opens_legacy(request.method, request.params))):
+        if not _is_modern(request.params):  # over HTTP only a legacy session's requests are legacy
+            return _dispatch_legacy(request, server, flight, peer)
     request_id, method, params = request.id, request.method, request.params
     try:
         if headers is not None:
@@ -328,6 +338,87 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
         log.exception("internal error answering %r (id %r)", method, request_id)
         error = InternalError("Internal error")
         return Reply(_error_response(request_id, error), ANSWERED, error.http_status)
+
+
+def _is_modern(params: dict[str, Any]) -> bool:
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and META_VERSION in meta
+
+
+def _dispatch_legacy(request: Request, server: Server, flight: Optional[Flight], peer: Optional[Peer]) -> Reply:
+    """A request of an initialize-based revision (LEGACY.md): no _meta rules, legacy methods, legacy
+    error codes, and every result shaped for the session's revision."""
+    request_id, method, params = request.id, request.method, request.params
+    try:
+        if method == "initialize":
+            if peer is not None:
+                raise InvalidRequest("Invalid Request: this session is already initialized")
+            result, session = initialize(params, server.info, server.capabilities(), server.instructions)
+            return Reply({"jsonrpc": "2.0", "id": request_id, "result": result}, session=session)
+        if method == "ping":
+            return Reply({"jsonrpc": "2.0", "id": request_id, "result": {}})
+        if peer is None:
+            raise InvalidRequest("Invalid Request: the session is not initialized: send initialize first")
+        run = _legacy_method(method, server)
+        meta = params.get("_meta")
+        context = Context(request_id, meta if isinstance(meta, dict) else {}, flight, method, peer=peer)
+        result = run(server, params, context)
+        return Reply({"jsonrpc": "2.0", "id": request_id, "result": shape(method, result, peer.session)})
+    except MissingClientCapability as exc:
+        if method != "tools/call":
+            return _legacy_error(request_id, InvalidRequest(f"Invalid Request: {exc.message}", data=exc.data))
+        return Reply({"jsonrpc": "2.0", "id": request_id,
+                      "result": {"content": [{"type": "text", "text": exc.message}], "isError": True}})
+    except ProtocolError as exc:
+        return _legacy_error(request_id, exc)
+    except Cancelled:
+        return Reply(None, CANCELLED)
+    except Exception:
+        log.exception("internal error answering %r (id %r)", method, request_id)
+        return _legacy_error(request_id, InternalError("Internal error"))
+
+
+def _legacy_error(request_id: Any, error: ProtocolError) -> Reply:
+    """Legacy error responses: no modern codes (-32020..-32022 do not exist there), a missing resource is
+    -32002, and the HTTP status is the binding's default, 200 (LEGACY.md §10)."""
+    response = _error_response(request_id, error)
+    if isinstance(error, ResourceMissing):
+        response["error"]["code"] = RESOURCE_NOT_FOUND
+    return Reply(response, ANSWERED, 200)
+
+
+def _legacy_method(method: str, server: Server) -> Handler:
+    entry = _LEGACY_METHODS.get(method) or (_METHODS.get(method) if method not in _MODERN_ONLY else None)
+    if entry is None:
+        raise MethodNotFound(f"Method not found: {method}")
+    capability, run = entry
+    if capability is not None and not server.offers_capability(capability):
+        raise MethodNotFound(f"Method not found: {method} (the server has no {capability})")
+    return run
+
+
+def _set_level(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    level = params.get("level")
+    if level not in LOG_LEVELS:
+        raise InvalidParams(f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
+    assert context.peer is not None
+    context.peer.set_log_level(level)
+    return {}
+
+
+def _subscribe(server: Server, params: dict[str, Any], context: Context, subscribed: bool = True) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise InvalidParams('Invalid params: "uri" must be a string')
+    if subscribed and not server.serves(uri):
+        raise ResourceMissing("Resource not found", data={"uri": uri})
+    assert context.peer is not None
+    context.peer.subscribe(uri, subscribed)
+    return {}
+
+
+def _unsubscribe(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    return _subscribe(server, params, context, subscribed=False)
 
 
 def _readable_id(request_id: Any) -> Any:
@@ -575,11 +666,14 @@ def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict
     if tool is None:
         raise InvalidParams(f"Unknown tool: {name}")
     if tool.requires_client_capabilities:
-        declared = params["_meta"][META_CAPABILITIES]
+        declared = context.client_capabilities
         missing = {k: v for k, v in tool.requires_client_capabilities.items() if k not in declared}
         if missing:
             raise MissingClientCapability(f"Missing required client capability: {', '.join(missing)}",
                                           data={"requiredCapabilities": missing})
+    if context.peer is not None:  # a legacy session: the tool's log records reach the client
+        with context.logs_to_client():
+            return tool.call(arguments, context if tool.takes_context else None)
     if not tool.takes_context:
         return tool.call(arguments)
     return _resumable(server, params, context, name, arguments, lambda: tool.call(arguments, context))
@@ -600,7 +694,7 @@ def _read_resource(server: Server, params: dict[str, Any], context: Context) -> 
         try:
             return _cacheable(server, {"contents": server.read_resource(uri, context)})
         except ResourceNotFound:
-            raise InvalidParams("Resource not found", data={"uri": uri}) from None
+            raise ResourceMissing("Resource not found", data={"uri": uri}) from None
 
     return _resumable(server, params, context, uri, None, read)
 
@@ -675,4 +769,10 @@ _METHODS: dict[str, tuple[Optional[str], Handler]] = {
     "prompts/get": ("prompts", _get_prompt),
     "completion/complete": ("completions", _complete),
     "subscriptions/listen": (None, _listen),
+}
+_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})  # legacy sessions have no such methods
+_LEGACY_METHODS: dict[str, tuple[Optional[str], Handler]] = {
+    "logging/setLevel": (None, _set_level),
+    "resources/subscribe": ("resources", _subscribe),
+    "resources/unsubscribe": ("resources", _unsubscribe),
 }

@@ -33,6 +33,7 @@ from . import _log, protocol
 from ._context import Flight
 from ._json import THREAD_STACK_BYTES
 from ._server import Server
+from ._session import LegacyPeer
 from ._wire import DEFAULT_GRACE_SECONDS
 
 TYPE_CHECKING = False
@@ -170,6 +171,7 @@ class _Session:
         self._running = 0  # calls running the author's code: at most max_concurrent
         self._waiting = 0  # threads waiting on _changed: without any, a finished call need not notify
         self._queue: deque[tuple[protocol.Request, Flight, int]] = deque()  # calls read while every slot is taken
+        self.peer: Optional[LegacyPeer] = None  # the legacy session an initialize opened: the process's
         self._queued_bytes = 0
         self._listens = 0  # open subscriptions/listen streams
         self._max_concurrent = max_concurrent
@@ -250,12 +252,26 @@ class _Session:
             if message.work == protocol.LISTEN:
                 self._listen(message)
             else:
-                self._answer(protocol.dispatch(message, self.server))
+                self._quick(message)
         elif isinstance(message, protocol.Cancel):
             self.cancel(message.request_id)
         elif isinstance(message, protocol.Refusal):
             self._answer(message.reply)
-        return True  # a notification, or a response from the client: nothing to answer
+        elif isinstance(message, protocol.ClientResponse):
+            if self.peer is not None:  # the answer to one of the server's own requests, if it asked
+                self.peer.answer(message)
+        elif message.method == "notifications/initialized" and self.peer is not None:
+            self.peer.initialized = True
+        return True  # nothing else is ever answered
+
+    def _quick(self, request: protocol.Request) -> None:
+        """A request answered here at once; an initialize makes this process a legacy session (LEGACY.md §1.1)."""
+        reply = protocol.dispatch(request, self.server, peer=self.peer)
+        if reply.session is not None:
+            self.peer = LegacyPeer(self.server, reply.session, self.write)
+            log.info("legacy session: protocol %s with %s", reply.session.revision,
+                     reply.session.client_info.get("name", "an unnamed client"))
+        self._answer(reply)
 
     def _listen(self, request: protocol.Request) -> None:
         """A subscriptions/listen stream: outside the slots for calls (the server's listener limit bounds
@@ -340,7 +356,7 @@ class _Session:
     def _run(self, request: protocol.Request, flight: Flight) -> None:
         """Run one call; its slot then goes to the oldest queued call, on a thread of its own."""
         try:
-            reply = protocol.dispatch(request, self.server, flight=flight)
+            reply = protocol.dispatch(request, self.server, flight=flight, peer=self.peer)
             flight.finish(None if reply.response is None else lambda: self._answer(reply))
         finally:
             with self._lock:
@@ -456,8 +472,11 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
 
 def _finish(session: _Session, signals: list[int], grace_seconds: float) -> None:
     """Answer what was read: all of it after EOF; what finishes within the grace after a signal. Listen
-    streams end at once, with their graceful result."""
+    streams end at once, with their graceful result; calls waiting for a legacy client's answer, which
+    can no longer come, stop waiting."""
     session.server.subscriptions.end_all()
+    if session.peer is not None:
+        session.peer.close()
     deadline: Optional[float] = None
     while not session.closed and signals[0] < 2:
         if signals[0] and deadline is None:

@@ -212,6 +212,10 @@ ANSWERS = {
     "client_roots": {"roots": [{"uri": "file:///tmp"}]},
     "step1": {"action": "accept", "content": {"name": "Ada"}},
     "step2": {"action": "accept", "content": {"color": "red"}},
+    "llm": {"role": "assistant", "model": "m", "content": {"type": "text", "text": "an answer"}},
+    "user_info": {"action": "accept", "content": {"username": "ada", "email": "ada@example.com"}},
+    "defaults": {"action": "accept", "content": {"name": "John Doe", "age": 30}},
+    "enums": {"action": "decline"},
 }
 
 

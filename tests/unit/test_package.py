@@ -85,13 +85,13 @@ def test_the_public_api_is_what_all_says():
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment"),
-    ("_context", "_validate", "_jose", "_state", "_completions", "_task"),
+    ("_context", "_validate", "_jose", "_state", "_completions", "_task", "_legacy"),
     ("_schema", "auth", "_subscriptions", "_task_store"),
     ("_tools", "_resources", "_prompts", "_task_sql"),
     ("_command", "_task_sqlite", "_task_postgres"),
     ("_server", "_task_open"),
     ("_loader",),
-    ("protocol",),
+    ("protocol", "_session"),
     ("stdio", "http"),
     ("_httpd",),
     ("_clients", "_bundle", "_dev"),  # the command line's config shapes, bundles and dev loop, below _cli

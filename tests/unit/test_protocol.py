@@ -141,14 +141,14 @@ def test_retired_methods_are_32601_and_name_the_supported_version(server, method
     assert error["data"]["supported"] == [VERSION]
 
 
-def test_legacy_initialize_without_meta_learns_the_supported_versions(server):
+def test_a_legacy_initialize_is_answered_in_the_revision_asked_for(server):
+    """A dual-era server (LEGACY.md §1): initialize opens a legacy session; the transport keeps it."""
     message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                           "clientInfo": {"name": "old", "version": "1"}}}
-    error = handle(message, server)["error"]
-    assert error["code"] == -32602
-    assert error["data"] == {"supported": [VERSION]}
-    assert VERSION in error["message"]
+    reply = core_reply(message, server)
+    assert reply.response["result"]["protocolVersion"] == "2025-06-18"
+    assert reply.session.revision == "2025-06-18" and "resultType" not in reply.response["result"]
 
 
 @pytest.mark.parametrize("method", ["prompts/list", "prompts/get", "resources/list", "resources/read",

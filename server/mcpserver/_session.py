@@ -1,0 +1,180 @@
+"""A legacy session's living state, held by the transport that serves it (spec/LEGACY.md §2, §5-§7).
+
+Rules of this module:
+- The negotiated part (revision, client capabilities) is a frozen LegacySession from the core; what
+  changes over the session lives here: the log level, the resource subscriptions, and the server's
+  own requests waiting for the client's answers.
+- The server's requests have ids of their own ("mcpserver-1", ...), never a client's. An answer is
+  matched to its waiting call by id within this session only; an answer for an id this session never
+  asked, or asked and stopped waiting for, is refused (`answer` says False), and is never delivered
+  to anyone else.
+- A call waits for its answer at most `answer_timeout` seconds; a cancelled call stops waiting at
+  once. Either way the client is told with notifications/cancelled for the server's request, and the
+  tool gets ClientRefused (timeout) or Cancelled.
+- Session-wide notifications (list changes; updates of subscribed resources) go through `notify`,
+  the session's own channel (stdout on stdio; the standalone GET stream over HTTP), shaped for the
+  revision and without the modern subscription id.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from . import _log
+from ._context import Cancelled, ClientRefused, Flight, Peer
+from ._legacy import LOG_LEVELS, LegacySession, shape_notification, shape_request
+from ._subscriptions import LIST_CHANGED, Listener
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+    from typing import Any, Callable, Optional
+
+    from ._server import Server
+
+__all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "LegacyPeer"]
+
+log = _log.get("mcpserver.session")
+
+DEFAULT_ANSWER_TIMEOUT = 300.0  # seconds a tool waits for the client's answer (a person may be filling a form)
+DEFAULT_LOG_LEVEL = "info"  # before the client sets one (LEGACY.md §6 leaves it open)
+
+
+class _Waiting:
+    __slots__ = ("answer", "arrived")
+
+    def __init__(self) -> None:
+        self.arrived = threading.Event()
+        self.answer: Any = None
+
+
+class _SessionListener(Listener):
+    """The session as a listener of the registry: every list it was told of, the URIs it subscribed."""
+
+    __slots__ = ("_notify", "_session")
+
+    def __init__(self, session: LegacySession, kinds: set[str], notify: Callable[[dict[str, Any]], None]):
+        super().__init__(None, kinds, set(), Flight())
+        self._session = session
+        self._notify = notify
+
+    def send(self, method: str, params: Optional[dict[str, Any]] = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params:
+            message["params"] = params
+        self._notify(shape_notification(message, self._session))
+
+
+class LegacyPeer(Peer):
+    """The client of one legacy session, as its requests see it (mcpserver._context.Peer)."""
+
+    def __init__(self, server: Server, session: LegacySession, notify: Optional[Callable[[dict[str, Any]], None]],
+                 answer_timeout: float = DEFAULT_ANSWER_TIMEOUT):
+        self.server = server
+        self.session = session
+        self.answer_timeout = answer_timeout
+        self.initialized = False  # notifications/initialized arrived
+        self._level = LOG_LEVELS.index(DEFAULT_LOG_LEVEL)
+        self._lock = threading.Lock()
+        self._waiting: dict[str, _Waiting] = {}
+        self._ids = itertools.count(1)
+        self._listener: Optional[_SessionListener] = None
+        if notify is not None:
+            self.attach(notify)
+
+    # -- session-wide notifications -----------------------------------------------------------------
+
+    def attach(self, notify: Callable[[dict[str, Any]], None]) -> None:
+        """Send list changes and subscribed updates through `notify` from now on."""
+        kinds = {kind for kind, _ in LIST_CHANGED.values()}
+        listener = _SessionListener(self.session, kinds, notify)
+        with self._lock:
+            previous, self._listener = self._listener, listener
+            if previous is not None:
+                listener.uris = previous.uris
+        if previous is not None:
+            self.server.subscriptions.close(previous)
+        self.server.subscriptions.open(listener)
+
+    def detach(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            self.server.subscriptions.close(listener)
+
+    def subscribe(self, uri: str, subscribed: bool) -> None:
+        with self._lock:
+            listener = self._listener
+            if listener is not None:
+                listener.uris = listener.uris | {uri} if subscribed else listener.uris - {uri}
+
+    # -- logging ------------------------------------------------------------------------------------
+
+    def set_log_level(self, level: str) -> None:
+        self._level = LOG_LEVELS.index(level)
+
+    def wants_log(self, level: str) -> bool:
+        return level in LOG_LEVELS and LOG_LEVELS.index(level) >= self._level
+
+    # -- the server's own requests ------------------------------------------------------------------
+
+    def request(self, method: str, params: dict[str, Any], flight: Flight) -> dict[str, Any]:
+        try:
+            params = shape_request(method, params, self.session)
+        except ValueError as exc:
+            raise ClientRefused(f"Cannot send {method}: {exc}") from None
+        request_id = f"mcpserver-{next(self._ids)}"
+        waiting = _Waiting()
+        with self._lock:
+            self._waiting[request_id] = waiting
+        try:
+            if not flight.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}):
+                raise Cancelled(f"the request was cancelled before {method} could be sent")
+            flight.on_cancel(waiting.arrived.set)
+            arrived = waiting.arrived.wait(self.answer_timeout)
+        finally:
+            with self._lock:
+                self._waiting.pop(request_id, None)
+        if flight.cancelled or not arrived or waiting.answer is None:
+            self._withdraw(request_id, flight, "the call was cancelled" if flight.cancelled else "no answer in time")
+            if flight.cancelled:
+                raise Cancelled(f"the request was cancelled while waiting for {method}")
+            if arrived:
+                raise ClientRefused(f"The session ended before the client answered {method}")
+            raise ClientRefused(f"The client did not answer {method} within {self.answer_timeout:g} s")
+        return self._result(method, waiting.answer)
+
+    def _withdraw(self, request_id: str, flight: Flight, reason: str) -> None:
+        notice = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": request_id, "reason": reason}}
+        if not flight.send(notice) and self._listener is not None:  # the call's own stream is done: the session's
+            self._listener.send("notifications/cancelled", notice["params"])
+
+    @staticmethod
+    def _result(method: str, response: Any) -> dict[str, Any]:
+        error, result = response.error, response.result
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else None
+            raise ClientRefused(f"The client answered {method} with an error: {message or error!r}")
+        if not isinstance(result, dict):
+            raise ClientRefused(f"The client's answer to {method} is not an object")
+        return result
+
+    def answer(self, response: Any) -> bool:
+        """Deliver a ClientResponse to the call waiting for it; False when none in this session is."""
+        with self._lock:
+            waiting = self._waiting.pop(response.id, None) if isinstance(response.id, str) else None
+        if waiting is None:
+            log.info("an answer for id %r, which this session is not waiting for: refused", response.id)
+            return False
+        waiting.answer = response
+        waiting.arrived.set()
+        return True
+
+    def close(self) -> None:
+        """The session ended: stop listening, and wake every call still waiting (they see no answer)."""
+        self.detach()
+        with self._lock:
+            waiting, self._waiting = list(self._waiting.values()), {}
+        for entry in waiting:
+            entry.arrived.set()

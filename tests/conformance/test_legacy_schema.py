@@ -1,0 +1,177 @@
+"""The legacy era (LEGACY.md): every message a session of each initialize-based revision gets from the
+examples validates against that revision's official schema, and carries nothing the revision lacks
+(the schemas let results carry extra keys, so that is checked field by field). Over real pipes."""
+
+import json
+import os
+
+import pytest
+from mcptest import DEMO, EXAMPLES, MOVIES, ROOT, StdioServer, call
+
+jsonschema = pytest.importorskip("jsonschema")
+
+REVISIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+EVERYTHING = os.path.join(EXAMPLES, "everything.py")
+INTERACTIVE = os.path.join(EXAMPLES, "interactive.py")
+SCHEMAS = {}
+for _revision in REVISIONS:
+    with open(os.path.join(ROOT, "spec", f"schema-{_revision}.json"), encoding="utf-8") as _file:
+        SCHEMAS[_revision] = json.load(_file)
+
+RESULT_OF = {"initialize": "InitializeResult", "tools/list": "ListToolsResult", "tools/call": "CallToolResult",
+             "resources/list": "ListResourcesResult", "resources/templates/list": "ListResourceTemplatesResult",
+             "resources/read": "ReadResourceResult", "prompts/list": "ListPromptsResult",
+             "prompts/get": "GetPromptResult", "completion/complete": "CompleteResult", "ping": "EmptyResult",
+             "logging/setLevel": "EmptyResult", "resources/subscribe": "EmptyResult",
+             "resources/unsubscribe": "EmptyResult"}
+SERVER_MESSAGE_OF = {"notifications/progress": "ProgressNotification",
+                     "notifications/message": "LoggingMessageNotification",
+                     "notifications/cancelled": "CancelledNotification",
+                     "notifications/resources/updated": "ResourceUpdatedNotification",
+                     "notifications/tools/list_changed": "ToolListChangedNotification",
+                     "elicitation/create": "ElicitRequest", "sampling/createMessage": "CreateMessageRequest",
+                     "roots/list": "ListRootsRequest"}
+# Where strictness is checked: the definition a value must fit, and which of its fields hold more of them.
+NESTED = {"ListToolsResult": {"tools": "Tool"}, "ListResourcesResult": {"resources": "Resource"},
+          "ListResourceTemplatesResult": {"resourceTemplates": "ResourceTemplate"},
+          "ListPromptsResult": {"prompts": "Prompt"}, "InitializeResult": {"serverInfo": "Implementation"}}
+CONTENT_OF = {"text": "TextContent", "image": "ImageContent", "audio": "AudioContent",
+              "resource": "EmbeddedResource", "resource_link": "ResourceLink"}
+
+
+def definitions(revision):
+    schema = SCHEMAS[revision]
+    return schema.get("definitions") or schema["$defs"]
+
+
+def conforms(revision, instance, definition):
+    schema = SCHEMAS[revision]
+    key = "definitions" if "definitions" in schema else "$defs"
+    assert definition in schema[key], f"{definition} is not in the {revision} schema"
+    validator = jsonschema.Draft7Validator if key == "definitions" else jsonschema.Draft202012Validator
+    validator({"$schema": schema["$schema"], key: schema[key], "$ref": f"#/{key}/{definition}"}).validate(instance)
+
+
+def strict(revision, instance, definition, where):
+    """No key the revision's definition does not declare (what its additionalProperties would let pass)."""
+    declared = set(definitions(revision)[definition].get("properties", {}))
+    extra = set(instance) - declared
+    assert not extra, f"{where}: {sorted(extra)} not in {revision}'s {definition}"
+    for field, inner in NESTED.get(definition, {}).items():
+        values = instance.get(field, [])
+        for value in values if isinstance(values, list) else [values]:
+            strict(revision, value, inner, f"{where}.{field}")
+    blocks = instance.get("content", []) if definition == "CallToolResult" else \
+        [m["content"] for m in instance.get("messages", [])] if definition == "GetPromptResult" else []
+    for block in blocks:
+        kind = CONTENT_OF.get(block.get("type"))
+        assert kind in definitions(revision), f"{where}: a {block.get('type')} block, which {revision} lacks"
+        strict(revision, block, kind, f"{where}.content")
+
+
+class Session:
+    """A legacy client on real pipes: every message the server sends is checked, and the server's own
+    requests are answered from `answers` (method -> result)."""
+
+    def __init__(self, server, revision, capabilities=None, answers=None):
+        self.server, self.revision, self.answers = server, revision, answers or {}
+        self.next_id = 0
+        self.notifications = []
+        result = self.ask("initialize", protocolVersion=revision, capabilities=capabilities or {},
+                          clientInfo={"name": "legacy-test", "version": "1"})
+        assert result["protocolVersion"] == revision
+        server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode() + b"\n")
+
+    def ask(self, method, **params):
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params:
+            message["params"] = params
+        self.server.send(json.dumps(message).encode() + b"\n")
+        while True:
+            incoming = self.server.receive(30)
+            conforms(self.revision, incoming, "JSONRPCMessage")
+            if incoming.get("id") == self.next_id and "method" not in incoming:
+                break
+            self.from_server(incoming)
+        if "error" in incoming:
+            conforms(self.revision, incoming, "JSONRPCError" if self.revision < "2025-11-25"
+                     else "JSONRPCErrorResponse")
+            return incoming["error"]
+        conforms(self.revision, incoming["result"], RESULT_OF[method])
+        strict(self.revision, incoming["result"], RESULT_OF[method], method)
+        return incoming["result"]
+
+    def from_server(self, incoming):
+        method = incoming["method"]
+        conforms(self.revision, incoming, SERVER_MESSAGE_OF[method])
+        declared = definitions(self.revision)[SERVER_MESSAGE_OF[method]]["properties"]["params"].get("properties")
+        if declared is not None:  # the schemas let params carry extra keys too
+            assert set(incoming.get("params", {})) <= set(declared), (self.revision, incoming)
+        if "id" in incoming:  # the server asks: answer as a client of this revision would
+            answer = {"jsonrpc": "2.0", "id": incoming["id"], "result": self.answers[method]}
+            self.server.send(json.dumps(answer).encode() + b"\n")
+        else:
+            self.notifications.append(incoming)
+
+
+def every_method(session):
+    tools = session.ask("tools/list")["tools"]
+    for tool in tools:
+        if tool["name"].startswith("test_input_required") or tool["name"] in ("test_header_params",):
+            continue
+        session.ask("tools/call", name=tool["name"], arguments={})
+    return tools
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_everything_conforms_to_each_revision(revision):
+    with StdioServer(EVERYTHING) as server:
+        session = Session(server, revision, {"sampling": {}, "roots": {}, "elicitation": {}}
+                          if revision >= "2025-06-18" else {"sampling": {}, "roots": {}},
+                          answers={"sampling/createMessage": {"role": "assistant", "model": "m",
+                                                              "content": {"type": "text", "text": "ok"}},
+                                   "elicitation/create": {"action": "accept", "content": {"confirm": True}},
+                                   "roots/list": {"roots": [{"uri": "file:///tmp", "name": "tmp"}]}})
+        assert session.ask("ping") == {}
+        assert session.ask("logging/setLevel", level="debug") == {}
+        every_method(session)
+        session.ask("tools/call", name="test_tool_with_progress", arguments={}, _meta={"progressToken": "p"})
+        for method in ("resources/list", "resources/templates/list", "prompts/list"):
+            session.ask(method)
+        session.ask("resources/read", uri="test://static-text")
+        session.ask("resources/read", uri="test://template/7/data")
+        session.ask("prompts/get", name="test_prompt_with_image")
+        session.ask("prompts/get", name="test_prompt_with_embedded_resource", arguments={"resourceUri": "test://x"})
+        session.ask("completion/complete", ref={"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                    argument={"name": "arg1", "value": "pa"})
+        assert session.ask("resources/subscribe", uri="test://static-text") == {}
+        assert session.ask("resources/unsubscribe", uri="test://static-text") == {}
+        missing = session.ask("resources/read", uri="test://nothing-here")
+        assert missing["code"] == -32002 and missing["data"] == {"uri": "test://nothing-here"}
+        assert {n["method"] for n in session.notifications} >= {"notifications/progress", "notifications/message"}
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+@pytest.mark.parametrize("target", [DEMO, MOVIES], ids=["demo", "movies"])
+def test_the_other_examples_conform_to_each_revision(revision, target):
+    with StdioServer(target) as server:
+        session = Session(server, revision)
+        session.ask("tools/list")
+        if target == DEMO:
+            session.ask("tools/call", name="add", arguments={"a": 1, "b": 2})  # structured content
+            session.ask("tools/call", name="echo", arguments={"text": 5})  # an isError result
+        else:
+            session.ask("tools/call", name="search_movies", arguments={"genre": "drama"})
+            session.ask("resources/read", uri="movies://catalogue")
+            session.ask("prompts/get", name="recommend", arguments={"mood": "sleepy"})
+
+
+def test_an_unknown_revision_gets_the_newest_legacy_one_and_a_modern_request_is_still_served():
+    with StdioServer(DEMO) as server:
+        server.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2099-01-01", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}})
+            .encode() + b"\n")
+        assert server.receive()["result"]["protocolVersion"] == "2025-11-25"
+        modern = server.ask(call("echo", id=2, text="still modern"))
+        assert modern["result"]["resultType"] == "complete"  # a request with _meta is 2026-07-28's
