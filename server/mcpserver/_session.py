@@ -145,10 +145,10 @@ class LegacyPeer(Peer):
         return self._result(method, waiting.answer)
 
     def _withdraw(self, request_id: str, flight: Flight, reason: str) -> None:
-        notice = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                  "params": {"requestId": request_id, "reason": reason}}
-        if not flight.send(notice) and self._listener is not None:  # the call's own stream is done: the session's
-            self._listener.send("notifications/cancelled", notice["params"])
+        params: dict[str, Any] = {"requestId": request_id, "reason": reason}
+        if not flight.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}) \
+                and self._listener is not None:  # the call's own stream is done: the session's channel
+            self._listener.send("notifications/cancelled", params)
 
     @staticmethod
     def _result(method: str, response: Any) -> dict[str, Any]:

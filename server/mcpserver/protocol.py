@@ -312,10 +312,11 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
     is the client of the legacy session the request came in (None: none was opened); a request with
     the modern `_meta` is served as 2026-07-28 in any case.
     """
-    if peer is not None or (headers is None and (request.method == "ping"
-                                                  or opens_legacy(request.method, request.params))):
-        if not _is_modern(request.params):  # over HTTP only a legacy session's requests are legacy
-            return _dispatch_legacy(request, server, flight, peer)
+    # Over HTTP only a legacy session's requests are legacy; a request with the modern _meta never is.
+    if (peer is not None or (headers is None and (request.method == "ping"
+                                                  or opens_legacy(request.method, request.params)))) \
+            and not _is_modern(request.params):
+        return _dispatch_legacy(request, server, flight, peer)
     request_id, method, params = request.id, request.method, request.params
     try:
         if headers is not None:

@@ -125,7 +125,7 @@ def test_pypy_uses_its_native_json_paths():
     native = sys.implementation.name == "pypy" and hasattr(sys, "get_int_max_str_digits")
     assert (_json._NATIVE_LOADS is json.loads) == native
     for bad in ("[NaN]", "[1e999]", "[-Infinity]", '{"a": [Infinity]}'):
-        with pytest.raises(ValueError, match="not valid JSON|out of range"):
+        with pytest.raises(ValueError, match=r"not valid JSON|out of range"):
             _json.loads(bad)
     assert json.loads(_json.dumps({"t": 'x"\\\n\x00\x7fé😀', "n": [1.5, -0.0, 10**30]})) == {
         "t": 'x"\\\n\x00\x7fé😀', "n": [1.5, -0.0, 10**30]}
