@@ -10,7 +10,7 @@ import json
 import logging
 from typing import Optional
 
-from mcpserver import Context, Server, ToolError, content, inputs
+from mcpserver import Context, ProtocolError, Server, ToolError, content, inputs
 
 server = Server("everything", "1.0.0", instructions="Fixtures for the MCP conformance suite.")
 
@@ -226,6 +226,65 @@ def test_input_required_result_capabilities(ctx: Context) -> str:
         wanted["client_roots"] = inputs.roots()
     answers = ctx.ask(wanted) if wanted else {}
     return "answered: " + (", ".join(sorted(answers)) or "nothing asked")
+
+
+# -- tools: the Tasks extension (the tasks-* scenarios; TASKS.md §15.1) -----------------------------------
+
+@server.tool()
+def greet(name: str) -> str:
+    """Never a task: a plain greeting."""
+    return f"Hello, {name}!"
+
+
+@server.tool(task="optional")
+def slow_compute(seconds: float, ctx: Context, label: str = "compute") -> str:
+    """A task when the client declared the extension: sleeps `seconds` (a cancel ends it at once)."""
+    if seconds > 0:
+        ctx.start_task()
+        ctx.sleep(seconds)
+    return f"{label} finished after {seconds:g} s"
+
+
+@server.tool(task="required")
+def failing_job(ctx: Context) -> str:
+    """Only as a task; fails as a tool does after about a second (completed, isError)."""
+    ctx.start_task()
+    ctx.sleep(1)
+    raise ToolError("The job failed, as it always does")
+
+
+@server.tool(task="optional")
+def protocol_error_job(ctx: Context) -> str:
+    """Ends in a JSON-RPC error (the task fails with it)."""
+    ctx.start_task()
+    raise ProtocolError("The job hit an internal fault")
+
+
+@server.tool(task="optional")
+def confirm_delete(filename: str, ctx: Context) -> str:
+    """A task that asks the user to confirm first (input_required, answered by tasks/update)."""
+    ctx.start_task()
+    answer = ctx.elicit(f"Delete {filename}?", {"type": "object", "properties": {"confirm": {"type": "boolean"}},
+                                               "required": ["confirm"]}, key="confirm")
+    confirmed = answer["action"] == "accept" and answer.get("content", {}).get("confirm")
+    return f"Deleted {filename}" if confirmed else f"Kept {filename}"
+
+
+@server.tool(task="optional")
+def multi_input(ctx: Context) -> str:
+    """A task that asks two questions at once; it goes on when both are answered."""
+    ctx.start_task()
+    answers = ctx.ask({"first": inputs.elicit("Your first name?", NAME), "second": inputs.elicit("Your city?", NAME)})
+    return ", ".join(str(a.get("content", {}).get("name")) for a in answers.values())
+
+
+@server.tool(task="required")
+def test_tool_with_task(ctx: Context) -> str:
+    """MRTR first (the name, asked before the task starts), then a task that greets by that name."""
+    answer = ctx.elicit("What is your name?", NAME, key="user_name")
+    ctx.start_task()
+    ctx.sleep(0.2)
+    return f"Hello, {answer.get('content', {}).get('name', 'stranger')}, from a task"
 
 
 # -- resources ---------------------------------------------------------------------------------------

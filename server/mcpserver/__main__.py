@@ -113,6 +113,9 @@ OPTIONS = (
            "(default 16)", metavar="N"),
     Option("--generic-errors", bool, "tell clients only that a tool failed, with an id; the exception or the "
            "program's stderr goes to the log under that id (same as MCPSERVER_GENERIC_ERRORS=1)"),
+    Option("--task-store", str, "where task tools keep their tasks: memory (default, this process), the path of "
+           "an SQLite file (shared by every process on the host, kept across restarts) or a postgresql:// URL",
+           metavar="PATH"),
     Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
            "second signal stops at once", metavar="SECONDS"),
     Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
@@ -358,11 +361,21 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.check:
             return _print_check(args.target)
         server = load_target(args.target)
+        if args.task_store is not None:
+            server.task_store = args.task_store
+            _open_task_store(server)
         _log.adopt_logging()  # the server's code imported logging: route it where the command line says
         return _serve(server, args, token)
     except ConfigError as exc:
         print(f"mcpserver: {exc}", file=sys.stderr)
         return 1
+
+
+def _open_task_store(server: Any) -> None:
+    """Open the store now, so one that cannot serve is refused at start-up (ConfigError), not at a first task."""
+    from .protocol import task_manager
+
+    task_manager(server)
 
 
 def _serve(server: Any, args: Any, token: Optional[str]) -> int:

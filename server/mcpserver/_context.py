@@ -219,7 +219,7 @@ class Context:
             return "done"
     """
 
-    __slots__ = ("_asked", "answers", "flight", "meta", "method", "peer", "request_id")
+    __slots__ = ("_asked", "answers", "flight", "meta", "method", "peer", "request_id", "task")
 
     def __init__(self, request_id: Any = None, meta: Optional[dict[str, Any]] = None, flight: Optional[Flight] = None,
                  method: str = "tools/call", answers: Optional[dict[str, Any]] = None, peer: Optional[Peer] = None):
@@ -229,6 +229,7 @@ class Context:
         self.flight = flight if flight is not None else Flight()
         self.answers: dict[str, Any] = answers if answers is not None else {}  # the client's, keyed as asked
         self.peer = peer  # a legacy session's client; None in 2026-07-28
+        self.task: Any = None  # a task tool's call (mcpserver._tasks._TaskRun); None for a plain call
         self._asked = 0
 
     @property
@@ -292,6 +293,8 @@ class Context:
             params["total"] = total
         if message is not None and self.protocol_version >= "2025-03-26":  # 2024-11-05 has no message
             params["message"] = str(message)
+        if self.task is not None:  # a task's progress is its statusMessage (and announces the task)
+            self.task.progress(done, total, message)
         self.flight.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}, progress=done)
 
     def log(self, level: str, data: Any, logger: Optional[str] = None) -> None:
@@ -304,6 +307,12 @@ class Context:
             if logger is not None:
                 params["logger"] = logger
             self.flight.send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    def start_task(self) -> None:
+        """In a task tool: answer the request with the task now, and go on as the task (input asked
+        before this was asked the MRTR way; after it, through the task). Elsewhere: nothing."""
+        if self.task is not None:
+            self.task.start()
 
     def logs_to_client(self) -> _LogsToClient:
         """While the block runs, records of Python's `logging` made in this thread (that pass the logging
@@ -332,10 +341,13 @@ class Context:
             if lacking:
                 raise MissingClientCapability(f"Missing required client capability: {', '.join(lacking)}",
                                               data={"requiredCapabilities": lacking})
-            if self.peer is None:
+            if self.task is not None and not self.task.keep_as_request():
+                self.answers.update(self.task.ask(missing))  # the task's input: tasks/get, tasks/update
+            elif self.peer is not None:
+                for key, request in missing.items():
+                    self.answers[key] = self.peer.request(request["method"], request.get("params", {}), self.flight)
+            else:
                 raise InputRequired(missing)
-            for key, request in missing.items():
-                self.answers[key] = self.peer.request(request["method"], request.get("params", {}), self.flight)
         answers = {}
         for key, request in requests.items():
             answer = self.answers[key]

@@ -15,6 +15,7 @@ from ._resources import Resource, ResourceNotFound, ResourceTemplate, definition
 from ._state import DEFAULT_STATE_TTL, Sealer
 from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
 from ._tools import Tool, function_tool
+from ._wire import TASKS_EXTENSION
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -43,12 +44,13 @@ class Server:
                  instructions: Optional[str] = None, ttl_ms: int = DEFAULT_TTL_MS, cache_scope: str = "public",
                  page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
                  state_key: Optional[str] = None, state_ttl: float = DEFAULT_STATE_TTL,
-                 max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = ()):
+                 max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = (), task_store: Any = None):
         """`state_key` seals the requestState of input_required rounds (default $MCPSERVER_STATE_KEY, else
         a key of this process only); `state_ttl` is how many seconds a client may take to answer;
         `max_listeners` bounds the subscriptions/listen streams open at once; `offers` names categories
         ("tools", "resources", "prompts") to declare even while they are empty, for a server that adds
-        them at run time."""
+        them at run time; `task_store` keeps the tasks of task tools: None or "memory" (this process),
+        the path of an SQLite file (every process on the host, across restarts) or a postgresql:// URL."""
         if not isinstance(name, str) or not name:
             raise ConfigError("a server needs a non-empty name")
         if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
@@ -79,6 +81,8 @@ class Server:
         self.resources: dict[str, Resource] = {}
         self.resource_templates: tuple[ResourceTemplate, ...] = ()
         self.prompts: dict[str, Prompt] = {}
+        self.task_store = task_store
+        self._components: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"Server({self.name!r}, {self.version!r}, tools={list(self.tools)})"
@@ -113,7 +117,27 @@ class Server:
             capabilities["prompts"] = {"listChanged": True}
         if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
             capabilities["completions"] = {}
+        if any(tool.task != "never" for tool in self.tools.values()):
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         return capabilities
+
+    def shutdown(self) -> None:
+        """The transport is exiting: listeners end with their graceful result, and work that outlives
+        requests (tasks still running here) is recorded as stopped."""
+        self.subscriptions.end_all()
+        with self._lock:
+            components = list(self._components.values())
+        for component in components:
+            stop = getattr(component, "shutdown", None)
+            if stop is not None:
+                stop()
+
+    def component(self, key: str, make: Callable[[], Any]) -> Any:
+        """A part of this server made once, when first needed (the task manager and its store)."""
+        with self._lock:
+            if key not in self._components:
+                self._components[key] = make()
+            return self._components[key]
 
     # -- tools ----------------------------------------------------------------------------------
 

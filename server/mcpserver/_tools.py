@@ -44,7 +44,9 @@ TOOL_OPTIONS: dict[str, Optional[str]] = {
     "icons": "icons",
     "meta": "_meta",
     "requires_client_capabilities": None,
+    "task": "task",  # in a manifest too: "never", "optional" or "required" (mcpserver._tasks)
 }
+TASK_MODES = ("never", "optional", "required")
 
 TOOL_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
@@ -107,14 +109,17 @@ class Tool:
 
     __slots__ = ("_quick_input", "_quick_output", "annotations", "definition", "description", "handler",
                  "header_params", "icons", "input_schema", "meta", "name", "output_schema",
-                 "requires_client_capabilities", "takes_context", "title")
+                 "requires_client_capabilities", "takes_context", "task", "title")
 
     def __init__(self, name: str, input_schema: dict[str, Any], handler: Handler, *, title: Optional[str] = None,
                  description: Optional[str] = None, output_schema: Optional[dict[str, Any]] = None,
                  annotations: Optional[dict[str, Any]] = None, icons: Optional[list[dict[str, Any]]] = None,
                  meta: Optional[dict[str, Any]] = None,
-                 requires_client_capabilities: Optional[dict[str, Any]] = None, takes_context: bool = False):
+                 requires_client_capabilities: Optional[dict[str, Any]] = None, takes_context: bool = False,
+                 task: str = "never"):
         where = f"tool {name!r}"
+        if task not in TASK_MODES:
+            raise ConfigError(f"{where}: task must be one of {', '.join(TASK_MODES)}, not {task!r}")
         if not isinstance(name, str) or not 0 < len(name) <= 128 or not TOOL_NAME_CHARACTERS.issuperset(name):
             raise ConfigError(f"invalid tool name {name!r}: use 1 to 128 of A-Z a-z 0-9 _ - .")
         check_schema(input_schema, f"{where} inputSchema", root_object=True)
@@ -139,6 +144,7 @@ class Tool:
         # not declare them gets -32021 instead of a call (WIRE.md §3.1).
         self.requires_client_capabilities = requires_client_capabilities
         self.takes_context = takes_context
+        self.task = task  # how it runs under the Tasks extension; not on the wire (2026-07-28 Tool has no field)
         definition: dict[str, Any] = {"name": name}
         for key, value in (("title", title), ("description", description), ("inputSchema", input_schema),
                            ("outputSchema", output_schema), ("annotations", annotations), ("icons", icons),
@@ -274,10 +280,11 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
                   description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
                   output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
                   icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
-                  requires_client_capabilities: Optional[dict[str, Any]] = None) -> Tool:
+                  requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never") -> Tool:
     """A Tool from a Python function; the schema comes from its signature unless given.
 
     A parameter annotated `Context` receives the request's context and is not part of the schema.
+    `task`: "optional" or "required" runs the call as a task the client polls (mcpserver._tasks).
     """
     tool_name = name or str(getattr(fn, "__name__", ""))
     where = f"tool {tool_name!r}"
@@ -293,7 +300,8 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
         description = description or docstring(fn) or None
     return Tool(tool_name, input_schema, _handler(fn, converters, context_parameter), title=title,
                 description=description, output_schema=output_schema, annotations=annotations, icons=icons, meta=meta,
-                requires_client_capabilities=requires_client_capabilities, takes_context=context_parameter is not None)
+                requires_client_capabilities=requires_client_capabilities, takes_context=context_parameter is not None,
+                task=task)
 
 
 def _handler(fn: Callable[..., Any], converters: dict[str, Callable[[Any], Any]],

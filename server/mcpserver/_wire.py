@@ -24,6 +24,9 @@ HEADER_PARAM_PREFIX = "Mcp-Param-"
 # RFC 9110 §5.6.2: what a header name (and an HTTP method) may be made of.
 HEADER_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 
+# Extensions (the capability key a client declares in clientCapabilities.extensions, per request).
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
 # Client capabilities a server may ask for input through (WIRE.md §14.2).
 CAPABILITY_OF_INPUT = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling",
                        "roots/list": "roots"}

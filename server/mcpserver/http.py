@@ -158,7 +158,7 @@ class McpApp:
 
     def shutdown(self) -> None:
         """The server is stopping: open subscriptions/listen streams end with their graceful result."""
-        self.server.subscriptions.end_all()
+        self.server.shutdown()
 
     def _log(self, environ: dict[str, Any], status: str, started: float) -> None:
         access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),

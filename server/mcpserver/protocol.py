@@ -55,6 +55,7 @@ from ._wire import (
     META_SUBSCRIPTION,
     META_VERSION,
     PROTOCOL_VERSION,
+    TASKS_EXTENSION,
 )
 from .errors import (
     RESOURCE_NOT_FOUND,
@@ -74,6 +75,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Callable, Optional, Union
     Handler = Callable[[Server, dict[str, Any], Context], Any]
+
+    from ._tasks import TaskManager
     Message = Union["Request", "Notification", "Cancel", "ClientResponse", "Refusal"]
 
 __all__ = ["ANSWERED", "AUTHOR", "CANCELLED", "LISTEN", "LISTENING", "PROTOCOL_VERSION", "QUICK", "SUPPORTED_VERSIONS",
@@ -96,7 +99,8 @@ CANCELLED = "cancelled"  # cancelled while it ran: nothing at all is sent for it
 LISTENING = "listening"  # a listen stream is open: `listening` says when it ends and what then to send
 
 # Methods whose params carry the value mirrored in Mcp-Name.
-_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
+             "tasks/update": "taskId", "tasks/cancel": "taskId"}
 # Methods of earlier revisions or retired patterns (WIRE.md §2); a legacy client learns what we speak.
 _RETIRED = {
     "initialize": "2026-07-28 has no initialize handshake: send server/discover, with _meta on every request",
@@ -672,12 +676,77 @@ def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict
         if missing:
             raise MissingClientCapability(f"Missing required client capability: {', '.join(missing)}",
                                           data={"requiredCapabilities": missing})
+    if tool.task != "never" and _task_mode(tool.task, context):
+        tasks = task_manager(server)
+        return _resumable(server, params, context, name, arguments,
+                          lambda: tasks.call(context, lambda: tool.call(arguments, context if tool.takes_context
+                                                                        else None)))
     if context.peer is not None:  # a legacy session: the tool's log records reach the client
         with context.logs_to_client():
             return tool.call(arguments, context if tool.takes_context else None)
     if not tool.takes_context:
         return tool.call(arguments)
     return _resumable(server, params, context, name, arguments, lambda: tool.call(arguments, context))
+
+
+# -- the Tasks extension (TASKS.md) ----------------------------------------------------------------
+
+
+def _task_mode(mode: str, context: Context) -> bool:
+    """Whether a task tool's call runs as a task: whenever the request declared the extension; a
+    "required" one refuses a request that did not (-32021, TASKS.md §2); a legacy session has none."""
+    if context.peer is None and declares_tasks(context.client_capabilities):
+        return True
+    if mode == "required":
+        raise MissingClientCapability(f"Missing required client capability: the {TASKS_EXTENSION} extension "
+                                      "(this tool runs only as a task)", data=_NEEDS_TASKS)
+    return False
+
+
+_NEEDS_TASKS: dict[str, Any] = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
+
+
+def declares_tasks(capabilities: dict[str, Any]) -> bool:
+    """Whether a request's client capabilities declare the extension (the 2025-11-25 `tasks` slot does not)."""
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
+
+
+def task_manager(server: Server) -> TaskManager:
+    """The server's task manager, made (and its store opened) on first use: a server without task tools
+    never loads the store. ConfigError if the store cannot serve."""
+    def make() -> TaskManager:
+        from ._tasks import TaskManager as Manager  # imported here: only a server with task tools pays for it
+
+        return Manager(server)
+
+    return server.component("tasks", make)  # type: ignore[no-any-return]
+
+
+def _task_id(params: dict[str, Any], context: Context) -> str:
+    if not declares_tasks(context.client_capabilities):
+        raise MissingClientCapability(f"Missing required client capability: the {TASKS_EXTENSION} extension",
+                                      data=_NEEDS_TASKS)
+    task_id = params.get("taskId")
+    if not isinstance(task_id, str):
+        raise InvalidParams('Invalid params: "taskId" must be a string')
+    return task_id
+
+
+def _get_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    return task_manager(server).get(_task_id(params, context), context)
+
+
+def _update_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    task_id = _task_id(params, context)
+    responses = params.get("inputResponses")
+    if not isinstance(responses, dict):
+        raise InvalidParams('Invalid params: "inputResponses" must be an object of answers')
+    return task_manager(server).update(task_id, responses, context)
+
+
+def _cancel_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    return task_manager(server).cancel(_task_id(params, context), context)
 
 
 def _list_resources(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -770,8 +839,12 @@ _METHODS: dict[str, tuple[Optional[str], Handler]] = {
     "prompts/get": ("prompts", _get_prompt),
     "completion/complete": ("completions", _complete),
     "subscriptions/listen": (None, _listen),
+    "tasks/get": (None, _get_task),
+    "tasks/update": (None, _update_task),
+    "tasks/cancel": (None, _cancel_task),
 }
-_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})  # legacy sessions have no such methods
+# Methods legacy sessions have no such thing as (the Tasks extension does not apply to them, TASKS.md §1).
+_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 _LEGACY_METHODS: dict[str, tuple[Optional[str], Handler]] = {
     "logging/setLevel": (None, _set_level),
     "resources/subscribe": ("resources", _subscribe),

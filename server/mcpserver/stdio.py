@@ -487,3 +487,4 @@ def _finish(session: _Session, signals: list[int], grace_seconds: float) -> None
     left = session.cancel_all()
     if left:
         log.warning("exiting with %d request(s) cancelled", left)
+    session.server.shutdown()

@@ -30,7 +30,8 @@ NOTIFICATION_OF = {"notifications/progress": "ProgressNotification",
                    "notifications/cancelled": "CancelledNotification"}
 ERROR_OF = {-32700: "ParseError", -32600: "InvalidRequestError", -32601: "MethodNotFoundError",
             -32602: "InvalidParamsError", -32603: "InternalError"}
-RESPONSE_ERROR_OF = {-32020: "HeaderMismatchError", -32022: "UnsupportedProtocolVersionError"}
+RESPONSE_ERROR_OF = {-32020: "HeaderMismatchError", -32021: "MissingRequiredClientCapabilityError",
+                     -32022: "UnsupportedProtocolVersionError"}
 
 
 def conforms(instance, definition):
@@ -216,6 +217,8 @@ ANSWERS = {
     "user_info": {"action": "accept", "content": {"username": "ada", "email": "ada@example.com"}},
     "defaults": {"action": "accept", "content": {"name": "John Doe", "age": 30}},
     "enums": {"action": "decline"},
+    "first": {"action": "accept", "content": {"name": "Ada"}},
+    "second": {"action": "accept", "content": {"name": "Paris"}},
 }
 
 
@@ -238,7 +241,9 @@ def test_every_answer_of_the_conformance_fixture_conforms_rounds_and_notificatio
                                   inputResponses={key: ANSWERS[key] for key in asked},
                                   requestState=response["result"]["requestState"])
                 response = server.ask(message)
-            assert check(message, response) == "result", (tool["name"], response)
+            expected = {"failing_job": -32021, "test_tool_with_task": -32021,  # tasks only: no extension here
+                        "protocol_error_job": -32603}.get(tool["name"], "result")
+            assert check(message, response) == expected, (tool["name"], response)
         for message in (request("completion/complete", ref={"type": "ref/prompt", "name": "test_prompt_with_arguments"},
                                 argument={"name": "arg1", "value": "pa"}),
                         request("prompts/get", name="test_prompt_with_embedded_resource",

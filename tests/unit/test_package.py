@@ -90,7 +90,7 @@ LAYERS = (
     ("_tools", "_resources", "_prompts", "_task_sql"),
     ("_command", "_task_sqlite", "_task_postgres"),
     ("_server", "_task_open"),
-    ("_loader",),
+    ("_loader", "_tasks"),
     ("protocol", "_session"),
     ("stdio", "http"),
     ("_httpd",),
