@@ -19,7 +19,14 @@ from . import protocol
 from ._context import Flight
 from ._loader import load_target
 from ._state import Sealer
-from ._wire import ALL_INPUT_CAPABILITIES, META_CAPABILITIES, META_CLIENT_INFO, META_VERSION, PROTOCOL_VERSION
+from ._wire import (
+    ALL_INPUT_CAPABILITIES,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_VERSION,
+    PROTOCOL_VERSION,
+    TASKS_EXTENSION,
+)
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -38,8 +45,11 @@ EXIT_STATUS = """exit status (every command):
   (dev stops with 0 on Ctrl-C, and keeps running while TARGET does not load)"""
 
 # Declaring every capability lets a tool that asks for input say what it asks (exit 3) rather than -32021.
-META = {META_VERSION: PROTOCOL_VERSION, META_CAPABILITIES: ALL_INPUT_CAPABILITIES,
+# The Tasks extension too: a task tool's call is then followed to its end (tasks/get), its progress shown.
+META = {META_VERSION: PROTOCOL_VERSION,
+        META_CAPABILITIES: {**ALL_INPUT_CAPABILITIES, "extensions": {TASKS_EXTENSION: {}}},
         META_CLIENT_INFO: {"name": "mcpserver-cli", "version": "1"}}
+TASK_POLL_LIMITS = (0.05, 1.0)  # seconds between tasks/get: the task's pollIntervalMs, kept within these
 TARGET_HELP = "a .py file, MODULE:ATTRIBUTE or a .json manifest"
 
 
@@ -140,7 +150,13 @@ def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> in
                   + _did_you_mean(tool, list(server.tools)), file=err)
         return 1
     result = response["result"]
-    if result.get("resultType") == "input_required":
+    if result.get("resultType") == "task":
+        return _follow_task(server, tool, result, out, err)
+    return _show(tool, result, out, err)
+
+
+def _show(tool: str, result: dict[str, Any], out: TextIO, err: TextIO) -> int:
+    if result.get("resultType") == "input_required" or "inputRequests" in result:
         print(f"mcpserver: {tool} asks the client for input, which the command line cannot give:", file=err)
         for key, asked in result.get("inputRequests", {}).items():
             print(f"  {key}: {asked.get('method')} {asked.get('params', {}).get('message', '')}".rstrip(), file=err)
@@ -150,6 +166,44 @@ def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> in
         return 1
     _print_result(result, out)
     return 0
+
+
+def _follow_task(server: Server, tool: str, task: dict[str, Any], out: TextIO, err: TextIO) -> int:
+    """A task tool's call: poll tasks/get, showing each new status message, to the task's end. Ctrl-C
+    cancels the task (tasks/cancel) and exits 130."""
+    import time
+
+    task_id, shown = task["taskId"], None
+    print(f"mcpserver: {tool} runs as task {task_id}", file=err, flush=True)
+    try:
+        while True:
+            if task.get("statusMessage") != shown and task.get("statusMessage"):
+                shown = task["statusMessage"]
+                print(f"task {task['status']}: {shown}", file=err, flush=True)
+            if task["status"] in ("completed", "failed", "cancelled", "input_required"):
+                break
+            low, high = TASK_POLL_LIMITS
+            time.sleep(min(high, max(low, (task.get("pollIntervalMs") or 0) / 1000)))
+            task = _task_call(server, "tasks/get", task_id)
+    except KeyboardInterrupt:
+        _task_call(server, "tasks/cancel", task_id)
+        print(f"mcpserver: task {task_id} cancelled", file=err)
+        return 130
+    if task["status"] == "completed":
+        return _show(tool, task["result"], out, err)
+    if task["status"] == "input_required":
+        return _show(tool, task, out, err)
+    error = task.get("error") or {"message": task.get("statusMessage") or task["status"]}
+    print(f"mcpserver: task {task['status']}: {error['message']}", file=err)
+    return 1
+
+
+def _task_call(server: Server, method: str, task_id: str) -> dict[str, Any]:
+    reply = protocol.dispatch(protocol.Request(method, method, {"_meta": META, "taskId": task_id}), server)
+    response = reply.response or {}
+    if "error" in response:
+        raise ConfigError(f"{method} for task {task_id}: {response['error']['message']}")
+    return response["result"]  # type: ignore[no-any-return]
 
 
 def _print_result(result: dict[str, Any], out: TextIO) -> None:

@@ -158,3 +158,17 @@ def test_config_prints_an_entry_that_works_from_any_directory(tmp_path):
     # The generic shape is taken literally by its readers: no ${VAR} in it (test_cli_config has each client's).
     http = json.loads(mcpserver("config", DEMO, "--http", "http://127.0.0.1:3000/mcp").stdout)["mcpServers"]["demo"]
     assert http == {"type": "http", "url": "http://127.0.0.1:3000/mcp"}
+
+
+JOBS = os.path.join(EXAMPLES, "jobs.py")
+
+
+def test_call_follows_a_task_to_its_result_showing_its_progress():
+    done = mcpserver("call", JOBS, "backup", '{"seconds": 2}')
+    assert (done.returncode, done.stdout) == (0, "backed up in 2 s\n"), done.stderr
+    assert "runs as task" in done.stderr and "task working: 2/2: copying" in done.stderr
+
+
+def test_call_of_a_task_that_needs_input_says_what_it_asks_and_exits_3():
+    done = mcpserver("call", JOBS, "migrate", '{"tables": 1}')
+    assert done.returncode == 3 and "drop-old: elicitation/create Drop the 1 old tables?" in done.stderr
