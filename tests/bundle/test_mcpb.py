@@ -16,7 +16,8 @@ from mcpb_tool import install, mcpb
 from mcptest import EXAMPLES, line, request, responses
 
 EXAMPLE_TARGETS = sorted(name for name in os.listdir(EXAMPLES) if name.endswith((".py", ".json")))
-NEEDS_A_PROGRAM = {"git.json": "git", "long_running.py": "sh", "jobs.py": "sh"}  # command tools: Python alone cannot serve them
+# Command tools: Python alone cannot serve them.
+NEEDS_A_PROGRAM = {"git.json": "git", "long_running.py": "sh", "jobs.py": "sh"}
 
 
 @pytest.fixture(scope="module")
