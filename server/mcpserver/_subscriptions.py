@@ -34,13 +34,15 @@ LIST_CHANGED = {"toolsListChanged": ("tools", "notifications/tools/list_changed"
 class Listener:
     """One open subscriptions/listen stream."""
 
-    __slots__ = ("ended", "flight", "kinds", "subscription_id", "uris")
+    __slots__ = ("ended", "flight", "kinds", "subscription_id", "task_ids", "uris")
 
-    def __init__(self, subscription_id: Any, kinds: set[str], uris: set[str], flight: Flight):
+    def __init__(self, subscription_id: Any, kinds: set[str], uris: set[str], flight: Flight,
+                 task_ids: frozenset[str] = frozenset()):
         self.subscription_id = subscription_id
         self.kinds = kinds
         self.uris = uris
         self.flight = flight
+        self.task_ids = task_ids  # tasks of the Tasks extension it listens to (its caller's own)
         self.ended = threading.Event()
 
     def send(self, method: str, params: Optional[dict[str, Any]] = None) -> None:
@@ -84,6 +86,12 @@ class Subscriptions:
         for listener in self._listeners:
             if uri in listener.uris:
                 listener.send("notifications/resources/updated", {"uri": uri})
+
+    def task_changed(self, task_id: str, task: dict[str, Any]) -> None:
+        """notifications/tasks: the task as tasks/get shows it, to listeners of that task (TASKS.md §11)."""
+        for listener in self._listeners:
+            if task_id in listener.task_ids:
+                listener.send("notifications/tasks", task)
 
     def end_all(self) -> None:
         """Shutdown: every listen request, and any opened from now on, ends with its graceful result."""

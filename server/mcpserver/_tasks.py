@@ -52,6 +52,9 @@ class TaskManager:
 
     def __init__(self, server: Server):
         self.store = open_task_store(server.task_store)
+        # A change made through this process's store reaches the listeners of that task. (Changes other
+        # processes of a shared store make are seen by polling tasks/get.)
+        self.store.on_change(lambda record: server.subscriptions.task_changed(record.task_id, record.detailed()))
         self._slots = threading.BoundedSemaphore(MAX_RUNNING_TASKS)
         self._lock = threading.Lock()
         self._running: dict[str, Flight] = {}  # announced and still running here: what a cancel must reach
@@ -110,6 +113,17 @@ class TaskManager:
 
     def get(self, task_id: str, context: Context) -> dict[str, Any]:
         return self.store.get(task_id, self.owner(context)).detailed()
+
+    def owned(self, task_ids: list[str], context: Context) -> list[str]:
+        """Those of `task_ids` the caller may see."""
+        owner, seen = self.owner(context), []
+        for task_id in dict.fromkeys(task_ids):
+            try:
+                self.store.get(task_id, owner)
+            except ProtocolError:  # not found, or another principal's: left out
+                continue
+            seen.append(task_id)
+        return seen
 
     def update(self, task_id: str, responses: dict[str, Any], context: Context) -> dict[str, Any]:
         self.store.answer(task_id, self.owner(context), responses)

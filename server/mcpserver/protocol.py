@@ -723,6 +723,19 @@ def task_manager(server: Server) -> TaskManager:
     return server.component("tasks", make)  # type: ignore[no-any-return]
 
 
+def _listened_tasks(server: Server, task_ids: Any, context: Context) -> list[str]:
+    """The task ids a listen stream may follow: the caller's own (others are left out of the
+    acknowledgement, so existence does not leak, TASKS.md §11); -32021 without the extension."""
+    if task_ids is None:
+        return []
+    if not declares_tasks(context.client_capabilities):
+        raise MissingClientCapability(f"Missing required client capability: the {TASKS_EXTENSION} extension",
+                                      data=_NEEDS_TASKS)
+    if not (isinstance(task_ids, list) and all(isinstance(t, str) for t in task_ids)):
+        raise InvalidParams("Invalid params: notifications.taskIds must be an array of task ids")
+    return task_manager(server).owned(task_ids, context)
+
+
 def _task_id(params: dict[str, Any], context: Context) -> str:
     if not declares_tasks(context.client_capabilities):
         raise MissingClientCapability(f"Missing required client capability: the {TASKS_EXTENSION} extension",
@@ -820,8 +833,11 @@ def _listen(server: Server, params: dict[str, Any], context: Context) -> Listeni
     served = [uri for uri in uris or () if server.serves(uri)]
     if served:
         honoured["resourceSubscriptions"] = served
+    tasks = _listened_tasks(server, wanted.get("taskIds"), context)
+    if tasks:
+        honoured["taskIds"] = tasks
     listener = Listener(context.request_id, {LIST_CHANGED[key][0] for key in honoured if key in LIST_CHANGED},
-                        set(served), context.flight)
+                        set(served), context.flight, frozenset(tasks))
     server.subscriptions.open(listener)
     context.on_cancel(listener.ended.set)
     listener.send("notifications/subscriptions/acknowledged", {"notifications": honoured})

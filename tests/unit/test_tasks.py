@@ -224,3 +224,21 @@ def test_a_store_that_cannot_serve_is_refused_at_start_up(tmp_path):
     target.write_text(TASK_SERVER)
     done = run_once(str(target), b"", "--task-store", str(broken))
     assert done.returncode == 1 and b"broken.db" in done.stderr, done.stderr
+
+
+def test_a_listen_stream_hears_its_tasks_change_and_only_its_callers(tmp_path):
+    target = tmp_path / "durable.py"
+    target.write_text(TASK_SERVER)
+    with StdioServer(str(target)) as server:
+        task_id = server.ask(request("tools/call", id=1, meta=WITH_TASKS, name="wait",
+                                     arguments={"seconds": 0.5}))["result"]["taskId"]
+        server.send(call_line("subscriptions/listen", id="sub", notifications={"taskIds": [task_id, "not-mine"]}))
+        acknowledged = server.receive()
+        assert acknowledged["params"]["notifications"] == {"taskIds": [task_id]}
+        while (note := server.receive())["params"]["status"] != "completed":
+            assert note["method"] == "notifications/tasks" and note["params"]["taskId"] == task_id
+        assert note["params"]["result"]["content"][0]["text"] == "waited 0.5"
+        assert note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub"
+        refused = server.ask(request("subscriptions/listen", id="no-ext", meta=META,
+                                     notifications={"taskIds": [task_id]}))
+        assert refused["error"]["code"] == -32021
