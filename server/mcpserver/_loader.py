@@ -113,7 +113,7 @@ def _read_manifest(path: str) -> Any:
 
 
 def _manifest_server(manifest: Any, path: str) -> Server:
-    from ._command import CommandSpec  # subprocess and selectors load only for servers that run programs
+    from ._command import CommandSpec, command_tool  # subprocess and selectors: only for servers that run programs
     from ._tools import TOOL_OPTIONS
 
     where = f"manifest {path}"
@@ -134,7 +134,7 @@ def _manifest_server(manifest: Any, path: str) -> Server:
         options = {keywords[key]: value for key, value in entry.items() if key in keywords}
         if isinstance(options.get("cwd"), str):
             options["cwd"] = os.path.join(base_dir, options["cwd"])
-        server.command(entry["name"], entry["command"], base_dir=base_dir, **options)
+        server.add_tool(command_tool(entry["name"], entry["command"], base_dir=base_dir, **options))
     return server
 
 

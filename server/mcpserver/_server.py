@@ -158,42 +158,63 @@ class Server:
             self.tools = {key: tool for key, tool in self.tools.items() if key != name}
         self.subscriptions.list_changed("tools")
 
-    def tool(self, fn: Optional[F] = None, **options: Any) -> Any:
+    def tool(self, fn: Optional[F] = None, *, name: Optional[str] = None, title: Optional[str] = None,
+             description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
+             output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
+             icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
+             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never") -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
         Literal, Enum, defaults) unless `input_schema` is given; its description from the docstring.
-        The options are function_tool's: name, title, description, input_schema, output_schema,
-        annotations, icons, meta, requires_client_capabilities (a client that lacks one gets -32021).
+        `requires_client_capabilities`: a client that lacks one gets -32021. `task`: "optional" or
+        "required" runs a call as a task the client polls (the Tasks extension; see the README).
         """
-
         def register(function: F) -> F:
-            self.add_tool(function_tool(function, **options))
+            self.add_tool(function_tool(function, name=name, title=title, description=description,
+                                        input_schema=input_schema, output_schema=output_schema,
+                                        annotations=annotations, icons=icons, meta=meta,
+                                        requires_client_capabilities=requires_client_capabilities, task=task))
             return function
 
         return register(fn) if fn is not None else register
 
-    def command(self, name: str, command: Union[list[Any], str], **options: Any) -> Tool:
+    def command(self, name: str, command: Union[list[Any], str], *, title: Optional[str] = None,
+                description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
+                output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
+                icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
+                task: str = "never", stdin: Union[str, dict[str, str]] = "json", output: str = "text",
+                timeout: Optional[float] = None, max_output_bytes: Optional[int] = None, cwd: Optional[str] = None,
+                env: Optional[dict[str, str]] = None, shell: bool = False, progress: Optional[str] = None,
+                confirm: Optional[str] = None) -> Tool:
         """Register a program as a tool. Its arguments arrive as JSON on stdin; stdout is the result.
 
-        The options are a tool's fields (title, description, input_schema, output_schema, annotations)
-        and the command's (stdin, output, timeout, max_output_bytes, cwd, env, shell): see
+        `stdin` is "json" (the arguments), "none" or {"argument": NAME}; `output` "text" or "json"
+        (structured content); `timeout` (default 30 s) and `max_output_bytes` (16 MiB) end a run;
+        `progress` is a regex over stderr lines; `confirm` a question the user must accept first. See
         docs/manifest.md, and mcpserver._command for the rules on argv placeholders.
         """
         from ._command import command_tool  # subprocess and selectors load only for servers that run programs
 
-        return self.add_tool(command_tool(name, command, **options))
+        given: dict[str, Any] = {"title": title, "description": description, "input_schema": input_schema,
+                                 "output_schema": output_schema, "annotations": annotations, "icons": icons,
+                                 "meta": meta, "timeout": timeout, "max_output_bytes": max_output_bytes, "cwd": cwd,
+                                 "env": env, "progress": progress, "confirm": confirm}
+        options = {key: value for key, value in given.items() if value is not None}  # unset: the spec's defaults
+        return self.add_tool(command_tool(name, command, task=task, stdin=stdin, output=output, shell=shell,
+                                          **options))
 
     # -- resources ------------------------------------------------------------------------------
 
-    def resource(self, uri: str, **options: Any) -> Callable[[F], F]:
+    def resource(self, uri: str, *, name: Optional[str] = None, title: Optional[str] = None,
+                 description: Optional[str] = None, mime_type: Optional[str] = None,
+                 annotations: Optional[dict[str, Any]] = None) -> Callable[[F], F]:
         """Register a reader for one URI. It returns str (text), bytes (blob) or raises ResourceNotFound.
-
-        Options: name, title, description (default: the docstring), mime_type, annotations.
-        """
+        The description defaults to the docstring."""
 
         def register(function: F) -> F:
-            self.add_resource(Resource(uri, function, **options))
+            self.add_resource(Resource(uri, function, name=name, title=title, description=description,
+                                       mime_type=mime_type, annotations=annotations))
             return function
 
         return register
@@ -213,15 +234,17 @@ class Server:
             self.resources = {key: resource for key, resource in self.resources.items() if key != uri}
         self.subscriptions.list_changed("resources")
 
-    def resource_template(self, uri_template: str, **options: Any) -> Callable[[F], F]:
+    def resource_template(self, uri_template: str, *, name: Optional[str] = None, title: Optional[str] = None,
+                          description: Optional[str] = None, mime_type: Optional[str] = None,
+                          completions: Optional[dict[str, Any]] = None) -> Callable[[F], F]:
         """Register a reader for every URI matching an RFC 6570 template; variables become arguments.
-
-        Options: name, title, description (default: the docstring), mime_type, completions (a variable ->
-        a list of values or a function (value, resolved) -> values).
-        """
+        The description defaults to the docstring; `completions` maps a variable to a list of values or
+        a function (value, resolved) -> values."""
 
         def register(function: F) -> F:
-            self.add_resource_template(ResourceTemplate(uri_template, function, **options))
+            self.add_resource_template(ResourceTemplate(uri_template, function, name=name, title=title,
+                                                        description=description, mime_type=mime_type,
+                                                        completions=completions))
             return function
 
         return register
@@ -254,15 +277,15 @@ class Server:
 
     # -- prompts --------------------------------------------------------------------------------
 
-    def prompt(self, fn: Optional[F] = None, **options: Any) -> Any:
+    def prompt(self, fn: Optional[F] = None, *, name: Optional[str] = None, title: Optional[str] = None,
+               description: Optional[str] = None, completions: Optional[dict[str, Any]] = None) -> Any:
         """Register a prompt. Its parameters are its (string) arguments; it returns a str or messages.
-
-        Options: name, title, description (default: the docstring), completions (an argument -> a list of
-        values or a function (value, resolved arguments) -> values).
-        """
+        The description defaults to the docstring; `completions` maps an argument to a list of values or
+        a function (value, resolved arguments) -> values."""
 
         def register(function: F) -> F:
-            self.add_prompt(Prompt(function, **options))
+            self.add_prompt(Prompt(function, name=name, title=title, description=description,
+                                   completions=completions))
             return function
 
         return register(fn) if fn is not None else register
