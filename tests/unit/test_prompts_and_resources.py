@@ -6,6 +6,8 @@ import base64
 
 import pytest
 from mcpserver import ConfigError, Server
+from mcpserver._context import Flight
+from mcpserver._subscriptions import Listener
 from mcpserver.protocol import handle
 from mcptest import request
 
@@ -127,3 +129,27 @@ def test_registrations_that_cannot_work_are_refused_at_start_up():
         server.resource_template("users://{user}")(lambda name: name)
     with pytest.raises(ConfigError, match="name every argument"):
         server.prompt(lambda *parts: "x", name="star")
+
+
+def test_removing_a_prompt_or_a_template_takes_it_off_the_lists_and_tells_listeners():
+    server = Server("removals")
+
+    @server.prompt()
+    def hello() -> str:
+        return "hi"
+
+    @server.resource_template("notes://{name}")
+    def note(name: str) -> str:
+        return name
+
+    heard = []  # what a subscriptions/listen stream of both lists is sent
+    server.subscriptions.open(Listener("sub", {"prompts", "resources"}, set(), Flight(heard.append)))
+    server.remove_prompt("hello")
+    server.remove_resource_template("notes://{name}")
+    assert [note["method"] for note in heard] == ["notifications/prompts/list_changed",
+                                                  "notifications/resources/list_changed"]
+    assert handle(request("prompts/list"), server)["error"]["code"] == -32601  # the category is gone with it
+    assert handle(request("resources/read", uri="notes://a"), server)["error"]["code"] == -32601
+    for remove, missing in ((server.remove_prompt, "hello"), (server.remove_resource_template, "notes://{name}")):
+        with pytest.raises(KeyError):
+            remove(missing)
