@@ -19,11 +19,12 @@ Rules of this module:
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 
 from . import _log
 from ._context import Cancelled, ClientRefused, Flight, Peer
-from ._legacy import LOG_LEVELS, LegacySession, shape_notification, shape_request
+from ._legacy import LEGACY_VERSIONS, LOG_LEVELS, LegacySession, shape_notification, shape_request
 from ._subscriptions import LIST_CHANGED, Listener
 
 TYPE_CHECKING = False
@@ -32,7 +33,8 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
 
     from ._server import Server
 
-__all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "LegacyPeer"]
+__all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "DEFAULT_SESSION_TTL", "MAX_SESSION_STATES", "LegacyPeer",
+           "SessionTable"]
 
 log = _log.get("mcpserver.session")
 
@@ -178,3 +180,86 @@ class LegacyPeer(Peer):
             waiting, self._waiting = list(self._waiting.values()), {}
         for entry in waiting:
             entry.arrived.set()
+
+
+# -- legacy sessions over Streamable HTTP (LEGACY.md §4.3) -------------------------------------------------
+
+DEFAULT_SESSION_TTL = 24 * 3600.0  # seconds a session id is honoured after its initialize
+MAX_SESSION_STATES = 1000  # sessions whose living state (a stream, waiting calls, a log level) one process keeps
+MAX_CAPABILITIES_CHARS = 4096  # what of the client's capabilities and info a session id may carry
+MAX_ENDED = 10_000  # ended sessions remembered (each until its id would have expired anyway)
+
+
+class SessionTable:
+    """The legacy sessions one HTTP process serves.
+
+    A session id is the negotiated session itself, sealed (HMAC, the requestState key) and bound to the
+    caller's principal: any replica holding the key serves the session's plain requests, and a forged,
+    foreign, expired or another principal's id is unknown (404). What lives in one process (the
+    standalone stream, calls waiting for the client's answer, the log level, subscriptions) is a
+    LegacyPeer kept here for at most MAX_SESSION_STATES sessions: the least recently used is reclaimed
+    (its stream ends; a later request gets a fresh state). DELETE ends a session: its id is then unknown
+    here (other replicas learn it only from their own DELETE: route a session to one process, README)."""
+
+    def __init__(self, server: Server, sealer: Any, ttl: float = DEFAULT_SESSION_TTL,
+                 max_states: int = MAX_SESSION_STATES):
+        self.server = server
+        self.sealer = sealer
+        self.ttl = ttl
+        self.max_states = max_states
+        self._lock = threading.Lock()
+        self._states: dict[str, LegacyPeer] = {}  # insertion order is recency: moved to the end when used
+        self._ended: dict[str, float] = {}
+
+    def open(self, session: LegacySession, principal: str) -> str:
+        """A new session's id. ValueError if what it would carry is too large to travel in a header."""
+        value = {"r": session.revision, "c": session.client_capabilities, "i": session.client_info, "w": principal,
+                 "n": os.urandom(12).hex()}
+        sealed = self.sealer.seal_value("session", value, self.ttl)
+        if len(sealed) > MAX_CAPABILITIES_CHARS * 2:
+            raise ValueError(f"the client's capabilities and info are over {MAX_CAPABILITIES_CHARS} characters")
+        return sealed  # type: ignore[no-any-return]
+
+    def find(self, session_id: str, principal: str) -> Optional[LegacyPeer]:
+        """The session's living state, made when first needed; None for an id that is not a live session
+        of this caller."""
+        value = self.sealer.open_value("session", session_id, MAX_CAPABILITIES_CHARS * 2)
+        if value is None or value.get("w") != principal or not isinstance(value.get("c"), dict) \
+                or value.get("r") not in LEGACY_VERSIONS:
+            return None
+        with self._lock:
+            if session_id in self._ended:
+                return None
+            peer = self._states.pop(session_id, None)
+            if peer is None:
+                info = value.get("i")
+                peer = LegacyPeer(self.server, LegacySession(value["r"], value["c"], info if isinstance(info, dict)
+                                                             else {}), None)
+            self._states[session_id] = peer
+            reclaimed = self._reclaim_locked()
+        for old in reclaimed:
+            old.close()
+        return peer
+
+    def _reclaim_locked(self) -> list[LegacyPeer]:
+        reclaimed = []
+        while len(self._states) > self.max_states:
+            reclaimed.append(self._states.pop(next(iter(self._states))))
+        return reclaimed
+
+    def end(self, session_id: str) -> None:
+        import time
+
+        with self._lock:
+            peer = self._states.pop(session_id, None)
+            self._ended[session_id] = time.time() + self.ttl
+            if len(self._ended) > MAX_ENDED:
+                now = time.time()
+                self._ended = {key: until for key, until in self._ended.items() if until > now}
+                while len(self._ended) > MAX_ENDED:
+                    self._ended.pop(next(iter(self._ended)))
+        if peer is not None:
+            peer.close()
+
+    def __len__(self) -> int:
+        return len(self._states)

@@ -125,5 +125,32 @@ class Sealer:
         return answers, [key for key in pending if isinstance(key, str)]
 
 
+    def seal_value(self, kind: str, value: dict[str, Any], ttl: float) -> str:
+        """Any small value sealed the same way (a legacy HTTP session's id: kind "session"), valid for `ttl`
+        seconds. `kind` is inside the MAC: a value sealed as one kind never opens as another."""
+        payload = _json.dumps({"k": kind, "e": int(time.time() + ttl), "v": value}).encode("utf-8")
+        body = f"{_VERSION}.{_b64(payload)}"
+        return f"{body}.{_b64(self._mac(kind + chr(0) + body))}"
+
+    def open_value(self, kind: str, sealed: Any, max_chars: int = 8192) -> Optional[dict[str, Any]]:
+        """The value `seal_value` sealed as `kind`; None when it is not one (forged, another key or kind,
+        expired, or longer than `max_chars`)."""
+        if not isinstance(sealed, str) or len(sealed) > max_chars or sealed.count(".") != 2:
+            return None
+        body, _, mac = sealed.rpartition(".")
+        import hmac
+
+        try:
+            verified = body.startswith(_VERSION + ".") and hmac.compare_digest(_unb64(mac),
+                                                                                self._mac(kind + chr(0) + body))
+            payload = _json.loads(_unb64(body[len(_VERSION) + 1:]).decode("utf-8")) if verified else None
+        except (ValueError, TypeError):
+            return None
+        if not isinstance(payload, dict) or payload.get("k") != kind or not isinstance(payload.get("e"), int) \
+                or payload["e"] < time.time() or not isinstance(payload.get("v"), dict):
+            return None
+        return payload["v"]  # type: ignore[no-any-return]
+
+
 def _refused(why: str) -> InvalidParams:
     return InvalidParams(f"Invalid params: requestState was refused: {why}", data={"reason": "invalid_request_state"})

@@ -1,0 +1,47 @@
+"""Legacy HTTP sessions (LEGACY.md §4.3): a session id is the negotiated session, sealed; what lives in one
+process is bounded."""
+
+from mcpserver import Server
+from mcpserver._legacy import LegacySession
+from mcpserver._session import SessionTable
+from mcpserver._state import Sealer
+
+SESSION = LegacySession("2025-06-18", {"sampling": {}}, {"name": "client", "version": "1"})
+
+
+def table(**options):
+    return SessionTable(Server("sessions"), Sealer("a key shared by replicas"), **options)
+
+
+def test_a_session_id_opens_on_any_replica_with_the_key_and_only_for_its_principal():
+    first, replica = table(), table()
+    session_id = first.open(SESSION, "ada")
+    assert all(0x21 <= ord(c) <= 0x7E for c in session_id)  # visible ASCII, as the header must be
+    peer = replica.find(session_id, "ada")
+    assert peer is not None and peer.session.revision == "2025-06-18"
+    assert peer.session.client_capabilities == {"sampling": {}}
+    assert replica.find(session_id, "bob") is None  # another principal's session is unknown
+
+
+def test_forged_foreign_expired_and_ended_ids_are_unknown():
+    sessions = table()
+    session_id = sessions.open(SESSION, "")
+    body, _, mac = session_id.rpartition(".")
+    assert sessions.find(body + "." + mac[::-1], "") is None  # tampered
+    assert SessionTable(Server("other"), Sealer("another key")).find(session_id, "") is None
+    assert sessions.find("not-a-session", "") is None and sessions.find("a.b.c", "") is None
+    sealer = Sealer("a key shared by replicas")
+    assert sealer.open_value("session", sealer.seal_value("requestState-like", {"r": "2025-06-18"}, 60)) is None
+    short = table(ttl=-1)
+    assert short.find(short.open(SESSION, ""), "") is None  # expired
+    sessions.end(session_id)
+    assert sessions.find(session_id, "") is None
+
+
+def test_ten_thousand_sessions_keep_a_bounded_living_state_oldest_reclaimed():
+    sessions = table(max_states=100)
+    ids = [sessions.open(SESSION, "") for _ in range(10_000)]
+    peers = [sessions.find(session_id, "") for session_id in ids]
+    assert len(sessions) == 100 and all(peer is not None for peer in peers)
+    again = sessions.find(ids[0], "")  # reclaimed, not refused: a fresh living state for a valid id
+    assert again is not None and again is not peers[0]
