@@ -82,9 +82,10 @@ class Scenario(NamedTuple):
     scored: bool
 
 
-def required_profile(node: str, entry: str, url: str) -> list[Scenario]:
-    """Run every scenario 2026-07-28 requires, each with its checks' counts."""
-    done = subprocess.run([node, entry, "server", "--url", url, "--requirements", "2026-07-28"],
+def required_profile(node: str, entry: str, url: str, revision: str = "2026-07-28") -> list[Scenario]:
+    """Run every scenario `revision` requires (2026-07-28, or the legacy 2025-11-25), each with its checks'
+    counts."""
+    done = subprocess.run([node, entry, "server", "--url", url, "--requirements", revision],
                           capture_output=True, text=True, timeout=1800)
     output = ANSI.sub("", done.stdout + done.stderr)
     unscored_part = output.split("Not scored", 1)[1] if "Not scored" in output else ""
