@@ -8,6 +8,7 @@ import time
 import pytest
 from mcpserver import Context, Server, inputs
 from mcpserver.protocol import handle
+from mcpserver.testing import Client, ClientError
 from mcptest import EXAMPLES, META, StdioServer
 
 INTERACTIVE = os.path.join(EXAMPLES, "interactive.py")
@@ -131,11 +132,11 @@ def test_missing_extra_and_malformed_answers(recorded):
 
 
 def test_a_client_without_the_capability_gets_32021_or_the_tools_default():
-    with StdioServer(INTERACTIVE) as server:
-        error = server.ask(tool_call("delete_file", {"path": "/tmp/x"}, capabilities={}))["error"]
-        assert error["code"] == -32021 and error["data"]["requiredCapabilities"] == {"elicitation": {}}
-        answer = server.ask(tool_call("where_am_i", capabilities={}))
-        assert answer["result"]["structuredContent"] == {"roots": [], "here": []}
+    with Client(INTERACTIVE) as client:  # declares nothing: it was given nothing to answer with
+        with pytest.raises(ClientError) as refused:
+            client.call_tool("delete_file", {"path": "/tmp/x"})
+        assert refused.value.code == -32021 and refused.value.data["requiredCapabilities"] == {"elicitation": {}}
+        assert client.call_tool("where_am_i").structured == {"roots": [], "here": []}
 
 
 def test_several_questions_in_one_round_and_several_rounds_over_stdio():

@@ -92,7 +92,7 @@ LAYERS = (
     ("_server", "_task_open"),
     ("_loader", "_tasks"),
     ("protocol", "_session"),
-    ("stdio", "http"),
+    ("stdio", "http", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
     ("_httpd",),
     ("_clients", "_bundle", "_dev"),  # the command line's config shapes, bundles and dev loop, below _cli
     ("_init", "_run", "_cli"),

@@ -2,13 +2,13 @@
 through the pure core, so every lab cell runs them (the conformance suite, which also covers them, is
 host-only)."""
 
-import base64
 
 import pytest
 from mcpserver import ConfigError, Server
 from mcpserver._context import Flight
 from mcpserver._subscriptions import Listener
 from mcpserver.protocol import handle
+from mcpserver.testing import Client, ClientError
 from mcptest import request
 
 
@@ -51,6 +51,12 @@ def server():
     return server
 
 
+@pytest.fixture
+def client(server):
+    with Client(server) as client:
+        yield client
+
+
 def get(server, name, arguments=None):
     params = {"name": name} if arguments is None else {"name": name, "arguments": arguments}
     return handle(request("prompts/get", **params), server)
@@ -60,14 +66,14 @@ def read(server, **params):
     return handle(request("resources/read", **params), server)
 
 
-def test_a_prompt_renders_with_its_defaults(server):
-    result = get(server, "review", {"code": "x = 1"})["result"]
-    assert result["messages"] == [{"role": "user", "content": {"type": "text", "text": "Review (terse):\nx = 1"}}]
-    assert result["description"] == "Review some code." and server.ran == [("x = 1", "terse")]
+def test_a_prompt_renders_with_its_defaults(server, client):
+    result = client.get_prompt("review", {"code": "x = 1"})
+    assert result.messages == [{"role": "user", "content": {"type": "text", "text": "Review (terse):\nx = 1"}}]
+    assert result.description == "Review some code." and server.ran == [("x = 1", "terse")]
 
 
-def test_messages_keep_their_roles_and_content_blocks(server):
-    messages = get(server, "dialogue", {"topic": "tea"})["result"]["messages"]
+def test_messages_keep_their_roles_and_content_blocks(client):
+    messages = client.get_prompt("dialogue", {"topic": "tea"}).messages
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert messages[1]["content"] == {"type": "text", "text": "ok"}
 
@@ -91,27 +97,28 @@ def test_an_unknown_or_malformed_prompt_name_is_invalid_params(server, name):
     assert handle(request("prompts/get", **params), server)["error"]["code"] == -32602
 
 
-def test_a_prompt_returning_what_mcp_cannot_carry_is_the_servers_error(server):
-    error = get(server, "broken", {})["error"]
-    assert error["code"] == -32603
+def test_a_prompt_returning_what_mcp_cannot_carry_is_the_servers_error(client):
+    with pytest.raises(ClientError) as raised:
+        client.get_prompt("broken", {})
+    assert raised.value.code == -32603
 
 
-def test_text_and_binary_resources(server):
-    text = read(server, uri="notes://todo")["result"]["contents"]
-    assert text == [{"uri": "notes://todo", "mimeType": "text/plain", "text": "buy milk"}]
-    blob = read(server, uri="files://logo")["result"]["contents"][0]
-    assert base64.b64decode(blob["blob"]) == b"\x89PNG\x00" and "text" not in blob
+def test_text_and_binary_resources(client):
+    text = client.read_resource("notes://todo")
+    assert text.contents == [{"uri": "notes://todo", "mimeType": "text/plain", "text": "buy milk"}]
+    blob = client.read_resource("files://logo")
+    assert blob.blob == b"\x89PNG\x00" and blob.text == ""
 
 
-def test_template_variables_reach_the_reader(server):
-    contents = read(server, uri="users://ada/notes/42")["result"]["contents"]
-    assert contents[0]["text"] == "ada:42" and server.ran == [("ada", "42")]
+def test_template_variables_reach_the_reader(server, client):
+    assert client.read_resource("users://ada/notes/42").text == "ada:42" and server.ran == [("ada", "42")]
 
 
 @pytest.mark.parametrize("uri", ["notes://nothing", "notes://gone", "users://ada/notes"])
-def test_a_uri_that_names_nothing_is_resource_not_found(server, uri):
-    error = read(server, uri=uri)["error"]
-    assert error["code"] == -32602 and error["message"] == "Resource not found" and error["data"] == {"uri": uri}
+def test_a_uri_that_names_nothing_is_resource_not_found(client, uri):
+    with pytest.raises(ClientError) as raised:
+        client.read_resource(uri)
+    assert (raised.value.code, raised.value.message, raised.value.data) == (-32602, "Resource not found", {"uri": uri})
 
 
 @pytest.mark.parametrize("params", [{}, {"uri": 7}, {"uri": ["notes://todo"]}, {"uri": None}],

@@ -34,6 +34,7 @@ HEAVY = {
     "shutil": "with bz2, lzma and zlib; command tools look programs up on PATH themselves",
     "secrets": "with random and hashlib; os.urandom is enough for run marks",
     "urllib": "only to parse an Origin header or a percent-encoded path",
+    "mcpserver.testing": "the in-process client (with queue and typing) is for tests: only a test imports it",
 }
 ALLOWED = {"manifest": {"subprocess"}}  # a manifest is command tools: running programs is the point
 needs_importtime = pytest.mark.skipif(sys.implementation.name != "cpython",

@@ -6,19 +6,16 @@ import time
 
 import pytest
 from mcpserver import ConfigError, Server, load_target
-from mcpserver.protocol import handle
-from mcptest import GIT, ROOT, call
+from mcpserver.testing import Client
+from mcptest import GIT, ROOT
 
 TEXT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
 
 def run(server, tool, **arguments):
-    result = handle(call(tool, **arguments), server)["result"]
-    return result
-
-
-def text_of(result):
-    return result["content"][0]["text"]
+    """The tool's result, called as a client calls it (mcpserver.testing: through the protocol, in process)."""
+    with Client(server) as client:
+        return client.call_tool(tool, arguments)
 
 
 # --- registration refusals ------------------------------------------------------------------
@@ -72,7 +69,7 @@ def test_async_tools_run():
     async def later(text: str) -> str:
         return text.upper()
 
-    assert text_of(run(server, "later", text="hi")) == "HI"
+    assert run(server, "later", text="hi").text == "HI"
 
 
 # --- command tools: arguments travel on stdin -----------------------------------------------
@@ -86,24 +83,24 @@ def server():
 def test_arguments_arrive_as_one_json_line_on_stdin(server):
     server.command("cat", ["cat"], input_schema=TEXT_SCHEMA)
     result = run(server, "cat", text='quote " and\nnewline \u00e9')
-    assert json.loads(text_of(result)) == {"text": 'quote " and\nnewline \u00e9'}
-    assert text_of(result).endswith("\n") and "isError" not in result
+    assert json.loads(result.text) == {"text": 'quote " and\nnewline \u00e9'}
+    assert result.text.endswith("\n") and not result.is_error
 
 
 def test_one_argument_can_be_stdin_raw(server):
     server.command("wc", ["wc", "-c"], input_schema=TEXT_SCHEMA, stdin={"argument": "text"})
-    assert text_of(run(server, "wc", text="\u00e9" * 10)).strip() == "20"
+    assert run(server, "wc", text="\u00e9" * 10).text.strip() == "20"
 
 
 def test_stdout_can_be_structured_json(server):
     server.command("json", ["cat"], input_schema=TEXT_SCHEMA, output="json")
     result = run(server, "json", text="x")
-    assert result["structuredContent"] == {"text": "x"}
+    assert result.structured == {"text": "x"}
 
 
 def test_output_that_is_not_json_is_an_is_error_result(server):
     server.command("notjson", ["echo", "plain"], stdin="none", output="json")
-    assert "did not print valid JSON" in text_of(run(server, "notjson"))
+    assert "did not print valid JSON" in run(server, "notjson").text
 
 
 @pytest.mark.parametrize("printed, why", [
@@ -114,21 +111,21 @@ def test_output_that_is_not_json_is_an_is_error_result(server):
 def test_hostile_json_from_a_program_is_an_is_error_result(server, printed, why):
     server.command("prints", ["cat"], stdin={"argument": "text"}, input_schema=TEXT_SCHEMA, output="json")
     result = run(server, "prints", text=printed)
-    assert result["isError"] is True and why in text_of(result)
+    assert result.is_error and why in result.text
 
 
 def test_a_nonzero_exit_is_an_is_error_result_with_the_stderr_tail(server):
     server.command("fails", "echo first >&2; echo 'last words' >&2; exit 3", shell=True)
     result = run(server, "fails")
-    assert result["isError"] is True
-    assert "exited with status 3" in text_of(result) and "last words" in text_of(result)
+    assert result.is_error
+    assert "exited with status 3" in result.text and "last words" in result.text
 
 
 def test_a_timeout_kills_the_whole_process_group(server, tmp_path):
     marker = tmp_path / "child-survived"
     server.command("slow", f"(sleep 2; touch {marker}) & sleep 30", shell=True, timeout=0.5)
     result = run(server, "slow")  # "timed out after 0.5 s", not the 30 s sleep's end, proves the kill
-    assert result["isError"] and "timed out after 0.5 s" in text_of(result)
+    assert result.is_error and "timed out after 0.5 s" in result.text
     time.sleep(2.5)
     assert not marker.exists(), "the shell's child outlived the timeout"
 
@@ -136,20 +133,20 @@ def test_a_timeout_kills_the_whole_process_group(server, tmp_path):
 def test_output_beyond_the_cap_stops_the_program(server):
     server.command("flood", ["yes"], stdin="none", max_output_bytes=100_000, timeout=10)
     result = run(server, "flood")  # the cap's message, not the 10 s timeout's, proves it stopped there
-    assert result["isError"] and "more than 100000 bytes" in text_of(result)
+    assert result.is_error and "more than 100000 bytes" in result.text
 
 
 def test_a_program_that_does_not_read_stdin_is_not_an_error(server):
     server.command("ignore", ["true"], input_schema=TEXT_SCHEMA)
     result = run(server, "ignore", text="x" * 1_000_000)
-    assert "isError" not in result
+    assert not result.is_error
 
 
 def test_the_http_token_never_reaches_programs(server, monkeypatch):
     monkeypatch.setenv("MCPSERVER_TOKEN", "s3cret")
     monkeypatch.setenv("VISIBLE", "yes")
     server.command("env", ["env"], stdin="none")
-    output = text_of(run(server, "env"))
+    output = run(server, "env").text
     assert "VISIBLE=yes" in output and "s3cret" not in output
 
 
@@ -157,7 +154,7 @@ def test_no_shell_unless_asked(server):
     server.command("literal", ["echo", "$HOME;", "{word}"], stdin="none",
                    input_schema={"type": "object", "properties": {"word": {"type": "string", "maxLength": 20}},
                                  "required": ["word"]})
-    assert text_of(run(server, "literal", word="$(id)")) == "$HOME; $(id)\n"
+    assert run(server, "literal", word="$(id)").text == "$HOME; $(id)\n"
 
 
 # --- placeholders: bounded values only ------------------------------------------------------
@@ -174,15 +171,15 @@ def test_bounded_placeholders_and_conditional_groups(server):
     server.command("args", ["printf", "%s|", "n={count}", "{name}", {"if": "loud", "args": ["--loud"]},
                             {"if": "mode", "args": ["mode", "{mode}"]}],
                    input_schema=PLACEHOLDER_SCHEMA, stdin="none")
-    assert text_of(run(server, "args", name="x")) == "n=2|x|"
-    assert text_of(run(server, "args", name="y", count=3, loud=True, mode="b")) == "n=3|y|--loud|mode|b|"
-    assert text_of(run(server, "args", name="z", loud=False)) == "n=2|z|"
+    assert run(server, "args", name="x").text == "n=2|x|"
+    assert run(server, "args", name="y", count=3, loud=True, mode="b").text == "n=3|y|--loud|mode|b|"
+    assert run(server, "args", name="z", loud=False).text == "n=2|z|"
 
 
 def test_a_value_that_looks_like_an_option_is_refused(server):
     server.command("args", ["echo", "{name}"], input_schema=PLACEHOLDER_SCHEMA, stdin="none")
     result = run(server, "args", name="--upload-pack=evil")
-    assert result["isError"] and "must not start with '-'" in text_of(result)
+    assert result.is_error and "must not start with '-'" in result.text
 
 
 @pytest.mark.parametrize("command, env, schema, message", [
@@ -211,7 +208,7 @@ def test_the_runtime_check_catches_what_the_schema_allowed(server):
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     server.command("big_int", ["echo", "{n}"], input_schema=schema, stdin="none")
     result = run(server, "big_int", n=10**4200)
-    assert result["isError"] and "too long" in text_of(result)
+    assert result.is_error and "too long" in result.text
 
 
 # --- manifests ------------------------------------------------------------------------------
@@ -230,8 +227,8 @@ def test_the_git_example_manifest_runs_against_this_repository(monkeypatch):
     server = load_target(GIT)
     assert list(server.tools) == ["git_status", "git_log", "git_diff"]
     log = run(server, "git_log", max_count=1)
-    assert "isError" not in log and len(text_of(log).splitlines()) == 1
-    assert "isError" not in run(server, "git_diff", staged=True)
+    assert not log.is_error and len(log.text.splitlines()) == 1
+    assert not run(server, "git_diff", staged=True).is_error
 
 
 def test_manifest_paths_are_relative_to_the_manifest(tmp_path):
@@ -241,7 +238,7 @@ def test_manifest_paths_are_relative_to_the_manifest(tmp_path):
     (tmp_path / "work").mkdir()
     path = write_manifest(tmp_path, name="m", tools=[{"name": "hello", "command": ["./hello.sh"], "cwd": "work",
                                                       "stdin": "none"}])
-    assert text_of(run(load_target(path), "hello")) == "hello from work\n"
+    assert run(load_target(path), "hello").text == "hello from work\n"
 
 
 @pytest.mark.parametrize("manifest, message", [
