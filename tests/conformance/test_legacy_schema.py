@@ -175,3 +175,11 @@ def test_an_unknown_revision_gets_the_newest_legacy_one_and_a_modern_request_is_
         assert server.receive()["result"]["protocolVersion"] == "2025-11-25"
         modern = server.ask(call("echo", id=2, text="still modern"))
         assert modern["result"]["resultType"] == "complete"  # a request with _meta is 2026-07-28's
+
+
+def test_a_2024_session_is_never_sent_elicitation_even_if_its_client_declares_it():
+    """2024-11-05 has no elicitation/create: the tool gets the missing-capability answer instead."""
+    with StdioServer(EVERYTHING) as server:
+        session = Session(server, "2024-11-05", {"elicitation": {}})
+        result = session.ask("tools/call", name="test_elicitation", arguments={"message": "hi"})
+        assert result["isError"] is True and "elicitation" in result["content"][0]["text"]
