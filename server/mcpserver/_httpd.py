@@ -106,7 +106,9 @@ MAX_HEAD_BYTES = 32 * 1024  # request line and header lines together; past it, 4
 MAX_HEADER_LINES = 100
 MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is skipped to keep the connection
 MAX_LENGTH_DIGITS = 15  # a Content-Length longer than this is no body anyone may send
-LINGER_SECONDS = 2.0  # after an answer that leaves a body unread: its time to reach the client before the close
+# After an answer that leaves a body unread: the time the client has to send a small one (which is then
+# skipped and the connection kept), or for the answer to reach it before the close.
+LINGER_SECONDS = 2.0
 RESERVED_FDS = 64  # descriptors RLIMIT_NOFILE keeps for all but connections: files, pipes, command tools
 RETRY_AFTER_SECONDS = 1
 # After a response, a worker waits this long for the same client's next request before it hands the
@@ -735,9 +737,9 @@ class _Server:
     def _deadline(self, state: str, now: float) -> float:
         if state in (HANDSHAKE, HEAD):
             return now + self.header_timeout
-        if state == LINGER:
+        if state in (LINGER, DRAIN):  # the answer is out: what is left is a courtesy, kept short
             return now + LINGER_SECONDS
-        if state in (IDLE, BODY, DRAIN, WRITING):
+        if state in (IDLE, BODY, WRITING):
             return now + self.read_timeout
         return _INFINITY
 
@@ -1260,6 +1262,8 @@ class _Server:
         """Send a whole response: what the socket takes now, the rest by the loop (the worker goes free)."""
         with conn.lock:
             conn.started = True
+        if sum(len(part) for part in parts) < 65536:  # one send, one segment, for the common case
+            parts = [b"".join(parts)]
         try:
             for index, part in enumerate(parts):
                 sent = 0
