@@ -287,6 +287,8 @@ class _Poller:
                 self._epoll.unregister(fd)
             else:
                 assert self._poll is not None
+                with self._lock:  # an arming still queued must not reach the next connection given this fd
+                    self._changes = [change for change in self._changes if change[0] != fd]
                 self._poll.unregister(fd)
         except (OSError, KeyError):
             pass
@@ -462,14 +464,6 @@ class _Connection:
             return 0
         self.retry = 0
         return sent
-
-    def on_disconnect(self, callback: Callable[[], None]) -> None:
-        """environ["mcpserver.on_disconnect"]: call `callback` if the client hangs up mid-request."""
-        with self.lock:
-            if not self.gone:
-                self.callbacks.append(callback)
-                return
-        callback()
 
 
 def _pending(sock: Any) -> int:
@@ -1005,16 +999,24 @@ class _Server:
     def _writable(self, conn: _Connection, events: int) -> None:
         if events & _HUNG_UP:
             self._close(conn)
-            return
+        else:
+            self._write_out(conn, conn.after)
+
+    def _write_out(self, conn: _Connection, after: str) -> None:
+        """Write `out`, then go where `after` says; what the socket does not take now, the loop writes
+        as the client reads (from the loop, or from a worker that goes free)."""
         try:
             done = self._flush(conn)
         except OSError:
             self._close(conn)
             return
         if done:
-            self._then(conn, conn.after)
-        else:
+            self._then(conn, after)
+        elif conn.state == WRITING:
             self.poller.arm(conn.fd, conn.want)
+        else:
+            conn.after = after
+            self._enter(conn, WRITING, conn.want)
 
     def _then(self, conn: _Connection, after: str) -> None:
         """Where a connection goes once its response is out (on the loop)."""
@@ -1041,17 +1043,7 @@ class _Server:
         """A response the server writes itself, then a lingering close (loop or worker)."""
         self._request_done(conn)
         conn.out, conn.sent = bytearray(data), 0
-        try:
-            done = self._flush(conn)
-        except OSError:
-            self._close(conn)
-            return
-        if done:
-            _shut_writing(conn)
-            self._enter(conn, LINGER)
-        else:
-            conn.after = LINGER
-            self._enter(conn, WRITING, conn.want)
+        self._write_out(conn, LINGER)
 
     # -- push streams, on the loop ----------------------------------------------------------------------
 
@@ -1115,18 +1107,8 @@ class _Server:
         data = self._stream_head(conn) + (b"0\r\n\r\n" if conn.chunked else b"")
         stream, conn.stream = conn.stream, None
         _close_result(stream)
-        after = IDLE if conn.keep_alive and not conn.peer_done else CLOSED
         self._queue(conn, data)
-        try:
-            done = self._flush(conn)
-        except OSError:
-            self._close(conn)
-            return
-        if done:
-            self._then(conn, after)
-        else:
-            conn.after = after
-            self._enter(conn, WRITING, conn.want)
+        self._write_out(conn, IDLE if conn.keep_alive and not conn.peer_done else CLOSED)
 
     # -- on a worker ------------------------------------------------------------------------------------
 

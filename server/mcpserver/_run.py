@@ -22,7 +22,7 @@ def run(server: Server, transport: Literal["stdio"] = "stdio", *, max_concurrent
 
 
 @overload  # ruff sees the run-time stand-in, not typing.overload: hence the noqa on the redefinitions
-def run(server: Server, transport: Literal["http"], *,  # noqa: F811 host: str = ..., port: int = ..., path: str = ...,
+def run(server: Server, transport: Literal["http"], *, host: str = ..., port: int = ..., path: str = ...,  # noqa: F811
         token: Optional[str] = ..., token_file: Optional[str] = ..., insecure_no_auth: bool = ...,
         allowed_origins: Iterable[str] = ..., allowed_hosts: Iterable[str] = ..., max_body_bytes: int = ...,
         oauth: Optional[ResourceServer] = ..., behind_proxy: bool = ..., tls_cert: Optional[str] = ...,
