@@ -114,6 +114,9 @@ RETRY_AFTER_SECONDS = 1
 # After a response, a worker waits this long for the same client's next request before it hands the
 # connection to the loop: a keep-alive client's next request then costs no hand-off between threads.
 KEEP_ALIVE_LINGER = 0.002
+# A worker whose response fills the socket waits this long for the client to take more before it leaves
+# the rest to the loop: a client that reads at once (most) is written to without a hand-off.
+DELIVER_WAIT = 0.01
 # When every connection is busy, how long a newcomer waits for one to start waiting: a connection that
 # has just sent its answer is handed back a moment after its client can read it and connect again.
 FULL_HOUSE_GRACE = 0.05
@@ -1251,7 +1254,7 @@ class _Server:
                 sent = 0
                 while sent < len(part):
                     taken = conn.send_some(memoryview(part)[sent:], self.would_block)
-                    if not taken:
+                    if not taken and not self._writable_soon(conn):  # a slow reader: the loop writes the rest
                         conn.out = bytearray(memoryview(part)[sent:]) + b"".join(parts[index + 1:])
                         conn.sent, conn.after = 0, after
                         self._enter(conn, WRITING, conn.want)
@@ -1261,6 +1264,15 @@ class _Server:
             self._close(conn)
             return None
         return self._after(conn, after)
+
+    def _writable_soon(self, conn: _Connection) -> bool:
+        """Whether the socket takes more within DELIVER_WAIT: a client that reads at once costs no hand-off
+        (never on the loop, which must not wait)."""
+        if threading.get_ident() == self.poller.loop_thread:
+            return False
+        poll = select.poll()
+        poll.register(conn.fd, select.POLLIN if conn.want == _IN else select.POLLOUT)
+        return bool(poll.poll(DELIVER_WAIT * 1000))
 
     def _after(self, conn: _Connection, after: str) -> Optional[str]:
         """The response is out (on the worker): the next request, here if it has come, else to the loop."""
