@@ -115,7 +115,8 @@ RETRY_AFTER_SECONDS = 1
 # connection to the loop: a keep-alive client's next request then costs no hand-off between threads.
 KEEP_ALIVE_LINGER = 0.002
 # A worker whose response fills the socket waits this long for the client to take more before it leaves
-# the rest to the loop: a client that reads at once (most) is written to without a hand-off.
+# the rest to the loop, and as long for more of an accepted body: a client that reads and sends at once
+# (most) costs no hand-off between threads; one that stalls for longer is the loop's.
 DELIVER_WAIT = 0.01
 # When every connection is busy, how long a newcomer waits for one to start waiting: a connection that
 # has just sent its answer is handed back a moment after its client can read it and connect again.
@@ -440,9 +441,12 @@ class _Connection:
         OSError when the connection broke."""
         chunks: list[bytes] = []
         total = 0
+        # A body still on its way is asked for whole (at most 1 MiB a call): fewer calls for large ones.
+        missing = self.head.length - len(self.buffer) if self.head is not None else 0
+        size = min(max(missing, RECV_BYTES), 16 * RECV_BYTES)
         while total < 16 * RECV_BYTES:  # then the loop serves others; level-triggered, it comes back
             try:
-                chunk = self.sock.recv(RECV_BYTES)
+                chunk = self.sock.recv(size)
             except would_block:
                 break
             except tls_eof:
@@ -451,7 +455,7 @@ class _Connection:
                 return b"".join(chunks), True
             chunks.append(chunk)
             total += len(chunk)
-            if len(chunk) < RECV_BYTES and not (self.tls is not None and _pending(self.sock)):
+            if len(chunk) < size and not (self.tls is not None and _pending(self.sock)):
                 break
         return b"".join(chunks), False
 
@@ -1142,15 +1146,33 @@ class _Server:
             return self._refused(conn, head, refusal)
         if head.length > self.max_body_bytes:
             return self._refused(conn, head, self._too_large())
-        if len(conn.buffer) >= head.length:
+        if head.expect_continue and len(conn.buffer) < head.length:
+            self._send_quietly(conn, _CONTINUE)
+        if self._body_soon(conn, head.length):
             return QUEUED
         if conn.peer_done:
             self._close(conn)
             return None
-        if head.expect_continue:
-            self._send_quietly(conn, _CONTINUE)
         self._enter(conn, BODY)
         return None
+
+    def _body_soon(self, conn: _Connection, length: int) -> bool:
+        """Whether the whole body is in, reading on while it keeps coming within DELIVER_WAIT: an accepted
+        body that streams in (some of it came with the head) needs no hand-off to the loop and back; one
+        that has not started, or stalls, is the loop's, so a slow body never holds a worker."""
+        if not conn.buffer:
+            return length <= 0
+        while len(conn.buffer) < length and not conn.peer_done:
+            if not (conn.tls is not None and _pending(conn.sock)) and not self._readable_soon(conn):
+                return False
+            try:
+                data, eof = conn.receive(self.would_block, self.tls_eof)
+            except OSError:
+                conn.peer_done = True
+                return False
+            conn.buffer += data
+            conn.peer_done = eof
+        return len(conn.buffer) >= length
 
     def _too_large(self) -> tuple[str, list[tuple[str, str]], bytes]:
         body = f"The body is larger than {self.max_body_bytes} bytes\n".encode()
@@ -1268,10 +1290,16 @@ class _Server:
     def _writable_soon(self, conn: _Connection) -> bool:
         """Whether the socket takes more within DELIVER_WAIT: a client that reads at once costs no hand-off
         (never on the loop, which must not wait)."""
+        return self._ready_soon(conn, select.POLLIN if conn.want == _IN else select.POLLOUT)
+
+    def _readable_soon(self, conn: _Connection) -> bool:
+        return self._ready_soon(conn, select.POLLIN)
+
+    def _ready_soon(self, conn: _Connection, event: int) -> bool:
         if threading.get_ident() == self.poller.loop_thread:
             return False
         poll = select.poll()
-        poll.register(conn.fd, select.POLLIN if conn.want == _IN else select.POLLOUT)
+        poll.register(conn.fd, event)
         return bool(poll.poll(DELIVER_WAIT * 1000))
 
     def _after(self, conn: _Connection, after: str) -> Optional[str]:
@@ -1284,7 +1312,7 @@ class _Server:
             return None
         self._request_done(conn)
         conn.waiting_since = time.monotonic()
-        if not conn.buffer and not conn.peer_done and not self.workers.waiting and not self._admissions:
+        if not conn.buffer and not conn.peer_done and self._may_linger():
             self._linger(conn)
         try:
             step = self._next_step(conn)
@@ -1305,6 +1333,11 @@ class _Server:
         else:
             self._enter(conn, HEAD if conn.buffer else IDLE)
         return None
+
+    def _may_linger(self) -> bool:
+        """A lingering worker keeps an idle connection out of reach: not while a request waits for a
+        worker, nor at the connection bound, where a newcomer may need that connection's place."""
+        return not (self.workers.waiting or self._admissions or len(self.connections) >= self.max_connections)
 
     def _linger(self, conn: _Connection) -> None:
         """Wait a moment for a keep-alive client's next request, so it needs no hand-off to the loop and back."""
