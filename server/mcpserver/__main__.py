@@ -134,7 +134,17 @@ OPTIONS = (
     Option("--allow-host", list, "an extra Host header name to accept when bound to loopback (repeatable)",
            metavar="HOST", group=HTTP_GROUP),
     Option("--max-body-bytes", _positive, "largest request body (default 32 MiB)", metavar="N", group=HTTP_GROUP),
-    Option("--max-connections", _positive, "open connections at once (default 64)", metavar="N", group=HTTP_GROUP),
+    Option("--max-connections", _positive, "open connections at once (default 1024; idle and slow ones cost no "
+           "thread)", metavar="N", group=HTTP_GROUP),
+    Option("--max-requests", _positive, "requests running at once (default 64)", metavar="N", group=HTTP_GROUP),
+    Option("--max-queued", _positive, "whole requests that may wait for one to finish (default 256); beyond, 503",
+           metavar="N", group=HTTP_GROUP),
+    Option("--max-listeners", _positive, "subscriptions/listen streams open at once (default: the server's, 512)",
+           metavar="N", group=HTTP_GROUP),
+    Option("--max-listeners-per-peer", _positive, "subscriptions/listen streams one client address may hold "
+           "(default 32)", metavar="N", group=HTTP_GROUP),
+    Option("--max-listeners-per-principal", _positive, "subscriptions/listen streams one OAuth subject, or the "
+           "holders of the static token, may hold (default 128)", metavar="N", group=HTTP_GROUP),
     Option("--read-timeout", _timeout, "drop a client that idles this long on keep-alive or takes longer to send "
            "a body (default 30)", metavar="SECONDS", group=HTTP_GROUP),
     Option("--header-timeout", _timeout, "drop a client whose request head takes longer than this to arrive "
@@ -346,9 +356,12 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])
     args = _parse(argv)
-    token = args.token
-    if args.http and not token and not args.token_file and not args.resource:
-        token = _token_out_of_environment()
+    token, environ = args.token, {}
+    if args.http and not args.resource:  # $MCPSERVER_TOKEN leaves the environment before any tool can read it
+        environ = dict(os.environ)
+        scrubbed = _token_out_of_environment()
+        if scrubbed:
+            environ[_environment.TOKEN] = scrubbed
     if args.generic_errors:
         os.environ[_environment.GENERIC_ERRORS] = "1"
     init_if_pid1()
@@ -365,7 +378,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             server.task_store = args.task_store
             _open_task_store(server)
         _log.adopt_logging()  # the server's code imported logging: route it where the command line says
-        return _serve(server, args, token)
+        return _serve(server, args, token, environ)
     except ConfigError as exc:
         print(f"mcpserver: {exc}", file=sys.stderr)
         return 1
@@ -378,21 +391,29 @@ def _open_task_store(server: Any) -> None:
     task_manager(server)
 
 
-def _serve(server: Any, args: Any, token: Optional[str]) -> int:
+def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]) -> int:
     if not args.http:
         stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
                                                        ("grace_seconds", args.grace)) if value is not None}
         return run(server, "stdio", **stdio_options)
+    if not args.resource:
+        from .http import resolve_token  # only for HTTP: a stdio server's start-up does without it
+
+        token = resolve_token(args.token, args.token_file, environ)
     limits = {key: value for key, value in (("max_body_bytes", args.max_body_bytes),
                                             ("max_connections", args.max_connections),
+                                            ("max_requests", args.max_requests),
+                                            ("max_queued", args.max_queued),
+                                            ("max_listeners", args.max_listeners),
+                                            ("max_listeners_per_peer", args.max_listeners_per_peer),
+                                            ("max_listeners_per_principal", args.max_listeners_per_principal),
                                             ("read_timeout", args.read_timeout),
                                             ("header_timeout", args.header_timeout),
-                                            ("grace_seconds", args.grace), ("tls_cert", args.tls_cert),
-                                            ("tls_key", args.tls_key)) if value is not None}
+                                            ("grace_seconds", args.grace)) if value is not None}
     return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
-               token_file=args.token_file, insecure_no_auth=args.insecure_no_auth,
-               allowed_origins=args.allow_origin, allowed_hosts=args.allow_host, oauth=_resource_server(args),
-               behind_proxy=args.behind_proxy, **limits)
+               insecure_no_auth=args.insecure_no_auth, allowed_origins=args.allow_origin,
+               allowed_hosts=args.allow_host, oauth=_resource_server(args), behind_proxy=args.behind_proxy,
+               tls_cert=args.tls_cert, tls_key=args.tls_key, **limits)
 
 
 if __name__ == "__main__":

@@ -1,35 +1,62 @@
-"""The built-in HTTP/1.1 server for the WSGI app (docs/adr/0004-our-own-http-server.md says why it is ours).
+"""The built-in HTTP/1.1 server: any WSGI app, from one event loop and a bounded pool of workers
+(docs/adr/0004-our-own-http-server.md says why it is ours, and why it is built this way).
 
 Rules of this module:
+- It knows no MCP. It serves one WSGI app and offers it, beyond WSGI: environ["mcpserver.headers"]
+  (the header lines exactly as sent; the CGI-style HTTP_* keys fold "-" and "_" together),
+  environ["mcpserver.on_disconnect"] (a callback for when the client hangs up mid-request), the
+  app's `screen(environ)` (called before any body byte is waited for) and push streams
+  (environ["mcpserver.push"]; below).
 - Requests are parsed strictly (RFC 9112): a request line of token, target and HTTP/1.0 or 1.1;
   header names are tokens, values hold no control characters, no obsolete line folding, at most
   MAX_HEAD_BYTES in all, exactly one Host on HTTP/1.1. Framing is read once, here: Content-Length
   is one run of digits (repeats must agree), and any Transfer-Encoding is refused (411 for
   chunked, 501 otherwise). After any framing error the connection is closed, so bytes meant as a
   body can never be read as another request.
-- Deadlines: a client may idle on keep-alive for read_timeout; once a request's first byte has
-  arrived, its whole head must arrive within header_timeout and its body within read_timeout.
-- One thread per connection, at most max_connections. At the limit, a new connection takes the
-  slot of the connection that has waited longest for its next request (idle, or still sending its
-  head), so idle or trickling clients cannot shut others out; only when every slot is busy with
-  a request is the newcomer answered 503.
-- Responses with a Content-Length go out as they are; without one (a stream) they are sent
-  chunked, each piece as soon as the app yields it. A client that closes its connection while
-  its request runs is noticed by one watcher thread, which calls what the app registered through
-  environ["mcpserver.on_disconnect"] (how the app cancels a request whose client has gone).
-- SIGTERM/SIGINT: stop accepting, close idle connections, let requests in flight finish within
-  grace_seconds, exit 0 (also as PID 1). A second signal ends the wait at once.
-- environ["mcpserver.headers"] holds the header lines exactly as sent (name, value), for the app;
-  the CGI-style HTTP_* keys fold "-" and "_" together.
-- TLS (tls_cert, tls_key): the handshake runs on the connection's own thread within header_timeout,
-  while the connection still counts as waiting (so it can be reclaimed); TLS 1.2 or newer with the
-  ssl module's defaults; a plain-HTTP request on the port gets a plain 400 that says so. SIGHUP loads
-  the certificate again: new connections get it, open ones keep theirs; if it cannot be loaded,
-  the old one stays and stderr says why.
+- One loop thread owns every connection that is not running a request: the TLS handshake, idle
+  keep-alive, a head or a body on its way, a refused body being skipped, a response a slow reader
+  has not taken yet, and push streams. Those cost no thread and no worker, so hundreds of idle,
+  slow or listening clients leave the workers to requests.
+- A whole request (head and body) runs on one of at most max_requests workers; at most max_queued
+  more wait for one, and past that a request is answered 503 with Retry-After.
+- At most max_connections open connections (kept below RLIMIT_NOFILE). At the limit, a newcomer
+  takes the place of the connection that has waited longest without a request in progress (idle,
+  sending a head or a body, skipping a refused body), else of the longest-stalled slow reader;
+  only when every connection runs a request or a stream is the newcomer answered 503.
+- Deadlines, kept by the loop: read_timeout to idle on keep-alive or to send a body (and for a
+  slow reader to take more of a response), header_timeout from a request's first byte to the end
+  of its head (and for a TLS handshake).
+- Screening: an app with `screen(environ)` has it called on a worker as soon as the head is in,
+  before any body byte is waited for. A (status, headers, body) it returns is the answer: the
+  body is never read (a small one already on its way is skipped by the loop to keep the
+  connection; past MAX_DRAIN_BYTES the connection closes after the answer). An app without it
+  gets the whole body read first, at most max_body_bytes.
+- Disconnects: while a request runs, the loop watches its socket once the app asks
+  (on_disconnect). A hang-up (RST, both directions closed, a failed write) calls the callbacks; a
+  half-close (FIN) does not, since the client may still read: the server then sends an interim
+  `100 Continue` (HTTP/1.1, before the response), which a peer that is really gone answers with
+  an RST.
+- Responses with a Content-Length go out as they are; without one they are chunked (HTTP/1.1),
+  each piece as soon as the app yields it. A worker writes what the socket takes at once and
+  leaves the rest of a whole response to the loop.
+- Push streams: a result iterable with `on_ready(wake)` is driven by the loop. The server calls
+  on_ready(wake) once, on the worker (the app may do its stream's work there); after wake()
+  (any thread) or `poll_interval` seconds it calls next() on the loop, which must not block (b""
+  for nothing yet; StopIteration at the end). A slow reader is not given more until it has taken
+  what was sent. `probe`, if the iterable has it, is what may be sent between pieces to see
+  whether a half-closed peer is still there.
+- SIGTERM/SIGINT: stop accepting, close connections that wait, call the app's `shutdown()` if it
+  has one (streams end), let requests in flight finish within grace_seconds, exit 0 (also as PID
+  1). A second signal ends the wait at once.
+- TLS (tls_cert, tls_key): handshakes and records run non-blocking on the loop, the handshake
+  within header_timeout; TLS 1.2 or newer with the ssl module's defaults; a plain-HTTP request on
+  the port gets a plain 400 that says so. SIGHUP loads the certificate again: new connections get
+  it, open ones keep theirs; if it cannot be loaded, the old one stays and stderr says why.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import select
@@ -37,16 +64,16 @@ import socket
 import sys
 import threading
 import time
+from collections import OrderedDict, deque
 
 from ._json import THREAD_STACK_BYTES
-from ._server import Server
 from ._version import __version__
+from ._wire import DEFAULT_GRACE_SECONDS, status_line
 from .errors import ConfigError
-from .http import DEFAULT_MAX_BODY_BYTES, TOKEN_ENVIRONMENT, McpApp, is_loopback, read_token_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
-    from typing import Any, Callable, Iterable, Optional
+    from typing import Any, Callable, Iterable, Iterator, Optional
 if TYPE_CHECKING:
     import signal
 else:
@@ -56,43 +83,68 @@ else:
         import signal
 
 __all__ = [
-    "DEFAULT_GRACE_SECONDS",
     "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_QUEUED",
+    "DEFAULT_MAX_REQUESTS",
     "DEFAULT_READ_TIMEOUT",
     "MAX_HEAD_BYTES",
     "HttpError",
     "parse_head",
-    "serve",
     "serve_app",
     "tls_context",
 ]
 
-DEFAULT_MAX_CONNECTIONS = 64
+DEFAULT_MAX_CONNECTIONS = 1024  # open connections; idle and slow ones cost a buffer, not a thread
+DEFAULT_MAX_REQUESTS = 64  # requests running at once: the worker threads
+DEFAULT_MAX_QUEUED = 256  # whole requests waiting for a worker; past them, 503
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # for an app without screen(): the most the server reads for it
 DEFAULT_READ_TIMEOUT = 30.0  # seconds a client may idle on keep-alive, or take to send a body
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds from a request's first byte to the end of its head
-DEFAULT_GRACE_SECONDS = 10.0
 MAX_HEAD_BYTES = 32 * 1024  # request line and header lines together; past it, 431
 MAX_HEADER_LINES = 100
 MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is skipped to keep the connection
 MAX_LENGTH_DIGITS = 15  # a Content-Length longer than this is no body anyone may send
-EPOLLRDHUP = getattr(select, "EPOLLRDHUP", 0x2000)  # Linux's value; PyPy's select module does not define it
-_WAKEUP_FD = -1  # the key, among the replaced signal handlers, of the wakeup fd that was set before
-# When every slot is busy, how long a newcomer waits for one to start waiting: a connection that has just
-# sent its answer marks itself waiting a moment after its client can read it and connect again.
+# After an answer that leaves a body unread: the time the client has to send a small one (which is then
+# skipped and the connection kept), or for the answer to reach it before the close.
+LINGER_SECONDS = 2.0
+RESERVED_FDS = 64  # descriptors RLIMIT_NOFILE keeps for all but connections: files, pipes, command tools
+RETRY_AFTER_SECONDS = 1
+# After a response, a worker waits this long for the same client's next request before it hands the
+# connection to the loop: a keep-alive client's next request then costs no hand-off between threads.
+KEEP_ALIVE_LINGER = 0.002
+# A worker whose response fills the socket waits this long for the client to take more before it leaves
+# the rest to the loop, and as long for more of an accepted body: a client that reads and sends at once
+# (most) costs no hand-off between threads; one that stalls for longer is the loop's.
+DELIVER_WAIT = 0.01
+# When every connection is busy, how long a newcomer waits for one to start waiting: a connection that
+# has just sent its answer is handed back a moment after its client can read it and connect again.
 FULL_HOUSE_GRACE = 0.05
-DEADLINE_SLACK = 0.001  # a read may end this far past its deadline, to save a settimeout() system call
+SWEEP_SECONDS = 0.25  # how often the loop looks for deadlines passed (and quiet push streams to poll)
+SEND_BYTES = 1 << 20  # the most one send() is given, so one slow reader's megabytes do not hold the loop
+RECV_BYTES = 65536
 SERVER_HEADER = f"mcpserver/{__version__}"
+
+# Event bits, the same for epoll and poll on Linux. PyPy's select module has no EPOLLRDHUP: Linux's value.
+_IN, _OUT, _ERR, _HUP = 0x001, 0x004, 0x008, 0x010
+_RDHUP = getattr(select, "EPOLLRDHUP", 0x2000)
+_ONESHOT = getattr(select, "EPOLLONESHOT", 1 << 30)
+_HUNG_UP = _ERR | _HUP
+_WAKEUP_FD = -1  # the key, among the replaced signal handlers, of the wakeup fd that was set before
+
+# A connection's states. The loop owns it in all but SCREEN, QUEUED and WORKING.
+HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER = "handshake", "idle", "head", "body", "drain", "linger"
+SCREEN, QUEUED, WORKING, WRITING, STREAM, CLOSED = "screen", "queued", "working", "writing", "stream", "closed"
+TOO_LARGE = "too large"  # not a state: what _next_step says of a head whose body exceeds max_body_bytes
+_WAITING = frozenset((HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER))  # no request in progress: reclaimable
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _REQUEST_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([!-~]+) HTTP/(1\.[01])")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _HEAD_END = re.compile(b"\r?\n\r?\n")
-_REASONS = {100: "Continue", 200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
-            404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout",
-            411: "Length Required", 413: "Content Too Large", 415: "Unsupported Media Type",
-            431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
-            503: "Service Unavailable", 505: "HTTP Version Not Supported"}
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_INFINITY = float("inf")
 
 
 class HttpError(Exception):
@@ -186,283 +238,257 @@ def _framed(method: str, target: str, version: str, headers: list[tuple[str, str
     return Head(method, target, version, headers, length, keep_alive, expect == "100-continue")
 
 
-class _Body:
-    """wsgi.input: at most Content-Length bytes, the rest of the buffer first, the whole body by the deadline."""
+class _Poller:
+    """Readiness for the loop: epoll with EPOLLONESHOT, so a connection reports once per arming and
+    falls silent when a worker takes it; else poll(), with that emulated. Any thread may arm a
+    connection; with poll() the change is handed to the loop, which applies it before it polls."""
 
-    def __init__(self, connection: _Connection, length: int, deadline: float):
-        self._connection = connection
-        self.remaining = length
-        self._deadline = deadline
+    def __init__(self, wake: Callable[[], None]):
+        self._epoll = select.epoll() if hasattr(select, "epoll") else None
+        self._poll = None if self._epoll is not None else select.poll()
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._changes: list[tuple[int, int]] = []  # poll(): (fd, mask) to apply on the loop; mask 0 forgets
+        self._persistent: set[int] = set()
+        self.loop_thread: Optional[int] = None
 
-    def read(self, size: int = -1) -> bytes:
-        want = self.remaining if size is None or size < 0 else min(size, self.remaining)
-        chunks = []
-        while want > 0:
-            chunk = self._connection.take(want, self._deadline)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            want -= len(chunk)
-            self.remaining -= len(chunk)
-        return b"".join(chunks)
+    def watch(self, fd: int, mask: int) -> None:
+        """Report `fd` for every event of `mask` until forgotten (the listening socket, the wake pipe)."""
+        self._persistent.add(fd)
+        if self._epoll is not None:
+            self._epoll.register(fd, mask)
+        else:
+            assert self._poll is not None
+            self._poll.register(fd, mask)
 
-    def readline(self, size: int = -1) -> bytes:  # the WSGI spec asks for it; the app never needs it
-        return self.read(size)
+    def add(self, fd: int, mask: int) -> None:
+        """A new connection (the loop accepts them)."""
+        if self._epoll is not None:
+            self._epoll.register(fd, mask | _HUNG_UP | _ONESHOT)
+        else:
+            self.arm(fd, mask)
 
-    def __iter__(self) -> Any:
-        return iter([self.read()])
+    def arm(self, fd: int, mask: int) -> None:
+        """Report the next event of `mask` on `fd`, and a hang-up, once."""
+        if self._epoll is not None:
+            try:
+                self._epoll.modify(fd, mask | _HUNG_UP | _ONESHOT)
+            except OSError:  # closed meanwhile (a hang-up the loop acted on)
+                pass
+        elif threading.get_ident() == self.loop_thread:
+            assert self._poll is not None
+            self._poll.register(fd, mask | _HUNG_UP)
+        else:
+            with self._lock:
+                self._changes.append((fd, mask | _HUNG_UP))
+            self._wake()
+
+    def forget(self, fd: int) -> None:
+        """Before `fd` is closed: on the loop (poll()), or on any thread (epoll)."""
+        self._persistent.discard(fd)
+        try:
+            if self._epoll is not None:
+                self._epoll.unregister(fd)
+            else:
+                assert self._poll is not None
+                with self._lock:  # an arming still queued must not reach the next connection given this fd
+                    self._changes = [change for change in self._changes if change[0] != fd]
+                self._poll.unregister(fd)
+        except (OSError, KeyError):
+            pass
+
+    @property
+    def closes_anywhere(self) -> bool:
+        """Whether any thread may forget and close a connection (else the loop must)."""
+        return self._epoll is not None
+
+    def poll(self, timeout: float) -> list[tuple[int, int]]:
+        if self._epoll is not None:
+            return self._epoll.poll(timeout)
+        assert self._poll is not None
+        with self._lock:
+            changes, self._changes = self._changes, []
+        for fd, mask in changes:
+            self._poll.register(fd, mask)
+        events = self._poll.poll(timeout * 1000)
+        for fd, _ in events:
+            if fd not in self._persistent:  # EPOLLONESHOT's silence until the next arming
+                self._poll.unregister(fd)
+        return events
+
+
+class _Workers:
+    """At most `limit` threads run requests; at most `queue_limit` requests wait for one."""
+
+    def __init__(self, limit: int, queue_limit: int, run: Callable[[Any], None]):
+        self.limit = limit
+        self.queue_limit = queue_limit
+        self._run = run
+        self._changed = threading.Condition()
+        self._jobs: deque[Any] = deque()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, job: Any) -> bool:
+        """Run `job` on a worker, now or when one is free; False when the queue is full."""
+        with self._changed:
+            if self._idle > len(self._jobs):
+                self._jobs.append(job)
+                self._changed.notify()
+                return True
+            if self._threads < self.limit:
+                self._threads += 1
+                self._jobs.append(job)
+                threading.Thread(target=self._serve, name="mcpserver-worker", daemon=True).start()
+                return True
+            if len(self._jobs) - self._idle >= self.queue_limit:
+                return False
+            self._jobs.append(job)
+            return True
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a request waits for a worker (a worker then does not linger on an idle connection)."""
+        return len(self._jobs) > self._idle
+
+    def _serve(self) -> None:
+        while True:
+            with self._changed:
+                while not self._jobs:
+                    self._idle += 1
+                    self._changed.wait()
+                    self._idle -= 1
+                job = self._jobs.popleft()
+            self._run(job)
+
+
+class _Input:
+    """wsgi.input: the body, read by the server before the app runs."""
+
+    __slots__ = ("_data", "_offset")
+
+    def __init__(self, data: bytes):
+        self._data = data
+        self._offset = 0
+
+    def read(self, size: Optional[int] = -1) -> bytes:
+        end = len(self._data) if size is None or size < 0 else self._offset + size
+        chunk = self._data[self._offset:end]
+        self._offset += len(chunk)
+        return chunk
+
+    def readline(self, size: Optional[int] = -1) -> bytes:
+        end = self._data.find(b"\n", self._offset) + 1 or len(self._data)
+        if size is not None and size >= 0:
+            end = min(end, self._offset + size)
+        chunk = self._data[self._offset:end]
+        self._offset += len(chunk)
+        return chunk
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
 
 
 class _Connection:
-    """One client connection, served by its own thread until it closes, idles out or is reclaimed."""
+    """One client connection: its socket, what it has sent, where it stands. Its `lock` orders the
+    moves between the loop and a worker (state and arming together) and what both may write."""
 
-    def __init__(self, server: _Server, sock: socket.socket, address: tuple[Any, ...]):
-        self.server = server
+    __slots__ = ("address", "after", "broken", "buffer", "callbacks", "chunked", "deadline", "environ", "fd", "gone",
+                 "head", "head_sent", "interval", "keep_alive", "lock", "out", "peer_done", "poll_at", "probed",
+                 "ready", "response", "retry", "searched", "sent", "skip", "sock", "started", "state", "stream",
+                 "tls", "waiting_since", "want")
+
+    def __init__(self, sock: socket.socket, address: Any, tls: Any):
         self.sock = sock
+        self.fd = sock.fileno()
         self.address = address
-        self.buffer = bytearray()
-        self.timeout = server.read_timeout
+        self.tls = tls  # the ssl.SSLContext to wrap with, taken now: a SIGHUP reload is for connections after it
         self.lock = threading.Lock()
-        self.busy = False
+        self.buffer = bytearray()
+        self.state = HANDSHAKE if tls is not None else IDLE
+        self.deadline = _INFINITY
         self.waiting_since = time.monotonic()
-        self.reclaimed = False
-        self.tls = server.tls  # taken now: a SIGHUP reload affects connections accepted after it
+        self.head: Optional[Head] = None
+        self.environ: Optional[dict[str, Any]] = None
+        self.callbacks: list[Callable[[], None]] = []  # the running request's on_disconnect callbacks
+        self.gone = False  # the client hung up
+        self.peer_done = False  # the client sent its FIN: it may still read, but sends no more requests
+        self.probed = False  # a half-close was probed; only a hang-up is watched for now
+        self.started = False  # the running request's response began to go out
+        self.keep_alive = False
+        self.response: dict[str, Any] = {}  # what start_response was given
+        self.stream: Any = None  # a push stream's result iterable
+        self.head_sent = False
+        self.chunked = False
+        self.out = bytearray()  # what the loop still has to write, from `sent` on
+        self.sent = 0
+        self.want = _OUT  # what a write that would block waits for: _OUT, or _IN (TLS wants to read first)
+        self.broken = False  # a push stream whose on_ready failed
+        self.interval = _INFINITY  # a push stream's poll_interval
+        self.retry = 0  # TLS: the length of a write to repeat as it was (OpenSSL wants the same buffer)
+        self.after = IDLE  # where a connection goes once `out` is written: IDLE, CLOSED or LINGER
+        self.skip = 0  # DRAIN: body bytes still to skip
+        self.searched = 0  # how much of the buffer was searched for a head's end already
+        self.poll_at = _INFINITY
+        self.ready = False  # a push stream asked to be pumped
+        sock.setblocking(False)
         # Without TCP_NODELAY keep-alive requests stall ~40 ms each: Nagle meets delayed ACK (23 vs 3,000 req/s).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(self.timeout)
 
-    # -- reading ------------------------------------------------------------------------------------
-
-    def _recv(self, deadline: float, size: int = 65536) -> bytes:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise socket.timeout("deadline passed")
-        if left < self.timeout - DEADLINE_SLACK:
-            self.sock.settimeout(left)  # a system call: only when the deadline is nearer than the timeout
-            self.timeout = left
-        return self.sock.recv(size)
-
-    def take(self, size: int, deadline: float) -> bytes:
-        """Up to `size` bytes of body: buffered ones first."""
-        if self.buffer:
-            chunk = bytes(self.buffer[:size])
-            del self.buffer[:size]
-            return chunk
-        chunk = self._recv(deadline, min(max(size, 65536), 1 << 20))
-        if len(chunk) > size:  # a pipelined request follows the body
-            self.buffer += chunk[size:]
-            chunk = chunk[:size]
-        return chunk
-
-    def read_head(self) -> Optional[Head]:
-        """The next request's head; None when the client closed or idled out before sending one."""
-        if self.timeout != self.server.read_timeout:
-            self.timeout = self.server.read_timeout
-            self.sock.settimeout(self.timeout)
-        deadline = time.monotonic() + self.server.read_timeout
-        first_byte = bool(self.buffer)
-        if first_byte:
-            deadline = time.monotonic() + self.server.header_timeout
-        searched = 0
-        while True:
-            if self.buffer.startswith((b"\r", b"\n")):  # RFC 9112 §2.2: empty lines before a request are skipped
-                self.buffer = self.buffer.lstrip(b"\r\n")
-            end = _HEAD_END.search(self.buffer, max(0, searched - 3), MAX_HEAD_BYTES + 4)
-            if end is not None:
-                head = bytes(self.buffer[:end.start()])
-                del self.buffer[:end.end()]
-                return parse_head(head)
-            searched = len(self.buffer)
-            if searched > MAX_HEAD_BYTES:
-                raise HttpError(431, f"Request head larger than {MAX_HEAD_BYTES} bytes")
+    def receive(self, would_block: tuple[type[BaseException], ...],
+                tls_eof: tuple[type[BaseException], ...]) -> tuple[bytes, bool]:
+        """What has arrived, without waiting (b"" if nothing), and whether the client sent its FIN.
+        OSError when the connection broke."""
+        chunks: list[bytes] = []
+        total = 0
+        # A body still on its way is asked for whole (at most 1 MiB a call): fewer calls for large ones.
+        missing = self.head.length - len(self.buffer) if self.head is not None else 0
+        size = min(max(missing, RECV_BYTES), 16 * RECV_BYTES)
+        while total < 16 * RECV_BYTES:  # then the loop serves others; level-triggered, it comes back
             try:
-                chunk = self._recv(deadline)
-            except socket.timeout:
-                if self.buffer:
-                    raise HttpError(408, f"The request head took longer than {self.server.header_timeout:g} s") \
-                        from None
-                return None
+                chunk = self.sock.recv(size)
+            except would_block:
+                break
+            except tls_eof:
+                return b"".join(chunks), True
             if not chunk:
-                return None
-            if not first_byte:
-                first_byte = True
-                deadline = time.monotonic() + self.server.header_timeout
-            self.buffer += chunk
+                return b"".join(chunks), True
+            chunks.append(chunk)
+            total += len(chunk)
+            if len(chunk) < size and not (self.tls is not None and _pending(self.sock)):
+                break
+        return b"".join(chunks), False
 
-    # -- the loop -----------------------------------------------------------------------------------
-
-    def _start_tls(self, context: Any) -> bool:
-        """The TLS handshake; False (the connection is to be closed) if it fails or the client spoke plain HTTP."""
-        self.sock.settimeout(self.server.header_timeout)
-        first = self.sock.recv(1, socket.MSG_PEEK)
-        if first[:1].isalpha():  # a TLS handshake starts with byte 0x16; this is a plain-HTTP request
-            self.sock.recv(MAX_HEAD_BYTES)  # taken, so closing with it unread does not reset the answer away
-            self._refuse(HttpError(400, "This port speaks HTTPS: use https://"))
-            return False
-        if not first:
-            return False
-        tls_sock = context.wrap_socket(self.sock, server_side=True, do_handshake_on_connect=False)
-        self.sock = tls_sock  # before the handshake, so a reclaim can interrupt it
-        tls_sock.do_handshake()
-        self.sock.settimeout(self.timeout)
-        return True
-
-    def serve(self) -> None:
+    def send_some(self, data: Any, would_block: tuple[type[BaseException], ...]) -> int:
+        """Send what the socket takes now of `data` (a TLS write that must be repeated is, with the same
+        length); OSError when the connection broke."""
+        size = self.retry or min(len(data), SEND_BYTES)
         try:
-            if self.tls is not None and not self._start_tls(self.tls):
-                return
-            while not self.server.stopping.is_set():
-                try:
-                    head = self.read_head()
-                except HttpError as refused:
-                    self._refuse(refused)
-                    return
-                if head is None or not self._claim():
-                    return
-                try:
-                    keep_alive = self._respond(head)
-                except HttpError as failed:
-                    self._refuse(failed)
-                    return
-                finally:
-                    self.busy = False
-                    self.waiting_since = time.monotonic()
-                    self.server.now_waiting()
-                if not keep_alive:
-                    return
-        except (OSError, socket.timeout):  # a client that vanished or stalled
-            pass
-        finally:
-            self.server.forget(self)
-            try:
-                self.sock.close()
-            except OSError:
-                pass
+            sent = self.sock.send(data[:size])
+        except would_block as blocked:
+            self.retry = size if self.tls is not None else 0
+            self.want = _IN if type(blocked).__name__ == "SSLWantReadError" else _OUT
+            return 0
+        self.retry = 0
+        return sent
 
-    def _claim(self) -> bool:
-        """Mark the connection busy, unless it was reclaimed for a newcomer while it waited."""
-        with self.lock:
-            if self.reclaimed:
-                return False
-            self.busy = True
-            return True
 
-    def reclaim(self) -> bool:
-        """Called by the acceptor: end this connection if it is waiting, so its slot can be reused."""
-        with self.lock:
-            if self.busy or self.reclaimed:
-                return False
-            self.reclaimed = True
-        try:  # its thread's recv returns at once (the plain socket's shutdown: TLS state is the thread's)
-            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
-        except OSError:
-            pass
-        return True
+def _pending(sock: Any) -> int:
+    return int(sock.pending())
 
-    def _refuse(self, refused: HttpError) -> None:
-        body = (refused.message + "\n").encode()
-        self._send(f"HTTP/1.1 {refused.status} {_REASONS.get(refused.status, 'Error')}\r\nServer: {SERVER_HEADER}\r\n"
-                   "Content-Type: text/plain; charset=utf-8\r\n"
-                   f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1") + body)
 
-    def _send(self, data: bytes) -> None:
-        if self.timeout != self.server.read_timeout:
-            self.timeout = self.server.read_timeout
-            self.sock.settimeout(self.timeout)
-        self.sock.sendall(data)
+def _tls_eof() -> tuple[type[BaseException], ...]:
+    """The errors a TLS read ends with when the peer closed (none without the ssl module loaded)."""
+    ssl = sys.modules.get("ssl")
+    return (ssl.SSLZeroReturnError, ssl.SSLEOFError) if ssl is not None else ()
 
-    def _respond(self, head: Head) -> bool:
-        """Run the app for one request and send its response; whether the connection may be kept."""
-        if head.expect_continue and head.length:
-            self._send(b"HTTP/1.1 100 Continue\r\n\r\n")
-        body = _Body(self, head.length, time.monotonic() + self.server.read_timeout)
-        watch = _Watch(self.server.watcher, self.sock)
-        environ = self._environ(head, body, watch)
-        response: dict[str, Any] = {}
 
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[..., Any]:
-            response["status"], response["headers"] = status, headers
-            return lambda data: None
+def _would_block(tls: bool) -> tuple[type[BaseException], ...]:
+    if not tls:
+        return (BlockingIOError, InterruptedError)
+    import ssl
 
-        try:
-            result = self.server.app(environ, start_response)
-        except OSError:  # the client stalled or vanished while the app read the body
-            raise
-        except Exception:  # the app's own bug: answer for it, and say so where the app logs
-            import traceback
-
-            traceback.print_exc()
-            raise HttpError(500, "Internal server error") from None
-        try:
-            keep_alive = head.keep_alive and not self.server.stopping.is_set()
-            unread = body.remaining
-            if unread and (unread > MAX_DRAIN_BYTES or len(body.read()) < unread):
-                keep_alive = False  # a refused request's body: skip a small one, else hang up
-            keep_alive = self._write(head, response, result, keep_alive)
-        finally:
-            watch.end()
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-        return keep_alive
-
-    def _environ(self, head: Head, body: _Body, watch: _Watch) -> dict[str, Any]:
-        path, _, query = head.target.partition("?")
-        if path.startswith(("http://", "https://")):  # absolute-form: what a proxy sends
-            path = "/" + path.split("://", 1)[1].partition("/")[2]
-        content_type = content_length = ""
-        environ: dict[str, Any] = {
-            "REQUEST_METHOD": head.method, "SCRIPT_NAME": "", "PATH_INFO": _unquote(path),
-            "QUERY_STRING": query, "RAW_URI": head.target, "SERVER_NAME": self.server.host,
-            "SERVER_PORT": str(self.server.port), "SERVER_PROTOCOL": "HTTP/" + head.version,
-            "REMOTE_ADDR": str(self.address[0]) if self.address else "", "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "https" if self.tls is not None else "http", "wsgi.input": body,
-            "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
-            "mcpserver.headers": head.headers, "mcpserver.on_disconnect": watch.on_disconnect,
-        }
-        for name, value in head.headers:
-            key = "HTTP_" + name.upper().replace("-", "_")
-            if key == "HTTP_CONTENT_TYPE":
-                content_type = value
-            elif key == "HTTP_CONTENT_LENGTH":
-                content_length = value
-            else:
-                environ[key] = f"{environ[key]},{value}" if key in environ else value
-        environ["CONTENT_TYPE"] = content_type
-        environ["CONTENT_LENGTH"] = str(head.length) if content_length else ""  # the one value framing settled on
-        return environ
-
-    def _write(self, head: Head, response: dict[str, Any], result: Iterable[bytes], keep_alive: bool) -> bool:
-        chunks = iter(result)
-        first = next(chunks, b"")  # start_response has been called once the first piece exists
-        lines = [f"HTTP/1.1 {response['status']}", f"Server: {SERVER_HEADER}"]
-        lines += [f"{name}: {value}" for name, value in response["headers"]]
-        sized = any(name.lower() == "content-length" for name, _ in response["headers"])
-        chunked = not sized and head.version == "1.1"
-        if chunked:
-            lines.append("Transfer-Encoding: chunked")
-        elif not sized:
-            keep_alive = False  # HTTP/1.0 and no length: the end of the body is the end of the connection
-        if not keep_alive:
-            lines.append("Connection: close")
-        elif head.version == "1.0":
-            lines.append("Connection: keep-alive")
-        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        if head.method == "HEAD":
-            self._send(data)
-            return keep_alive
-        frame = _chunk if chunked else bytes
-        if len(first) < 65536:  # one send for the common case
-            self._send(data + frame(first))
-        else:
-            self._send(data)
-            self._send(frame(first))
-        for piece in chunks:
-            if piece:
-                self._send(frame(piece))
-        if chunked:
-            self._send(b"0\r\n\r\n")
-        return keep_alive
+    return (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
 def _unquote(path: str) -> str:
@@ -477,126 +503,948 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data) if data else b""
 
 
-class _Watch:
-    """The disconnect watch of one request: registered with the watcher only if the app asks for it."""
-
-    __slots__ = ("_callbacks", "_sock", "_watcher")
-
-    def __init__(self, watcher: _Watcher, sock: socket.socket):
-        self._watcher = watcher
-        self._sock = sock
-        self._callbacks: list[Callable[[], None]] = []
-
-    def on_disconnect(self, callback: Callable[[], None]) -> None:
-        if not self._callbacks:
-            self._watcher.add(self._sock, self._callbacks)
-        self._callbacks.append(callback)
-
-    def end(self) -> None:
-        if self._callbacks:
-            self._watcher.remove(self._sock)
+def _refusal(status: int, message: str, *extra: str) -> bytes:
+    """A response the server writes itself (and then closes the connection)."""
+    body = (message + "\n").encode()
+    lines = [f"HTTP/1.1 {status_line(status)}", f"Server: {SERVER_HEADER}", "Content-Type: text/plain; charset=utf-8",
+             f"Content-Length: {len(body)}", *extra, "Connection: close"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-class _Watcher:
-    """One thread that notices clients closing their connections while their requests run."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._watched: dict[int, tuple[socket.socket, list[Callable[[], None]]]] = {}
-        self._poll: Optional[Any] = None
-
-    def add(self, sock: socket.socket, callbacks: list[Callable[[], None]]) -> None:
-        with self._lock:
-            if self._poll is None:
-                self._poll = select.epoll() if hasattr(select, "epoll") else None
-                if self._poll is None:  # no epoll: disconnects go unnoticed until the response is written
-                    return
-                threading.Thread(target=self._run, name="mcpserver-disconnects", daemon=True).start()
-            self._watched[sock.fileno()] = (sock, callbacks)
-            try:
-                self._poll.register(sock.fileno(), select.EPOLLIN | EPOLLRDHUP)
-            except OSError:
-                del self._watched[sock.fileno()]
-
-    def remove(self, sock: socket.socket) -> None:
-        with self._lock:
-            if self._watched.pop(sock.fileno(), None) is not None and self._poll is not None:
-                try:
-                    self._poll.unregister(sock.fileno())
-                except OSError:
-                    pass
-
-    def _run(self) -> None:
-        assert self._poll is not None
-        hung_up = EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
-        while True:
-            for fd, events in self._poll.poll():
-                with self._lock:
-                    watched = self._watched.pop(fd, None)
-                    if watched is None:
-                        continue
-                    try:
-                        self._poll.unregister(fd)
-                    except OSError:
-                        pass
-                if events & hung_up:  # data alone is a pipelined request: no longer watchable, left alone
-                    for callback in list(watched[1]):
-                        callback()
+def _response_head(head: Head, response: dict[str, Any], keep_alive: bool) -> tuple[bytes, bool, bool]:
+    """(the status line and header fields, whether the body is chunked, whether the connection is kept)."""
+    lines = [f"HTTP/1.1 {response['status']}", f"Server: {SERVER_HEADER}"]
+    lines += [f"{name}: {value}" for name, value in response["headers"]]
+    sized = any(name.lower() == "content-length" for name, _ in response["headers"])
+    chunked = not sized and head.version == "1.1" and head.method != "HEAD"
+    if chunked:
+        lines.append("Transfer-Encoding: chunked")
+    elif not sized and head.method != "HEAD":
+        keep_alive = False  # HTTP/1.0 and no length: the end of the body is the end of the connection
+    if not keep_alive:
+        lines.append("Connection: close")
+    elif head.version == "1.0":
+        lines.append("Connection: keep-alive")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), chunked, keep_alive
 
 
 class _Server:
-    """The listening socket, the connections and their slots."""
+    """The listening socket, the loop that owns waiting connections, and the workers that run requests."""
 
-    def __init__(self, app: Callable[..., Any], host: str, port: int, *, max_connections: int, read_timeout: float,
-                 header_timeout: float, tls: Any = None):
+    def __init__(self, app: Callable[..., Any], host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 max_requests: int = DEFAULT_MAX_REQUESTS, max_queued: int = DEFAULT_MAX_QUEUED,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, read_timeout: float = DEFAULT_READ_TIMEOUT,
+                 header_timeout: float = DEFAULT_HEADER_TIMEOUT, tls: Any = None):
         self.app = app
+        self.screen: Optional[Callable[[dict[str, Any]], Any]] = getattr(app, "screen", None)
         self.tls = tls  # an ssl.SSLContext, or None for plain HTTP
+        self.max_connections = max_connections
+        self.max_body_bytes = max_body_bytes
         self.read_timeout = read_timeout
         self.header_timeout = header_timeout
-        self.max_connections = max_connections
+        self.sweep_seconds = min(SWEEP_SECONDS, read_timeout / 4, header_timeout / 4)
+        self.would_block = _would_block(tls is not None)
+        self.tls_eof = _tls_eof() if tls is not None else ()
         self.stopping = threading.Event()
         self.reload: Optional[tuple[str, Optional[str]]] = None  # (certificate, key) a SIGHUP asked to load
-        self.watcher = _Watcher()
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self.connections: set[_Connection] = set()
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.listener = socket.socket(family, socket.SOCK_STREAM)
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self.listener.bind((host, port))
-            self.listener.listen(128)
-            self.listener.setblocking(False)  # accept after poll: a client that gave up must not block it
-        except OSError:
-            self.listener.close()
-            raise
+        self.lock = threading.Lock()  # the tables below, and the wake-up flag
+        self.connections: dict[int, _Connection] = {}  # by fd
+        self.waiting: OrderedDict[_Connection, None] = OrderedDict()  # reclaimable, longest-waiting first
+        self.writers: OrderedDict[_Connection, None] = OrderedDict()  # slow readers, longest-stalled first
+        self._ready: list[_Connection] = []  # push streams that called wake()
+        self._closing: list[_Connection] = []  # poll(): closes asked for off the loop
+        self._admissions: deque[tuple[socket.socket, Any, float]] = deque()  # newcomers waiting for a place
+        self._woken = False
+        self._accept_paused = False
+        self.listener = _listening_socket(host, port)
         self.host, self.port = str(self.listener.getsockname()[0]), int(self.listener.getsockname()[1])
         self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
+        self.poller = _Poller(self.wake)
+        self.poller.watch(self.listener.fileno(), _IN)
+        self.poller.watch(self._wake_read, _IN)
+        self.workers = _Workers(max_requests, max_queued, self._work)
 
-    def wake(self) -> None:
+    # -- waking the loop --------------------------------------------------------------------------------
+
+    def poke(self) -> None:
+        """Wake the loop; safe in a signal handler (takes no lock)."""
         try:
             os.write(self._wake_write, b"!")
         except OSError:
             pass
 
-    def accept_until_stopped(self) -> None:
-        poll = select.poll()
-        poll.register(self.listener, select.POLLIN)
-        poll.register(self._wake_read, select.POLLIN)
-        while not self.stopping.is_set():
-            events = poll.poll()
-            if any(fd == self._wake_read for fd, _ in events):
-                os.read(self._wake_read, 64)
-                if self.reload is not None:
-                    files, self.reload = self.reload, None
-                    self.reload_certificate(*files)
-                continue
+    def wake(self) -> None:
+        with self.lock:
+            if self._woken:
+                return
+            self._woken = True
+        self.poke()
+
+    def _ready_now(self, conn: _Connection) -> None:
+        """A push stream's wake(): pump it on the loop soon (from any thread)."""
+        with self.lock:
+            if conn.ready:
+                return
+            conn.ready = True
+            self._ready.append(conn)
+            if self._woken:
+                return
+            self._woken = True
+        self.poke()
+
+    # -- the loop ---------------------------------------------------------------------------------------
+
+    def run(self, grace_seconds: float, hurry: threading.Event) -> int:
+        """Serve until `stopping`, then drain; return how many connections were still busy at the end."""
+        self.poller.loop_thread = threading.get_ident()
+        sweep_at, stop_at = 0.0, None
+        while True:
+            now = time.monotonic()
+            timeout = max(0.0, min(sweep_at - now, self._admissions[0][2] - now if self._admissions else _INFINITY))
+            for fd, events in self.poller.poll(0.0 if self._ready else timeout):
+                self._event(fd, events)
+            now = time.monotonic()
+            if self._admissions:
+                self._admit_waiting(now)
+            if now >= sweep_at:
+                self._sweep(now)
+                sweep_at = now + self.sweep_seconds
+            if self.stopping.is_set():
+                if stop_at is None:
+                    stop_at = self._begin_stop(now + grace_seconds)
+                    sweep_at = now
+                busy = self._close_waiting()
+                if not busy or now >= stop_at or hurry.is_set():
+                    return busy
+                sweep_at = min(sweep_at, now + 0.05)
+
+    def _event(self, fd: int, events: int) -> None:
+        if fd == self._wake_read:
+            self._woken_up()
+            return
+        conn = self.connections.get(fd)
+        if conn is None:
+            if fd == self.listener.fileno() and not self.stopping.is_set():
+                self._accept()
+            return
+        state = conn.state
+        if state in _WAITING:
+            self._readable(conn)
+        elif state == WORKING:
+            self._watched(conn, events)
+        elif state == WRITING:
+            self._writable(conn, events)
+        elif state == STREAM:
+            self._stream_event(conn, events)
+
+    def _woken_up(self) -> None:
+        try:
+            os.read(self._wake_read, 4096)
+        except OSError:
+            pass
+        with self.lock:
+            self._woken = False
+            ready, self._ready = self._ready, []
+            closing, self._closing = self._closing, []
+            for conn in ready:
+                conn.ready = False
+        for conn in closing:
+            self._close(conn)
+        if self.reload is not None:
+            files, self.reload = self.reload, None
+            self.reload_certificate(*files)
+        for conn in ready:
+            if conn.state == STREAM:
+                self._pump(conn)
+
+    def _sweep(self, now: float) -> None:
+        """Deadlines: close what waited too long; poll push streams that have been quiet."""
+        if self._accept_paused and not self.stopping.is_set():
+            self._accept_paused = False
+            self.poller.watch(self.listener.fileno(), _IN)
+        with self.lock:
+            connections = list(self.connections.values())
+        for conn in connections:
+            state = conn.state
+            if state == STREAM:
+                if now >= conn.poll_at:
+                    self._pump(conn)
+            elif (state in _WAITING or state == WRITING) and now >= conn.deadline:
+                if state == HEAD and conn.buffer:
+                    self._answer_and_close(conn, _refusal(408, f"The request head took longer than "
+                                                               f"{self.header_timeout:g} s"))
+                else:
+                    self._close(conn)
+
+    # -- accepting --------------------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        for _ in range(64):  # then the loop serves others; the listener stays readable
             try:
                 sock, address = self.listener.accept()
-            except OSError:  # the client gave up before we accepted
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno == errno.ECONNABORTED:  # the client gave up before it was accepted
+                    continue
+                self.poller.forget(self.listener.fileno())  # out of descriptors: again at the next sweep
+                self._accept_paused = True
+                return
+            self._admit(sock, address, time.monotonic() + FULL_HOUSE_GRACE)
+
+    def _admit(self, sock: socket.socket, address: Any, deadline: float) -> None:
+        if len(self.connections) < self.max_connections or self._reclaim():
+            self._open(sock, address)
+        elif len(self._admissions) < 64 and not self.stopping.is_set():
+            self._admissions.append((sock, address, deadline))  # a connection may start waiting within the grace
+        else:
+            _refuse_newcomer(sock, self.tls is None)
+
+    def _admit_waiting(self, now: float) -> None:
+        while self._admissions:
+            sock, address, deadline = self._admissions[0]
+            if len(self.connections) < self.max_connections or self._reclaim():
+                self._admissions.popleft()
+                self._open(sock, address)
+            elif now >= deadline or self.stopping.is_set():
+                self._admissions.popleft()
+                _refuse_newcomer(sock, self.tls is None)
+            else:
+                return
+
+    def _reclaim(self) -> bool:
+        """Make room: close the connection that has waited longest, else the longest-stalled slow reader."""
+        with self.lock:
+            victim = next(iter(self.waiting), None) or next(iter(self.writers), None)
+        if victim is None:
+            return False
+        self._close(victim)
+        return True
+
+    def _open(self, sock: socket.socket, address: Any) -> None:
+        try:
+            conn = _Connection(sock, address, self.tls)
+        except OSError:  # gone before it was set up
+            sock.close()
+            return
+        with self.lock:
+            self.connections[conn.fd] = conn
+        self._enter(conn, conn.state, new=True)
+
+    # -- a connection's moves -----------------------------------------------------------------------
+
+    def _deadline(self, state: str, now: float) -> float:
+        if state in (HANDSHAKE, HEAD):
+            return now + self.header_timeout
+        if state in (LINGER, DRAIN):  # the answer is out: what is left is a courtesy, kept short
+            return now + LINGER_SECONDS
+        if state in (IDLE, BODY, WRITING):
+            return now + self.read_timeout
+        return _INFINITY
+
+    def _enter(self, conn: _Connection, state: str, mask: Optional[int] = _IN, new: bool = False) -> None:
+        """Hand `conn` to the loop in `state` (from the loop, or from the worker that had it), watched for
+        `mask` (None: the caller arms it)."""
+        now = time.monotonic()
+        with conn.lock:
+            if conn.state == CLOSED:
+                return
+            conn.deadline = self._deadline(state, now)
+            with self.lock:
+                if state in _WAITING:
+                    if conn not in self.waiting:
+                        conn.waiting_since = now
+                        self.waiting[conn] = None
+                    self.writers.pop(conn, None)
+                elif state == WRITING:
+                    self.waiting.pop(conn, None)
+                    self.writers[conn] = None
+                else:
+                    self.waiting.pop(conn, None)
+                    self.writers.pop(conn, None)
+                newcomers = bool(self._admissions)
+            conn.state = state
+            if new:
+                self.poller.add(conn.fd, _IN if mask is None else mask)
+            elif mask is not None:
+                self.poller.arm(conn.fd, mask)
+        if newcomers and (state in _WAITING or state == WRITING):
+            self.wake()  # a newcomer waits for a place, and this one can now be reclaimed
+
+    def _take(self, conn: _Connection, state: str) -> None:
+        """The loop gives `conn` to a worker (SCREEN or QUEUED): it no longer waits."""
+        with conn.lock:
+            conn.state = state
+            with self.lock:
+                self.waiting.pop(conn, None)
+
+    def _close(self, conn: _Connection) -> None:
+        if not self.poller.closes_anywhere and threading.get_ident() != self.poller.loop_thread:
+            with self.lock:
+                self._closing.append(conn)
+            self.wake()
+            return
+        with conn.lock:
+            if conn.state == CLOSED:
+                return
+            conn.state = CLOSED
+            with self.lock:
+                if self.connections.get(conn.fd) is conn:
+                    del self.connections[conn.fd]
+                self.waiting.pop(conn, None)
+                self.writers.pop(conn, None)
+                newcomers = bool(self._admissions)
+            self.poller.forget(conn.fd)
+        stream, conn.stream = conn.stream, None
+        if stream is not None:
+            _close_result(stream)
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+        if newcomers:
+            self.wake()
+
+    def _hung_up(self, conn: _Connection) -> None:
+        """The client is gone: tell whoever asked, and close unless a worker still has the connection."""
+        with conn.lock:
+            conn.gone = True
+            callbacks, conn.callbacks = conn.callbacks, []
+            state = conn.state
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                import traceback
+
+                traceback.print_exc()
+        if state not in (SCREEN, QUEUED, WORKING):
+            self._close(conn)
+
+    # -- reading, on the loop ---------------------------------------------------------------------------
+
+    def _readable(self, conn: _Connection) -> None:
+        if conn.state == HANDSHAKE:
+            self._handshake(conn)
+            return
+        try:
+            data, eof = conn.receive(self.would_block, self.tls_eof)
+        except OSError:
+            self._close(conn)
+            return
+        if conn.state == LINGER:  # an answer is out; what the client still sends is dropped
+            if eof:
+                self._close(conn)
+            else:
+                self.poller.arm(conn.fd, _IN)
+            return
+        if conn.state == DRAIN:
+            taken = min(conn.skip, len(data))
+            conn.skip -= taken
+            data = data[taken:]
+            if conn.skip:
+                self._close(conn) if eof else self.poller.arm(conn.fd, _IN)
+                return
+            conn.state, conn.deadline = IDLE, time.monotonic() + self.read_timeout
+        conn.buffer += data
+        conn.peer_done = conn.peer_done or eof
+        self._advance(conn)
+
+    def _advance(self, conn: _Connection) -> None:
+        """What the buffer holds decides: wait for more, refuse, or hand the request to a worker."""
+        try:
+            step = self._next_step(conn)
+        except HttpError as refused:
+            self._answer_and_close(conn, _refusal(refused.status, refused.message))
+            return
+        if step == TOO_LARGE:
+            assert conn.head is not None
+            self._refused(conn, conn.head, self._too_large())
+            return
+        if step in (SCREEN, QUEUED):
+            self._take(conn, step)
+            if not self.workers.submit(conn):
+                self._answer_and_close(conn, _refusal(503, "Too many requests in progress; try again",
+                                                      f"Retry-After: {RETRY_AFTER_SECONDS}"))
+            return
+        if conn.peer_done:  # the client sends no more, and what it sent is not a whole request
+            self._close(conn)
+        elif step == BODY and conn.state != BODY:
+            if conn.head is not None and conn.head.expect_continue:
+                self._send_quietly(conn, _CONTINUE)
+            self._enter(conn, BODY)
+        elif conn.state == IDLE and conn.buffer:
+            self._enter(conn, HEAD)  # its first byte: the head's deadline starts now
+        else:
+            self.poller.arm(conn.fd, _IN)
+
+    def _next_step(self, conn: _Connection) -> Optional[str]:
+        """SCREEN or QUEUED when a request can go to a worker, BODY while its body is on the way, None
+        while its head is; HttpError for a head the server refuses itself."""
+        if conn.head is None:
+            buffer = conn.buffer
+            if buffer.startswith((b"\r", b"\n")):  # RFC 9112 §2.2: empty lines before a request are skipped
+                del buffer[:len(buffer) - len(buffer.lstrip(b"\r\n"))]
+                conn.searched = 0
+            # From just before where the last search ended: a head trickling in is not searched again whole.
+            end = _HEAD_END.search(buffer, max(0, conn.searched - 3), MAX_HEAD_BYTES + 4)
+            if end is None:
+                if len(buffer) > MAX_HEAD_BYTES:
+                    raise HttpError(431, f"Request head larger than {MAX_HEAD_BYTES} bytes")
+                conn.searched = len(buffer)
+                return None
+            head = parse_head(bytes(buffer[:end.start()]))
+            del buffer[:end.end()]
+            conn.searched = 0
+            conn.head, conn.environ = head, None
+            if self.screen is not None:
+                return SCREEN
+            if head.length > self.max_body_bytes:  # with screen(), the app's own bound is asked first
+                return TOO_LARGE
+        return QUEUED if len(conn.buffer) >= conn.head.length else BODY
+
+    def _handshake(self, conn: _Connection) -> None:
+        import ssl
+
+        if not isinstance(conn.sock, ssl.SSLSocket):
+            try:
+                first = conn.sock.recv(1, socket.MSG_PEEK)
+            except self.would_block:
+                self.poller.arm(conn.fd, _IN)
+                return
+            except OSError:
+                first = b""
+            if not first:
+                self._close(conn)
+                return
+            if first.isalpha():  # a TLS handshake starts with byte 0x16; this is a plain-HTTP request
+                try:  # taken, so closing with it unread does not reset the answer away
+                    conn.sock.recv(MAX_HEAD_BYTES)
+                except OSError:
+                    pass
+                self._answer_and_close(conn, _refusal(400, "This port speaks HTTPS: use https://"))
+                return
+            conn.sock = conn.tls.wrap_socket(conn.sock, server_side=True, do_handshake_on_connect=False)
+        tls_sock: Any = conn.sock
+        try:
+            tls_sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self.poller.arm(conn.fd, _IN)
+            return
+        except ssl.SSLWantWriteError:
+            self.poller.arm(conn.fd, _OUT)
+            return
+        except OSError:  # ssl.SSLError included: a failed handshake
+            self._close(conn)
+            return
+        conn.state, conn.deadline = IDLE, time.monotonic() + self.read_timeout
+        self._readable(conn)  # a request may have come with the handshake's last flight
+
+    # -- a request on a worker, watched by the loop -----------------------------------------------------
+
+    def _watch(self, conn: _Connection, callback: Callable[[], None]) -> None:
+        """environ["mcpserver.on_disconnect"]: the first callback starts the loop's watch on the socket."""
+        with conn.lock:
+            if not conn.gone:
+                conn.callbacks.append(callback)
+                if len(conn.callbacks) == 1 and conn.state == WORKING:
+                    self.poller.arm(conn.fd, 0 if conn.probed else _RDHUP)
+                return
+        callback()
+
+    def _watched(self, conn: _Connection, events: int) -> None:
+        if events & _HUNG_UP:
+            self._hung_up(conn)
+            return
+        if not events & _RDHUP:
+            return
+        # A FIN: the client sends no more, yet may still read. An interim 100 (RFC 9110 §15.2, skipped by
+        # every client) is something a peer that is really gone answers with an RST: the watch sees that.
+        with conn.lock:
+            if conn.state != WORKING:
+                return
+            conn.probed = conn.peer_done = True
+            if conn.callbacks and not conn.started and conn.head is not None and conn.head.version == "1.1":
+                self._send_quietly(conn, _CONTINUE)
+            self.poller.arm(conn.fd, 0)
+
+    def _send_quietly(self, conn: _Connection, data: bytes) -> None:
+        """A few bytes into an empty send buffer, from the loop: it takes them, or the client is gone."""
+        try:
+            conn.sock.send(data)
+        except OSError:
+            pass
+
+    # -- writing, on the loop ---------------------------------------------------------------------------
+
+    def _flush(self, conn: _Connection) -> bool:
+        """Write what the socket takes of `out`; True once all of it is written. OSError if the client is gone."""
+        out = conn.out
+        view = memoryview(out)
+        try:
+            while conn.sent < len(out):
+                sent = conn.send_some(view[conn.sent:], self.would_block)
+                if not sent:
+                    break
+                conn.sent += sent
+                conn.deadline = time.monotonic() + self.read_timeout  # progress: the slow reader's clock starts again
+        finally:
+            view.release()
+        if conn.sent < len(out):
+            return False
+        conn.out, conn.sent = bytearray(), 0
+        return True
+
+    def _queue(self, conn: _Connection, data: bytes) -> None:
+        if conn.sent:
+            del conn.out[:conn.sent]
+            conn.sent = 0
+        conn.out += data
+
+    def _writable(self, conn: _Connection, events: int) -> None:
+        if events & _HUNG_UP:
+            self._close(conn)
+        else:
+            self._write_out(conn, conn.after)
+
+    def _write_out(self, conn: _Connection, after: str) -> None:
+        """Write `out`, then go where `after` says; what the socket does not take now, the loop writes
+        as the client reads (from the loop, or from a worker that goes free)."""
+        try:
+            done = self._flush(conn)
+        except OSError:
+            self._close(conn)
+            return
+        if done:
+            self._then(conn, after)
+        elif conn.state == WRITING:
+            self.poller.arm(conn.fd, conn.want)
+        else:
+            conn.after = after
+            self._enter(conn, WRITING, conn.want)
+
+    def _then(self, conn: _Connection, after: str) -> None:
+        """Where a connection goes once its response is out (on the loop)."""
+        self._request_done(conn)
+        if after == CLOSED or (after == IDLE and (conn.gone or self.stopping.is_set())):
+            self._close(conn)
+        elif after == LINGER:
+            _shut_writing(conn)
+            self._enter(conn, LINGER)
+        elif after == DRAIN:
+            self._enter(conn, DRAIN)
+        else:
+            conn.waiting_since = time.monotonic()
+            self._enter(conn, IDLE, None)
+            self._advance(conn)  # a pipelined request may be in the buffer already: it arms what it needs
+
+    def _request_done(self, conn: _Connection) -> None:
+        with conn.lock:
+            conn.callbacks = []
+            conn.head = conn.environ = None
+            conn.started = False
+
+    def _answer_and_close(self, conn: _Connection, data: bytes) -> None:
+        """A response the server writes itself, then a lingering close (loop or worker)."""
+        self._request_done(conn)
+        conn.out, conn.sent = bytearray(data), 0
+        self._write_out(conn, LINGER)
+
+    # -- push streams, on the loop ----------------------------------------------------------------------
+
+    def _pump(self, conn: _Connection) -> None:
+        """Ask a push stream for its next piece, unless its client has not taken the last one yet."""
+        if conn.broken:
+            self._close(conn)
+            return
+        conn.poll_at = time.monotonic() + conn.interval
+        while not conn.out and conn.state == STREAM:  # until it has nothing more, or its client is full
+            try:
+                piece = next(conn.stream)
+            except StopIteration:
+                self._stream_over(conn)
+                return
+            except Exception:
+                import traceback
+
+                traceback.print_exc()
+                self._close(conn)
+                return
+            if not piece:
+                return
+            self._stream_send(conn, self._stream_head(conn) + (_chunk(piece) if conn.chunked else piece))
+
+    def _stream_head(self, conn: _Connection) -> bytes:
+        if conn.head_sent:
+            return b""
+        conn.head_sent = True
+        assert conn.head is not None
+        data, conn.chunked, conn.keep_alive = _response_head(conn.head, conn.response, conn.keep_alive)
+        with conn.lock:
+            conn.started = True
+        return data
+
+    def _stream_send(self, conn: _Connection, data: bytes) -> None:
+        self._queue(conn, data)
+        try:
+            done = self._flush(conn)
+        except OSError:
+            self._hung_up(conn)
+            return
+        self.poller.arm(conn.fd, (0 if done else conn.want) | (0 if conn.probed else _RDHUP))
+
+    def _stream_event(self, conn: _Connection, events: int) -> None:
+        if events & _HUNG_UP:
+            self._hung_up(conn)
+            return
+        probe = b""
+        if events & _RDHUP and not conn.probed:  # a half-close: find out whether the client still reads
+            conn.probed = conn.peer_done = True
+            if not conn.head_sent:
+                probe = _CONTINUE if conn.head is not None and conn.head.version == "1.1" else b""
+            elif conn.chunked:
+                probe = _chunk(getattr(conn.stream, "probe", b""))
+        self._stream_send(conn, probe)
+        if not conn.out and conn.state == STREAM:
+            self._pump(conn)  # it was held back while the client had not taken the last piece
+
+    def _stream_over(self, conn: _Connection) -> None:
+        data = self._stream_head(conn) + (b"0\r\n\r\n" if conn.chunked else b"")
+        stream, conn.stream = conn.stream, None
+        _close_result(stream)
+        self._queue(conn, data)
+        self._write_out(conn, IDLE if conn.keep_alive and not conn.peer_done else CLOSED)
+
+    # -- on a worker ------------------------------------------------------------------------------------
+
+    def _work(self, conn: _Connection) -> None:
+        """A worker's job: screen and run the connection's request, and the next ones it has sent already."""
+        try:
+            step: Optional[str] = conn.state
+            while step in (SCREEN, QUEUED):
+                if step == SCREEN:
+                    step = self._screen(conn)
+                if step == QUEUED:
+                    step = self._respond(conn)
+        except Exception:  # the server's own bug: the connection goes, the worker stays
+            import traceback
+
+            traceback.print_exc()
+            self._close(conn)
+
+    def _screen(self, conn: _Connection) -> Optional[str]:
+        assert self.screen is not None and conn.head is not None
+        head = conn.head
+        environ = conn.environ = self._environ(conn, head)
+        try:
+            refusal = self.screen(environ)
+        except Exception:
+            return self._failed(conn)
+        if refusal is not None:
+            return self._refused(conn, head, refusal)
+        if head.length > self.max_body_bytes:
+            return self._refused(conn, head, self._too_large())
+        if head.expect_continue and len(conn.buffer) < head.length:
+            self._send_quietly(conn, _CONTINUE)
+        if self._body_soon(conn, head.length):
+            return QUEUED
+        if conn.peer_done:
+            self._close(conn)
+            return None
+        self._enter(conn, BODY)
+        return None
+
+    def _body_soon(self, conn: _Connection, length: int) -> bool:
+        """Whether the whole body is in, reading on while it keeps coming within DELIVER_WAIT: an accepted
+        body that streams in (some of it came with the head) needs no hand-off to the loop and back; one
+        that has not started, or stalls, is the loop's, so a slow body never holds a worker."""
+        if not conn.buffer:
+            return length <= 0
+        while len(conn.buffer) < length and not conn.peer_done:
+            if not (conn.tls is not None and _pending(conn.sock)) and not self._readable_soon(conn):
+                return False
+            try:
+                data, eof = conn.receive(self.would_block, self.tls_eof)
+            except OSError:
+                conn.peer_done = True
+                return False
+            conn.buffer += data
+            conn.peer_done = eof
+        return len(conn.buffer) >= length
+
+    def _too_large(self) -> tuple[str, list[tuple[str, str]], bytes]:
+        body = f"The body is larger than {self.max_body_bytes} bytes\n".encode()
+        headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
+        return status_line(413), headers, body
+
+    def _refused(self, conn: _Connection, head: Head, refusal: Any) -> Optional[str]:
+        """Answer what screen() said; the body is not waited for: skipped if small, else the connection closes."""
+        status, headers, body = refusal
+        unread = head.length - len(conn.buffer)
+        keep = (head.keep_alive and not conn.peer_done and not self.stopping.is_set()
+                and unread <= MAX_DRAIN_BYTES)
+        data, _, keep = _response_head(head, {"status": status, "headers": headers}, keep)
+        if unread > 0:
+            conn.buffer.clear()
+            conn.skip = unread
+        else:
+            del conn.buffer[:head.length]
+        after = (DRAIN if unread > 0 else IDLE) if keep else (LINGER if unread > 0 else CLOSED)
+        return self._deliver(conn, [data, body if head.method != "HEAD" else b""], after)
+
+    def _respond(self, conn: _Connection) -> Optional[str]:
+        """Run the app for the request and start its response."""
+        head = conn.head
+        assert head is not None
+        environ = conn.environ or self._environ(conn, head)
+        if len(conn.buffer) == head.length:
+            body, conn.buffer = bytes(conn.buffer), bytearray()
+        else:
+            body = bytes(conn.buffer[:head.length])
+            del conn.buffer[:head.length]
+        environ["wsgi.input"] = _Input(body)
+        response: dict[str, Any] = {}
+        conn.response = response
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[..., Any]:
+            response["status"], response["headers"] = status, headers
+            return lambda data: None
+
+        with conn.lock:  # a FIN that came with the request is still seen by the watch, and probed
+            conn.state, conn.started, conn.probed = WORKING, False, False
+        try:
+            result = self.app(environ, start_response)
+        except Exception:  # the app's own bug: answer for it, and say so where the app logs
+            return self._failed(conn)
+        keep = head.keep_alive and not conn.peer_done and not self.stopping.is_set()
+        if hasattr(result, "on_ready"):
+            self._push(conn, result, keep)
+            return None
+        return self._write(conn, head, result, keep)
+
+    def _failed(self, conn: _Connection) -> Optional[str]:
+        """The app raised: say so where it logs, and answer 500 if nothing of the response went out yet."""
+        import traceback
+
+        traceback.print_exc()
+        if conn.started:
+            self._close(conn)
+        else:
+            self._answer_and_close(conn, _refusal(500, "Internal server error"))
+        return None
+
+    def _write(self, conn: _Connection, head: Head, result: Iterable[bytes], keep: bool) -> Optional[str]:
+        try:
+            chunks = iter(result)
+            first = next(chunks, b"")  # start_response has been called once the first piece exists
+        except Exception:
+            _close_result(result)
+            return self._failed(conn)
+        data, chunked, keep = _response_head(head, conn.response, keep)
+        after = IDLE if keep else CLOSED
+        frame = _chunk if chunked else bytes
+        if head.method == "HEAD" or (isinstance(result, (list, tuple)) and len(result) <= 1):
+            _close_result(result)  # the whole response is known: what the socket does not take, the loop writes
+            body = b"" if head.method == "HEAD" else frame(first)
+            return self._deliver(conn, [data, body, b"0\r\n\r\n" if chunked and body else b""], after)
+        with conn.lock:
+            conn.started = True
+        try:  # an iterable that makes its pieces as it goes: written, blocking, piece by piece
+            self._send_blocking(conn, data + frame(first))
+            for piece in chunks:
+                if piece:
+                    self._send_blocking(conn, frame(piece))
+            if chunked:
+                self._send_blocking(conn, b"0\r\n\r\n")
+        except OSError:
+            self._close(conn)
+            return None
+        finally:
+            _close_result(result)
+        return self._after(conn, after)
+
+    def _deliver(self, conn: _Connection, parts: list[bytes], after: str) -> Optional[str]:
+        """Send a whole response: what the socket takes now, the rest by the loop (the worker goes free)."""
+        with conn.lock:
+            conn.started = True
+        if sum(len(part) for part in parts) < 65536:  # one send, one segment, for the common case
+            parts = [b"".join(parts)]
+        try:
+            for index, part in enumerate(parts):
+                sent = 0
+                while sent < len(part):
+                    taken = conn.send_some(memoryview(part)[sent:], self.would_block)
+                    if not taken and not self._writable_soon(conn):  # a slow reader: the loop writes the rest
+                        conn.out = bytearray(memoryview(part)[sent:]) + b"".join(parts[index + 1:])
+                        conn.sent, conn.after = 0, after
+                        self._enter(conn, WRITING, conn.want)
+                        return None
+                    sent += taken
+        except OSError:
+            self._close(conn)
+            return None
+        return self._after(conn, after)
+
+    def _writable_soon(self, conn: _Connection) -> bool:
+        """Whether the socket takes more within DELIVER_WAIT: a client that reads at once costs no hand-off
+        (never on the loop, which must not wait)."""
+        return self._ready_soon(conn, select.POLLIN if conn.want == _IN else select.POLLOUT)
+
+    def _readable_soon(self, conn: _Connection) -> bool:
+        return self._ready_soon(conn, select.POLLIN)
+
+    def _ready_soon(self, conn: _Connection, event: int) -> bool:
+        if threading.get_ident() == self.poller.loop_thread:
+            return False
+        poll = select.poll()
+        poll.register(conn.fd, event)
+        return bool(poll.poll(DELIVER_WAIT * 1000))
+
+    def _after(self, conn: _Connection, after: str) -> Optional[str]:
+        """The response is out (on the worker): the next request, here if it has come, else to the loop."""
+        if threading.get_ident() == self.poller.loop_thread:  # the server's own answer, from the loop
+            self._then(conn, after)
+            return None
+        if after != IDLE or conn.gone or self.stopping.is_set():
+            self._then(conn, CLOSED if after == IDLE else after)
+            return None
+        self._request_done(conn)
+        conn.waiting_since = time.monotonic()
+        if not conn.buffer and not conn.peer_done and self._may_linger():
+            self._linger(conn)
+        try:
+            step = self._next_step(conn)
+        except HttpError as refused:
+            self._answer_and_close(conn, _refusal(refused.status, refused.message))
+            return None
+        if step == TOO_LARGE:
+            assert conn.head is not None
+            return self._refused(conn, conn.head, self._too_large())
+        if step in (SCREEN, QUEUED):
+            return step
+        if conn.peer_done:
+            self._close(conn)
+        elif step == BODY:
+            if conn.head is not None and conn.head.expect_continue:
+                self._send_quietly(conn, _CONTINUE)
+            self._enter(conn, BODY)
+        else:
+            self._enter(conn, HEAD if conn.buffer else IDLE)
+        return None
+
+    def _may_linger(self) -> bool:
+        """A lingering worker keeps an idle connection out of reach: not while a request waits for a
+        worker, nor at the connection bound, where a newcomer may need that connection's place."""
+        return not (self.workers.waiting or self._admissions or len(self.connections) >= self.max_connections)
+
+    def _linger(self, conn: _Connection) -> None:
+        """Wait a moment for a keep-alive client's next request, so it needs no hand-off to the loop and back."""
+        if conn.tls is None or not _pending(conn.sock):
+            poll = select.poll()
+            poll.register(conn.fd, select.POLLIN)
+            if not poll.poll(KEEP_ALIVE_LINGER * 1000):
+                return
+        try:
+            data, eof = conn.receive(self.would_block, self.tls_eof)
+        except OSError:
+            conn.gone = conn.peer_done = True
+            return
+        conn.buffer += data
+        conn.peer_done = conn.peer_done or eof
+
+    def _send_blocking(self, conn: _Connection, data: bytes) -> None:
+        """Send all of `data` from a worker, waiting while the socket is full; socket.timeout after
+        read_timeout without progress."""
+        view, sent = memoryview(data), 0
+        deadline = time.monotonic() + self.read_timeout
+        while sent < len(data):
+            taken = conn.send_some(view[sent:], self.would_block)
+            if taken:
+                sent += taken
+                deadline = time.monotonic() + self.read_timeout
                 continue
-            self._admit(sock, address)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("the client stopped reading")
+            poll = select.poll()
+            poll.register(conn.fd, select.POLLIN if conn.want == _IN else select.POLLOUT)
+            poll.poll(left * 1000)
+
+    def _push(self, conn: _Connection, result: Any, keep: bool) -> None:
+        """Hand a push stream to the loop, then give it this worker for its own work."""
+        interval = getattr(result, "poll_interval", None)
+        conn.interval = float(interval) if interval else _INFINITY
+        conn.poll_at = time.monotonic() + conn.interval
+        conn.stream, conn.keep_alive, conn.head_sent, conn.chunked = result, keep, False, False
+        with conn.lock:
+            if conn.state == CLOSED:
+                return
+            conn.state = STREAM
+            self.poller.arm(conn.fd, 0 if conn.probed else _RDHUP)
+        try:
+            result.on_ready(lambda: self._ready_now(conn))
+        except Exception:
+            import traceback
+
+            traceback.print_exc()
+            conn.broken = True
+            self._ready_now(conn)
+
+    def _environ(self, conn: _Connection, head: Head) -> dict[str, Any]:
+        path, _, query = head.target.partition("?")
+        if path.startswith(("http://", "https://")):  # absolute-form: what a proxy sends
+            path = "/" + path.split("://", 1)[1].partition("/")[2]
+        content_type = content_length = ""
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": head.method, "SCRIPT_NAME": "", "PATH_INFO": _unquote(path),
+            "QUERY_STRING": query, "RAW_URI": head.target, "SERVER_NAME": self.host,
+            "SERVER_PORT": str(self.port), "SERVER_PROTOCOL": "HTTP/" + head.version,
+            "REMOTE_ADDR": str(conn.address[0]) if conn.address else "", "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "https" if conn.tls is not None else "http", "wsgi.input": _Input(b""),
+            "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
+            "mcpserver.headers": head.headers, "mcpserver.push": True,
+            "mcpserver.on_disconnect": lambda callback: self._watch(conn, callback),
+        }
+        for name, value in head.headers:
+            key = "HTTP_" + name.upper().replace("-", "_")
+            if key == "HTTP_CONTENT_TYPE":
+                content_type = value
+            elif key == "HTTP_CONTENT_LENGTH":
+                content_length = value
+            else:
+                environ[key] = f"{environ[key]},{value}" if key in environ else value
+        environ["CONTENT_TYPE"] = content_type
+        environ["CONTENT_LENGTH"] = str(head.length) if content_length else ""  # the one value framing settled on
+        return environ
+
+    # -- stopping ---------------------------------------------------------------------------------------
+
+    def _begin_stop(self, deadline: float) -> float:
+        """Stop accepting and let the app end its long streams; the drain then has until `deadline`."""
+        self.poller.forget(self.listener.fileno())
+        self.listener.close()
+        while self._admissions:
+            self._admissions.popleft()[0].close()
+        shutdown = getattr(self.app, "shutdown", None)
+        if shutdown is not None:  # long-lived streams (subscriptions) end now, so the drain need not wait
+            try:
+                shutdown()
+            except Exception:
+                import traceback
+
+                traceback.print_exc()
+        return deadline
+
+    def _close_waiting(self) -> int:
+        """Close every connection that waits; return how many are still busy."""
+        with self.lock:
+            waiting = list(self.waiting)
+        for conn in waiting:
+            self._close(conn)
+        with self.lock:
+            return len(self.connections)
 
     def reload_certificate(self, cert: str, key: Optional[str]) -> None:
         """Load the certificate again for connections accepted from now on; keep the current one if it fails."""
@@ -606,68 +1454,50 @@ class _Server:
         except ConfigError as exc:
             print(f"mcpserver: SIGHUP: keeping the current TLS certificate: {exc}", file=sys.stderr, flush=True)
 
-    def _admit(self, sock: socket.socket, address: Any) -> None:
-        if not self._make_room():
-            try:
-                if self.tls is None:  # a TLS client could not read it
-                    sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n"
-                                 b"Content-Type: text/plain\r\nContent-Length: 21\r\n\r\nToo many connections\n")
-            except OSError:
-                pass
-            sock.close()
-            return
-        connection = _Connection(self, sock, address)
-        with self._lock:
-            self.connections.add(connection)
-        threading.Thread(target=connection.serve, name="mcpserver-connection", daemon=True).start()
 
-    def _make_room(self) -> bool:
-        """Whether a slot is free, reclaiming the longest-waiting connection's slot when none is."""
-        grace = time.monotonic() + FULL_HOUSE_GRACE
-        with self._lock:
-            while True:
-                if len(self.connections) < self.max_connections:
-                    return True
-                waiting = sorted((c for c in self.connections if not c.busy), key=lambda c: c.waiting_since)
-                if waiting or time.monotonic() >= grace:
-                    break
-                self._idle.wait(grace - time.monotonic())
-        for connection in waiting:
-            if connection.reclaim():
-                break
-        else:
-            return False
-        deadline = time.monotonic() + 1.0
-        with self._lock:
-            while len(self.connections) >= self.max_connections and time.monotonic() < deadline:
-                self._idle.wait(deadline - time.monotonic())
-            return len(self.connections) < self.max_connections
+def _listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+        listener.listen(1024)
+        listener.setblocking(False)  # accept after poll: a client that gave up must not block it
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
-    def now_waiting(self) -> None:
-        """A connection finished a request: wake an acceptor waiting for a slot (only ever one, when full)."""
-        if len(self.connections) >= self.max_connections:
-            with self._lock:
-                self._idle.notify_all()
 
-    def forget(self, connection: _Connection) -> None:
-        with self._lock:
-            self.connections.discard(connection)
-            self._idle.notify_all()
+def _refuse_newcomer(sock: socket.socket, plain: bool) -> None:
+    """Every connection runs a request or a stream: say so (a TLS client could not read it) and close."""
+    try:
+        if plain:
+            sock.setblocking(False)
+            sock.send(_refusal(503, "Too many connections", f"Retry-After: {RETRY_AFTER_SECONDS}"))
+    except OSError:
+        pass
+    sock.close()
 
-    def drain(self, grace_seconds: float, hurry: threading.Event) -> int:
-        """Close waiting connections, let busy ones finish; return how many were still busy at the end."""
-        self.listener.close()
-        deadline = time.monotonic() + grace_seconds
-        while True:
-            with self._lock:
-                connections = list(self.connections)
-            for connection in connections:
-                connection.reclaim()
-            busy = sum(1 for c in connections if c.busy)
-            if not busy or time.monotonic() >= deadline or hurry.is_set():
-                return busy
-            with self._lock:
-                self._idle.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+
+def _shut_writing(conn: _Connection) -> None:
+    """The answer is out: a FIN after it, while what the client still sends is read and dropped (closing
+    with unread data would send an RST, which can destroy the answer before the client reads it)."""
+    try:
+        socket.socket.shutdown(conn.sock, socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _close_result(result: Any) -> None:
+    close = getattr(result, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:
+            import traceback
+
+            traceback.print_exc()
 
 
 def tls_context(cert_file: str, key_file: Optional[str] = None) -> Any:
@@ -688,6 +1518,27 @@ def tls_context(cert_file: str, key_file: Optional[str] = None) -> Any:
     return context
 
 
+def fit_connections(wanted: int) -> int:
+    """`wanted` connections, or as many as RLIMIT_NOFILE allows (its soft limit raised toward the hard one
+    first), keeping RESERVED_FDS and the newcomers' queue for everything else."""
+    try:
+        import resource
+    except ImportError:  # not a Unix: no such limit to read
+        return wanted
+    needed = wanted + RESERVED_FDS + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return wanted
+    return max(1, soft - RESERVED_FDS - 64)
+
+
 def _handle_signals(server: _Server, hurry: threading.Event, tls_cert: Optional[str],
                     tls_key: Optional[str]) -> dict[int, Any]:
     """SIGTERM/SIGINT stop the server (a second one: at once); with TLS, SIGHUP loads the certificate
@@ -696,13 +1547,13 @@ def _handle_signals(server: _Server, hurry: threading.Event, tls_cert: Optional[
         if server.stopping.is_set():
             hurry.set()  # a second signal: stop waiting for requests in flight
         server.stopping.set()
-        server.wake()
+        server.poke()
 
     def reload_certificate(signum: int, frame: Any) -> None:
-        # Only a note for the accept loop: a handler that printed could land inside another print to
-        # stderr (the banner, a log line) and die of a reentrant call, taking the server with it.
+        # Only a note for the loop: a handler that printed could land inside another print to stderr (the
+        # banner, a log line) and die of a reentrant call, taking the server with it.
         server.reload = (tls_cert or "", tls_key)
-        server.wake()
+        server.poke()
 
     previous: dict[int, Any] = {}
     handlers = [(signal.SIGTERM, on_signal), (signal.SIGINT, on_signal)]
@@ -713,92 +1564,51 @@ def _handle_signals(server: _Server, hurry: threading.Event, tls_cert: Optional[
             previous[signum] = signal.signal(signum, handler)
         except ValueError:  # not the main thread: the embedding application owns signals
             pass
-    if previous:  # a signal the kernel hands to another thread still wakes the accept loop's poll()
+    if previous:  # a signal the kernel hands to another thread still wakes the loop's poll()
         previous[_WAKEUP_FD] = signal.set_wakeup_fd(server._wake_write)
     return previous
 
 
 def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable[[str, int], None],
-              max_connections: int = DEFAULT_MAX_CONNECTIONS, read_timeout: float = DEFAULT_READ_TIMEOUT,
-              header_timeout: float = DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS,
-              tls_cert: Optional[str] = None, tls_key: Optional[str] = None) -> int:
+              max_connections: int = DEFAULT_MAX_CONNECTIONS, max_requests: int = DEFAULT_MAX_REQUESTS,
+              max_queued: int = DEFAULT_MAX_QUEUED, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+              read_timeout: float = DEFAULT_READ_TIMEOUT, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+              grace_seconds: float = DEFAULT_GRACE_SECONDS, tls_cert: Optional[str] = None,
+              tls_key: Optional[str] = None) -> int:
     """Serve a WSGI app until SIGTERM/SIGINT; `banner(host, port)` is called once listening. Returns 0.
     With `tls_cert` (and `tls_key`, unless the key is in the same file) it serves HTTPS."""
-    for name, value in (("max_connections", max_connections), ("read_timeout", read_timeout),
+    for name, value in (("max_connections", max_connections), ("max_requests", max_requests),
+                        ("max_body_bytes", max_body_bytes), ("read_timeout", read_timeout),
                         ("header_timeout", header_timeout)):
         if not value > 0:
             raise ConfigError(f"{name} must be positive, not {value!r}")
+    if max_queued < 0:
+        raise ConfigError(f"max_queued must not be negative, not {max_queued!r}")
     if tls_key and not tls_cert:
         raise ConfigError("a TLS key without a certificate: give --tls-cert too")
     tls = tls_context(tls_cert, tls_key) if tls_cert else None
+    fitted = fit_connections(max_connections)
+    if fitted < max_connections:
+        print(f"mcpserver: serving at most {fitted} connections, not {max_connections}: the limit on open "
+              "files (ulimit -n) allows no more", file=sys.stderr, flush=True)
     threading.stack_size(THREAD_STACK_BYTES)
     try:
-        server = _Server(app, host, port, max_connections=max_connections, read_timeout=read_timeout,
-                         header_timeout=header_timeout, tls=tls)
+        server = _Server(app, host, port, max_connections=fitted, max_requests=max_requests, max_queued=max_queued,
+                         max_body_bytes=max_body_bytes, read_timeout=read_timeout, header_timeout=header_timeout,
+                         tls=tls)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     hurry = threading.Event()
     previous = _handle_signals(server, hurry, tls_cert, tls_key)
     banner(server.host, server.port)  # after the handlers: a signal sent once the banner is seen is handled
     try:
-        server.accept_until_stopped()
-    finally:
-        shutdown = getattr(app, "shutdown", None)
-        if shutdown is not None:  # long-lived streams (subscriptions) end now, so the drain need not wait
-            shutdown()
-        left = server.drain(grace_seconds, hurry)
+        left = server.run(grace_seconds, hurry)
         if left:
             print(f"mcpserver: exiting with {left} request(s) still running after the grace period", file=sys.stderr)
+    finally:
         for number, previous_handler in previous.items():
             if number == _WAKEUP_FD:
                 signal.set_wakeup_fd(previous_handler)
             else:
                 signal.signal(number, previous_handler)
     return 0
-
-
-def _check_oauth(oauth: Any, *, host: str, path: str, tls: bool, behind_proxy: bool) -> None:
-    if not (tls or behind_proxy or is_loopback(host)):
-        raise ConfigError(f"refusing OAuth on {host} over plain HTTP: tokens would cross the network in clear. "
-                          "Give --tls-cert and --tls-key, or --behind-proxy if a proxy in front terminates TLS")
-    from urllib.parse import urlsplit
-
-    if not behind_proxy and (urlsplit(oauth.resource).path or "/") != path:
-        raise ConfigError(f"the resource {oauth.resource} does not end with the endpoint path {path}: clients "
-                          "would look for the server and its metadata elsewhere (if a proxy in front rewrites "
-                          "paths, say --behind-proxy)")
-
-
-def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: str = "/mcp",
-          token: Optional[str] = None, token_file: Optional[str] = None, insecure_no_auth: bool = False,
-          allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
-          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, oauth: Any = None, behind_proxy: bool = False,
-          **limits: Any) -> int:
-    """Serve `server` over Streamable HTTP until SIGTERM/SIGINT; return the exit status (0).
-
-    `limits` are serve_app's: max_connections, read_timeout, header_timeout, grace_seconds, tls_cert,
-    tls_key. The token is `token`, else the first line of `token_file`, else $MCPSERVER_TOKEN;
-    `oauth` (an mcpserver.auth.ResourceServer) takes OAuth access tokens instead.
-    """
-    if oauth is None:
-        token = token or (read_token_file(token_file) if token_file else None) or os.environ.get(TOKEN_ENVIRONMENT)
-    loopback = is_loopback(host)
-    tls = bool(limits.get("tls_cert"))
-    if oauth is not None:
-        _check_oauth(oauth, host=host, path=path, tls=tls, behind_proxy=behind_proxy)
-    elif not loopback and not token and not insecure_no_auth:
-        raise ConfigError(f"refusing to listen on {host} without authentication: pass --token-file (or set "
-                          f"{TOKEN_ENVIRONMENT}), or --insecure-no-auth if something in front authenticates")
-    app = McpApp(server, path=path, token=token, allowed_origins=allowed_origins,
-                 allowed_hosts=list(allowed_hosts) or None, loopback=loopback, insecure_no_auth=insecure_no_auth,
-                 max_body_bytes=max_body_bytes, oauth=oauth, behind_proxy=behind_proxy)
-    auth = (f"OAuth for {oauth.resource}" if oauth is not None else "bearer token required" if token else
-            "WARNING: no authentication (--insecure-no-auth)" if not loopback else "loopback only, no token")
-    scheme = "https" if tls else "http"
-
-    def banner(bound_host: str, bound_port: int) -> None:
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        print(f"mcpserver: serving {server.name} {server.version} at {scheme}://{shown}:{bound_port}{path} ({auth})",
-              file=sys.stderr, flush=True)
-
-    return serve_app(app, host=host, port=port, banner=banner, **limits)

@@ -8,6 +8,8 @@ Rules of this module:
 - Publishing never waits for a listener: each one's flight decides how its notification is
   carried (stdout on stdio; a coalescing buffer per SSE stream over HTTP).
 - Ending (shutdown) wakes every listen request, which then answers with its graceful result.
+- A listener's end is an Event a transport may wait on, or watch with a callback (`on_end`), so a
+  transport that drives its streams from an event loop holds no thread per open stream.
 """
 
 from __future__ import annotations
@@ -20,15 +22,41 @@ from .errors import InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
-    from typing import Any, Optional
+    from typing import Any, Callable, Optional
 
-__all__ = ["DEFAULT_MAX_LISTENERS", "LIST_CHANGED", "Listener", "Subscriptions"]
+__all__ = ["DEFAULT_MAX_LISTENERS", "LIST_CHANGED", "Ending", "Listener", "Subscriptions"]
 
-DEFAULT_MAX_LISTENERS = 64
+# An open stream costs a buffer and, over HTTP, a connection, never a thread: the bound is on memory and
+# connections, and sits well below the HTTP server's connection bound so listeners cannot fill it.
+DEFAULT_MAX_LISTENERS = 512
 # filter key -> (registry kind, notification method)
 LIST_CHANGED = {"toolsListChanged": ("tools", "notifications/tools/list_changed"),
                 "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
                 "resourcesListChanged": ("resources", "notifications/resources/list_changed")}
+
+
+class Ending(threading.Event):
+    """A threading.Event that also calls back, once each, whoever asked to be told when it is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks_lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        with self._callbacks_lock:
+            super().set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_set(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the event is set (at once, on this thread, if it already is)."""
+        with self._callbacks_lock:
+            if not self.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
 
 
 class Listener:
@@ -43,7 +71,11 @@ class Listener:
         self.uris = uris
         self.flight = flight
         self.task_ids = task_ids  # tasks of the Tasks extension it listens to (its caller's own)
-        self.ended = threading.Event()
+        self.ended = Ending()
+
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the stream is to end (cancelled, or the server shuts down)."""
+        self.ended.on_set(callback)
 
     def send(self, method: str, params: Optional[dict[str, Any]] = None) -> None:
         self.flight.send({"jsonrpc": "2.0", "method": method,
@@ -66,8 +98,9 @@ class Subscriptions:
                                     "subscriptions/listen streams at once", data={"limit": self.limit},
                                     http_status=503)
             self._listeners = (*self._listeners, listener)
-            if self._ending:  # opened while the server shuts down: it ends at once, gracefully
-                listener.ended.set()
+            ending = self._ending
+        if ending:  # opened while the server shuts down: it ends at once, gracefully (outside the lock:
+            listener.ended.set()  # whoever watches the end may close the listener, which takes it)
 
     def close(self, listener: Listener) -> None:
         with self._lock:

@@ -1,7 +1,7 @@
 """The Streamable HTTP binding: a WSGI application for one Server (WIRE.md §16, in the order of §17).
 
-Serve it with `python -m mcpserver --http` (the built-in server, mcpserver._httpd) or any WSGI
-server (gunicorn, uWSGI, waitress): `create_app(TARGET)`.
+Serve it with `python -m mcpserver --http` (the built-in server) or any WSGI server (gunicorn,
+uWSGI, waitress): `create_app(TARGET)`.
 
 Rules of this module:
 - It maps HTTP to JSON-RPC and back, nothing more: every protocol rule, the header checks
@@ -13,12 +13,24 @@ Rules of this module:
   is not on loopback is refused (403) unless insecure_no_auth says something in front
   authenticates. The body must be application/json (else 415) and at most max_body_bytes (else
   413); an Accept that excludes JSON gets 406.
+- Every one of those checks needs only the request head, and a refusal is one exception
+  (Refused, carrying its Response). A server that knows `screen(environ)` (the built-in one)
+  calls it before it waits for a body, so a refused request never holds a slot while its body
+  trickles in; what screening learned (the principal) reaches __call__ through environ, so
+  nothing is checked twice. Under any other WSGI server, __call__ checks everything itself.
 - OAuth (`oauth`, an mcpserver.auth.ResourceServer): its RFC 9728 metadata is served, public, at
   its well-known paths; every request's token goes through it (401/403/503 with its
   WWW-Authenticate), over HTTPS only unless the peer is on loopback; the authenticated principal
   reaches the tools through the request's Flight, the token never does. `behind_proxy`: a
   TLS-terminating proxy is in front, so every request must say X-Forwarded-Proto: https (the
   header is read only then).
+- subscriptions/listen streams are bounded per peer (REMOTE_ADDR, or the nearest proxy's
+  X-Forwarded-For entry behind a proxy) and per principal (an OAuth subject; a static token is
+  one principal for everyone who holds it), below the server's own bound for all of them, so
+  one client cannot take them all (-32603, HTTP 503, saying which bound).
+- Streams (progress, subscriptions/listen) are pushed when the server says it can drive them
+  (environ["mcpserver.push"], the built-in server): then they hold no thread while they wait.
+  Under any other WSGI server they are iterated, blocking, as WSGI expects.
 - Stateless: no session id is issued, Mcp-Session-Id and Last-Event-ID are ignored, so any number
   of processes (gunicorn workers, replicas behind a load balancer) can serve the same clients.
 - Header names reach the core as they were sent when the server says so (the built-in server's
@@ -36,26 +48,32 @@ from . import _environment, _log, protocol
 from ._context import Flight
 from ._server import Server
 from ._wire import status_line
-from .errors import ConfigError
+from .errors import ConfigError, InternalError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
-    from typing import Any, Callable, Iterable, Iterator, Optional, Union
+    from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Union
 
-    from .auth import AuthError
+    from .auth import AuthError, ResourceServer
     StartResponse = Callable[..., Any]
+    Logged = Callable[[str], None]
 
-__all__ = ["McpApp", "create_app", "read_token_file"]
+__all__ = ["DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_MAX_LISTENERS_PER_PRINCIPAL", "McpApp", "Refused", "Response",
+           "create_app", "read_token_file", "resolve_token"]
 
 log = _log.get("mcpserver.http")
 access_log = _log.get("mcpserver.http.access")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # a 5 MB payload stays under it even when JSON escaping grows it 6x
+# One client's share of the server's subscriptions/listen streams (its Server's max_listeners, 512 by
+# default): a few streams is what a client needs; the rest stays for everyone else.
+DEFAULT_MAX_LISTENERS_PER_PEER = 32
+DEFAULT_MAX_LISTENERS_PER_PRINCIPAL = 128
 TOKEN_ENVIRONMENT = _environment.TOKEN
 TOKEN_FILE_ENVIRONMENT = _environment.TOKEN_FILE
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
-
-Response = tuple[str, list[tuple[str, str]], bytes]
+_SCREENED = "mcpserver.http.screened"  # environ key: what screen() learned, for __call__
+_STATIC_TOKEN = "static token"  # the principal key every holder of the one static token shares
 
 
 def is_loopback(host: str) -> bool:
@@ -101,19 +119,138 @@ def read_token_file(path: str) -> str:
     return token
 
 
+def resolve_token(token: Optional[str] = None, token_file: Optional[str] = None,
+                  environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The static bearer token, the one way every surface reads it: `token`, else the first line of
+    `token_file`, else of $MCPSERVER_TOKEN_FILE, else $MCPSERVER_TOKEN; None when there is none.
+    `environ` stands for os.environ (the command line passes what it took out of it)."""
+    if token:
+        return token
+    environ = os.environ if environ is None else environ
+    token_file = token_file or environ.get(TOKEN_FILE_ENVIRONMENT)
+    if token_file:
+        return read_token_file(token_file)
+    return environ.get(TOKEN_ENVIRONMENT) or None
+
+
+class Response:
+    """One whole HTTP answer: a status code, header fields and a body."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes = b""):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @classmethod
+    def plain(cls, status: int, message: str, *extra: tuple[str, str]) -> Response:
+        data = (message + "\n").encode()
+        return cls(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data))),
+                            *extra], data)
+
+    @classmethod
+    def json(cls, reply: Optional[protocol.Reply]) -> Response:
+        """A reply as HTTP: its response as JSON with the status the error carries; 202 with no body for a
+        notification (None), and for a request cancelled because its client went away (no one reads it)."""
+        if reply is None or reply.response is None:
+            return cls(202, [("Content-Type", "text/plain"), ("Content-Length", "0")])
+        data = protocol.encode(reply.response)
+        return cls(reply.http_status, [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+                                       ("Cache-Control", "no-store")], data)
+
+    def wsgi(self) -> tuple[str, list[tuple[str, str]], bytes]:
+        """(status line, headers, body): what screen() returns to refuse."""
+        return status_line(self.status), self.headers, self.body
+
+    def send(self, start_response: StartResponse, logged: Logged) -> Iterable[bytes]:
+        status = status_line(self.status)
+        start_response(status, self.headers)
+        logged(status)
+        return [self.body] if self.body else []
+
+
+class Refused(Exception):
+    """The request ends here, answered with `response`, before any of its body is read."""
+
+    def __init__(self, response: Response):
+        super().__init__(response.status)
+        self.response = response
+
+
+def _refused(status: int, message: str, *extra: tuple[str, str]) -> Refused:
+    return Refused(Response.plain(status, message, *extra))
+
+
+class _Admitted:
+    """What the checks on a request's head learned: who it is, what it accepts, how long its body is."""
+
+    __slots__ = ("accepted", "length", "principal", "principal_key")
+
+    def __init__(self, accepted: set[str], length: int, principal: Any, principal_key: Optional[str]):
+        self.accepted = accepted
+        self.length = length
+        self.principal = principal
+        self.principal_key = principal_key
+
+
+class _ListenSlots:
+    """Open subscriptions/listen streams counted per peer and per principal, each with its bound."""
+
+    def __init__(self, per_peer: int, per_principal: int):
+        self.per_peer = per_peer
+        self.per_principal = per_principal
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def take(self, peer: str, principal: Optional[str]) -> Callable[[], None]:
+        """A slot for one more stream, and the callable that gives it back; InternalError (503) past a bound."""
+        keys = [("peer", peer, self.per_peer)]
+        if principal is not None:
+            keys.append(("principal", principal, self.per_principal))
+        with self._lock:
+            for kind, name, limit in keys:
+                if self._counts.get((kind, name), 0) >= limit:
+                    raise InternalError(f"Too many subscriptions: at most {limit} subscriptions/listen streams "
+                                        f"are open at once per {kind}, and this {kind} has them all",
+                                        data={"limit": limit, "per": kind}, http_status=503)
+            for kind, name, _ in keys:
+                self._counts[(kind, name)] = self._counts.get((kind, name), 0) + 1
+        given_back = False
+
+        def release() -> None:
+            nonlocal given_back
+            with self._lock:
+                if given_back:
+                    return
+                given_back = True
+                for kind, name, _ in keys:
+                    left = self._counts.pop((kind, name)) - 1
+                    if left:
+                        self._counts[(kind, name)] = left
+
+        return release
+
+
 class McpApp:
     """The WSGI application for one Server. Serve it with `python -m mcpserver --http`, or any WSGI server."""
 
     def __init__(self, server: Server, *, path: str = "/mcp", token: Optional[str] = None,
                  allowed_origins: Iterable[str] = (), allowed_hosts: Optional[Iterable[str]] = None,
                  loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                 oauth: Any = None, behind_proxy: bool = False):
+                 oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
+                 max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
+                 max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL):
         """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise."""
         if not path.startswith("/"):
             raise ConfigError(f"the endpoint path must start with '/', not {path!r}")
         if oauth is not None and token:
             raise ConfigError("give a static token or OAuth, not both (a ResourceServer can take "
                               "validator=StaticTokens(...) for tokens of your own)")
+        for name, value in (("max_listeners_per_peer", max_listeners_per_peer),
+                            ("max_listeners_per_principal", max_listeners_per_principal)):
+            if value < 1:
+                raise ConfigError(f"{name} must be at least 1, not {value!r}")
         self.server = server
         self.path = path
         self._token = token.encode() if token else None
@@ -132,6 +269,7 @@ class McpApp:
             {h.lower() for h in hosts} | ({*_LOOPBACK_NAMES} if loopback else set())
             if hosts or loopback else None)
         self.max_body_bytes = max_body_bytes
+        self._listens = _ListenSlots(max_listeners_per_peer, max_listeners_per_principal)
 
     def _origin_allowed(self, origin: str) -> bool:
         if origin.rstrip("/") in self.allowed_origins:
@@ -148,13 +286,22 @@ class McpApp:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
-        answer = self._respond(environ)
-        if isinstance(answer, _Stream):
-            return answer.run(start_response, lambda status: self._log(environ, status, started))
-        status, headers, body = answer
-        start_response(status, headers)
-        self._log(environ, status, started)
-        return [body] if body else []
+        try:
+            answer: Union[Response, _Stream] = self._answer(environ)
+        except Refused as refused:
+            answer = refused.response
+        return answer.send(start_response, lambda status: self._log(environ, status, started))
+
+    def screen(self, environ: dict[str, Any]) -> Optional[tuple[str, list[tuple[str, str]], bytes]]:
+        """Every check that needs only the request head, for a server that calls this before it waits for
+        the body: None to go on (and read the body), else the (status, headers, body) to answer with."""
+        started = time.perf_counter()
+        try:
+            environ[_SCREENED] = self._admit(environ)
+        except Refused as refused:
+            self._log(environ, status_line(refused.response.status), started)
+            return refused.response.wsgi()
+        return None
 
     def shutdown(self) -> None:
         """The server is stopping: open subscriptions/listen streams end with their graceful result."""
@@ -167,101 +314,109 @@ class McpApp:
                         status[:3], _printable(environ.get("HTTP_MCP_METHOD", "-")),
                         (time.perf_counter() - started) * 1000)
 
-    def _respond(self, environ: dict[str, Any]) -> Union[Response, _Stream]:
+    def _answer(self, environ: dict[str, Any]) -> Union[Response, _Stream]:
+        admitted: _Admitted = environ.pop(_SCREENED, None) or self._admit(environ)
+        message = protocol.parse(self._read_body(environ, admitted.length), responses=False)
+        if isinstance(message, protocol.Refusal):
+            return Response.json(message.reply)
+        if not isinstance(message, protocol.Request):
+            return Response.json(None)  # a notification: accepted, never answered
+        return self._request(message, environ, admitted)
+
+    def _admit(self, environ: dict[str, Any]) -> _Admitted:
+        """The checks on the head, in order; Refused for the first that fails."""
         path = environ.get("PATH_INFO", "")
         if path != self.path:
             if self.oauth is not None and path in self.oauth.metadata_paths:
-                return self._resource_metadata(environ.get("REQUEST_METHOD"))
-            return _plain("404 Not Found", f"Not found: the MCP endpoint is {self.path}")
+                raise Refused(self._resource_metadata(environ.get("REQUEST_METHOD")))
+            raise _refused(404, f"Not found: the MCP endpoint is {self.path}")
         host = _host_name(environ.get("HTTP_HOST", "")).lower()
         if not self._host_allowed(host):
-            return _plain("403 Forbidden", f"Host {_printable(host)!r} is not allowed (DNS rebinding protection)")
+            raise _refused(403, f"Host {_printable(host)!r} is not allowed (DNS rebinding protection)")
         origin = environ.get("HTTP_ORIGIN")
         if origin is not None and not self._origin_allowed(origin):
-            return _plain("403 Forbidden", f"Origin {_printable(origin)!r} is not allowed")
+            raise _refused(403, f"Origin {_printable(origin)!r} is not allowed")
         if environ.get("REQUEST_METHOD") != "POST":
-            status, headers, body = _plain("405 Method Not Allowed", "The MCP endpoint accepts POST only")
-            return status, [*headers, ("Allow", "POST")], body
+            raise _refused(405, "The MCP endpoint accepts POST only", ("Allow", "POST"))
         if self.behind_proxy and _last(environ.get("HTTP_X_FORWARDED_PROTO", "")).lower() != "https":
-            return _plain("403 Forbidden", "This server is behind a TLS-terminating proxy: requests must come "
-                          "through it, with X-Forwarded-Proto: https")
-        refused, principal = self._authenticate(environ)
-        if refused is not None:
-            return refused
+            raise _refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
+                           "with X-Forwarded-Proto: https")
+        principal, principal_key = self._authenticate(environ)
         if _media_type(environ.get("CONTENT_TYPE", "")) != "application/json":
-            return _plain("415 Unsupported Media Type", "Send the JSON-RPC message as application/json")
+            raise _refused(415, "Send the JSON-RPC message as application/json")
         accepted = {_media_type(t) for t in environ.get("HTTP_ACCEPT", "*/*").split(",")}
         if not accepted & {"application/json", "*/*", "application/*", ""}:
-            return _plain("406 Not Acceptable", "Responses are application/json; accept it")
-        body_or_error = self._read_body(environ)
-        if isinstance(body_or_error, tuple):
-            return body_or_error
-        message = protocol.parse(body_or_error, responses=False)  # the server sends no requests of its own
-        if isinstance(message, protocol.Refusal):
-            return _json_response(message.reply)
-        if not isinstance(message, protocol.Request):
-            return _json_response(None)  # a notification: accepted, never answered
-        return self._request(message, environ, accepted, principal)
+            raise _refused(406, "Responses are application/json; accept it")
+        return _Admitted(accepted, self._declared_length(environ), principal, principal_key)
 
-    def _request(self, request: protocol.Request, environ: dict[str, Any], accepted: set[str],
-                 principal: Any) -> Union[Response, _Stream]:
+    def _request(self, request: protocol.Request, environ: dict[str, Any],
+                 admitted: _Admitted) -> Union[Response, _Stream]:
         headers = self._mirrored(environ)
-        streams = bool(accepted & {"text/event-stream", "*/*"})
-        on_disconnect = environ.get("mcpserver.on_disconnect")
+        streams = bool(admitted.accepted & {"text/event-stream", "*/*"})
         if request.work == protocol.LISTEN:
             if not streams:
-                return _plain("406 Not Acceptable", "subscriptions/listen answers with text/event-stream; accept it")
-            return _Stream(self.server, request, headers, on_disconnect, principal)
+                return Response.plain(406, "subscriptions/listen answers with text/event-stream; accept it")
+            try:
+                release = self._listens.take(self._peer(environ), admitted.principal_key)
+            except InternalError as full:
+                return Response.json(protocol.Refusal(full, request.id).reply)
+            return _Stream(self.server, request, headers, environ, admitted.principal, release)
         flight = None
         if request.work == protocol.AUTHOR:
             if request.progress_token is not None and streams:
-                return _Stream(self.server, request, headers, on_disconnect, principal)
-            flight = Flight(principal=principal)  # no stream: progress cannot be sent, but a hang-up cancels
+                return _Stream(self.server, request, headers, environ, admitted.principal)
+            flight = Flight(principal=admitted.principal)  # no stream: progress cannot be sent, but a hang-up cancels
+            on_disconnect = environ.get("mcpserver.on_disconnect")
             if on_disconnect is not None:
                 on_disconnect(flight.cancel)
-        return _json_response(protocol.dispatch(request, self.server, headers, flight=flight))
+        return Response.json(protocol.dispatch(request, self.server, headers, flight=flight))
 
-    def _authenticate(self, environ: dict[str, Any]) -> tuple[Optional[Response], Any]:
-        """(a refusal, None) or (None, the principal: None unless OAuth authenticated one)."""
+    def _peer(self, environ: dict[str, Any]) -> str:
+        """Who a per-peer bound counts: the address the nearest proxy saw when behind one, else REMOTE_ADDR."""
+        forwarded = _last(environ.get("HTTP_X_FORWARDED_FOR", "")) if self.behind_proxy else ""
+        return forwarded or str(environ.get("REMOTE_ADDR", ""))
+
+    def _authenticate(self, environ: dict[str, Any]) -> tuple[Any, Optional[str]]:
+        """(the principal: None unless OAuth authenticated one, the key its listen streams are counted by);
+        Refused when the request may not pass."""
         if self.oauth is not None:
-            return self._authenticate_oauth(environ)
+            principal = self._authenticate_oauth(environ)
+            return principal, f"subject {principal.subject}" if principal.subject else f"client {principal.client_id}"
         if self._token is None:
             if self.insecure_no_auth or is_loopback(str(environ.get("REMOTE_ADDR", ""))):
                 return None, None
-            return _plain("403 Forbidden", "This server has no token, so it serves loopback clients only; set "
-                          f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)"), None
+            raise _refused(403, "This server has no token, so it serves loopback clients only; set "
+                           f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)")
         given = environ.get("HTTP_AUTHORIZATION", "")
         scheme, _, credential = given.partition(" ")
         import hmac
 
         if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self._token):
-            status, headers, body = _plain("401 Unauthorized", "A valid bearer token is required")
             challenge = 'Bearer realm="mcp", error="invalid_token"' if credential.strip() else 'Bearer realm="mcp"'
-            return (status, [*headers, ("WWW-Authenticate", challenge)], body), None
-        return None, None
+            raise _refused(401, "A valid bearer token is required", ("WWW-Authenticate", challenge))
+        return None, _STATIC_TOKEN
 
-    def _authenticate_oauth(self, environ: dict[str, Any]) -> tuple[Optional[Response], Any]:
+    def _authenticate_oauth(self, environ: dict[str, Any]) -> Any:
         if not (self.behind_proxy or environ.get("wsgi.url_scheme") == "https"
                 or is_loopback(str(environ.get("REMOTE_ADDR", "")))):
-            return _plain("403 Forbidden", "OAuth bearer tokens are accepted over HTTPS only (serve with "
-                          "--tls-cert/--tls-key, or say --behind-proxy when a proxy terminates TLS)"), None
+            raise _refused(403, "OAuth bearer tokens are accepted over HTTPS only (serve with --tls-cert/--tls-key, "
+                           "or say --behind-proxy when a proxy terminates TLS)")
+        assert self.oauth is not None
         try:
-            return None, self.oauth.authenticate(environ.get("HTTP_AUTHORIZATION"))
+            return self.oauth.authenticate(environ.get("HTTP_AUTHORIZATION"))
         except self._auth_error as refused:
-            status, headers, body = _plain(status_line(refused.status), refused.description)
-            return (status, [*headers, *refused.headers()], body), None
+            raise _refused(refused.status, refused.description, *refused.headers()) from None
 
     def _resource_metadata(self, method: Any) -> Response:
         """The RFC 9728 document: public, so any origin may read it (browser clients discover with it)."""
         cors = [("Access-Control-Allow-Origin", "*")]
         if method == "OPTIONS":
-            return "204 No Content", [*cors, ("Access-Control-Allow-Methods", "GET"),
-                                      ("Access-Control-Allow-Headers", "*"), ("Content-Length", "0")], b""
+            return Response(204, [*cors, ("Access-Control-Allow-Methods", "GET"), ("Access-Control-Allow-Headers", "*"),
+                                  ("Content-Length", "0")])
         if method not in ("GET", "HEAD"):
-            status, headers, body = _plain("405 Method Not Allowed", "The resource metadata is read with GET")
-            return status, [*headers, ("Allow", "GET, HEAD, OPTIONS")], body
-        return "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(self._metadata))),
-                          ("Cache-Control", "public, max-age=300"), *cors], self._metadata
+            return Response.plain(405, "The resource metadata is read with GET", ("Allow", "GET, HEAD, OPTIONS"))
+        return Response(200, [("Content-Type", "application/json"), ("Content-Length", str(len(self._metadata))),
+                              ("Cache-Control", "public, max-age=300"), *cors], self._metadata)
 
     @staticmethod
     def _mirrored(environ: dict[str, Any]) -> dict[str, str]:
@@ -276,23 +431,27 @@ class McpApp:
             mirrored[key] = f"{mirrored[key]},{value}" if key in mirrored else value
         return mirrored
 
-    def _read_body(self, environ: dict[str, Any]) -> Union[bytes, Response]:
+    def _declared_length(self, environ: dict[str, Any]) -> int:
+        """The Content-Length, -1 when none was sent; Refused when it is not a number or too large."""
         declared = environ.get("CONTENT_LENGTH") or ""
         if declared and not (declared.isascii() and declared.isdigit()):
-            return _plain("400 Bad Request", "Content-Length is not a number of bytes")
+            raise _refused(400, "Content-Length is not a number of bytes")
         length = int(declared) if declared else -1
         if length > self.max_body_bytes:
-            return self._too_large()
+            raise self._too_large()
+        return length
+
+    def _read_body(self, environ: dict[str, Any], length: int) -> bytes:
         stream = environ["wsgi.input"]
         body = stream.read(length) if length >= 0 else stream.read(self.max_body_bytes + 1)
         if len(body) > self.max_body_bytes:
-            return self._too_large()
+            raise self._too_large()
         if length >= 0 and len(body) < length:
-            return _plain("400 Bad Request", "The body ended before Content-Length bytes")
+            raise _refused(400, "The body ended before Content-Length bytes")
         return bytes(body)
 
-    def _too_large(self) -> Response:
-        return _plain("413 Content Too Large", f"The body is larger than {self.max_body_bytes} bytes")
+    def _too_large(self) -> Refused:
+        return _refused(413, f"The body is larger than {self.max_body_bytes} bytes")
 
 
 class _FoldedHeaders(dict):  # type: ignore[type-arg]
@@ -306,17 +465,7 @@ class _FoldedHeaders(dict):  # type: ignore[type-arg]
 SSE_KEEPALIVE_SECONDS = 15.0  # a comment this often on a quiet stream: proxies keep it, a gone client is noticed
 SSE_BACKLOG = 256  # notifications a stream may hold for a slow client before it keeps only the latest of each
 _SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")]
-
-
-def _json_response(reply: Optional[protocol.Reply]) -> Response:
-    """A reply as HTTP: its response as JSON with the status the error carries; 202 with no body for a
-    notification (None), and for a request cancelled because its client went away (no one reads it)."""
-    if reply is None or reply.response is None:
-        return "202 Accepted", [("Content-Type", "text/plain"), ("Content-Length", "0")], b""
-    data = protocol.encode(reply.response)
-    return status_line(reply.http_status), [
-        ("Content-Type", "application/json"), ("Content-Length", str(len(data))), ("Cache-Control", "no-store")
-    ], data
+_KEEPALIVE = b": keep-alive\n\n"
 
 
 def _last(value: str) -> str:
@@ -327,38 +476,75 @@ def _last(value: str) -> str:
 class _Stream:
     """A request answered as an SSE stream: its notifications as they happen, then its response.
 
-    Progress streams and subscriptions/listen use it. The request runs on a thread of its own. The
-    response commits to text/event-stream with the first notification (or after
-    SSE_KEEPALIVE_SECONDS of silence); a reply that comes first goes out as plain JSON with its own
-    status, so 400 and 404 errors are never inside a stream (WIRE.md §16.7). Frames are
-    `data: <one-line JSON>` with no event ids. Closing the stream cancels the request.
-    Past SSE_BACKLOG notifications not yet written, they are coalesced (the latest progress, one
-    list_changed per list, one updated per URI): a client that never reads costs bounded memory,
-    and a tool that reports progress faster than the stream can be written (a tight loop can
-    report 500,000 a second; measured in docs/performance.md) sends its latest state, not a queue.
+    Progress streams and subscriptions/listen use it. The response commits to text/event-stream
+    with the first notification (or after SSE_KEEPALIVE_SECONDS of silence); a reply that comes
+    first goes out as plain JSON with its own status, so 400 and 404 errors are never inside a
+    stream (WIRE.md §16.7). Frames are `data: <one-line JSON>` with no event ids. Closing the
+    stream cancels the request. Past SSE_BACKLOG notifications not yet written, they are
+    coalesced (the latest progress, one list_changed per list, one updated per URI): a client that
+    never reads costs bounded memory, and a tool that reports progress faster than the stream can
+    be written (a tight loop can report 500,000 a second; measured in docs/performance.md) sends
+    its latest state, not a queue.
+
+    Two ways to be driven. Pushed (environ["mcpserver.push"]): the server calls on_ready(wake)
+    once on one of its workers, where the request runs (a progress stream's tool; a listen
+    request only opens its listener and returns), and calls next() whenever wake() was called or
+    poll_interval has passed; next() never blocks (b"" when there is nothing to send), so a quiet
+    stream holds no thread. Iterated (any other WSGI server): the request runs on a thread of its
+    own and iteration blocks until there is something to send, as today's WSGI servers expect.
     """
 
-    def __init__(self, server: Server, request: protocol.Request, headers: dict[str, str],
-                 on_disconnect: Optional[Callable[[Callable[[], None]], None]], principal: Any = None):
+    probe = _KEEPALIVE  # what a server may send between pieces at any time: an SSE comment
+
+    def __init__(self, server: Server, request: protocol.Request, headers: dict[str, str], environ: dict[str, Any],
+                 principal: Any = None, on_close: Optional[Callable[[], None]] = None):
         self._changed = threading.Condition()
         self._pending: list[dict[str, Any]] = []
         self._compact_at = SSE_BACKLOG
         self._reply: Optional[protocol.Reply] = None
         self._over = False  # answered, or cancelled
+        self._committed = False  # the status and headers went out
+        self._finished = False  # the last piece went out
+        self._closed = False
+        self._wake: Optional[Callable[[], None]] = None
+        self._on_close = on_close
+        self._begin: Callable[[int, list[tuple[str, str]]], None] = lambda status, headers: None
+        self.poll_interval = SSE_KEEPALIVE_SECONDS
+        self._last_sent = time.monotonic()
+        self._push = bool(environ.get("mcpserver.push"))
+        self._request = request
+        self._server = server
+        self._headers = headers
         self.flight = Flight(self._note, principal)
         self.flight.on_cancel(self._end)
+        on_disconnect = environ.get("mcpserver.on_disconnect")
         if on_disconnect is not None:
             on_disconnect(self.flight.cancel)
 
-        def work() -> None:
-            reply = protocol.dispatch(request, server, headers, flight=self.flight)
-            if reply.listening is not None:  # open until cancelled or the server stops
-                reply.listening.ended.wait()
-                reply = reply.listening.close()
-            if not self.flight.finish(lambda: self._end(reply)):
-                self._end()
+    def send(self, start_response: StartResponse, logged: Logged) -> Iterable[bytes]:
+        def begin(status: int, headers: list[tuple[str, str]]) -> None:
+            line = status_line(status)
+            start_response(line, headers)
+            logged(line if headers is not _SSE_HEADERS else f"{status} (stream)")
 
-        threading.Thread(target=work, name="mcpserver-stream", daemon=True).start()
+        self._begin = begin
+        if self._push:
+            return self
+        threading.Thread(target=self._work, name="mcpserver-stream", daemon=True).start()
+        return self._iterated()
+
+    def _work(self) -> None:
+        """Run the request; a listen request returns at once, its end answered when the listener ends."""
+        reply = protocol.dispatch(self._request, self._server, self._headers, flight=self.flight)
+        listening = reply.listening
+        if listening is not None:  # open until cancelled or the server stops
+            listening.on_end(lambda: self._answer(listening.close()))
+        else:
+            self._answer(reply)
+
+    def _answer(self, reply: protocol.Reply) -> None:
+        if not self.flight.finish(lambda: self._end(reply)):
+            self._end()
 
     def _note(self, note: dict[str, Any]) -> None:
         with self._changed:
@@ -371,54 +557,91 @@ class _Stream:
                 self._pending = list(latest.values())
                 self._compact_at = max(SSE_BACKLOG, 2 * len(self._pending))  # amortised: never quadratic
             self._changed.notify()
+            wake = self._wake
+        if wake is not None:
+            wake()
 
     def _end(self, reply: Optional[protocol.Reply] = None) -> None:
         with self._changed:
             self._reply, self._over = reply, True
             self._changed.notify()
+            wake = self._wake
+        if wake is not None:
+            wake()
 
-    def _next(self) -> tuple[list[dict[str, Any]], Optional[protocol.Reply], bool]:
-        """Wait for something to send: pending notifications, and whether the stream is over (with its reply)."""
+    # -- pushed -------------------------------------------------------------------------------------
+
+    def on_ready(self, wake: Callable[[], None]) -> None:
         with self._changed:
-            if not (self._pending or self._over):
-                self._changed.wait(SSE_KEEPALIVE_SECONDS)
+            self._wake = wake
+        self._work()
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        if self._finished:
+            raise StopIteration
+        with self._changed:
             notes, self._pending = self._pending, []
-            return notes, self._reply, self._over
+            reply, over = self._reply, self._over
+        if not (notes or over) and time.monotonic() - self._last_sent < self.poll_interval:
+            return b""  # woken early, or polled before the stream fell quiet for long: nothing yet
+        return self._piece(notes, reply, over)
 
-    def run(self, start_response: StartResponse, logged: Callable[[str], None]) -> Iterator[bytes]:
-        committed = False
+    # -- iterated -----------------------------------------------------------------------------------
+
+    def _iterated(self) -> Iterator[bytes]:
         try:
-            while True:
-                notes, reply, over = self._next()
-                if not committed and over and not notes:  # answered before any notification: plain JSON
-                    status, headers, body = _json_response(reply)
-                    start_response(status, headers)
-                    logged(status)
-                    yield body
-                    return
-                if not committed:
-                    start_response("200 OK", _SSE_HEADERS)
-                    logged("200 (stream)")
-                    committed = True
-                frames = [b"data: " + protocol.encode(note) + b"\n\n" for note in notes]
-                if over and reply is not None and reply.response is not None:
-                    frames.append(b"data: " + protocol.encode(reply.response) + b"\n\n")
-                yield b"".join(frames) or b": keep-alive\n\n"
-                if over:
-                    return
+            while not self._finished:
+                with self._changed:
+                    if not (self._pending or self._over):
+                        self._changed.wait(self.poll_interval)
+                    notes, self._pending = self._pending, []
+                    reply, over = self._reply, self._over
+                yield self._piece(notes, reply, over)
         finally:
-            self.flight.cancel()  # a no-op once answered; else the client closed the stream: stop the request
+            self.close()
+
+    # -- both ---------------------------------------------------------------------------------------
+
+    def _piece(self, notes: list[dict[str, Any]], reply: Optional[protocol.Reply], over: bool) -> bytes:
+        """What to send next: the plain JSON answer, or SSE frames (a comment when there is nothing)."""
+        if not self._committed and over and not notes:  # answered before any notification: plain JSON
+            response = Response.json(reply)
+            self._committed = self._finished = True
+            self._begin(response.status, response.headers)
+            return response.body
+        if not self._committed:
+            self._committed = True
+            self._begin(200, _SSE_HEADERS)
+        frames = [b"data: " + protocol.encode(note) + b"\n\n" for note in notes]
+        if over:
+            self._finished = True
+            if reply is not None and reply.response is not None:
+                frames.append(b"data: " + protocol.encode(reply.response) + b"\n\n")
+        self._last_sent = time.monotonic()
+        return b"".join(frames) or _KEEPALIVE
+
+    def close(self) -> None:
+        """The response is over, or its client gone: stop the request (a no-op once answered)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flight.cancel()
+        if self._on_close is not None:
+            self._on_close()
 
 
-def _plain(status: str, message: str) -> Response:
-    data = (message + "\n").encode()
-    return status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data)))], data
+def create_app(target: Union[Server, str], *, token: Optional[str] = None, token_file: Optional[str] = None,
+               path: str = "/mcp", allowed_origins: Iterable[str] = (), allowed_hosts: Optional[Iterable[str]] = None,
+               loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
+               max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
+               max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL) -> McpApp:
+    """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's.
 
-
-def create_app(target: Union[Server, str], *, token_file: Optional[str] = None, **options: Any) -> McpApp:
-    """A WSGI app for a Server or a TARGET (as on the command line).
-
-    The token defaults to the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else to
+    The token is `token`, else the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
     With `oauth=ResourceServer(...)` tokens are OAuth access tokens instead (docs/auth.md).
 
@@ -428,7 +651,9 @@ def create_app(target: Union[Server, str], *, token_file: Optional[str] = None, 
         from ._loader import load_target
 
         target = load_target(target)
-    token_file = token_file or os.environ.get(TOKEN_FILE_ENVIRONMENT)
-    if "token" not in options and options.get("oauth") is None:
-        options["token"] = read_token_file(token_file) if token_file else os.environ.get(TOKEN_ENVIRONMENT) or None
-    return McpApp(target, **options)
+    if oauth is None:
+        token = resolve_token(token, token_file)
+    return McpApp(target, path=path, token=token, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
+                  loopback=loopback, insecure_no_auth=insecure_no_auth, max_body_bytes=max_body_bytes, oauth=oauth,
+                  behind_proxy=behind_proxy, max_listeners_per_peer=max_listeners_per_peer,
+                  max_listeners_per_principal=max_listeners_per_principal)

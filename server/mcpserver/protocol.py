@@ -29,7 +29,8 @@ steps do not exist; over HTTP it maps lower-case header names to values.
 Every result carries resultType; the list methods, server/discover and resources/read carry ttlMs
 and cacheScope; every result's _meta names the server unless the server was told not to.
 subscriptions/listen answers at once with a Listening reply the transport keeps open: it waits on
-`reply.listening.ended` and then sends `reply.listening.close()`, the graceful result.
+`reply.listening.ended` (or asks `reply.listening.on_end(callback)`) and then sends
+`reply.listening.close()`, the graceful result.
 """
 
 from __future__ import annotations
@@ -227,6 +228,11 @@ class Listening:
     def ended(self) -> Any:
         """A threading.Event, set when the stream is to end."""
         return self._listener.ended
+
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the stream is to end: a transport driving its streams from an event loop
+        waits with no thread; the callback may run on any thread (the one that cancelled, or shutdown's)."""
+        self._listener.on_end(callback)
 
     def close(self) -> Reply:
         self._server.subscriptions.close(self._listener)

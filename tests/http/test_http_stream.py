@@ -113,6 +113,27 @@ def test_without_epollrdhup_in_select_calls_work_and_hanging_up_still_cancels(tm
         hanging_up_cancels(server, tmp_path)
 
 
+def test_without_epoll_the_server_runs_on_poll_and_hanging_up_still_cancels(tmp_path):
+    """The loop's portable fallback (select.poll), on any interpreter: epoll taken away."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text("import select\nif hasattr(select, 'epoll'):\n    del select.epoll\n")
+    path = os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))
+    with HttpServer(SLOW_TOOLS, env={"PYTHONPATH": path}) as server:
+        connection = server.connection()
+        try:
+            for number in range(20):  # keep-alive, handed between the loop and the workers
+                assert server.post(call("pid", id=number), connection=connection)[2]["id"] == number
+        finally:
+            connection.close()
+        connection, response = open_stream(server, with_token(call("steps", id=3, count=5), "p"))
+        try:
+            assert [frame.get("id") for frame in events(response)] == [None] * 5 + [3]
+        finally:
+            connection.close()
+        hanging_up_cancels(server, tmp_path)
+
+
 def hanging_up_cancels(tools, tmp_path, jitter=None):
     path = str(tmp_path / "ticks")
     ticks = 3 if jitter is None else jitter.randint(1, 20)

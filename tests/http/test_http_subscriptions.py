@@ -60,7 +60,7 @@ def test_a_listen_without_sse_accepted_is_406():
 
 def test_fifty_listeners_and_one_that_never_reads(jitter):
     listeners = 50 if jitter is None else jitter.randint(1, 60)
-    with HttpServer(NOTES) as server:
+    with HttpServer(NOTES, "--max-listeners-per-peer", "64") as server:  # all of them come from 127.0.0.1
         server.post(call("write_note", name="hot", text="0"))
         stuck = socket.create_connection((server.host, server.port))
         message = listen_message("stuck", resourceSubscriptions=["notes://hot"])
