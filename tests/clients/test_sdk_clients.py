@@ -5,6 +5,7 @@ what it saw, and the wire under it, so every test checks an outcome on both: the
 the answer a callback gave reaching the tool, progress in order, a cancelled call that stops.
 """
 
+import json
 import os
 
 import pytest
@@ -324,3 +325,22 @@ def test_everything(client, transport):
     assert "json_schema_2020_12_tool" in [tool["name"] for tool in outcome(report, 20)["tools"]]
     missing = report["steps"][21]["error"]
     assert missing["code"] in (-32002, -32602), missing  # legacy "resource not found" (LEGACY.md §11)
+
+
+@pytest.mark.parametrize("revision", ["2025-03-26", "2024-11-05"])
+def test_an_older_session_is_never_sent_elicitation(revision):
+    """The Python SDK 1.x declares elicitation whatever revision it asks for; elicitation came with
+    2025-06-18, so an older session does not have it: the tool says so, and no elicitation/create (a
+    request that revision lacks) goes out. Sampling and roots are older, and still round-trip."""
+    report = session("python-sdk-1", "stdio", "interactive.py", [
+        {"op": "call", "name": "delete_file", "arguments": {"path": "/tmp/gone.txt"}},
+        {"op": "call", "name": "haiku", "arguments": {"topic": "frogs"}},
+        {"op": "call", "name": "where_am_i"},
+    ], answers=ANSWERS, protocol_version=revision)
+    assert "elicitation" in report["outgoing"][0]["params"]["capabilities"]  # what makes this a real case
+    refused = outcome(report, 0)
+    assert refused["isError"] and "elicitation" in refused["content"][0]["text"], refused
+    assert "elicitation/create" not in [m.get("method") for m in report["incoming"]]
+    assert text(report, 1) == ANSWERS["sample"]
+    where = json.loads(outcome(report, 2)["content"][0]["text"])  # no structuredContent before 2025-06-18
+    assert where == {"roots": [root["uri"] for root in ANSWERS["roots"]], "here": ["/tmp"]}
