@@ -1,17 +1,20 @@
 # `make test` runs the host suites; `make matrix` runs them in every lab cell (see README.md). tests/bundle
-# installs the official MCP Bundle tool (npm @anthropic-ai/mcpb, pinned) into .cache/mcpb on first use.
+# installs the official MCP Bundle tool (npm @anthropic-ai/mcpb, pinned) into .cache/mcpb on first use;
+# tests/clients the legacy era's real clients (the TypeScript and Python SDKs' 1.x, the Inspector's CLI,
+# all pinned in tests/clients/client_tools.py) into .cache/clients, with npm and pip.
 PYTHON ?= python3
 VENV ?= .venv
 EXTRAS ?= dev
 PY := $(VENV)/bin/python
 
-.PHONY: test test-py39 test-auth lint lint-tools conformance help task-store-tools
+.PHONY: test test-py39 test-auth test-clients lint lint-tools conformance help task-store-tools
 
 help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
 	@echo "make lint        ruff; mypy --strict on server/, matrix/ and scripts/; actionlint on the workflows"
 	@echo "make test-auth   only the OAuth suite against a real authorization server (oidc-provider; Node 22 on first use)"
+	@echo "make test-clients only the real legacy-era clients (SDKs 1.x, the Inspector; installed on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
@@ -28,7 +31,7 @@ $(VENV)/.installed: pyproject.toml
 
 test: $(VENV)/.installed task-store-tools
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
-	  tests/fuzz tests/task_store
+	  tests/clients tests/fuzz tests/task_store
 
 # tests/task_store starts its own PostgreSQL servers from Debian's postgresql package (psycopg comes with the
 # test extra). The package starts a cluster of its own on installation; nothing uses it, so it is stopped.
@@ -47,6 +50,10 @@ test-py39:
 # Part of `make test`; this runs it alone.
 test-auth: $(VENV)/.installed
 	$(PY) -m pytest -q tests/auth
+
+# Real clients of the legacy era against the examples (part of `make test`; this runs them alone).
+test-clients: $(VENV)/.installed
+	$(PY) -m pytest -q tests/clients
 
 # The official conformance suite (npm, pinned; installs Node 22 into .cache/conformance on first use).
 conformance: $(VENV)/.installed

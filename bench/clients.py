@@ -305,3 +305,56 @@ class HttpClient:
             raise WrongAnswer("the server closed the connection mid-response")
         buffer += chunk
         return True
+
+
+# -- the legacy era: an initialize handshake first, then requests without the modern _meta --------------
+
+LEGACY_VERSION = "2025-11-25"  # the newest initialize-based revision: what the SDKs' 1.x clients ask for
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def legacy_initialize(request_id: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize",
+            "params": {"protocolVersion": LEGACY_VERSION, "capabilities": {},
+                       "clientInfo": {"name": "bench", "version": "1"}}}
+
+
+def legacy_echo_line(request_id: int, tool: str = "echo") -> bytes:
+    """tools/call echo as a client of a legacy session sends it: no _meta."""
+    return encode({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": {"text": echo_text(request_id)}}}) + b"\n"
+
+
+def check_initialized(raw: bytes, request_id: int) -> None:
+    """The InitializeResult for `request_id`, in the revision asked for."""
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        raise WrongAnswer(f"initialize: not JSON: {raw[:120]!r}") from None
+    result = message.get("result") if isinstance(message, dict) and message.get("id") == request_id else None
+    if not isinstance(result, dict) or result.get("protocolVersion") != LEGACY_VERSION:
+        raise WrongAnswer(f"initialize was not answered with {LEGACY_VERSION}: {raw[:200]!r}")
+
+
+def legacy_http_request(client: HttpClient, body: bytes, session_id: Optional[str], negotiated: bool) -> bytes:
+    """A POST as a 2025-11-25 client sends it: no Mcp-Method; MCP-Protocol-Version and the session's id
+    (when the server minted one) on every request after initialize."""
+    head = [f"POST {client.path} HTTP/1.1", f"Host: {client.host}:{client.port}", "Content-Type: application/json",
+            "Accept: application/json, text/event-stream"]
+    if negotiated:
+        head.append(f"MCP-Protocol-Version: {LEGACY_VERSION}")
+    if session_id:
+        head.append(f"Mcp-Session-Id: {session_id}")
+    head.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def message_of(response: HttpResponse) -> bytes:
+    """The JSON-RPC answer in a response: the body, or the last data frame of an SSE stream."""
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        return response.body
+    frames = [line[len(b"data:"):].strip() for line in response.body.split(b"\n") if line.startswith(b"data:")]
+    frames = [frame for frame in frames if frame]
+    if not frames:
+        raise WrongAnswer(f"an SSE stream without data: {response.body[:200]!r}")
+    return frames[-1]

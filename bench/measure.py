@@ -143,6 +143,16 @@ def warm_up(session: StdioSession, count: int = 50, tool: str = "echo") -> None:
         clients.check_echo(session.ask(clients.echo_line(request_id, tool)), request_id)
 
 
+def legacy_handshake(session: StdioSession, warm: int = 50) -> None:
+    """Open a legacy session on the process (initialize, then notifications/initialized), then warm it up
+    with legacy echo calls, as warm_up does for the modern ones."""
+    request_id = session.ids(1)[0]
+    clients.check_initialized(session.ask(clients.encode(clients.legacy_initialize(request_id)) + b"\n"), request_id)
+    _write_all(session.stdin, clients.encode(clients.INITIALIZED) + b"\n")
+    for request_id in session.ids(warm):
+        clients.check_echo(session.ask(clients.legacy_echo_line(request_id)), request_id)
+
+
 def _check_batch(lines: list[bytes], ids: range) -> None:
     """Every id answered exactly once, correctly, in whatever order the server chose."""
     by_id: dict[Any, bytes] = {}
@@ -160,10 +170,12 @@ def _check_batch(lines: list[bytes], ids: range) -> None:
         clients.check_echo(by_id[request_id], request_id)
 
 
-def stdio_pipelined(session: StdioSession, count: int, tool: str = "echo") -> dict[str, float]:
-    """`count` echo requests written ahead by a writer thread; requests per second until the last answer."""
+def stdio_pipelined(session: StdioSession, count: int, tool: str = "echo",
+                    line_of: Callable[[int, str], bytes] = clients.echo_line) -> dict[str, float]:
+    """`count` echo requests written ahead by a writer thread; requests per second until the last answer.
+    `line_of` builds each request (clients.legacy_echo_line: as a legacy session's client sends it)."""
     ids = session.ids(count)
-    data = b"".join(clients.echo_line(i, tool) for i in ids)
+    data = b"".join(line_of(i, tool) for i in ids)
     failure: list[BaseException] = []
 
     def write() -> None:
@@ -220,10 +232,11 @@ class same_core:
                 pass
 
 
-def stdio_lockstep(session: StdioSession, count: int, tool: str = "echo") -> dict[str, float]:
+def stdio_lockstep(session: StdioSession, count: int, tool: str = "echo",
+                   line_of: Callable[[int, str], bytes] = clients.echo_line) -> dict[str, float]:
     """One request at a time, client and server on one core (same_core); round-trip percentiles in µs."""
     ids = session.ids(count)
-    lines = [clients.echo_line(i, tool) for i in ids]
+    lines = [line_of(i, tool) for i in ids]
     times = []
     answers = []
     with same_core(session.running.process.pid):
@@ -432,6 +445,52 @@ def http_sequential(running: systems.Running, count: int, authorization: Optiona
         _check_http_echo(client, response, request_id)
     return {"rps": count / elapsed, "p50_us": percentile(times, 0.5) * 1e6, "p99_us": percentile(times, 0.99) * 1e6,
             "connections": client.connections}
+
+
+def http_legacy_sequential(running: systems.Running, count: int) -> dict[str, float]:
+    """http_sequential in a legacy session: initialize (keeping the Mcp-Session-Id the server mints, if
+    it does), notifications/initialized, then `count` echo requests as a 2025-11-25 client sends them,
+    one after another on one keep-alive connection. Answers may be JSON or an SSE stream; both are read
+    whole, and checked after the clock stops."""
+    client = clients.HttpClient("127.0.0.1", running.port)
+    try:
+        opened = client.send(clients.legacy_http_request(client, clients.encode(clients.legacy_initialize(0)), None,
+                                                         False))
+        if opened.status != 200:
+            raise WrongAnswer(f"initialize: HTTP {opened.status}: {opened.body[:200]!r}")
+        clients.check_initialized(clients.message_of(opened), 0)
+        session_id = opened.headers.get("mcp-session-id")
+        acknowledged = client.send(clients.legacy_http_request(client, clients.encode(clients.INITIALIZED), session_id,
+                                                               True))
+        if acknowledged.status not in (200, 202):
+            raise WrongAnswer(f"notifications/initialized: HTTP {acknowledged.status}: {acknowledged.body[:200]!r}")
+
+        def echo(request_id: int) -> bytes:
+            return clients.legacy_http_request(client, clients.legacy_echo_line(request_id)[:-1], session_id, True)
+
+        for request_id in range(1, 21):  # warm-up
+            _check_legacy_http_echo(client.send(echo(request_id)), request_id)
+        client.connections = 0
+        requests = [echo(request_id) for request_id in range(100, 100 + count)]
+        times, answers = [], []
+        started = time.perf_counter()
+        for request in requests:
+            begun = time.perf_counter()
+            answers.append(client.send(request))
+            times.append(time.perf_counter() - begun)
+        elapsed = time.perf_counter() - started
+    finally:
+        client.close()
+    for request_id, response in enumerate(answers, start=100):
+        _check_legacy_http_echo(response, request_id)
+    return {"rps": count / elapsed, "p50_us": percentile(times, 0.5) * 1e6, "p99_us": percentile(times, 0.99) * 1e6,
+            "connections": client.connections, "session": 1.0 if session_id else 0.0}
+
+
+def _check_legacy_http_echo(response: clients.HttpResponse, request_id: int) -> None:
+    if response.status != 200:
+        raise WrongAnswer(f"HTTP {response.status}: {response.body[:200]!r}")
+    clients.check_echo(clients.message_of(response), request_id)
 
 
 def http_fresh_tokens(running: systems.Running, tokens: list[str], cached: str) -> dict[str, float]:

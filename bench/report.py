@@ -26,7 +26,8 @@ LABELS = {
              "mcpserver-log": "mcpserver, access log on", "mcpserver-gunicorn": "mcpserver on gunicorn -w 2",
              "mcpserver-wsgiref": "mcpserver on wsgiref (reference)", "sdk": "official SDK (mcp 2.3.0, uvicorn)",
              "auth-none": "mcpserver, no token (reference)", "auth-static": "mcpserver, static token (--token-file)",
-             "auth-rs256": "mcpserver, OAuth: RS256 JWT", "auth-es256": "mcpserver, OAuth: ES256 JWT"},
+             "auth-rs256": "mcpserver, OAuth: RS256 JWT", "auth-es256": "mcpserver, OAuth: ES256 JWT",
+             "sdk-sessions": "official SDK (mcp 2.3.0, uvicorn, with sessions)"},
 }
 
 
@@ -535,6 +536,7 @@ def render(results: dict[str, Any], lab_times_path: Optional[str] = None) -> str
     add(_sse_section(results))
     add(_beside_held_section(results))
     add(_auth_section(results))
+    add(_legacy_section(results))
     add(_profile_section(results.get("profile")))
     add(_notes())
     add(["## Lab run times", ""])
@@ -680,6 +682,58 @@ def _beside_held_section(results: dict[str, Any]) -> list[str]:
                     "made; their round trips. The tests hold only the order (every quick call is answered while "
                     "the held one runs, which answers last); these are the figures they used to assert "
                     "(p90 under 100 ms), which a loaded CI runner does not keep.", body)
+
+
+def _across(results: dict[str, Any], field: str, top: tuple[str, str], bottom: tuple[str, str]) -> list[float]:
+    """Per-round ratios of one system's figure in one metric to another's in another metric (same round)."""
+    above = _values(results, top[0], top[1], field)
+    below = _values(results, bottom[0], bottom[1], field)
+    return [above[r] / below[r] for r in sorted(above) if below.get(r)]
+
+
+def _legacy_section(results: dict[str, Any]) -> list[str]:
+    metrics = results["metrics"]
+    if not any(metrics.get(m) for m in ("stdio.legacy_pipelined", "stdio.legacy_lockstep", "http.legacy_sequential")):
+        return []
+    c = results["config"]
+    ours_lockstep = _across(results, "p50_us", ("stdio.legacy_lockstep", "mcpserver"), ("stdio.lockstep", "mcpserver"))
+    ours_pipelined = _across(results, "rps", ("stdio.legacy_pipelined", "mcpserver"), ("stdio.pipelined", "mcpserver"))
+    body = [f"stdio, {c['pipelined']:,} pipelined echo requests:", "",
+            *_table(results, "stdio.legacy_pipelined", "stdio", [("min req/s", "rps", "min"),
+                                                                 ("median req/s", "rps", "median")],
+                    ["mcpserver", "sdk"]),
+            "", f"stdio, {c['lockstep']:,} lock-step round trips (pinned to one core, as above):", "",
+            *_table(results, "stdio.legacy_lockstep", "stdio", [("p50 min µs", "p50_us", "min"),
+                                                                ("p50 median µs", "p50_us", "median"),
+                                                                ("p99 median µs", "p99_us", "median")],
+                    ["mcpserver", "sdk"]),
+            "",
+            f"- lock-step p50, mcpserver legacy ÷ modern (the stdio.lockstep row, same round): "
+            f"{_spread(ours_lockstep)}",
+            f"- pipelined, mcpserver legacy ÷ modern: "
+            f"{_spread(ours_pipelined)}",
+            f"- lock-step p50, official SDK ÷ mcpserver, both legacy: "
+            f"{_spread(ratios(results, 'stdio.legacy_lockstep', 'p50_us', 'sdk', 'mcpserver'))}",
+            f"- pipelined, mcpserver ÷ official SDK, both legacy: "
+            f"{_spread(ratios(results, 'stdio.legacy_pipelined', 'rps', 'mcpserver', 'sdk'))}",
+            "", f"HTTP, {c['sequential']:,} sequential keep-alive echo requests in one session:", "",
+            *_table(results, "http.legacy_sequential", "http", [("min req/s", "rps", "min"),
+                                                                ("median req/s", "rps", "median"),
+                                                                ("p50 median µs", "p50_us", "median"),
+                                                                ("p99 median µs", "p99_us", "median")],
+                    ["mcpserver", "sdk-sessions"])]
+    if "mcpserver" in metrics.get("http.legacy_sequential", {}):
+        body += ["", f"- mcpserver ÷ official SDK, both legacy: "
+                 f"{_spread(ratios(results, 'http.legacy_sequential', 'rps', 'mcpserver', 'sdk-sessions'))}"]
+    else:
+        body += ["", "mcpserver's row is not measured yet: it serves legacy sessions over stdio only so far "
+                 "(legacy Streamable HTTP is issue 25 item 4; `LEGACY_HTTP_SERVED` in bench/systems.py)."]
+    return _section("Legacy era: after an initialize handshake",
+                    "The same echo tool, reached the way a 2025-11-25 client does: `initialize`, "
+                    "`notifications/initialized`, then tools/call without the modern `_meta` (over HTTP: no "
+                    "Mcp-Method, MCP-Protocol-Version 2025-11-25 and the Mcp-Session-Id the server minted). Each "
+                    "system in a process of its own; the official SDK is `bench/sdk_server.py` (over HTTP its "
+                    "stateful app, `--http-sessions`). Every answer checked, as everywhere here.", body)
 
 
 def _auth_section(results: dict[str, Any]) -> list[str]:

@@ -26,6 +26,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable
 
+import clients
 import measure
 import profile_hot_path
 import report
@@ -147,6 +148,42 @@ class Run:
             for session in sessions.values():
                 systems.stop(session.running)
         self.requests_in_flight_round(r)
+        self.legacy_stdio_round(r)
+
+    def legacy_stdio_round(self, r: int) -> None:
+        """mcpserver and the official SDK after an initialize handshake (the legacy era): pipelined and
+        lock-step echo as a legacy client sends it, on processes of their own, so nothing the modern rows
+        measure shares a process with a legacy session."""
+        args = self.args
+        metrics = ("stdio.legacy_pipelined", "stdio.legacy_lockstep")
+        sessions: dict[str, measure.StdioSession] = {}
+        order = rotated(systems.legacy_stdio_systems(self.python, self.venv_python), r)
+        try:
+            for system in order:
+                started = attempt(systems.start, system, self.log_dir)
+                if "error" in started:
+                    for metric in metrics:
+                        self.record(metric, system.key, r, dict(started))
+                    continue
+                session = measure.StdioSession(started["value"])
+                sessions[system.key] = session
+                opened = attempt(measure.legacy_handshake, session)
+                if "error" in opened:
+                    for metric in metrics:
+                        self.record(metric, system.key, r, dict(opened))
+                    systems.stop(sessions.pop(system.key).running)
+            measured = [s for s in order if s.key in sessions]
+            for system in measured:
+                self.record("stdio.legacy_pipelined", system.key, r,
+                            attempt(measure.stdio_pipelined, sessions[system.key], args.pipelined, "echo",
+                                    clients.legacy_echo_line))
+            for system in measured:
+                self.record("stdio.legacy_lockstep", system.key, r,
+                            attempt(measure.stdio_lockstep, sessions[system.key], args.lockstep, "echo",
+                                    clients.legacy_echo_line))
+        finally:
+            for session in sessions.values():
+                systems.stop(session.running)
 
     def requests_in_flight_round(self, r: int) -> None:
         """bench/progress_server.py on stdio: progress notifications per second, and echo with and
@@ -259,6 +296,21 @@ class Run:
         self.http_start_round(r)
         self.http_progress_round(r)
         self.http_auth_round(r)
+        self.legacy_http_round(r)
+
+    def legacy_http_round(self, r: int) -> None:
+        """http.sequential in a legacy session: the official SDK with sessions, and mcpserver once it serves
+        legacy Streamable HTTP (systems.LEGACY_HTTP_SERVED)."""
+        for system in rotated(systems.legacy_http_systems(self.python, self.venv_python), r):
+            started = attempt(systems.start, system, self.log_dir)
+            if "error" in started:
+                self.record("http.legacy_sequential", system.key, r, dict(started))
+                continue
+            try:
+                self.record("http.legacy_sequential", system.key, r,
+                            attempt(measure.http_legacy_sequential, started["value"], self.args.sequential))
+            finally:
+                systems.stop(started["value"])
 
     def http_start_round(self, r: int) -> None:
         """Exec to the first answer over HTTP, each server told its port up front."""

@@ -4,10 +4,13 @@ Runs from the benchmark's own environment (.cache/bench-venv), never from the pr
 
     .cache/bench-venv/bin/python bench/sdk_server.py                 # stdio
     .cache/bench-venv/bin/python bench/sdk_server.py --http PORT     # uvicorn, stateless JSON responses
+    .cache/bench-venv/bin/python bench/sdk_server.py --http-sessions PORT   # the same, with sessions
 
 Over HTTP it is served the way the SDK documents for stateless deployments: its Starlette app
 (stateless_http, json_response) under uvicorn, with uvicorn's access log off like every other
-server in the benchmark.
+server in the benchmark. --http-sessions serves its stateful app instead (the SDK's default: an
+Mcp-Session-Id minted at initialize, required after), for the legacy-era row: the way an
+initialize-based client meets a server that keeps sessions, as mcpserver does for that era.
 """
 
 import sys
@@ -38,10 +41,10 @@ async def steps(count: int, ctx: Context) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+    if len(sys.argv) == 3 and sys.argv[1] in ("--http", "--http-sessions"):
         import uvicorn
 
-        app = server.streamable_http_app(stateless_http=True, json_response=True)
+        app = server.streamable_http_app(stateless_http=sys.argv[1] == "--http", json_response=True)
         uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False)
     else:
         server.run()

@@ -34,6 +34,7 @@ OURS_LOGGED = "mcpserver-log"
 OURS_GUNICORN = "mcpserver-gunicorn"
 OURS_WSGIREF = "mcpserver-wsgiref"
 SDK = "sdk"
+SDK_SESSIONS = "sdk-sessions"  # the official SDK's stateful HTTP app, for the legacy-era row
 OURS_PROGRESS = "mcpserver-progress"  # bench/progress_server.py: echo, echo_ctx, steps
 AUTH_SERVER = "authorization-server"  # the stand-in issuer for the OAuth run
 AUTH_STATIC = "auth-static"
@@ -122,6 +123,25 @@ def http_systems(python: str, venv_python: str) -> list[System]:
         System(SDK, "official SDK", "http", (venv_python, os.path.join(BENCH, "sdk_server.py"), "--http", "{port}"),
                "mcp==2.3.0 MCPServer streamable_http_app(stateless_http, json_response) on uvicorn"),
     ]
+
+
+def legacy_stdio_systems(python: str, venv_python: str) -> list[System]:
+    """mcpserver and the official SDK, each opened with an initialize handshake (measure.legacy_handshake)."""
+    return [s for s in stdio_systems(python, venv_python) if s.key in (OURS, SDK)]
+
+
+# mcpserver serves legacy sessions over Streamable HTTP from issue 25 item 4 on; until then its legacy HTTP
+# row is not measured (True: measured beside the SDK's).
+LEGACY_HTTP_SERVED = False
+
+
+def legacy_http_systems(python: str, venv_python: str) -> list[System]:
+    ours = [s for s in http_systems(python, venv_python) if s.key == OURS] if LEGACY_HTTP_SERVED else []
+    return [*ours,
+            System(SDK_SESSIONS, "official SDK, with sessions", "http",
+                   (venv_python, os.path.join(BENCH, "sdk_server.py"), "--http-sessions", "{port}"),
+                   "mcp==2.3.0 MCPServer streamable_http_app(json_response), stateful: an Mcp-Session-Id per "
+                   "initialize")]
 
 
 def progress_stdio(python: str) -> System:

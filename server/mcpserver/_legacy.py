@@ -77,13 +77,25 @@ def initialize(params: dict[str, Any], info: dict[str, Any], capabilities: dict[
     revision = negotiate(params.get("protocolVersion"))
     client_capabilities = params.get("capabilities")
     client_info = params.get("clientInfo")
-    session = LegacySession(revision, client_capabilities if isinstance(client_capabilities, dict) else {},
+    session = LegacySession(revision, _client_capabilities(client_capabilities, revision),
                             client_info if isinstance(client_info, dict) else {})
     result: dict[str, Any] = {"protocolVersion": revision, "capabilities": _capabilities(capabilities, session),
                               "serverInfo": _implementation(info, session)}
     if instructions:
         result["instructions"] = instructions
     return result, session
+
+
+# Client capabilities that came with a later revision (LEGACY.md §3). A client may declare one in an older
+# session (the SDKs' 1.x clients declare elicitation whatever revision they ask for); it is not negotiated
+# there, so the server never sends that revision a request it lacks (elicitation/create before 2025-06-18).
+_CLIENT_CAPABILITY_SINCE = {"elicitation": _V2025_06, "tasks": _V2025_11}
+
+
+def _client_capabilities(declared: Any, revision: str) -> dict[str, Any]:
+    if not isinstance(declared, dict):
+        return {}
+    return {key: value for key, value in declared.items() if revision >= _CLIENT_CAPABILITY_SINCE.get(key, "")}
 
 
 def _capabilities(offered: dict[str, Any], session: LegacySession) -> dict[str, Any]:
