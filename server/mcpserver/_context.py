@@ -322,10 +322,8 @@ class Context:
     # -- input from the client (MRTR, or a legacy session's requests) -----------------------------
 
     def supports(self, capability: str) -> bool:
-        """Whether the client declared `capability` ("elicitation", "sampling", "roots", ...) on this request
-        (or its legacy session; elicitation came with 2025-06-18, so an older session never has it)."""
-        if capability == "elicitation" and self.protocol_version < "2025-06-18":
-            return False
+        """Whether the client declared `capability` ("elicitation", "sampling", "roots", ...) on this request,
+        or when its legacy session was negotiated (only what that revision defines: _legacy.initialize)."""
         return capability in self.client_capabilities
 
     def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -137,13 +137,14 @@ class LegacyPeer(Peer):
         finally:
             with self._lock:
                 self._waiting.pop(request_id, None)
-        if flight.cancelled or not arrived or waiting.answer is None:
-            self._withdraw(request_id, flight, "the call was cancelled" if flight.cancelled else "no answer in time")
-            if flight.cancelled:
-                raise Cancelled(f"the request was cancelled while waiting for {method}")
-            if arrived:
-                raise ClientRefused(f"The session ended before the client answered {method}")
+        if flight.cancelled:
+            self._withdraw(request_id, flight, "the call was cancelled")
+            raise Cancelled(f"the request was cancelled while waiting for {method}")
+        if not arrived:
+            self._withdraw(request_id, flight, "no answer in time")
             raise ClientRefused(f"The client did not answer {method} within {self.answer_timeout:g} s")
+        if waiting.answer is None:  # the session ended (close()): no one is left to tell
+            raise ClientRefused(f"The session ended before the client answered {method}")
         return self._result(method, waiting.answer)
 
     def _withdraw(self, request_id: str, flight: Flight, reason: str) -> None:
