@@ -45,6 +45,7 @@ RUNS = [
 TASKS = ["tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields", "tasks-request-state-removal",
          "tasks-mrtr-input", "tasks-request-headers", "tasks-dispatch-and-envelope", "tasks-status-notifications",
          "tasks-required-task-error", "tasks-mrtr-composition"]
+LEGACY = "2025-11-25"  # the newest initialize-based revision: its profile is served beside 2026-07-28
 SCENARIO_LINE = re.compile(r"^([✓✗]) (\S+): (\d+) passed, (\d+) failed", re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -95,6 +96,19 @@ def required_profile(node: str, entry: str, url: str, revision: str = "2026-07-2
     if any(s.scored and not s.ok for s in scenarios):
         print("\n".join(line for line in output.splitlines() if "FAILURE" in line), flush=True)
     return scenarios
+
+
+def legacy_profile(node: str, entry: str, url: str) -> list[str]:
+    """The profile the initialize-based era's newest revision requires, on the same fixture (a dual-era server)."""
+    started = time.monotonic()
+    scenarios = required_profile(node, entry, url, LEGACY)
+    failed = [s.name for s in scenarios if s.scored and not s.ok]
+    scored = sum(s.scored for s in scenarios)
+    unscored = [s for s in scenarios if not s.scored]
+    print(f"{'PASS' if not failed and scored else 'FAIL'}  {REQUIRED:<16} required profile {LEGACY}: "
+          f"{scored - len(failed)}/{scored} scored scenarios, {sum(s.ok for s in unscored)}/{len(unscored)} unscored "
+          f"passing  {time.monotonic() - started:.1f}s")
+    return [f"{REQUIRED}:{name} ({LEGACY})" for name in failed] + ([] if scored else [f"{REQUIRED}:{LEGACY} profile"])
 
 
 def write_junit(path: str, url: str, scenarios: list[Scenario]) -> None:
@@ -153,12 +167,14 @@ def main(argv: list[str]) -> int:
         scenarios = required_profile(node, entry, args.url)
         scenarios = [s for s in scenarios if s.name not in TASKS] + [scenario(node, entry, args.url, name, force=True)
                                                                     for name in TASKS]
+        scenarios += [s._replace(name=f"{s.name} (2025-11-25)") for s in required_profile(node, entry, args.url,
+                                                                                            LEGACY)]
         if args.junit:
             write_junit(args.junit, args.url, scenarios)
         passed = [s.name for s in scenarios if s.scored and s.ok]
         failed = [s.name for s in scenarios if s.scored and not s.ok]
-        print(f"required profile 2026-07-28 and the tasks extension: {len(passed)}/{len(passed) + len(failed)} "
-              "scenarios passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
+        print(f"required profiles 2026-07-28 and {LEGACY}, and the tasks extension: {len(passed)}/"
+              f"{len(passed) + len(failed)} scenarios passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
         return 1 if failed or not scenarios else 0
     failures: list[str] = []
     process, url = start(REQUIRED)
@@ -174,6 +190,7 @@ def main(argv: list[str]) -> int:
             print(f"      not scored, failing: {', '.join(unscored)}")
         failures += [f"{REQUIRED}:{name}" for name in failed]
         failures += run_scenarios(node, entry, REQUIRED, url, TASKS, force=True)
+        failures += legacy_profile(node, entry, url)
     finally:
         stop(process)
     for target, names in RUNS:

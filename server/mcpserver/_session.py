@@ -81,8 +81,30 @@ class LegacyPeer(Peer):
         self._waiting: dict[str, _Waiting] = {}
         self._ids = itertools.count(1)
         self._listener: Optional[_SessionListener] = None
+        self._calls: dict[Any, Flight] = {}  # the client's requests in flight, for its notifications/cancelled
         if notify is not None:
             self.attach(notify)
+
+    # -- the client's requests in flight (over HTTP each is a POST of its own) -------------------------
+
+    def track(self, request_id: Any, flight: Flight) -> Callable[[], None]:
+        """Note a request in flight, so a cancel POSTed later finds it; returns what forgets it."""
+        with self._lock:
+            self._calls[request_id] = flight
+
+        def forget() -> None:
+            with self._lock:
+                if self._calls.get(request_id) is flight:
+                    del self._calls[request_id]
+
+        return forget
+
+    def cancel(self, request_id: Any) -> None:
+        """notifications/cancelled from the client: stop that request (an unknown id is ignored)."""
+        with self._lock:
+            flight = self._calls.get(request_id)
+        if flight is not None:
+            flight.cancel()
 
     # -- session-wide notifications -----------------------------------------------------------------
 
@@ -179,6 +201,9 @@ class LegacyPeer(Peer):
         self.detach()
         with self._lock:
             waiting, self._waiting = list(self._waiting.values()), {}
+            calls, self._calls = list(self._calls.values()), {}
+        for flight in calls:  # the session is over: so are its requests
+            flight.cancel()
         for entry in waiting:
             entry.arrived.set()
 

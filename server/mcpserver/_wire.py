@@ -21,6 +21,7 @@ HEADER_VERSION = "MCP-Protocol-Version"
 HEADER_METHOD = "Mcp-Method"
 HEADER_NAME = "Mcp-Name"
 HEADER_PARAM_PREFIX = "Mcp-Param-"
+HEADER_SESSION = "Mcp-Session-Id"  # a legacy session's (LEGACY.md §4.3); header names are case-insensitive
 # RFC 9110 §5.6.2: what a header name (and an HTTP method) may be made of.
 HEADER_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 

@@ -46,9 +46,11 @@ import time
 
 from . import _environment, _log, protocol
 from ._context import Flight
+from ._legacy import opens_legacy
 from ._server import Server
-from ._wire import status_line
-from .errors import ConfigError, InternalError
+from ._session import LegacyPeer, SessionTable
+from ._wire import HEADER_SESSION, META_VERSION, status_line
+from .errors import ConfigError, InternalError, InvalidParams, InvalidRequest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
@@ -270,6 +272,7 @@ class McpApp:
             if hosts or loopback else None)
         self.max_body_bytes = max_body_bytes
         self._listens = _ListenSlots(max_listeners_per_peer, max_listeners_per_principal)
+        self.sessions = SessionTable(server, server.sealer)  # the legacy era's (LEGACY.md §4.3)
 
     def _origin_allowed(self, origin: str) -> bool:
         if origin.rstrip("/") in self.allowed_origins:
@@ -316,12 +319,89 @@ class McpApp:
 
     def _answer(self, environ: dict[str, Any]) -> Union[Response, _Stream]:
         admitted: _Admitted = environ.pop(_SCREENED, None) or self._admit(environ)
+        session_id = environ.get("HTTP_MCP_SESSION_ID")
+        if session_id is not None:
+            return self._in_session(session_id, environ, admitted)
         message = protocol.parse(self._read_body(environ, admitted.length), responses=False)
         if isinstance(message, protocol.Refusal):
             return Response.json(message.reply)
         if not isinstance(message, protocol.Request):
             return Response.json(None)  # a notification: accepted, never answered
+        if opens_legacy(message.method, message.params) and not _modern(message):
+            return self._initialize(message, admitted)
         return self._request(message, environ, admitted)
+
+    # -- the legacy era: sessions (LEGACY.md §4) ----------------------------------------------------
+
+    def _initialize(self, request: protocol.Request, admitted: _Admitted) -> Response:
+        """initialize opens a legacy session; its id (Mcp-Session-Id) carries what was negotiated."""
+        reply = protocol.dispatch(request, self.server)
+        if reply.session is None:  # refused (malformed): no session
+            return Response.json(reply)
+        try:
+            session_id = self.sessions.open(reply.session, admitted.principal_key or "")
+        except ValueError as too_large:
+            refused = InvalidParams(f"Invalid params: {too_large}")
+            return Response.json(protocol.Refusal(refused, request.id).reply)
+        response = Response.json(reply)
+        response.headers.append((HEADER_SESSION, session_id))
+        return response
+
+    def _in_session(self, session_id: str, environ: dict[str, Any], admitted: _Admitted) -> Union[Response, _Stream]:
+        method = environ.get("REQUEST_METHOD")
+        message = protocol.parse(self._read_body(environ, admitted.length)) if method == "POST" else None
+        if isinstance(message, protocol.Request) and _modern(message):  # 2026-07-28 knows no sessions: served
+            return self._request(message, environ, admitted)
+        peer = self.sessions.find(session_id, admitted.principal_key or "")
+        if peer is None:  # unknown, ended, expired, forged, or another principal's: start a new one
+            return Response.plain(404, "No such session: send initialize again, without Mcp-Session-Id")
+        if method == "DELETE":
+            self.sessions.end(session_id)
+            return Response(204, [("Content-Length", "0")])
+        if method == "GET":
+            return self._session_stream(peer, environ, admitted)
+        version = environ.get("HTTP_MCP_PROTOCOL_VERSION", "").strip(" \t")
+        if version and version != peer.session.revision:  # LEGACY.md §4.5: not the session's revision
+            refused = InvalidRequest(f"Invalid Request: MCP-Protocol-Version {_printable(version)!r} is not this "
+                                     f"session's ({peer.session.revision})")
+            return Response(400, *_json_parts(protocol.Refusal(refused).reply))
+        return self._session_message(peer, message, environ, admitted)
+
+    def _session_message(self, peer: LegacyPeer, message: Any, environ: dict[str, Any],
+                         admitted: _Admitted) -> Union[Response, _Stream]:
+        if isinstance(message, protocol.Refusal):
+            return Response.json(message.reply)
+        if isinstance(message, protocol.ClientResponse):
+            if peer.answer(message):
+                return Response.json(None)
+            return Response.plain(400, "No request of this session is waiting for that id")
+        if isinstance(message, protocol.Cancel):
+            peer.cancel(message.request_id)
+            return Response.json(None)
+        if isinstance(message, protocol.Notification):
+            if message.method == "notifications/initialized":
+                peer.initialized = True
+            return Response.json(None)
+        streams = bool(admitted.accepted & {"text/event-stream", "*/*"})
+        if message.work == protocol.AUTHOR and streams:  # it may ask the client, log or report progress
+            return _Stream(self.server, message, {}, environ, admitted.principal, peer=peer)
+        flight = Flight(principal=admitted.principal)
+        forget = peer.track(message.id, flight)  # a disconnect is not a cancel here (LEGACY.md §8)
+        try:
+            return Response.json(protocol.dispatch(message, self.server, flight=flight, peer=peer))
+        finally:
+            forget()
+
+    def _session_stream(self, peer: LegacyPeer, environ: dict[str, Any], admitted: _Admitted) -> Union[Response,
+                                                                                                       _Stream]:
+        """GET: the session's standalone stream, for what concerns no request (list changes, updates)."""
+        if not admitted.accepted & {"text/event-stream", "*/*"}:
+            return Response.plain(406, "The standalone stream is text/event-stream; accept it")
+        try:
+            release = self._listens.take(self._peer(environ), admitted.principal_key)
+        except InternalError as full:
+            return Response.plain(503, full.message, ("Retry-After", "1"))
+        return _Stream(self.server, None, {}, environ, admitted.principal, release, peer=peer)
 
     def _admit(self, environ: dict[str, Any]) -> _Admitted:
         """The checks on the head, in order; Refused for the first that fails."""
@@ -336,12 +416,17 @@ class McpApp:
         origin = environ.get("HTTP_ORIGIN")
         if origin is not None and not self._origin_allowed(origin):
             raise _refused(403, f"Origin {_printable(origin)!r} is not allowed")
-        if environ.get("REQUEST_METHOD") != "POST":
-            raise _refused(405, "The MCP endpoint accepts POST only", ("Allow", "POST"))
+        method = environ.get("REQUEST_METHOD")
+        if method != "POST" and not (method in ("GET", "DELETE") and "HTTP_MCP_SESSION_ID" in environ):
+            raise _refused(405, "The MCP endpoint accepts POST (and, in a legacy session, GET and DELETE)",
+                           ("Allow", "POST"))
         if self.behind_proxy and _last(environ.get("HTTP_X_FORWARDED_PROTO", "")).lower() != "https":
             raise _refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
                            "with X-Forwarded-Proto: https")
         principal, principal_key = self._authenticate(environ)
+        if method != "POST":  # a session's GET or DELETE: no body
+            accepted = {_media_type(t) for t in environ.get("HTTP_ACCEPT", "*/*").split(",")}
+            return _Admitted(accepted, 0, principal, principal_key)
         if _media_type(environ.get("CONTENT_TYPE", "")) != "application/json":
             raise _refused(415, "Send the JSON-RPC message as application/json")
         accepted = {_media_type(t) for t in environ.get("HTTP_ACCEPT", "*/*").split(",")}
@@ -468,6 +553,16 @@ _SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-sto
 _KEEPALIVE = b": keep-alive\n\n"
 
 
+def _modern(request: protocol.Request) -> bool:
+    meta = request.params.get("_meta")
+    return isinstance(meta, dict) and META_VERSION in meta
+
+
+def _json_parts(reply: protocol.Reply) -> tuple[list[tuple[str, str]], bytes]:
+    data = protocol.encode(reply.response or {})
+    return [("Content-Type", "application/json"), ("Content-Length", str(len(data)))], data
+
+
 def _last(value: str) -> str:
     """The last element of a comma-separated header: the one the nearest proxy added."""
     return value.rsplit(",", 1)[-1].strip()
@@ -496,8 +591,11 @@ class _Stream:
 
     probe = _KEEPALIVE  # what a server may send between pieces at any time: an SSE comment
 
-    def __init__(self, server: Server, request: protocol.Request, headers: dict[str, str], environ: dict[str, Any],
-                 principal: Any = None, on_close: Optional[Callable[[], None]] = None):
+    def __init__(self, server: Server, request: Optional[protocol.Request], headers: dict[str, str],
+                 environ: dict[str, Any], principal: Any = None, on_close: Optional[Callable[[], None]] = None, *,
+                 peer: Optional[LegacyPeer] = None):
+        """`request` None: a legacy session's standalone stream (GET), which only `peer`'s session-wide
+        notifications use. With `peer` (a legacy session), a disconnect is not a cancel (LEGACY.md §8)."""
         self._changed = threading.Condition()
         self._pending: list[dict[str, Any]] = []
         self._compact_at = SSE_BACKLOG
@@ -515,11 +613,14 @@ class _Stream:
         self._request = request
         self._server = server
         self._headers = headers
+        self._peer = peer
         self.flight = Flight(self._note, principal)
         self.flight.on_cancel(self._end)
         on_disconnect = environ.get("mcpserver.on_disconnect")
-        if on_disconnect is not None:
+        if on_disconnect is not None and peer is None:
             on_disconnect(self.flight.cancel)
+        elif on_disconnect is not None and request is None:  # the standalone stream ends with its connection
+            on_disconnect(self.close)
 
     def send(self, start_response: StartResponse, logged: Logged) -> Iterable[bytes]:
         def begin(status: int, headers: list[tuple[str, str]]) -> None:
@@ -535,6 +636,20 @@ class _Stream:
 
     def _work(self) -> None:
         """Run the request; a listen request returns at once, its end answered when the listener ends."""
+        if self._request is None:  # the standalone stream: the session's notifications, until it closes
+            assert self._peer is not None
+            self._peer.attach(self._note)
+            if self._wake is not None:
+                self._wake()  # its headers go out at once: the client is waiting for them
+            return
+        if self._peer is not None:
+            forget = self._peer.track(self._request.id, self.flight)
+            try:
+                reply = protocol.dispatch(self._request, self._server, flight=self.flight, peer=self._peer)
+            finally:
+                forget()
+            self._answer(reply)
+            return
         reply = protocol.dispatch(self._request, self._server, self._headers, flight=self.flight)
         listening = reply.listening
         if listening is not None:  # open until cancelled or the server stops
@@ -585,7 +700,8 @@ class _Stream:
         with self._changed:
             notes, self._pending = self._pending, []
             reply, over = self._reply, self._over
-        if not (notes or over) and time.monotonic() - self._last_sent < self.poll_interval:
+        if not (notes or over) and time.monotonic() - self._last_sent < self.poll_interval \
+                and (self._committed or self._request is not None):
             return b""  # woken early, or polled before the stream fell quiet for long: nothing yet
         return self._piece(notes, reply, over)
 
@@ -595,7 +711,7 @@ class _Stream:
         try:
             while not self._finished:
                 with self._changed:
-                    if not (self._pending or self._over):
+                    if not (self._pending or self._over) and (self._committed or self._request is not None):
                         self._changed.wait(self.poll_interval)
                     notes, self._pending = self._pending, []
                     reply, over = self._reply, self._over
@@ -628,7 +744,10 @@ class _Stream:
         if self._closed:
             return
         self._closed = True
-        self.flight.cancel()
+        if self._peer is not None and self._request is None:
+            self._peer.detach()
+        if self._peer is None or self._request is None:  # a legacy call goes on without its stream
+            self.flight.cancel()
         if self._on_close is not None:
             self._on_close()
 

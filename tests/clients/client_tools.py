@@ -53,7 +53,6 @@ NEWEST_LEGACY = LEGACY_VERSIONS[0]  # what each of these clients asks for, and s
 # The HTTP variants of every test here. Legacy sessions over Streamable HTTP (Mcp-Session-Id, GET streams)
 # are served next; delete the skip line below and they run.
 HTTP_MARKS = [
-    pytest.mark.skip(reason="legacy Streamable HTTP is not served yet (issue 25 item 4)"),
 ]
 TRANSPORTS = ["stdio", pytest.param("http", marks=HTTP_MARKS)]
 
@@ -215,10 +214,11 @@ class TcpTap:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.target))
-            threading.Thread(target=self._pipe, args=(client, server, self.to_server), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, self.to_client), daemon=True).start()
+            ended: list[int] = []  # the second direction to end closes both sockets
+            threading.Thread(target=self._pipe, args=(client, server, self.to_server, ended), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, self.to_client, ended), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket, kept: bytearray) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, kept: bytearray, ended: list[int]) -> None:
         try:
             while True:
                 data = source.recv(65536)
@@ -235,6 +235,12 @@ class TcpTap:
                     end.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            with self._lock:
+                ended.append(1)
+                last = len(ended) == 2
+            if last:
+                source.close()
+                sink.close()
 
     def versions(self) -> tuple[list[str], list[str]]:
         """The protocolVersion values the client sent and the server answered, in order."""

@@ -215,8 +215,11 @@ def assert_cancelled(report, index, tool):
                and m["params"]["requestId"] == request["id"]]
     assert len(cancels) == 1, report["outgoing"]
     assert "result" not in step["outcome"], step["outcome"]
-    assert not [m for m in report["incoming"] if m.get("id") == request["id"] and "method" not in m], \
-        "a response came for the cancelled call"
+    # mcp 2.3.0's HTTP transport reports a stream that ended with no response (what the server does for a
+    # cancelled call) as an error of its own making, -32000: the client's reading, not a server message.
+    answers = [m for m in report["incoming"] if m.get("id") == request["id"] and "method" not in m
+               and m.get("error", {}).get("message") != "SSE stream ended without a response"]
+    assert not answers, "a response came for the cancelled call"
     token = request["params"]["_meta"]["progressToken"]
     later = [m for m in report["incoming"][step["settled_at"]:]
              if m.get("method") == "notifications/progress" and m["params"]["progressToken"] == token]

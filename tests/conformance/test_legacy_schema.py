@@ -80,7 +80,10 @@ class Session:
         result = self.ask("initialize", protocolVersion=revision, capabilities=capabilities or {},
                           clientInfo={"name": "legacy-test", "version": "1"})
         assert result["protocolVersion"] == revision
-        server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode() + b"\n")
+        self.send_line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send_line(self, message):
+        self.server.send(json.dumps(message).encode() + b"\n")
 
     def ask(self, method, **params):
         self.next_id += 1
@@ -109,8 +112,7 @@ class Session:
         if declared is not None:  # the schemas let params carry extra keys too
             assert set(incoming.get("params", {})) <= set(declared), (self.revision, incoming)
         if "id" in incoming:  # the server asks: answer as a client of this revision would
-            answer = {"jsonrpc": "2.0", "id": incoming["id"], "result": self.answers[method]}
-            self.server.send(json.dumps(answer).encode() + b"\n")
+            self.send_line({"jsonrpc": "2.0", "id": incoming["id"], "result": self.answers[method]})
         else:
             self.notifications.append(incoming)
 
@@ -183,3 +185,78 @@ def test_a_2024_session_is_never_sent_elicitation_even_if_its_client_declares_it
         session = Session(server, "2024-11-05", {"elicitation": {}})
         result = session.ask("tools/call", name="test_elicitation", arguments={"message": "hi"})
         assert result["isError"] is True and "elicitation" in result["content"][0]["text"]
+
+
+class HttpSession(Session):
+    """The same client over Streamable HTTP: a session id from initialize, a POST per message, SSE answers
+    read frame by frame, the server's requests answered by POSTs of their own."""
+
+    def __init__(self, server, revision, capabilities=None, answers=None):
+        self.session_id = None
+        super().__init__(server, revision, capabilities, answers)
+
+    def headers(self):
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if self.session_id is not None:
+            headers.update({"Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": self.revision})
+        return headers
+
+    def post(self, message):
+        connection = self.server.connection()
+        connection.request("POST", "/mcp", body=json.dumps(message).encode(), headers=self.headers())
+        response = connection.getresponse()
+        self.session_id = self.session_id or response.getheader("Mcp-Session-Id")
+        return connection, response
+
+    def ask(self, method, **params):
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, **({"params": params} if params else {})}
+        connection, response = self.post(message)
+        try:
+            if response.getheader("Content-Type", "").startswith("text/event-stream"):
+                incoming = None
+                for raw in response:
+                    if raw.startswith(b"data: "):
+                        frame = json.loads(raw[6:])
+                        conforms(self.revision, frame, "JSONRPCMessage")
+                        if frame.get("id") == self.next_id and "method" not in frame:
+                            incoming = frame
+                            break
+                        self.from_server(frame)
+            else:
+                incoming = json.loads(response.read())
+        finally:
+            connection.close()
+        return self.settle(method, incoming)
+
+    def settle(self, method, incoming):
+        if "error" in incoming:
+            return incoming["error"]
+        conforms(self.revision, incoming["result"], RESULT_OF[method])
+        strict(self.revision, incoming["result"], RESULT_OF[method], method)
+        return incoming["result"]
+
+    def send_line(self, message):
+        connection, response = self.post(message)
+        response.read()
+        connection.close()
+        assert response.status == 202, response.status
+
+
+@pytest.mark.parametrize("revision", ["2025-11-25", "2025-03-26"])
+def test_everything_conforms_over_streamable_http(revision):
+    from mcptest import HttpServer
+
+    with HttpServer(EVERYTHING) as server:
+        session = HttpSession(server, revision, {"sampling": {}, "roots": {}, "elicitation": {}},
+                              answers={"sampling/createMessage": {"role": "assistant", "model": "m",
+                                                                  "content": {"type": "text", "text": "ok"}},
+                                       "elicitation/create": {"action": "accept", "content": {"username": "u",
+                                                                                              "email": "e@x"}},
+                                       "roots/list": {"roots": []}})
+        assert session.ask("logging/setLevel", level="debug") == {}
+        every_method(session)
+        session.ask("tools/call", name="test_tool_with_progress", arguments={}, _meta={"progressToken": "p"})
+        session.ask("resources/read", uri="test://static-binary")
+        session.ask("prompts/get", name="test_prompt_with_image")
+        assert {n["method"] for n in session.notifications} >= {"notifications/progress", "notifications/message"}

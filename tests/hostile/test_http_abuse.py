@@ -218,14 +218,6 @@ def mcp_meta():
     return request("tools/list")["params"]["_meta"]
 
 
-def test_a_legacy_initialize_without_mcp_headers_learns_the_supported_versions(demo):
-    legacy = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "old"}}}
-    status, _, body = demo.post(legacy, headers={"Content-Type": "application/json",
-                                                 "Accept": "application/json, text/event-stream"})
-    assert status == 400 and body["error"]["data"]["supported"] == ["2026-07-28"]
-
-
 def test_a_server_bound_to_another_loopback_address_accepts_its_own_host_header():
     with HttpServer(DEMO, "--host", "127.0.0.2") as server:
         assert server.host == "127.0.0.2"

@@ -167,11 +167,17 @@ def test_an_unknown_tool_is_200_and_32602(app):
     assert status == 200 and answer["error"] == {"code": -32602, "message": "Unknown tool: nope"}
 
 
-def test_session_headers_are_ignored_and_never_issued(app):
+def test_a_modern_request_ignores_session_headers_and_is_never_issued_one(app):
     headers = dict(mcp_headers(request("tools/list")), **{"Mcp-Session-Id": "abc", "Last-Event-ID": "7"})
     status, response_headers, _ = send(app, request("tools/list"), headers=headers)
     assert status == 200
     assert not any(name.lower() == "mcp-session-id" for name in response_headers)
+
+
+def test_a_legacy_request_with_a_session_this_server_never_issued_is_404(app):
+    legacy = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Content-Type": "application/json", "Accept": "application/json", "Mcp-Session-Id": "abc"}
+    assert send(app, legacy, headers=headers)[0] == 404
 
 
 @pytest.mark.parametrize("origin, status", [
