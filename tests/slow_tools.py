@@ -63,12 +63,16 @@ def ticker(seconds: float, path: str, ctx: Context) -> str:
     sys.stderr.write("ticker: started\n")
     sys.stderr.flush()
     count = 0
-    while time.monotonic() < deadline:
-        with open(path, "a") as file:
-            file.write("tick\n")
-        count += 1
-        ctx.progress(count)
-        ctx.sleep(0.01)
+    try:
+        while time.monotonic() < deadline:
+            with open(path, "a") as file:
+                file.write("tick\n")
+            count += 1
+            ctx.progress(count)
+            ctx.sleep(0.01)
+    finally:  # evidence for a test that the loop is over, however it ended
+        sys.stderr.write("ticker: stopped\n")
+        sys.stderr.flush()
     return "ticked"
 
 

@@ -196,7 +196,7 @@ def _write_zip(output: str, manifest: dict[str, Any], files: list[tuple[str, str
     entries = [("server/lib/mcpserver/" + name, os.path.join(package, name)) for name in sorted(os.listdir(package))
                if name.endswith(".py") or name == "py.typed"]
     try:
-        with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as bundle:
+        with zipfile.ZipFile(output, "w", _compression()) as bundle:
             bundle.writestr(_info("manifest.json"), json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
             bundle.writestr(_info(f"server/{LAUNCHER}"), launcher)
             for name, path in entries + files:
@@ -207,11 +207,23 @@ def _write_zip(output: str, manifest: dict[str, Any], files: list[tuple[str, str
     return len(entries) + len(files) + 2
 
 
+def _compression() -> int:
+    """Deflate where this Python has zlib; stored otherwise (a Python built without it, musl's in the lab):
+    a bundle that is only larger, never one that cannot be written."""
+    import zipfile
+
+    try:
+        import zlib  # noqa: F401
+    except ImportError:
+        return zipfile.ZIP_STORED
+    return zipfile.ZIP_DEFLATED
+
+
 def _info(name: str) -> Any:
     """A member with a fixed date and plain permissions: the same inputs make the same bundle."""
     import zipfile
 
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-    info.compress_type = zipfile.ZIP_DEFLATED
+    info.compress_type = _compression()
     info.external_attr = 0o644 << 16
     return info
