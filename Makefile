@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml
 
 test: $(VENV)/.installed task-store-tools
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
-	  tests/clients tests/fuzz tests/task_store
+	  tests/clients tests/fuzz tests/task_store tests/recipes
 
 # tests/task_store starts its own PostgreSQL servers from Debian's postgresql package (psycopg comes with the
 # test extra). The package starts a cluster of its own on installation; nothing uses it, so it is stopped.
