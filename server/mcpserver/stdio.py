@@ -275,8 +275,8 @@ class _Session:
 
     def _listen(self, request: protocol.Request) -> None:
         """A subscriptions/listen stream: outside the slots for calls (the server's listener limit bounds
-        these), waited on by a thread of its own. It ends when cancelled, or at shutdown with its graceful
-        result, followed by notifications/cancelled for its id (WIRE.md §14.1)."""
+        these), and no thread waits for it: its end calls back. It ends when cancelled, or at shutdown with
+        its graceful result, followed by notifications/cancelled for its id (WIRE.md §14.1)."""
         flight = Flight(self.write)
         with self._lock:
             self._flights.setdefault(request.id, []).append(flight)
@@ -288,9 +288,8 @@ class _Session:
             return
         listening = reply.listening
 
-        def wait() -> None:
+        def ended() -> None:  # on the thread that cancelled it, or shutdown's
             try:
-                listening.ended.wait()
                 final = listening.close()
                 if final.response is not None and flight.finish(lambda: self._answer(final)):
                     self.write({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -300,7 +299,7 @@ class _Session:
             finally:
                 self._stream_ended(request.id, flight)
 
-        threading.Thread(target=wait, name="mcpserver-listen", daemon=True).start()
+        listening.on_end(ended)
 
     def _stream_ended(self, request_id: Any, flight: Flight) -> None:
         with self._changed:
