@@ -432,19 +432,24 @@ def http_sequential(running: systems.Running, count: int, authorization: Optiona
             _check_http_echo(client, client.send(_http_echo(client, request_id, authorization)), request_id)
         client.connections = 0
         requests = [_http_echo(client, request_id, authorization) for request_id in range(100, 100 + count)]
-        times, answers = [], []
-        started = time.perf_counter()
-        for request in requests:
-            begun = time.perf_counter()
-            answers.append(client.send(request))
-            times.append(time.perf_counter() - begun)
-        elapsed = time.perf_counter() - started
+        times, answers, elapsed = _timed_sends(client, requests)
     finally:
         client.close()
     for request_id, response in enumerate(answers, start=100):
         _check_http_echo(client, response, request_id)
     return {"rps": count / elapsed, "p50_us": percentile(times, 0.5) * 1e6, "p99_us": percentile(times, 0.99) * 1e6,
             "connections": client.connections}
+
+
+def _timed_sends(client: clients.HttpClient, requests: list[bytes]) -> tuple[list[float], list[Any], float]:
+    """Each request sent and its answer read, one after another: each round trip's time, the answers, the total."""
+    times, answers = [], []
+    started = time.perf_counter()
+    for request in requests:
+        begun = time.perf_counter()
+        answers.append(client.send(request))
+        times.append(time.perf_counter() - begun)
+    return times, answers, time.perf_counter() - started
 
 
 def http_legacy_sequential(running: systems.Running, count: int) -> dict[str, float]:
@@ -472,13 +477,7 @@ def http_legacy_sequential(running: systems.Running, count: int) -> dict[str, fl
             _check_legacy_http_echo(client.send(echo(request_id)), request_id)
         client.connections = 0
         requests = [echo(request_id) for request_id in range(100, 100 + count)]
-        times, answers = [], []
-        started = time.perf_counter()
-        for request in requests:
-            begun = time.perf_counter()
-            answers.append(client.send(request))
-            times.append(time.perf_counter() - begun)
-        elapsed = time.perf_counter() - started
+        times, answers, elapsed = _timed_sends(client, requests)
     finally:
         client.close()
     for request_id, response in enumerate(answers, start=100):
