@@ -138,7 +138,7 @@ bench-tools:
 bench: $(BENCH_VENV)/.installed bench-tools
 	$(PYTHON) bench/run.py --venv $(BENCH_VENV) --rounds $(ROUNDS) $(BENCH_ARGS)
 	$(PYTHON) bench/task_roundtrip.py
-	$(VENV)/bin/python bench/task_store.py --no-postgres
+	$(PYTHON) bench/task_store.py --no-postgres
 
 # --- fuzzing and soak (tests/fuzz/, bench/soak.py; see docs/performance.md) ------------------------------
 # `make test` runs a short fuzz run (tests/fuzz/test_fuzz.py); these are the full ones.
