@@ -91,12 +91,13 @@ class _ServerProcess:
         """After the process exited: wait until everything it wrote to stderr has been collected."""
         self._drainer.join(10)
 
-    def wait_for_stderr(self, text: str, timeout: float = 30) -> None:
-        """Block until `text` appears on the server's stderr (evidence, not a guess by sleeping)."""
+    def wait_for_stderr(self, text: str, timeout: float = 30, times: int = 1) -> None:
+        """Block until `text` has appeared `times` times on the server's stderr (evidence, not a guess by
+        sleeping; a server shared by several tests counts what earlier tests made it write)."""
         import time
 
         deadline = time.monotonic() + timeout
-        while text not in self.stderr:
+        while self.stderr.count(text) < times:
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise AssertionError(f"{text!r} never appeared on stderr:\n{self.stderr}")
             time.sleep(0.01)

@@ -84,13 +84,14 @@ def test_an_error_with_its_own_status_is_never_inside_a_stream(tools):
 
 def test_closing_the_stream_cancels_the_tool(tools, tmp_path, jitter):
     path = str(tmp_path / "ticks")
+    stops = tools.stderr.count("ticker: stopped")  # the server is the module's: earlier tests' tickers stopped too
     connection, response = open_stream(tools, with_token(call("ticker", seconds=30, path=path), "t"))
     frames = events(response)
     for _ in range(3 if jitter is None else jitter.randint(1, 20)):
         assert next(frames)["method"] == "notifications/progress"
     connection.close()
     response.close()
-    tools.wait_for_stderr("ticker: stopped")  # evidence the loop is over, not a guess by sleeping
+    tools.wait_for_stderr("ticker: stopped", times=stops + 1)  # evidence the loop is over, not a guess
     stopped = read_text(path).count("tick")
     time.sleep(1)
     assert read_text(path).count("tick") == stopped, "the tool kept working after its client closed the stream"
@@ -136,6 +137,7 @@ def test_without_epoll_the_server_runs_on_poll_and_hanging_up_still_cancels(tmp_
 
 def hanging_up_cancels(tools, tmp_path, jitter=None):
     path = str(tmp_path / "ticks")
+    stops = tools.stderr.count("ticker: stopped")
     ticks = 3 if jitter is None else jitter.randint(1, 20)
     message = call("ticker", seconds=30, path=path)
     body = json.dumps(message).encode()
@@ -147,7 +149,7 @@ def hanging_up_cancels(tools, tmp_path, jitter=None):
         while read_text(path).count("tick") < ticks:
             assert time.monotonic() < deadline
             time.sleep(0.01)
-    tools.wait_for_stderr("ticker: stopped")
+    tools.wait_for_stderr("ticker: stopped", times=stops + 1)
     stopped = read_text(path).count("tick")
     time.sleep(1)
     assert read_text(path).count("tick") == stopped
