@@ -65,6 +65,12 @@ def _positive(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number, 0 or more")
+    return int(text)
+
+
 def _epilog() -> str:
     codes = "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
     return (f"exit codes:\n{codes}\n`make matrix` exits 2 on any failure (make's rule) and prints the real code "
@@ -99,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", default="auto", help="cells at a time: a number or 'auto' (default)")
     run.add_argument("--fail-fast", action="store_true", help="stop at the first cell that does not pass")
     run.add_argument("--keep", action="store_true", help="leave a failed suite's container for debugging")
-    run.add_argument("--strict", action="store_true", help="also fail when a cell is unavailable")
+    run.add_argument("--strict", action="store_true", help="also fail when a cell is flaky or unavailable")
+    run.add_argument("--retries", type=_count, default=1, metavar="N",
+                     help="run a suite that failed, errored or timed out again up to N times (default %(default)s); "
+                          "one that then passes is flaky, not passed")  # fmt: skip
     run.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT,
                      help="seconds per suite, more than 0 (default %(default)s)")  # fmt: skip
     run.add_argument("--no-cache", action="store_true",
@@ -177,7 +186,7 @@ def _main(argv: list[str]) -> int:
         selection=selection, jobs=parse_jobs(args.jobs, jobs_auto()), fail_fast=args.fail_fast, keep=args.keep,
         strict=args.strict, timeout=args.timeout, root=args.root.resolve(), cache=args.cache.resolve(),
         results=args.results.resolve(), shard=which, plan=plan_digest(selected, selection, which.count if which else 1),
-        use_cache=not args.no_cache, registry=args.registry,
+        use_cache=not args.no_cache, registry=args.registry, retries=args.retries,
         cache_dir=args.cache_dir.resolve() if args.cache_dir else None, durations=_earlier_durations(args.results),
     )  # fmt: skip
     return _run(chosen, options, whole_table=len(chosen) == len(cells))

@@ -24,6 +24,7 @@ from .engine import LABEL, RUN_LABEL, Engine
 from .install import Distributions
 from .memo import SuiteMemo
 from .model import Environment, SuiteResult
+from .outcomes import RETRIED, after_attempts, within_budget
 from .plan import Selection, Shard
 from .progress import Progress
 from .startup import StartupTarget
@@ -50,6 +51,7 @@ class Options:
     shard: Shard | None = None
     plan: str = ""  # plan.plan_digest of the selection, recorded for --merge
     use_cache: bool = True  # report an identical earlier pass instead of running the suite again
+    retries: int = 1  # a suite that did not pass is run again this many times at most (a pass then: flaky)
     registry: str = ""  # HOST:PORT/PREFIX images and passed-suite records travel through
     cache_dir: Path | None = None  # a folder (a CI cache) they travel through
     durations: Mapping[str, float] = field(default_factory=dict)  # an earlier run's, to start the longest first
@@ -108,13 +110,20 @@ class Lab:
         self.kept: list[Kept] = []
         self._lock = threading.Lock()
 
-    def remembered(self, key: str, run: Callable[[], SuiteResult]) -> SuiteResult:
-        """An identical earlier pass (see memo.py), or run the suite and remember it if it passes. A run
-        the interrupt cut short is cancelled (outcomes.cancelled_if_interrupted)."""
+    def remembered(self, key: str, run: Callable[[int], SuiteResult]) -> SuiteResult:
+        """An identical earlier pass (see memo.py), or run the suite (attempt 1, then up to --retries more
+        while it does not pass) and remember it if it passed the first time. Either is held to its budget
+        (budgets.py), a remembered pass too, since budgets change. A run the interrupt cut short is cancelled
+        (outcomes.cancelled_if_interrupted)."""
         hit = self.memo.get(key)
         if hit is not None:
-            return hit
-        result = replace(run(), produced_by=self.run_id, produced_at=self.started)
+            return within_budget(hit)
+        attempts = [within_budget(run(1))]
+        while attempts[-1].outcome in RETRIED and len(attempts) <= self.options.retries:
+            if self.interrupted.is_set():
+                break
+            attempts.append(within_budget(run(len(attempts) + 1)))
+        result = replace(after_attempts(attempts), produced_by=self.run_id, produced_at=self.started)
         self.memo.put(key, result)
         return result
 

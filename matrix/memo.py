@@ -20,7 +20,7 @@ from .model import Outcome, SuiteResult
 from .report import suite_from_dict, suite_to_dict, write_atomic
 from .travel import Store
 
-MEMO_VERSION = "3"  # bump when what a suite run means changes (arguments, limits, judge rules)
+MEMO_VERSION = "4"  # bump when what a suite run means changes (arguments, limits, judge rules)
 
 
 def memo_key(*parts: str) -> str:

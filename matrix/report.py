@@ -21,10 +21,23 @@ from typing import Any
 
 from . import junit
 from .errors import ConfigError
-from .model import SUITES, CellResult, Environment, FirstAnswer, Outcome, Skip, Suite, SuiteResult, TestFailure
+from .model import (
+    SUITES,
+    CellResult,
+    EarlierAttempt,
+    Environment,
+    FirstAnswer,
+    Outcome,
+    Skip,
+    Suite,
+    SuiteResult,
+    TestFailure,
+    Usage,
+)
 from .outcomes import counts
 
-SCHEMA = "mcplab-results/3"  # 3: suites' skips and stress repetitions; cells' implementation, flavour, first answer
+SCHEMA = "mcplab-results/4"  # 4: suites' usage (peak memory, CPU time) and earlier attempts; the flaky outcome
+READABLE = frozenset({"mcplab-results/3", SCHEMA})  # 3 lacks only what has defaults
 REPORT_FILES = ("results.json", "matrix.md", "junit.xml", "report.html")
 LATEST, LATEST_FULL = "latest", "latest-full"
 
@@ -56,7 +69,7 @@ def from_json(
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{source} is not JSON ({exc}); was the run that wrote it cut short?") from exc
-    if data.get("schema") != SCHEMA:
+    if data.get("schema") not in READABLE:
         raise ConfigError(f"{source} has schema {data.get('schema')!r}; this lab reads {SCHEMA!r}.")
     results = tuple(_cell_from(c) for c in data["cells"])
     env = Environment(**{**data["environment"], "dirty": tuple(data["environment"].get("dirty", ()))})
@@ -67,14 +80,22 @@ def suite_to_dict(suite: SuiteResult) -> dict[str, Any]:
     data = asdict(suite)
     data["suite"] = suite.suite.value
     data["outcome"] = suite.outcome.value
+    data["earlier"] = [{**asdict(e), "outcome": e.outcome.value} for e in suite.earlier]
     return data
 
 
 def suite_from_dict(data: dict[str, Any]) -> SuiteResult:
     failures = tuple(TestFailure(**f) for f in data.get("failures", ()))
     skips = tuple(Skip(**s) for s in data.get("skips", ()))
+    earlier = tuple(_earlier_from(e) for e in data.get("earlier", ()))
     return SuiteResult(**{**data, "suite": Suite(data["suite"]), "outcome": Outcome(data["outcome"]),
-                          "failures": failures, "skips": skips})  # fmt: skip
+                          "failures": failures, "skips": skips, "usage": Usage(**data.get("usage", {})),
+                          "earlier": earlier})  # fmt: skip
+
+
+def _earlier_from(data: dict[str, Any]) -> EarlierAttempt:
+    return EarlierAttempt(**{**data, "outcome": Outcome(data["outcome"]), "usage": Usage(**data.get("usage", {})),
+                             "failures": tuple(TestFailure(**f) for f in data.get("failures", ()))})  # fmt: skip
 
 
 def _cell_from(data: dict[str, Any]) -> CellResult:
@@ -91,6 +112,7 @@ def _cell_from(data: dict[str, Any]) -> CellResult:
 
 _MARK = {
     Outcome.PASSED: "✅",
+    Outcome.FLAKY: "🔁",
     Outcome.FAILED: "❌",
     Outcome.ERROR: "💥",
     Outcome.TIMEOUT: "⏱",
@@ -104,9 +126,39 @@ def suite_text(suite: SuiteResult | None) -> str:
     """What one grid cell says: counts for a verdict, the outcome otherwise."""
     if suite is None or suite.outcome is Outcome.NOT_RUN:
         return "—"
-    if suite.outcome in (Outcome.PASSED, Outcome.FAILED):
+    if suite.over_budget and suite.tests:
+        return f"{suite.counts}, over budget"
+    if suite.outcome in (Outcome.PASSED, Outcome.FAILED) and suite.tests:
         return suite.counts
+    if suite.outcome is Outcome.FLAKY:
+        return f"flaky {suite.counts}"
     return str(suite.outcome.value)
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` in at most about `limit` characters, cut between words (a path or a word is never cut; one
+    longer than the limit is kept whole), marked with an ellipsis when anything was left out."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    if cut <= 0:
+        cut = text.find(" ", limit)
+        if cut < 0:
+            return text
+    return text[:cut].rstrip(" ;,:") + " …"
+
+
+def failure_lines(results: Sequence[CellResult]) -> list[tuple[CellResult, SuiteResult, str, TestFailure]]:
+    """Every failing test of every attempt: (cell, suite, which attempt when the suite was rerun, failure)."""
+    found = []
+    for r in results:
+        for s in r.suites:
+            runs = len(s.earlier) + 1
+            for n, earlier in enumerate(s.earlier, 1):
+                found += [(r, s, f"run {n} of {runs}", f) for f in earlier.failures]
+            found += [(r, s, f"run {runs} of {runs}" if s.earlier else "", f) for f in s.failures]
+    return found
 
 
 def interpreter_text(result: CellResult) -> str:
@@ -145,7 +197,10 @@ def _why(result: CellResult) -> str:
 
 
 def _failed_count(suite: SuiteResult) -> str:
-    if suite.outcome is Outcome.FAILED:
+    if suite.outcome is Outcome.FLAKY:
+        said = "; ".join(f"run {n}: {e.message or e.summary}" for n, e in enumerate(suite.earlier, 1))
+        return f"flaky: {said}; passed on run {len(suite.earlier) + 1}"
+    if suite.outcome is Outcome.FAILED and suite.tests:
         return f"{suite.failed + suite.errors} of {suite.tests - suite.skipped} failed"
     return str(suite.outcome.value)
 
@@ -162,15 +217,16 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     for r in results:
         row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", interpreter_text(r)]
         row += [suite_text(r.suite(s)) for s in suites]
-        row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(_why(r))[:200]]
+        row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(shorten(_why(r), 200))]
         lines.append("| " + " | ".join(row) + " |")
     tally = counts(results)
     summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
     lines += ["", f"{len(results)} cells: {summary}."]
-    failures = [(r, s, f) for r in results for s in r.suites for f in s.failures]
+    failures = failure_lines(results)
     if failures:
-        lines += ["", "Failing tests:", ""]
-        lines += [f"- `{r.cell}` {s.suite.value}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures]
+        lines += ["", "Failing tests (a flaky suite's too, with the run they failed in):", ""]
+        lines += [f"- `{r.cell}` {s.suite.value}{f' ({run})' if run else ''}: `{f.test_id}`: "
+                  f"{_md_escape(shorten(f.message, 300))}" for r, s, run, f in failures]  # fmt: skip
     skipped = skipped_lines(results)
     if skipped:
         lines += ["", "Skipped tests, with the reasons they gave:", ""]
@@ -216,9 +272,8 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES)
         if r.outcome is Outcome.PASSED:
             continue
         out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
-        for s in r.suites:
-            out += [f"    {s.suite.value}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}"
-                    for f in s.failures]  # fmt: skip
+        out += [f"    {s.suite.value}{f' ({run})' if run else ''}: {f.test_id}: "
+                f"{f.message.splitlines()[0] if f.message else ''}" for _, s, run, f in failure_lines([r])]  # fmt: skip
     out += [f"skipped: {line}" for line in skipped_lines(results)]
     return "\n".join(out) + "\n"
 
@@ -232,7 +287,7 @@ table{border-collapse:collapse;margin-bottom:20px}
 th,td{border:1px solid #d0d7de;padding:6px 10px;text-align:left;vertical-align:top}
 th{background:#f6f8fa} td.s{text-align:center;font-variant-numeric:tabular-nums;min-width:70px}
 .passed{background:#dafbe1} .failed{background:#ffd7d5}
-.error{background:#ffb3ad} .timeout{background:#fff1c2}
+.error{background:#ffb3ad} .timeout{background:#fff1c2} .flaky{background:#fde2b8}
 .unavailable{background:#eaeef2;color:#57606a} .cancelled{background:#e8e0f7} .not-run{color:#8c959f}
 details{margin:6px 0 12px} summary{cursor:pointer;font-weight:600}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;white-space:pre-wrap}
@@ -270,7 +325,7 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
             f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td>"
             f"<td class={r.outcome.value} title='{e(_why(r))}'>{r.outcome.value}</td>"
             f"<td>{e(interpreter_text(r))}</td>{cells}<td class=s>{e(first_answer_text(r))}</td>"
-            f"<td>{r.duration:.0f}s</td><td class=why>{e(_why(r)[:160])}</td></tr>"
+            f"<td>{r.duration:.0f}s</td><td class=why>{e(shorten(_why(r), 160))}</td></tr>"
         )
     body.append(f"</table><p class=env>{e(FIRST_ANSWER_NOTE)}</p>")
     details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
@@ -296,9 +351,11 @@ def _html_details(r: CellResult) -> str:
                    f"{e(where)} {e(s.message)}</p>")  # fmt: skip
         if s.repetitions:
             out.append(f"<p>stress: {s.repetitions} test cases were repetitions of the concurrency tests</p>")
-        for f in s.failures:
-            out.append(f"<details><summary>{e(f.test_id)}</summary><p>{e(f.message)}</p><pre>{e(f.details)}</pre>"
-                       "</details>")  # fmt: skip
+        for n, earlier in enumerate(s.earlier, 1):
+            out.append(f"<p>run {n} of {len(s.earlier) + 1}: {earlier.outcome.value} in {earlier.duration:.0f}s "
+                       f"{e(earlier.message)}</p>")  # fmt: skip
+            out += [_failure_html(f, f"run {n}: ") for f in earlier.failures]
+        out += [_failure_html(f) for f in s.failures]
         if s.skips:
             listed = "".join(f"<li>{e(k.test_id)}: {e(k.reason)}</li>" for k in s.skips)
             out.append(f"<details><summary>{len(s.skips)} skipped, with the reasons</summary><ul>{listed}</ul>"
@@ -306,6 +363,12 @@ def _html_details(r: CellResult) -> str:
         if s.log_tail:
             out.append(f"<details><summary>{e(s.suite.value)} log tail</summary><pre>{e(s.log_tail)}</pre></details>")
     return "\n".join(out)
+
+
+def _failure_html(failure: TestFailure, label: str = "") -> str:
+    e = html.escape
+    return (f"<details><summary>{e(label + failure.test_id)}</summary><p>{e(failure.message)}</p>"
+            f"<pre>{e(failure.details)}</pre></details>")  # fmt: skip
 
 
 def _first_answer_details(first: FirstAnswer | None) -> str:

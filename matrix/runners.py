@@ -24,6 +24,12 @@ from .suiterun import host_env, pytest_volume, run_image_checks, run_in_containe
 STRESSED = (Suite.UNIT, Suite.HTTP)  # where the concurrency tests are (tests/unit, tests/http)
 
 
+def run_name(cell: Cell, attempt: int) -> str:
+    """What one attempt of a cell's suite is called in container names, logs and JUnit files: a rerun
+    (--retries) gets names of its own, so a kept first attempt's container and its log stay as they were."""
+    return cell.name if attempt == 1 else f"{cell.name}-run{attempt}"
+
+
 def stress_env(cell: Cell, suite: Suite) -> dict[str, str]:
     """MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks for it."""
     return {"MCPSERVER_STRESS": str(cell.stress)} if cell.stress and suite in STRESSED else {}
@@ -58,24 +64,25 @@ def host_suite(lab: Lab, cell: Cell, host: HostCell, suite: Suite) -> SuiteResul
     common = ("host", suite.value, host.interpreter, cell.python, host.inputs, tests, host.pytest.wheels)
     if suite is Suite.CONFORMANCE:
         key = memo_key(*common, files_digest([conformance.SCRIPT]))
-        return lab.remembered(key, lambda: conformance.run_against_host(
+        return lab.remembered(key, lambda attempt: conformance.run_against_host(
             lab.engine, lab.conformance, python=host.venv_python, everything=root / "server/examples/everything.py",
-            cell=cell.name, env=host_env(host.pytest.folder), timeout=options.timeout, logdir=lab.logdir,
-            workdir=lab.workdir,
+            cell=run_name(cell, attempt), env=host_env(host.pytest.folder), timeout=options.timeout,
+            logdir=lab.logdir, workdir=lab.workdir,
         ))  # fmt: skip
     if suite is Suite.INSTALL:
         made = _distribution(lab)
         if isinstance(made, SuiteResult):
             return made
         key = memo_key(*common, files_digest([made.wheel]), str(made.twine.ok), files_digest([install.DRIVER]))
-        return lab.remembered(key, lambda: install.run_on_host(
+        return lab.remembered(key, lambda attempt: install.run_on_host(
             lab.engine, made, interpreter=host.interpreter, pytest_folder=host.pytest.folder, pip_wheel=host.pytest.pip,
-            root=root, cell=cell.name, timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
+            root=root, cell=run_name(cell, attempt), timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
         ))  # fmt: skip
     extra = stress_env(cell, suite)
-    return lab.remembered(memo_key(*common, str(sorted(extra.items()))), lambda: run_on_host(
-        lab.engine, venv_python=host.venv_python, pytest_folder=host.pytest.folder, root=root, cell=cell.name,
-        suite=suite, timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir, extra_env=extra,
+    return lab.remembered(memo_key(*common, str(sorted(extra.items()))), lambda attempt: run_on_host(
+        lab.engine, venv_python=host.venv_python, pytest_folder=host.pytest.folder, root=root,
+        cell=run_name(cell, attempt), suite=suite, timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
+        extra_env=extra,
     ))  # fmt: skip
 
 
@@ -88,14 +95,14 @@ def container_suite(lab: Lab, cell: Cell, built: Images, pytest: PytestFolder | 
             files_digest([LAB_ROOT / "tests" / "images"]), cell.python, cell.python_from.value, cell.family.value,
             cell.interpreter, cell.implementation.value, cell.flavour.value,
         )  # fmt: skip
-        return lab.remembered(key, lambda: run_image_checks(
-            lab.engine, run_id=lab.run_id, cell=cell, runtime_image=built.runtime, python_image=built.python,
-            timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
+        return lab.remembered(key, lambda attempt: run_image_checks(
+            lab.engine, run_id=lab.run_id, cell=cell, name=run_name(cell, attempt), runtime_image=built.runtime,
+            python_image=built.python, timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
         ))  # fmt: skip
     if suite is Suite.CONFORMANCE:
         key = memo_key("conformance", image_id(built.runtime) or "", files_digest([conformance.SCRIPT]))
-        return lab.remembered(key, lambda: conformance.run_against_container(
-            lab.engine, lab.conformance, image=built.runtime, run_id=lab.run_id, cell=cell.name,
+        return lab.remembered(key, lambda attempt: conformance.run_against_container(
+            lab.engine, lab.conformance, image=built.runtime, run_id=lab.run_id, cell=run_name(cell, attempt),
             timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
         ))  # fmt: skip
     assert pytest is not None
@@ -103,11 +110,11 @@ def container_suite(lab: Lab, cell: Cell, built: Images, pytest: PytestFolder | 
         return _install_in_container(lab, cell, built, pytest)
     extra = stress_env(cell, suite)
 
-    def in_container() -> SuiteResult:
+    def in_container(attempt: int) -> SuiteResult:
         pytest_volume(lab.engine, pytest.volume, pytest.folder, built.test)
         result, kept = run_in_container(
-            lab.engine, run_id=lab.run_id, cell=cell.name, suite=suite, image=built.test, volume=pytest.volume,
-            timeout=options.timeout, logdir=lab.logdir, keep=options.keep, env=extra,
+            lab.engine, run_id=lab.run_id, cell=run_name(cell, attempt), suite=suite, image=built.test,
+            volume=pytest.volume, timeout=options.timeout, logdir=lab.logdir, keep=options.keep, env=extra,
         )  # fmt: skip
         if kept is not None:
             lab.keep(kept)
@@ -122,11 +129,12 @@ def _install_in_container(lab: Lab, cell: Cell, built: Images, pytest: PytestFol
     if isinstance(made, SuiteResult):
         return made
 
-    def in_container() -> SuiteResult:
+    def in_container(attempt: int) -> SuiteResult:
         pytest_volume(lab.engine, pytest.volume, pytest.folder, built.install)
         result, kept = install.run_in_container(
-            lab.engine, made, run_id=lab.run_id, cell=cell.name, image=built.install, volume=pytest.volume,
-            pip_wheel=pytest.pip, timeout=lab.options.timeout, logdir=lab.logdir, keep=lab.options.keep,
+            lab.engine, made, run_id=lab.run_id, cell=run_name(cell, attempt), image=built.install,
+            volume=pytest.volume, pip_wheel=pytest.pip, timeout=lab.options.timeout, logdir=lab.logdir,
+            keep=lab.options.keep,
         )  # fmt: skip
         if kept is not None:
             lab.keep(kept)

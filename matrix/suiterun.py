@@ -250,8 +250,10 @@ def run_image_checks(
     timeout: float,
     logdir: Path,
     workdir: Path,
+    name: str = "",
 ) -> SuiteResult:
-    """The testinfra checks in tests/images, run from the host against the cell's runtime image."""
+    """The testinfra checks in tests/images, run from the host against the cell's runtime image; `name` is
+    what this attempt's files are called (runners.run_name)."""
     missing = missing_host_tools()
     if missing:
         message = (
@@ -263,7 +265,8 @@ def run_image_checks(
     env["LAB_RUN_ID"] = run_id
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(LAB_ROOT), env.get("PYTHONPATH")]))
     checks = LAB_ROOT / "tests" / "images"
-    junit = workdir / f"{cell.name}-images.xml"
+    name = name or cell.name
+    junit = workdir / f"{name}-images.xml"
     argv = [
         sys.executable, "-m", "pytest", str(checks), *PYTEST_ARGS, "--confcutdir", str(checks), f"--junitxml={junit}",
         f"--image={runtime_image}", f"--python-image={python_image}", f"--cell-python={cell.python}",
@@ -272,4 +275,4 @@ def run_image_checks(
         f"--flavour={cell.flavour.value}",
     ]  # fmt: skip
     return _run_pytest(engine, Suite.IMAGES, argv, junit=junit, env=env, cwd=LAB_ROOT, timeout=timeout,
-                       log=logdir / f"{cell.name}-images.log")  # fmt: skip
+                       log=logdir / f"{name}-images.log")  # fmt: skip

@@ -40,7 +40,9 @@ class FakeEngine(Engine):
         self.present = {ref: _id(ref) for ref in present}
         self.broken_stages = set(broken_stages)
         self.unbuildable_stages = set(unbuildable_stages)  # their recipe says this machine cannot build them
-        self.behaviour = dict(suites or {})  # suite name -> pass, fail, stress, unavailable, hang, killed, oom
+        # suite name -> pass, fail, stress, unavailable, hang, killed, oom, or flaky (fails its first run only)
+        self.behaviour = dict(suites or {})
+        self.usage: dict[str, bytes] = {}  # suite name -> what its measuring wrapper writes (suiterun.USAGE_FILE)
         self.python_version = python_version
         self.implementation = implementation
         self.free_threaded = free_threaded
@@ -108,6 +110,8 @@ class FakeEngine(Engine):
         finished = ContainerState(exit_code=0, oom_killed=False)
         self.live[spec.name] = {"labels": dict(spec.labels), "files": files, "state": finished}
         how = self.behaviour.get(suite, "pass")
+        if how == "flaky":
+            how = "fail" if not any(s.args[:1] == spec.args[:1] for s in self.runs[:-1]) else "pass"
         if how in ("pass", "fail", "stress"):
             files[junit_path] = {"pass": PASSING, "fail": FAILING, "stress": STRESSED}[how].format(suite=suite).encode()
             return Completed(returncode=1 if how == "fail" else 0, output=f"{suite}: collected 2 items\n")

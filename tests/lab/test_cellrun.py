@@ -135,10 +135,33 @@ def test_kept_containers_are_typed_records_and_survive_cleanup(tmp_path: Path) -
     lab = a_lab(tmp_path, engine, keep=True)
     result = run(lab)["fx-bookworm"]
     assert result.outcome is Outcome.FAILED
-    (kept,) = lab.kept
+    kept, rerun = lab.kept  # the suite ran twice (--retries 1): each failed run's container is kept apart
     assert (kept.cell, kept.suite, kept.outcome) == ("fx-bookworm", Suite.UNIT, Outcome.FAILED)
-    assert list(engine.live) == [kept.container]
+    assert rerun.cell == "fx-bookworm-run2" and rerun.container != kept.container
+    assert list(engine.live) == [kept.container, rerun.container]
     assert f"docker start -ai {kept.container}" in kept.advice()
+
+
+def test_a_suite_that_fails_then_passes_is_flaky_and_not_remembered_as_a_pass(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"http": "flaky"})
+    result = run(a_lab(tmp_path, engine))["fx-bookworm"]
+    assert result.outcome is Outcome.FLAKY and outcomes(result)["http"] == "flaky"
+    http = result.suite(Suite.HTTP)
+    assert http is not None and [e.outcome for e in http.earlier] == [Outcome.FAILED]
+    assert http.earlier[0].failures[0].test_id.endswith("test_b")
+    names = [s.name for s in engine.runs if s.args[0] == "tests/http"]
+    assert len(names) == 2 and names[1].endswith("-fx-bookworm-run2-http")
+    assert exit_code([result]) == 0 and exit_code([result], strict=True) == 1
+    again = FakeEngine(present=["debian:bookworm", *engine.built], suites={"http": "flaky"})
+    rerun = run(a_lab(tmp_path, again))["fx-bookworm"].suite(Suite.HTTP)
+    assert rerun is not None and not rerun.cached and rerun.outcome is Outcome.FLAKY  # a flaky pass is no pass
+
+
+def test_without_retries_a_failure_is_run_once(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"http": "flaky"})
+    result = run(a_lab(tmp_path, engine, retries=0))["fx-bookworm"]
+    assert outcomes(result)["http"] == "failed"
+    assert len([s for s in engine.runs if s.args[0] == "tests/http"]) == 1
 
 
 @pytest.mark.parametrize("cell", [BOOKWORM])

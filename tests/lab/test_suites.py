@@ -66,7 +66,7 @@ def wheel_of(tmp_path: Path, twine_ok: bool = True) -> Distribution:
 def test_install_gives_the_wheel_to_the_install_image_and_joins_the_hosts_checks(tmp_path: Path, twine_ok: bool
                                                                                   ) -> None:  # fmt: skip
     engine = FakeEngine(present=["debian:bookworm"])
-    lab = a_lab(tmp_path, engine, selection=suites(Suite.INSTALL))
+    lab = a_lab(tmp_path, engine, selection=suites(Suite.INSTALL), retries=0)
     made = wheel_of(tmp_path, twine_ok)
     lab.distributions.get = lambda: made  # type: ignore[method-assign]
     result = run(lab)["fx-bookworm"]
