@@ -74,7 +74,7 @@ class ConformanceTool:
         text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
         attempt = Attempt(returncode=done.returncode, output=done.output, junit=text, timeout=timeout,
                           duration=time.monotonic() - started, timed_out=done.timed_out,
-                          killed_by=done.signal)  # fmt: skip
+                          killed_by=done.signal, usage=done.usage)  # fmt: skip
         return judge(Suite.CONFORMANCE, attempt)
 
 

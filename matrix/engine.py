@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import EngineError
+from .model import Usage
 
 LABEL = "org.mcpserver.lab"
 RUN_LABEL = "org.mcpserver.lab.run"
@@ -39,6 +40,7 @@ class Completed:
     returncode: int
     output: str
     timed_out: bool = False  # the harness killed it at its deadline
+    usage: Usage = field(default_factory=Usage)  # what the process and the children it waited for used
 
     @property
     def ok(self) -> bool:
@@ -146,12 +148,13 @@ class Engine:
             if input is not None:
                 threading.Thread(target=_feed, args=(proc, input), daemon=True).start()
             out = _drain(proc, log)
-            proc.wait()
+            usage = _wait_measured(proc)
         finally:
             if deadline is not None:
                 deadline.cancel()
             self._finish(proc)
-        return Completed(returncode=proc.returncode, output=out.decode("utf-8", "replace"), timed_out=expired.is_set())
+        return Completed(returncode=proc.returncode, output=out.decode("utf-8", "replace"), timed_out=expired.is_set(),
+                         usage=usage)  # fmt: skip
 
     def _start(
         self,
@@ -469,6 +472,21 @@ def _drain(proc: subprocess.Popen[bytes], log: Path | None) -> bytes:
                 sink.write(chunk)
                 sink.flush()
     return b"".join(chunks)
+
+
+HOST_USAGE = "getrusage of the host process tree (peak: its largest process's RSS; CPU: all it waited for)"
+
+
+def _wait_measured(proc: subprocess.Popen[bytes]) -> Usage:
+    """Wait for the process, and return what it and the descendants it waited for used (wait4): no cgroup
+    is made for host processes, so the peak is the largest single process's, not the tree's sum."""
+    try:
+        _, status, used = os.wait4(proc.pid, 0)
+    except ChildProcessError:  # reaped already (an interrupt's kill_all polled it): nothing measured
+        proc.wait()
+        return Usage()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Usage(peak_memory=used.ru_maxrss * 1024, cpu_time=used.ru_utime + used.ru_stime, measured_by=HOST_USAGE)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

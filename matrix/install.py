@@ -173,10 +173,10 @@ def run_in_container(engine: Engine, distribution: Distribution, *, run_id: str,
                      ) -> tuple[SuiteResult, Kept | None]:  # fmt: skip
     """The driver in the cell's install image (no embedded server), the wheel on its stdin."""
     spec = suite_spec(
-        run_id=run_id, cell=cell, suite=Suite.INSTALL, image=image, volume=volume, entrypoint="/bin/sh",
-        interactive=True, env={"MCPLAB_WORK": WORK_IN_CONTAINER, "MCPLAB_PIP": f"{PYTEST_MOUNT}/{pip_wheel}"},
-        args=("-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name, *PYTEST_ARGS,
-              f"--junitxml={junit_in_container(Suite.INSTALL)}"),
+        run_id=run_id, cell=cell, suite=Suite.INSTALL, image=image, volume=volume, interactive=True,
+        env={"MCPLAB_WORK": WORK_IN_CONTAINER, "MCPLAB_PIP": f"{PYTEST_MOUNT}/{pip_wheel}"},
+        command=("/bin/sh", "-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name,
+                 *PYTEST_ARGS, f"--junitxml={junit_in_container(Suite.INSTALL)}"),
     )  # fmt: skip
     attempt = container_attempt(engine, spec, Suite.INSTALL, timeout=timeout, log=logdir / f"{cell}-install.log",
                                 input=distribution.wheel.read_bytes())  # fmt: skip

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import junit
+from .budgets import budget_for, megabytes
 from .errors import ConfigError
 from .model import (
     SUITES,
@@ -205,6 +206,35 @@ def _failed_count(suite: SuiteResult) -> str:
     return str(suite.outcome.value)
 
 
+USAGE_NOTE = (
+    "Peak memory and CPU time of each suite: in a container, what its cgroup counted (page cache included); on "
+    "the host, getrusage of the suite's process tree (the largest process's peak). ⚠ marks a suite over its "
+    "budget (matrix/budgets.py), which fails it."
+)
+
+
+def usage_text(suite: SuiteResult | None) -> str:
+    """ "312 MB, 41s CPU" for a measured suite, '—' otherwise; ⚠ when it broke its budget."""
+    if suite is None or not suite.usage.measured_by:
+        return "—"
+    text = f"{megabytes(suite.usage.peak_memory)}, {suite.usage.cpu_time:.0f}s CPU"
+    return f"⚠ {text}" if suite.over_budget else text
+
+
+def budget_text(suite: Suite) -> str:
+    budget = budget_for(suite)
+    return f"{budget.memory_text}, {budget.cpu:.0f}s CPU"
+
+
+def usage_rows(results: Sequence[CellResult], suites: Sequence[Suite]) -> list[list[str]]:
+    """The usage table: a budget row, then each cell that measured anything."""
+    rows = [["budget", *(budget_text(s) for s in suites)]]
+    for r in results:
+        if any(s.usage.measured_by for s in r.suites):
+            rows.append([r.cell, *(usage_text(r.suite(s)) for s in suites)])
+    return rows
+
+
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -222,6 +252,12 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     tally = counts(results)
     summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
     lines += ["", f"{len(results)} cells: {summary}."]
+    usage = usage_rows(results, suites)
+    if len(usage) > 1:
+        lines += ["", USAGE_NOTE, "", "| cell | " + " | ".join(s.value for s in suites) + " |",
+                  "|---|" + "---|" * len(suites)]  # fmt: skip
+        lines += [f"| {'`' + row[0] + '`' if i else row[0]} | " + " | ".join(row[1:]) + " |"
+                  for i, row in enumerate(usage)]  # fmt: skip
     failures = failure_lines(results)
     if failures:
         lines += ["", "Failing tests (a flaky suite's too, with the run they failed in):", ""]
@@ -257,6 +293,11 @@ def provenance(env: Environment) -> list[str]:
     return lines
 
 
+def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(*rows)]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+
+
 def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES) -> str:
     """The plain-text table printed at the end of a run."""
     header = ["cell", "outcome", "python", *(s.value for s in suites), "first answer", "time"]
@@ -265,9 +306,10 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES)
          first_answer_text(r), f"{r.duration:.0f}s"]
         for r in results
     ]  # fmt: skip
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
-    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    out = _columns([header, *rows])
+    usage = usage_rows(results, suites)
+    if len(usage) > 1:
+        out += ["", "peak memory and CPU time per suite:", *_columns([["cell", *(s.value for s in suites)], *usage])]
     for r in results:
         if r.outcome is Outcome.PASSED:
             continue
@@ -328,6 +370,13 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
             f"<td>{r.duration:.0f}s</td><td class=why>{e(shorten(_why(r), 160))}</td></tr>"
         )
     body.append(f"</table><p class=env>{e(FIRST_ANSWER_NOTE)}</p>")
+    usage = usage_rows(results, suites)
+    if len(usage) > 1:
+        body.append(f"<h2>Peak memory and CPU time</h2><p class=env>{e(USAGE_NOTE)}</p><table><tr><th>cell</th>"
+                    + "".join(f"<th>{e(s.value)}</th>" for s in suites) + "</tr>")  # fmt: skip
+        body += ["<tr>" + "".join(f"<td{' class=s' if i else ''}>{e(c)}</td>" for i, c in enumerate(row)) + "</tr>"
+                 for row in usage]  # fmt: skip
+        body.append("</table>")
     details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
     return "\n".join(head + body + details) + "\n</body></html>\n"
 
@@ -347,8 +396,9 @@ def _html_details(r: CellResult) -> str:
             continue
         where = f" (cached: passed in run {s.produced_by} at {s.produced_at})" if s.cached else ""
         counted = s.counts if s.tests else ""
+        used = f"; {usage_text(s)} ({s.usage.measured_by})" if s.usage.measured_by else ""
         out.append(f"<p><b>{e(s.suite.value)}</b>: {s.outcome.value} {e(counted)} in {s.duration:.0f}s"
-                   f"{e(where)} {e(s.message)}</p>")  # fmt: skip
+                   f"{e(used)}{e(where)} {e(s.message)}</p>")  # fmt: skip
         if s.repetitions:
             out.append(f"<p>stress: {s.repetitions} test cases were repetitions of the concurrency tests</p>")
         for n, earlier in enumerate(s.earlier, 1):

@@ -15,6 +15,9 @@ from pathlib import Path
 
 from matrix.engine import Completed, ContainerSpec, ContainerState, Engine
 from matrix.host import FACTS_PROBE
+from matrix.suiterun import MEASURE, USAGE_FILE
+
+MEASURED = b"memory 104857600 memory/memory.max_usage_in_bytes\ncpu_ns 2500000000 cpuacct/cpuacct.usage\n"
 
 PASSING = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2">
 <testcase classname="tests.{suite}.test_x" name="test_a"/><testcase classname="tests.{suite}.test_x" name="test_b"/>
@@ -103,15 +106,16 @@ class FakeEngine(Engine):
         if spec.entrypoint == "/bin/sh" and spec.args[2] == "probe":  # the first answer's measurement
             samples = {"server": [50.0, 60.0, 55.0], "bare": [20.0, 25.0, 22.0]}
             return Completed(returncode=0, output=json.dumps(samples) + "\n")
-        # A suite: tests/<suite> in the test image, or the install driver in the install image.
-        suite = "install" if spec.entrypoint == "/bin/sh" else spec.args[0].removeprefix("tests/")
+        # A suite, measured: tests/<suite> in the test image, or the install driver in the install image.
+        assert spec.args[:3] == ("-c", MEASURE, "mcplab-measure"), spec.args
+        suite = suite_of(spec)
         junit_path = next(a for a in spec.args if a.startswith("--junitxml=")).partition("=")[2]
-        files: dict[str, bytes] = {}
+        files: dict[str, bytes] = {USAGE_FILE: self.usage.get(suite, MEASURED)}
         finished = ContainerState(exit_code=0, oom_killed=False)
         self.live[spec.name] = {"labels": dict(spec.labels), "files": files, "state": finished}
         how = self.behaviour.get(suite, "pass")
         if how == "flaky":
-            how = "fail" if not any(s.args[:1] == spec.args[:1] for s in self.runs[:-1]) else "pass"
+            how = "pass" if any(suite_of(s) == suite for s in self.runs[:-1]) else "fail"
         if how in ("pass", "fail", "stress"):
             files[junit_path] = {"pass": PASSING, "fail": FAILING, "stress": STRESSED}[how].format(suite=suite).encode()
             return Completed(returncode=1 if how == "fail" else 0, output=f"{suite}: collected 2 items\n")
@@ -168,6 +172,14 @@ class FakeEngine(Engine):
 
     def create_volume(self, name: str, labels: Mapping[str, str]) -> Completed:
         return Completed(returncode=0, output=name)
+
+
+def suite_of(spec: ContainerSpec) -> str:
+    """Which suite a measured suite container runs ('' for other containers)."""
+    if spec.args[:3] != ("-c", MEASURE, "mcplab-measure"):
+        return ""
+    command = spec.args[3:]
+    return "install" if command[3] == "install" else command[4].removeprefix("tests/")
 
 
 def _id(ref: str) -> str:

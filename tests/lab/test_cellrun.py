@@ -22,7 +22,7 @@ from matrix.schedule import run_matrix
 from matrix.wheels import FORMAT, MANIFEST
 
 from .conftest import FIXTURES, LAB_ROOT
-from .fake_engine import FakeEngine
+from .fake_engine import FakeEngine, suite_of
 
 TABLE = {
     "schema": 1,
@@ -149,7 +149,7 @@ def test_a_suite_that_fails_then_passes_is_flaky_and_not_remembered_as_a_pass(tm
     http = result.suite(Suite.HTTP)
     assert http is not None and [e.outcome for e in http.earlier] == [Outcome.FAILED]
     assert http.earlier[0].failures[0].test_id.endswith("test_b")
-    names = [s.name for s in engine.runs if s.args[0] == "tests/http"]
+    names = [s.name for s in engine.runs if suite_of(s) == "http"]
     assert len(names) == 2 and names[1].endswith("-fx-bookworm-run2-http")
     assert exit_code([result]) == 0 and exit_code([result], strict=True) == 1
     again = FakeEngine(present=["debian:bookworm", *engine.built], suites={"http": "flaky"})
@@ -161,7 +161,7 @@ def test_without_retries_a_failure_is_run_once(tmp_path: Path) -> None:
     engine = FakeEngine(present=["debian:bookworm"], suites={"http": "flaky"})
     result = run(a_lab(tmp_path, engine, retries=0))["fx-bookworm"]
     assert outcomes(result)["http"] == "failed"
-    assert len([s for s in engine.runs if s.args[0] == "tests/http"]) == 1
+    assert len([s for s in engine.runs if suite_of(s) == "http"]) == 1
 
 
 @pytest.mark.parametrize("cell", [BOOKWORM])
@@ -169,3 +169,19 @@ def test_the_build_plan_of_the_fixture_tree_has_the_recipe_and_tail(tmp_path: Pa
     a_lab(tmp_path, FakeEngine())
     plan = plan_build(cell, tmp_path / "tree", "debian:bookworm", "sha256:1")
     assert plan.dockerfile.startswith(b"# The python stage") and b"FROM user AS runtime" in plan.dockerfile
+
+
+def test_each_suite_is_measured_and_one_over_its_budget_fails_saying_so(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"])
+    engine.usage["payload"] = b"memory 1900000000 memory/memory.max_usage_in_bytes\ncpu_ns 7000000000 cpuacct/x\n"
+    lab = a_lab(tmp_path, engine)
+    result = run(lab)["fx-bookworm"]
+    unit, payload = result.suite(Suite.UNIT), result.suite(Suite.PAYLOAD)
+    assert unit is not None and unit.outcome is Outcome.PASSED
+    assert (unit.usage.peak_memory, unit.usage.cpu_time) == (104857600, 2.5)
+    assert "cgroup (memory/memory.max_usage_in_bytes, cpuacct/cpuacct.usage)" in unit.usage.measured_by
+    assert payload is not None and payload.outcome is Outcome.FAILED and result.outcome is Outcome.FAILED
+    assert "peak memory 1,900 MB is over the payload suite's budget of 60 x 5 MB (300 MB)" in payload.message
+    assert len(payload.earlier) == 1  # run again, as any failure is, and over again
+    again = run(a_lab(tmp_path, FakeEngine(present=["debian:bookworm", *engine.built])))["fx-bookworm"]
+    assert again.suite(Suite.UNIT).cached and not again.suite(Suite.PAYLOAD).cached  # type: ignore[union-attr]

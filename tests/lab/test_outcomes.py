@@ -206,3 +206,15 @@ def test_flaky_counts_apart_and_fails_the_run_only_with_strict(strict: bool, exp
     assert cell_outcome([suite(Outcome.FAILED), suite(Outcome.FLAKY)]) is Outcome.FAILED
     assert not should_stop(cell(Outcome.FLAKY), fail_fast=True)
     assert Outcome.FLAKY not in RETRIED and Outcome.FAILED in RETRIED
+
+
+def test_a_host_process_is_measured_by_what_it_and_its_children_used() -> None:
+    import sys
+
+    from matrix.engine import HOST_USAGE, Engine
+
+    grandchild = "data = b'x' * 80_000_000"  # written, so every page is resident
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    done = Engine().command([sys.executable, "-c", child], timeout=60)
+    assert done.ok and done.usage.measured_by == HOST_USAGE
+    assert done.usage.peak_memory >= 80_000_000 and done.usage.cpu_time > 0  # the grandchild's, waited for

@@ -219,3 +219,20 @@ def test_reasons_are_shortened_between_words_never_inside_one(limit: int) -> Non
     assert all(word in words for word in short.removesuffix(" …").split())
     assert short == reason or short.endswith(" …")
     assert report.shorten("short", limit) == "short"
+
+
+def test_every_report_has_each_suites_peak_memory_and_cpu_time_beside_its_budget() -> None:
+    over = replace(FLAKY, suite=Suite.PAYLOAD, outcome=Outcome.FAILED, over_budget="peak memory ... over", earlier=())
+    cells = [*results(), CellResult(cell="debian-trixie-pypy3.11", outcome=Outcome.FAILED, suites=(over,))]
+    markdown = report.to_markdown(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
+    assert "| budget | 2,000 MB, 1800s CPU | 60 x 5 MB (300 MB), 600s CPU |" in markdown
+    assert "| `debian-sid-pypy3.11` | 312 MB, 41s CPU | — |" in markdown
+    assert "| `debian-trixie-pypy3.11` | — | ⚠ 312 MB, 41s CPU |" in markdown
+    assert report.suite_text(over) == "4/4, over budget"
+    table = report.to_table(cells, suites=(Suite.UNIT, Suite.PAYLOAD))
+    assert "peak memory and CPU time per suite:" in table
+    assert re.search(r"debian-trixie-pypy3\.11 +— +⚠ 312 MB, 41s CPU", table)
+    page = report.to_html(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
+    assert "<h2>Peak memory and CPU time</h2>" in page and "⚠ 312 MB, 41s CPU" in page
+    back, _, _ = report.from_json(report.to_json(cells, ENV))
+    assert back[-1].suites[0].usage == FLAKY.usage and back[-1].suites[0].over_budget

@@ -18,7 +18,7 @@ from matrix.model import Outcome, Suite, SuiteResult
 from matrix.plan import Selection
 from matrix.runners import STRESSED
 
-from .fake_engine import FakeEngine
+from .fake_engine import FakeEngine, suite_of
 from .test_cellrun import a_lab, outcomes, run
 
 TABLE = {
@@ -45,7 +45,7 @@ def test_hostile_runs_in_the_test_image_like_unit_and_its_skips_keep_their_reaso
     engine = FakeEngine(present=["debian:bookworm"], suites={"hostile": "stress"})
     result = run(a_lab(tmp_path, engine, selection=suites(Suite.HOSTILE)))["fx-bookworm"]
     assert outcomes(result) == {"hostile": "passed"}
-    (spec,) = [s for s in engine.runs if s.args[:1] == ("tests/hostile",)]
+    (spec,) = [s for s in engine.runs if suite_of(s) == "hostile"]
     assert spec.image.startswith("mcplab/debian:bookworm-py3.11-test-") and spec.network == "none"
     hostile = result.suite(Suite.HOSTILE)
     assert hostile is not None and hostile.skipped == 1
@@ -191,7 +191,7 @@ def test_a_pypy_cell_has_its_own_interpreter_tags_and_pytest_folder(tmp_path: Pa
     tags = [tag for tag, _ in engine.builds]
     assert tags and all(tag.startswith("mcplab/debian:trixie-pypy3.11-") for tag in tags)
     assert {"INTERPRETER=pypy3.11", "PACKAGE=pypy3"} <= set(engine.builds[0][1])
-    (unit,) = [s for s in engine.runs if s.args[:1] == ("tests/unit",)]
+    (unit,) = [s for s in engine.runs if suite_of(s) == "unit"]
     assert unit.volumes[0][0].startswith("mcplab-pytest-pypy3.11-")
     facts = [s for s in engine.runs if s.entrypoint == "pypy3.11"]
     assert len(facts) == 1  # the interpreter is asked by its own name
@@ -204,8 +204,7 @@ def test_the_free_threaded_cell_stresses_only_the_concurrency_suites_and_counts_
     lab = a_lab(tmp_path, engine, selection=suites(Suite.UNIT, Suite.HTTP, Suite.PAYLOAD))
     result = run(lab, (FREE,))["fx-free"]
     assert result.flavour == "free-threaded"
-    stressed = {s.args[0].removeprefix("tests/"): dict(s.env) for s in engine.runs if s.args[:1] != ("-c",)
-                and s.entrypoint is None}  # fmt: skip
+    stressed = {suite_of(s): dict(s.env) for s in engine.runs if suite_of(s)}
     assert stressed == {"unit": {"MCPSERVER_STRESS": "3"}, "http": {"MCPSERVER_STRESS": "3"}, "payload": {}}
     assert {s.value for s in STRESSED} == {"unit", "http"}
     unit = result.suite(Suite.UNIT)
