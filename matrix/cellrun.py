@@ -61,7 +61,7 @@ def run_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
         lab.progress.update(cell.name, phase)
 
     record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python)
-    chosen = [s for s in cell.suites if s in lab.options.selection.suites]
+    chosen = [s for s in cell.suites if s in lab.options.selection.suites_for(cell.name)]
     try:
         if lab.stop.is_set():
             result = replace(record, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}")

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import junit
 from .budgets import budget_for, megabytes
+from .compare import SinceLastFull
 from .errors import ConfigError
 from .model import (
     SUITES,
@@ -239,7 +240,15 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
+def since_lines(since: SinceLastFull | None) -> list[str]:
+    """The "since the last full run" section as lines of text ([] when there was no earlier full run)."""
+    if since is None:
+        return []
+    return [f"{since.heading}:", *(f"- {shorten(line, 300)}" for line in since.lines())]
+
+
+def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
+                since: SinceLastFull | None = None) -> str:  # fmt: skip
     lines = [
         "| cell | outcome | python | " + " | ".join(s.value for s in suites) + " | first answer | time | notes |",
         "|---|---|---|" + "---|" * len(suites) + "---|---|---|",
@@ -258,6 +267,9 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
                   "|---|" + "---|" * len(suites)]  # fmt: skip
         lines += [f"| {'`' + row[0] + '`' if i else row[0]} | " + " | ".join(row[1:]) + " |"
                   for i, row in enumerate(usage)]  # fmt: skip
+    if since is not None:
+        heading, *changes = since_lines(since)
+        lines += ["", heading, "", *(_md_escape(change) for change in changes)]
     failures = failure_lines(results)
     if failures:
         lines += ["", "Failing tests (a flaky suite's too, with the run they failed in):", ""]
@@ -298,7 +310,8 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
 
 
-def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES) -> str:
+def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
+             since: SinceLastFull | None = None) -> str:  # fmt: skip
     """The plain-text table printed at the end of a run."""
     header = ["cell", "outcome", "python", *(s.value for s in suites), "first answer", "time"]
     rows = [
@@ -317,6 +330,7 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES)
         out += [f"    {s.suite.value}{f' ({run})' if run else ''}: {f.test_id}: "
                 f"{f.message.splitlines()[0] if f.message else ''}" for _, s, run, f in failure_lines([r])]  # fmt: skip
     out += [f"skipped: {line}" for line in skipped_lines(results)]
+    out += since_lines(since)
     return "\n".join(out) + "\n"
 
 
@@ -342,7 +356,8 @@ def _css(suite: SuiteResult | None) -> str:
     return suite.outcome.value if suite else Outcome.NOT_RUN.value
 
 
-def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
+def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
+            since: SinceLastFull | None = None) -> str:  # fmt: skip
     """One self-contained page: inline CSS, no scripts, no external assets. Every row links to that
     cell's details, which every cell has."""
     e = html.escape
@@ -377,6 +392,10 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         body += ["<tr>" + "".join(f"<td{' class=s' if i else ''}>{e(c)}</td>" for i, c in enumerate(row)) + "</tr>"
                  for row in usage]  # fmt: skip
         body.append("</table>")
+    if since is not None:
+        heading, *changes = since_lines(since)
+        body.append(f"<h2>{e(heading.rstrip(':'))}</h2><ul>"
+                    + "".join(f"<li>{e(c.removeprefix('- '))}</li>" for c in changes) + "</ul>")  # fmt: skip
     details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
     return "\n".join(head + body + details) + "\n</body></html>\n"
 
@@ -453,13 +472,14 @@ def write_reports(
     *,
     suites: Sequence[Suite] = SUITES,
     summary: bool = True,
+    since: SinceLastFull | None = None,
 ) -> dict[str, Path]:
     """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set."""
     files = {
         "results.json": to_json(results, env, suites=suites).encode(),
-        "matrix.md": to_markdown(results, env, suites=suites).encode(),
+        "matrix.md": to_markdown(results, env, suites=suites, since=since).encode(),
         "junit.xml": junit.merged(results),
-        "report.html": to_html(results, env, suites=suites).encode(),
+        "report.html": to_html(results, env, suites=suites, since=since).encode(),
     }
     written = {}
     for name, data in files.items():
