@@ -31,6 +31,7 @@ from .bases import (
 from .engine import TAG_LABEL, Engine, tail
 from .errors import CellProblem, EngineError
 from .model import BootstrapMethod, Cell, Outcome
+from .text import shorten
 from .travel import Store, fetch_image, keep_image
 
 PULL_TIMEOUT = 600.0
@@ -57,11 +58,7 @@ def probe_registry(engine: Engine, env: Mapping[str, str], ref: str) -> str:
     last = done.last_line().rsplit(": ", 1)[-1]  # the cause ("no such host"), without the transport's preamble
     mirror = env.get(REGISTRY_MIRROR_ENV, "")
     what = f"registry mirror {mirror} not reachable" if mirror else "no registry reachable"
-    return f"{what} ({_short(last)})"
-
-
-def _short(text: str, limit: int = 140) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"{what} ({shorten(last, 140)})"
 
 
 def gather_facts(engine: Engine, cells: tuple[Cell, ...], env: Mapping[str, str], *, store: bool = False) -> BaseFacts:
@@ -169,7 +166,7 @@ class Bases:
     def _pull(self, step: BaseStep, log: Path) -> str | None:
         done = self.engine.pull(step.source, log=log, timeout=PULL_TIMEOUT)
         if not done.ok:
-            return f"pull {step.source} failed: {_short(done.last_line())}"
+            return f"pull {step.source} failed: {shorten(done.last_line(), 140)}"
         if step.source != step.image:
             self.engine.tag(step.source, step.image)
         with self._lock, open(self.pulled, "a", encoding="utf-8") as record:

@@ -8,11 +8,12 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from . import host as hostcells
 from .bases import BaseAction, BaseStep, plan_base
 from .bootstrap import gather_facts
-from .build import plan_build
+from .build import BuildPlan, Unbuildable, plan_build
 from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine, tail
 from .errors import CellProblem
 from .lab import Lab
@@ -35,23 +36,46 @@ def base_plans(cells: Sequence[Cell], engine: Engine, env: Mapping[str, str], *,
     return {c.name: plan_base(c, facts) for c in containers}
 
 
-def availability(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Mapping[str, str]) -> tuple[bool, str]:
-    """(available, how or why not) for --list, without building anything."""
+def known_unavailable(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Mapping[str, str], *,
+                      engine: Engine, root: Path, unbuildable: Unbuildable) -> str:  # fmt: skip
+    """Why a cell cannot run here, as far as can be known before it starts ('' when it may run): no such
+    interpreter on this machine, no way to its base, or what its builder stage said when it was last built
+    from exactly these inputs (build.Unbuildable). A run and --list ask the same."""
     if cell.family is Family.HOST:
-        found = hostcells.find_interpreter(cell.python, env)
-        return (True, found) if found else (False, f"no python{cell.python} on PATH or in pyenv")
-    steps = plans[cell.name]
-    first = steps[0]
-    if first.action is BaseAction.UNAVAILABLE:
-        return False, first.reason
-    how = " else ".join(s.action.value for s in steps if s.action is not BaseAction.UNAVAILABLE)
-    return True, f"{how} ({first.reason})"
-
-
-def unavailable_now(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]]) -> str:
-    """The reason a cell is known to be unavailable before it starts, or ''."""
+        return "" if hostcells.find_interpreter(cell.python, env) else f"no python{cell.python} on PATH or in pyenv"
     steps = plans.get(cell.name, ())
-    return steps[0].reason if steps and steps[0].action is BaseAction.UNAVAILABLE else ""
+    if steps and steps[0].action is BaseAction.UNAVAILABLE:
+        return steps[0].reason
+    plan = _builder_plan(cell, steps, engine, root)
+    return unbuildable.reason(plan.tag("builder")) if plan else ""
+
+
+def _builder_plan(cell: Cell, steps: tuple[BaseStep, ...], engine: Engine, root: Path) -> BuildPlan | None:
+    """The build plan of a cell that compiles its Python, once its base is here (its tags need the base's ID)."""
+    if not cell.compiles_python or not steps or steps[0].action is not BaseAction.PRESENT:
+        return None
+    base_id = engine.image_id(steps[0].image)
+    return plan_build(cell, root, steps[0].image, base_id) if base_id else None
+
+
+def availability(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Mapping[str, str], *, engine: Engine,
+                 root: Path, unbuildable: Unbuildable) -> tuple[str, str]:  # fmt: skip
+    """(available, unavailable or unchecked; how or why) for --list, without building anything. Unchecked: a
+    cell whose Python is compiled from the base's source packages, never built here from these inputs, so
+    whether the mirror serves that source is known only once its builder stage runs."""
+    why = known_unavailable(cell, plans, env, engine=engine, root=root, unbuildable=unbuildable)
+    if why:
+        return "unavailable", why
+    if cell.family is Family.HOST:
+        return "available", hostcells.find_interpreter(cell.python, env)
+    steps = plans[cell.name]
+    how = " else ".join(s.action.value for s in steps if s.action is not BaseAction.UNAVAILABLE)
+    detail = f"{how} ({steps[0].reason})"
+    plan = _builder_plan(cell, steps, engine, root)
+    if cell.compiles_python and not (plan and engine.image_id(plan.tag("builder"))):
+        return "unchecked", (f"{detail}; not checked until built: the builder stage compiles {cell.interpreter} from "
+                             "the base's source packages, which its mirror may not serve")  # fmt: skip
+    return "available", detail
 
 
 def run_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 
 from . import LAB_ROOT, report
+from .build import Unbuildable
 from .cellrun import availability, base_plans
 from .cells import CELLS_TOML, load_cells
 from .compare import SinceLastFull, since_last_full
@@ -196,10 +197,10 @@ def _main(argv: list[str]) -> Ended:
         return Ended(0, "the base is there; no cell was run")
     selected = select(cells, selection)
     if args.available_only:
-        selected = _available(selected)
+        selected = _available(selected, args)
     chosen = shard(selected, which, _durations(args.durations) if args.durations else None)
     if args.github_matrix or args.list:
-        _list(chosen, as_json=args.json) if args.list else print(github_matrix(chosen, shards=args.shards))
+        _list(chosen, args) if args.list else print(github_matrix(chosen, shards=args.shards))
         return Ended(0, "a listing; no cell was run")
     if args.json or args.shards:
         raise UsageError("--json goes with --list, --shards with --github-matrix.")
@@ -251,36 +252,40 @@ def _durations(path: Path) -> dict[str, float]:
     return {r.cell: r.duration for r in results if r.duration}
 
 
-def _rows(cells: Sequence[Cell]) -> list[tuple[Cell, bool, str]]:
-    env = dict(os.environ)
-    plans = base_plans(cells, Engine(), env)
-    return [(cell, *availability(cell, plans, env)) for cell in cells]
+def _rows(cells: Sequence[Cell], args: argparse.Namespace) -> list[tuple[Cell, str, str]]:
+    """Each cell, available, unavailable or unchecked, and how or why: what a run checks before starting it."""
+    env, engine = dict(os.environ), Engine()
+    plans = base_plans(cells, engine, env)
+    unbuildable = Unbuildable(args.cache / "unbuildable")
+    return [(cell, *availability(cell, plans, env, engine=engine, root=args.root, unbuildable=unbuildable))
+            for cell in cells]  # fmt: skip
 
 
-def _list(cells: Sequence[Cell], *, as_json: bool) -> None:
-    rows = _rows(cells)
-    if as_json:
+def _list(cells: Sequence[Cell], args: argparse.Namespace) -> None:
+    rows = _rows(cells, args)
+    if args.json:
         data = [
             {
                 "name": c.name, "family": c.family.value, "release": c.release, "python": c.python,
                 "base": c.base, "python_from": c.python_from.value, "suites": [s.value for s in c.suites],
-                "available": ok, "detail": how,
+                "available": state != "unavailable", "checked": state != "unchecked", "detail": how,
             }
-            for c, ok, how in rows
+            for c, state, how in rows
         ]  # fmt: skip
         print(json.dumps(data, indent=2))
         return
     width = max(len(c.name) for c in cells)
-    for cell, ok, how in rows:
-        print(f"{cell.name:<{width}}  {'available  ' if ok else 'unavailable'}  {how}")
+    for cell, state, how in rows:
+        print(f"{cell.name:<{width}}  {state:<11}  {how}")
 
 
-def _available(cells: Sequence[Cell]) -> tuple[Cell, ...]:
-    """The cells this kind of machine can run. Every machine of one kind (a CI runner label) gets the same
-    answer, so each shard of a run filters alike and the shards still partition one plan."""
+def _available(cells: Sequence[Cell], args: argparse.Namespace) -> tuple[Cell, ...]:
+    """The cells this kind of machine can run (or may: unchecked ones stay). Every machine of one kind (a CI
+    runner label) gets the same answer, so each shard of a run filters alike and the shards still partition
+    one plan."""
     if any(c.family.in_container for c in cells):
         Engine().version()  # a dead engine must not shrink the matrix to nothing in silence
-    return tuple(cell for cell, ok, _ in _rows(cells) if ok)
+    return tuple(cell for cell, state, _ in _rows(cells, args) if state != "unavailable")
 
 
 def _base(cells: Sequence[Cell], name: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import LAB_ROOT
 from .bootstrap import Bases
-from .build import Builder
+from .build import Builder, Unbuildable
 from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
 from .install import Distributions
@@ -97,8 +97,9 @@ class Lab:
         labels = {LABEL: "1", RUN_LABEL: self.run_id}
         self.bases = Bases(self.engine, workdir=self.workdir, logdir=self.logdir, cache=options.cache, labels=labels,
                            stores=travel)  # fmt: skip
+        unbuildable = Unbuildable(options.cache / "unbuildable", enabled=options.use_cache)
         self.builder = Builder(self.engine, logdir=self.logdir, run_id=self.run_id, tree=tree_identity(options.root),
-                               stores=travel)  # fmt: skip
+                               stores=travel, unbuildable=unbuildable)  # fmt: skip
         self.pytest = PytestFolders(options.cache / "pytest", self.engine)
         self.memo = SuiteMemo(options.cache / "passed", enabled=options.use_cache, engine=self.engine, stores=travel)
         self.conformance = ConformanceTool(self.engine, self.logdir / "conformance-install.log")

@@ -37,6 +37,7 @@ from .model import (
     Usage,
 )
 from .outcomes import counts
+from .text import shorten
 
 SCHEMA = "mcplab-results/4"  # 4: suites' usage (peak memory, CPU time) and earlier attempts; the flaky outcome
 READABLE = frozenset({"mcplab-results/3", SCHEMA})  # 3 lacks only what has defaults
@@ -135,20 +136,6 @@ def suite_text(suite: SuiteResult | None) -> str:
     if suite.outcome is Outcome.FLAKY:
         return f"flaky {suite.counts}"
     return str(suite.outcome.value)
-
-
-def shorten(text: str, limit: int) -> str:
-    """`text` in at most about `limit` characters, cut between words (a path or a word is never cut; one
-    longer than the limit is kept whole), marked with an ellipsis when anything was left out."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit)
-    if cut <= 0:
-        cut = text.find(" ", limit)
-        if cut < 0:
-            return text
-    return text[:cut].rstrip(" ;,:") + " …"
 
 
 def failure_lines(results: Sequence[CellResult]) -> list[tuple[CellResult, SuiteResult, str, TestFailure]]:

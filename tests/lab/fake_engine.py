@@ -17,6 +17,8 @@ from matrix.engine import Completed, ContainerSpec, ContainerState, Engine
 from matrix.host import FACTS_PROBE
 from matrix.suiterun import MEASURE, USAGE_FILE
 
+UNBUILDABLE = ("the apt mirror lists python3.14 source versions 3.14.10-1, 3.14.9-1 but does not serve their files "
+               "(apt-get source: 404 Not Found), so the interpreter cannot be compiled here")  # images/apt-source
 MEASURED = b"memory 104857600 memory/memory.max_usage_in_bytes\ncpu_ns 2500000000 cpuacct/cpuacct.usage\n"
 
 PASSING = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2">
@@ -88,7 +90,7 @@ class FakeEngine(Engine):
             log.write_text("Step 2/5 : RUN exit 3\ndeliberately broken build\n")
             return Completed(returncode=1, output="Step 2/5 : RUN exit 3\ndeliberately broken build\n")
         if target in self.unbuildable_stages:
-            said = "\x1b[0mmcplab-unavailable: the apt mirror serves no python3.14 source package\n"
+            said = f"\x1b[0mmcplab-unavailable: {UNBUILDABLE}\n"
             return Completed(returncode=1, output=f"Step 3/9 : RUN ...\n{said}returned a non-zero code: 1\n")
         self.present[tag] = _id(tag)
         self.built.append(tag)

@@ -35,6 +35,8 @@ TABLE = {
 }  # fmt: skip
 CELLS = parse_cells(TABLE)
 BOOKWORM, OFFICIAL = CELLS
+(NO_SUCH_HOST,) = parse_cells({"schema": 1, "cell": [{"name": "fx-host-py3.99", "family": "host", "release": "host",
+                                                       "python": "3.99", "python_from": "host"}]})  # fmt: skip
 IN_CONTAINER = (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD)
 
 
@@ -121,11 +123,13 @@ def test_an_interrupt_keeps_what_finished_and_cancels_the_rest(tmp_path: Path) -
     lab = a_lab(tmp_path, engine, jobs=1)
     threading.Thread(target=lambda: engine.started.wait(10) and lab.interrupt("the run was interrupted by SIGINT"),
                      daemon=True).start()  # fmt: skip
-    results = run(lab, (BOOKWORM, OFFICIAL))
+    results = run(lab, (BOOKWORM, OFFICIAL, NO_SUCH_HOST))
     bookworm = results["fx-bookworm"]
     assert outcomes(bookworm) == {"unit": "passed", "http": "cancelled", "payload": "cancelled"}
     assert bookworm.outcome is Outcome.CANCELLED
-    assert results["fx-official"].outcome is Outcome.UNAVAILABLE  # known before the interrupt: stays so
+    for name in ("fx-official", "fx-host-py3.99"):  # known before the interrupt: they stay so, with why
+        assert results[name].outcome is Outcome.UNAVAILABLE, results[name]
+    assert results["fx-host-py3.99"].message == "no python3.99 on PATH or in pyenv"
     assert lab.interrupted.is_set() and engine.live == {}
     assert exit_code(list(results.values()), interrupted=True) == 130
 

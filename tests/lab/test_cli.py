@@ -185,3 +185,11 @@ def test_rerun_failed_with_nothing_failed_runs_nothing_and_says_so(tmp_path: Pat
     assert not (folder / report.LATEST_FULL).exists() and len(list(folder.iterdir())) == 2  # no run was made
     missing = run("--rerun-failed", "--results", str(tmp_path / "none"))
     assert missing.returncode == 2 and "there is none to read" in missing.stderr
+
+
+@pytest.mark.engine
+def test_list_never_calls_available_a_cell_whose_compiled_python_it_has_not_checked() -> None:
+    listed = {c["name"]: c for c in json.loads(run("--list", "--json").stdout)}
+    free = listed["debian-sid-py3.14t"]  # this machine's mirror lists python3.14's source but serves no files
+    assert not (free["available"] and free["checked"]), free
+    assert "not checked until built" in free["detail"] or "does not serve their files" in free["detail"], free

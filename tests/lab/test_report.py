@@ -24,6 +24,7 @@ from matrix.model import (
     TestFailure,
     Usage,
 )
+from matrix.text import shorten
 
 JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites>
 <testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
@@ -214,11 +215,11 @@ def test_a_flaky_suite_shows_as_flaky_with_the_failure_of_the_run_that_failed() 
 def test_reasons_are_shortened_between_words_never_inside_one(limit: int) -> None:
     reason = ("the apt mirror lists python3.14 source versions 3.14.10-1 and 3.14.9-1 but serves none of their "
               "files (docker build of the builder stage; log: /work/.cache/lab/logs/20261201-abc/build-x.log)")
-    short = report.shorten(reason, limit)
+    short = shorten(reason, limit)
     words = set(reason.split())
     assert all(word in words for word in short.removesuffix(" …").split())
     assert short == reason or short.endswith(" …")
-    assert report.shorten("short", limit) == "short"
+    assert shorten("short", limit) == "short"
 
 
 def test_every_report_has_each_suites_peak_memory_and_cpu_time_beside_its_budget() -> None:

@@ -11,14 +11,17 @@ from pathlib import Path
 import pytest
 
 from matrix import conformance
+from matrix.build import BuildPlan, Unbuildable, plan_build
+from matrix.cellrun import availability, base_plans
 from matrix.cells import parse_cells
 from matrix.engine import Completed
 from matrix.install import Distribution
+from matrix.lab import Lab
 from matrix.model import Outcome, Suite, SuiteResult
 from matrix.plan import Selection
 from matrix.runners import STRESSED
 
-from .fake_engine import FakeEngine, suite_of
+from .fake_engine import UNBUILDABLE, FakeEngine, suite_of
 from .test_cellrun import a_lab, outcomes, run
 
 TABLE = {
@@ -214,9 +217,40 @@ def test_the_free_threaded_cell_stresses_only_the_concurrency_suites_and_counts_
 
 def test_a_recipe_that_says_this_machine_cannot_build_it_makes_the_cell_unavailable(tmp_path: Path) -> None:
     engine = FakeEngine(present=["debian:sid"], unbuildable_stages=["builder"])
-    result = run(a_lab(tmp_path, engine, selection=suites(Suite.UNIT)), (FREE,))["fx-free"]
+    lab = a_lab(tmp_path, engine, selection=suites(Suite.UNIT))
+    result = run(lab, (FREE,))["fx-free"]
     assert result.outcome is Outcome.UNAVAILABLE
-    assert result.message.startswith("the apt mirror serves no python3.14 source package")
+    assert result.message == f"{UNBUILDABLE} (the builder stage's build said so)"
+    assert result.log_tail.startswith("build log: ") and "build-fx-free-builder.log" in result.log_tail
+    # The next run knows without building, and says since when; --list says the same; --no-cache builds again.
+    again = FakeEngine(present=["debian:sid"], unbuildable_stages=["builder"])
+    second = run(a_lab(tmp_path, again, selection=suites(Suite.UNIT)), (FREE,))["fx-free"]
+    assert second.outcome is Outcome.UNAVAILABLE and again.builds == []
+    assert second.message.startswith(result.message + f"; found by run {lab.run_id} on ")
+    plans = base_plans([FREE], again, {})
+    state, why = availability(FREE, plans, {}, engine=again, root=lab.options.root,
+                              unbuildable=Unbuildable(tmp_path / "cache/unbuildable"))  # fmt: skip
+    assert (state, why) == ("unavailable", second.message)
+    fresh = FakeEngine(present=["debian:sid"], unbuildable_stages=["builder"])
+    run(a_lab(tmp_path, fresh, selection=suites(Suite.UNIT), use_cache=False), (FREE,))
+    assert [tag for tag, _ in fresh.builds] == [plan_of(lab, fresh).tag("builder")]
+
+
+def plan_of(lab: Lab, engine: FakeEngine) -> BuildPlan:
+    return plan_build(FREE, lab.options.root, "debian:sid", engine.image_id("debian:sid") or "")
+
+
+def test_list_calls_a_compiled_python_unchecked_until_it_was_built_here(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:sid"])
+    lab = a_lab(tmp_path, engine)
+    nothing = Unbuildable(tmp_path / "unbuildable")
+    state, why = availability(FREE, base_plans([FREE], engine, {}), {}, engine=engine, root=lab.options.root,
+                              unbuildable=nothing)  # fmt: skip
+    assert state == "unchecked" and "not checked until built: the builder stage compiles python3.14t" in why
+    engine.present[plan_of(lab, engine).tag("builder")] = "sha256:built"
+    state, _ = availability(FREE, base_plans([FREE], engine, {}), {}, engine=engine, root=lab.options.root,
+                            unbuildable=nothing)  # fmt: skip
+    assert state == "available"
 
 
 def test_results_with_the_new_fields_survive_the_json_round_trip(tmp_path: Path) -> None:
