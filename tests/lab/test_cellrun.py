@@ -189,3 +189,33 @@ def test_each_suite_is_measured_and_one_over_its_budget_fails_saying_so(tmp_path
     assert len(payload.earlier) == 1  # run again, as any failure is, and over again
     again = run(a_lab(tmp_path, FakeEngine(present=["debian:bookworm", *engine.built])))["fx-bookworm"]
     assert again.suite(Suite.UNIT).cached and not again.suite(Suite.PAYLOAD).cached  # type: ignore[union-attr]
+
+
+def test_what_a_run_writes_into_the_checkout_is_ignored_by_git(tmp_path: Path) -> None:
+    import subprocess
+
+    root = tmp_path / "tree"
+    lab = a_lab(tmp_path, FakeEngine(present=["debian:bookworm"]), cache=root / ".cache/lab",
+                results=root / "matrix/results")  # fmt: skip
+    for name in ("py3.11",):  # a_lab made the pytest folders under tmp_path/cache: where the defaults put them
+        shutil.copytree(tmp_path / "cache/pytest" / name, root / ".cache/lab/pytest" / name)
+    shutil.copy(LAB_ROOT / ".gitignore", root / ".gitignore")
+    git = ["git", "-C", str(root), "-c", "user.name=lab", "-c", "user.email=lab@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "before"]):
+        subprocess.run([*git, *args], capture_output=True, check=True)
+    from matrix import cli, report
+
+    results = run_matrix(lab, (BOOKWORM,))
+    report.write_reports(results, cli.environment(lab, engine_version="fake"), lab.options.results / lab.run_id)
+    report.point(lab.options.results / report.LATEST, lab.options.results / lab.run_id)
+    written = [p for p in (root / ".cache").rglob("*") if p.is_file()] + list((root / "matrix/results").rglob("*"))
+    assert written, "the run wrote nothing where the defaults put it"
+    left = subprocess.run([*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    assert left == "", left
+    # The defaults are where this test put them, and the lab's other folders are ignored too.
+    assert cli.build_parser().get_default("results") == LAB_ROOT / "matrix/results"
+    assert Options().cache == LAB_ROOT / ".cache/lab"
+    others = [".venv-lab/bin/python", ".cache/conformance/node", ".cache/lab/host/py3.11/bin/python"]
+    ignored = subprocess.run(["git", "-C", str(LAB_ROOT), "check-ignore", *others], capture_output=True, text=True)
+    assert ignored.stdout.split() == others
