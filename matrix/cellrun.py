@@ -145,7 +145,8 @@ def _host_cell(lab: Lab, cell: Cell, chosen: Sequence[Suite], record: CellResult
     pytest = PytestFolder(folder=folder, wheels=",".join(lab.pytest.wheels(folder)), pip=lab.pytest.pip(folder))
     host = HostCell(interpreter=interpreter, venv_python=venv_python, inputs=inputs, pytest=pytest)
     suites = _run_suites(lab, cell, chosen, say, lambda suite: host_suite(lab, cell, host, suite))
-    lab.startup_targets[cell.name] = StartupTarget(python=str(venv_python), demo=str(root / "server/examples/demo.py"))
+    lab.startup_targets[cell.name] = StartupTarget(python=str(venv_python), demo=str(root / "server/examples/demo.py"),
+                                                   inputs=f"{interpreter}\0{inputs}")  # fmt: skip
     found = hostcells.facts(lab.engine, venv_python)
     return _finish(record, cell, suites, found, base=f"host {interpreter}")
 
@@ -164,7 +165,7 @@ def _container_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...], chosen: S
         pytest = PytestFolder(folder=folder, volume=volume_name(folder.name, wheels), wheels=",".join(wheels),
                               pip=lab.pytest.pip(folder))  # fmt: skip
     suites = _run_suites(lab, cell, chosen, say, lambda suite: container_suite(lab, cell, built, pytest, suite))
-    lab.startup_targets[cell.name] = StartupTarget(image=built.runtime)
+    lab.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=lab.engine.image_id(built.runtime) or "")
     found = interpreter_facts(lab, cell, built.python)
     return _finish(record, cell, suites, found, image=built.runtime, base=base.how)
 

@@ -11,6 +11,7 @@ but no embedded server, so nothing but the installed copy can be imported.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sys
 import tempfile
@@ -104,9 +105,22 @@ class Distributions:
         if not (list(out.glob("*.whl")) and list(out.glob("*.tar.gz"))):
             self._build(files, out)
         wheel, sdist = sorted(out.glob("*.whl"))[0], sorted(out.glob("*.tar.gz"))[0]
-        twine = self.engine.command([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
-                                    timeout=120, log=self.log)  # fmt: skip
-        return Distribution(wheel=wheel, sdist=sdist, twine=twine)
+        return Distribution(wheel=wheel, sdist=sdist, twine=self._twine_check(out, wheel, sdist))
+
+    def _twine_check(self, out: Path, wheel: Path, sdist: Path) -> Completed:
+        """`twine check` of these very files, run once and remembered beside them (it takes seconds, and a
+        rerun with nothing changed should not)."""
+        said = out / "twine-check.json"
+        try:
+            found = json.loads(said.read_text(encoding="utf-8"))
+            return Completed(returncode=int(found["returncode"]), output=str(found["output"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        done = self.engine.command([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
+                                   timeout=120, log=self.log)  # fmt: skip
+        if not done.timed_out:
+            said.write_text(json.dumps({"returncode": done.returncode, "output": done.output}) + "\n")
+        return done
 
     def _build(self, files: list[ContextFile], out: Path) -> None:
         """Build from a copy of exactly the package's files: the checkout stays clean (no egg-info) and

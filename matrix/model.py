@@ -258,6 +258,8 @@ class FirstAnswer:
     samples_ms: tuple[float, ...] = ()
     bare_samples_ms: tuple[float, ...] = ()
     error: str = ""  # why there is no measurement
+    produced_by: str = ""  # the run that measured it
+    cached: bool = False  # remembered from that run: the same image (or interpreter and code) and probe
 
     @property
     def ratio(self) -> float:

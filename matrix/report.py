@@ -432,8 +432,9 @@ def _first_answer_details(first: FirstAnswer | None) -> str:
         return ""
     if first.error or not first.runs:
         return first.error or "not measured"
+    where = f" (cached: measured in run {first.produced_by})" if first.cached else ""
     return (f"median {first.median_ms:.1f} ms over {first.runs} starts (min {min(first.samples_ms):.1f}, max "
-            f"{max(first.samples_ms):.1f}); bare loop {first.bare_median_ms:.1f} ms; {first.ratio:.2f}x")
+            f"{max(first.samples_ms):.1f}); bare loop {first.bare_median_ms:.1f} ms; {first.ratio:.2f}x{where}")
 
 
 # --- writing -----------------------------------------------------------------------------------------

@@ -77,6 +77,10 @@ def test_install_builds_the_wheel_once_and_pip_installs_it_in_a_container_and_on
     assert "mcplab-install: venv: mcpserver from " in (logs / "fx-host-py3.11-install.log").read_text()
     assert (logs / "dist.log").read_text().count("Successfully built") == 1  # once for both cells
     assert lab_containers(engine) == before
+    # Run again, every suite anew: the same files are neither built nor checked by twine again.
+    code, output, data = run_matrix(tmp_path, root, "--cell", CONTAINER_CELL, "--suite", "install", "--no-cache")
+    assert code == 0, output
+    assert not (Path(data["environment"]["logs"]) / "dist.log").exists()
 
 
 def test_conformance_runs_the_official_suite_against_the_cells_published_server(tmp_path: Path,

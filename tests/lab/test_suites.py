@@ -176,6 +176,17 @@ def test_the_first_answer_is_measured_after_the_suites_and_changes_no_outcome(tm
     assert probe.args[-2:] == ("11", "/opt/mcpserver/examples/demo.py")
     first = result.first_answer
     assert first is not None and (first.median_ms, first.bare_median_ms, first.runs) == (55.0, 22.0, 3)
+    assert not first.cached and first.produced_by
+    # The same runtime image again: the measurement is remembered, not made again; a new image is measured.
+    again = FakeEngine(present=["debian:bookworm", *engine.built], suites={"unit": "fail"})
+    second = run(a_lab(tmp_path, again, selection=suites(Suite.UNIT)))["fx-bookworm"].first_answer
+    assert second is not None and second.cached and second.produced_by == first.produced_by
+    assert not [s for s in again.runs if s.args[2:3] == ("probe",)]
+    fresh = FakeEngine(present=["debian:bookworm", *engine.built], suites={"unit": "fail"})
+    (runtime,) = [tag for tag in engine.built if "-runtime-" in tag]
+    fresh.present[runtime] = "sha256:the-same-tag-built-again"
+    third = run(a_lab(tmp_path, fresh, selection=suites(Suite.UNIT)))["fx-bookworm"].first_answer
+    assert third is not None and not third.cached
 
 
 def test_an_interrupted_run_measures_nothing(tmp_path: Path) -> None:
