@@ -5,7 +5,8 @@
   merge    read results of shards -> check they are one plan's -> merge -> write reports -> exit code
 
 Every LabError is caught here, once, and becomes its exit code with its message; the last line printed
-is always the exit code and what it means (`make` reports every failure as 2, hiding the real code).
+is always the exit code and what it means, or for a command that ran no cell, what it did instead (`make`
+reports every failure as 2, and prints its own error after this line).
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ def _count(text: str) -> int:
 
 def _epilog() -> str:
     codes = "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
-    return (f"exit codes:\n{codes}\n`make matrix` exits 2 on any failure (make's rule) and prints the real code "
-            "last; CI should call this script to get it.")  # fmt: skip
+    return (f"exit codes:\n{codes}\n`make matrix` exits 2 on any failure (make's rule), and make's own error is "
+            "its last line; the script's own code is the line `run_matrix: exit N: ...` just above it. CI should call "
+            "this script to get the code.")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
