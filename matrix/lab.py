@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import LAB_ROOT
 from .bootstrap import Bases
+from .budgets import Budget
 from .build import Builder, Unbuildable
 from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
@@ -111,19 +112,19 @@ class Lab:
         self.kept: list[Kept] = []
         self._lock = threading.Lock()
 
-    def remembered(self, key: str, run: Callable[[int], SuiteResult]) -> SuiteResult:
+    def remembered(self, key: str, run: Callable[[int], SuiteResult], budget: Budget) -> SuiteResult:
         """An identical earlier pass (see memo.py), or run the suite (attempt 1, then up to --retries more
         while it does not pass) and remember it if it passed the first time. Either is held to its budget
         (budgets.py), a remembered pass too, since budgets change. A run the interrupt cut short is cancelled
         (outcomes.cancelled_if_interrupted)."""
         hit = self.memo.get(key)
         if hit is not None:
-            return within_budget(hit)
-        attempts = [within_budget(run(1))]
+            return within_budget(hit, budget)
+        attempts = [within_budget(run(1), budget)]
         while attempts[-1].outcome in RETRIED and len(attempts) <= self.options.retries:
             if self.interrupted.is_set():
                 break
-            attempts.append(within_budget(run(len(attempts) + 1)))
+            attempts.append(within_budget(run(len(attempts) + 1), budget))
         result = replace(after_attempts(attempts), produced_by=self.run_id, produced_at=self.started)
         self.memo.put(key, result)
         return result

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from .budgets import Budget, budget_for, megabytes
+from .budgets import Budget, megabytes
 from .junit import parse
 from .model import CellResult, EarlierAttempt, Outcome, Suite, SuiteResult, Usage
 
@@ -99,17 +99,15 @@ def judge(suite: Suite, attempt: Attempt) -> SuiteResult:
     )  # fmt: skip
 
 
-def within_budget(result: SuiteResult, budget: Budget | None = None) -> SuiteResult:
+def within_budget(result: SuiteResult, budget: Budget) -> SuiteResult:
     """A suite that used more than its budget (budgets.py) fails, saying which budget and by how much; a
     result that did not pass anyway keeps its outcome and gains the note. Unmeasured use is never over."""
-    budget = budget or budget_for(result.suite)
     usage, over = result.usage, []
+    whose = f"{result.suite.value} suite's" + (f" {budget.scope}" if budget.scope else "")
     if usage.peak_memory > budget.memory:
-        over.append(f"peak memory {megabytes(usage.peak_memory)} is over the {result.suite.value} suite's budget of "
-                    f"{budget.memory_text}")  # fmt: skip
+        over.append(f"peak memory {megabytes(usage.peak_memory)} is over the {whose} budget of {budget.memory_text}")
     if usage.cpu_time > budget.cpu:
-        over.append(f"CPU time {usage.cpu_time:.0f}s is over the {result.suite.value} suite's budget of "
-                    f"{budget.cpu:.0f}s")  # fmt: skip
+        over.append(f"CPU time {usage.cpu_time:.0f}s is over the {whose} budget of {budget.cpu:.0f}s")
     if not over:
         return result
     said = "; ".join(over) + f" ({usage.measured_by}; budgets in matrix/budgets.py)"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import junit
-from .budgets import budget_for, megabytes
+from .budgets import CPYTHON, budget_for, kind_of, megabytes
 from .compare import SinceLastFull
 from .errors import ConfigError
 from .model import (
@@ -209,18 +209,12 @@ def usage_text(suite: SuiteResult | None) -> str:
     return f"⚠ {text}" if suite.over_budget else text
 
 
-def budget_text(suite: Suite) -> str:
-    budget = budget_for(suite)
-    return f"{budget.memory_text}, {budget.cpu:.0f}s CPU"
-
-
 def usage_rows(results: Sequence[CellResult], suites: Sequence[Suite]) -> list[list[str]]:
-    """The usage table: a budget row, then each cell that measured anything."""
-    rows = [["budget", *(budget_text(s) for s in suites)]]
-    for r in results:
-        if any(s.usage.measured_by for s in r.suites):
-            rows.append([r.cell, *(usage_text(r.suite(s)) for s in suites)])
-    return rows
+    """The usage table: a budget row for each kind of interpreter measured, then each cell that was."""
+    measured = [r for r in results if any(s.usage.measured_by for s in r.suites)]
+    kinds = sorted({kind_of(r) or CPYTHON for r in measured})
+    rows = [[f"budget, {k}", *(budget_for(s, k).text for s in suites)] for k in kinds]
+    return rows + [[r.cell, *(usage_text(r.suite(s)) for s in suites)] for r in measured]
 
 
 def _md_escape(text: str) -> str:
@@ -249,11 +243,11 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
     lines += ["", f"{len(results)} cells: {summary}."]
     usage = usage_rows(results, suites)
-    if len(usage) > 1:
+    if usage:
         lines += ["", USAGE_NOTE, "", "| cell | " + " | ".join(s.value for s in suites) + " |",
                   "|---|" + "---|" * len(suites)]  # fmt: skip
-        lines += [f"| {'`' + row[0] + '`' if i else row[0]} | " + " | ".join(row[1:]) + " |"
-                  for i, row in enumerate(usage)]  # fmt: skip
+        lines += [f"| {row[0] if row[0].startswith('budget') else '`' + row[0] + '`'} | " + " | ".join(row[1:]) + " |"
+                  for row in usage]  # fmt: skip
     if since is not None:
         heading, *changes = since_lines(since)
         lines += ["", heading, "", *(_md_escape(change) for change in changes)]
@@ -308,7 +302,7 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
     ]  # fmt: skip
     out = _columns([header, *rows])
     usage = usage_rows(results, suites)
-    if len(usage) > 1:
+    if usage:
         out += ["", "peak memory and CPU time per suite:", *_columns([["cell", *(s.value for s in suites)], *usage])]
     for r in results:
         if r.outcome is Outcome.PASSED:
@@ -373,7 +367,7 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         )
     body.append(f"</table><p class=env>{e(FIRST_ANSWER_NOTE)}</p>")
     usage = usage_rows(results, suites)
-    if len(usage) > 1:
+    if usage:
         body.append(f"<h2>Peak memory and CPU time</h2><p class=env>{e(USAGE_NOTE)}</p><table><tr><th>cell</th>"
                     + "".join(f"<th>{e(s.value)}</th>" for s in suites) + "</tr>")  # fmt: skip
         body += ["<tr>" + "".join(f"<td{' class=s' if i else ''}>{e(c)}</td>" for i, c in enumerate(row)) + "</tr>"

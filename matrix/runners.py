@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import LAB_ROOT, conformance, install
+from .budgets import Budget, budget_for, kind
 from .build import Images
 from .install import DistributionError
 from .lab import Lab
@@ -22,6 +23,10 @@ from .model import Cell, Outcome, Suite, SuiteResult
 from .suiterun import host_env, pytest_volume, run_image_checks, run_in_container, run_on_host
 
 STRESSED = (Suite.UNIT, Suite.HTTP)  # where the concurrency tests are (tests/unit, tests/http)
+
+
+def budget(cell: Cell, suite: Suite) -> Budget:
+    return budget_for(suite, kind(cell.implementation, cell.flavour))
 
 
 def run_name(cell: Cell, attempt: int) -> str:
@@ -68,7 +73,7 @@ def host_suite(lab: Lab, cell: Cell, host: HostCell, suite: Suite) -> SuiteResul
             lab.engine, lab.conformance, python=host.venv_python, everything=root / "server/examples/everything.py",
             cell=run_name(cell, attempt), env=host_env(host.pytest.folder), timeout=options.timeout,
             logdir=lab.logdir, workdir=lab.workdir,
-        ))  # fmt: skip
+        ), budget(cell, suite))  # fmt: skip
     if suite is Suite.INSTALL:
         made = _distribution(lab)
         if isinstance(made, SuiteResult):
@@ -77,13 +82,13 @@ def host_suite(lab: Lab, cell: Cell, host: HostCell, suite: Suite) -> SuiteResul
         return lab.remembered(key, lambda attempt: install.run_on_host(
             lab.engine, made, interpreter=host.interpreter, pytest_folder=host.pytest.folder, pip_wheel=host.pytest.pip,
             root=root, cell=run_name(cell, attempt), timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
-        ))  # fmt: skip
+        ), budget(cell, suite))  # fmt: skip
     extra = stress_env(cell, suite)
     return lab.remembered(memo_key(*common, str(sorted(extra.items()))), lambda attempt: run_on_host(
         lab.engine, venv_python=host.venv_python, pytest_folder=host.pytest.folder, root=root,
         cell=run_name(cell, attempt), suite=suite, timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
         extra_env=extra,
-    ))  # fmt: skip
+    ), budget(cell, suite))  # fmt: skip
 
 
 def container_suite(lab: Lab, cell: Cell, built: Images, pytest: PytestFolder | None, suite: Suite) -> SuiteResult:
@@ -98,13 +103,13 @@ def container_suite(lab: Lab, cell: Cell, built: Images, pytest: PytestFolder | 
         return lab.remembered(key, lambda attempt: run_image_checks(
             lab.engine, run_id=lab.run_id, cell=cell, name=run_name(cell, attempt), runtime_image=built.runtime,
             python_image=built.python, timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
-        ))  # fmt: skip
+        ), budget(cell, suite))  # fmt: skip
     if suite is Suite.CONFORMANCE:
         key = memo_key("conformance", image_id(built.runtime) or "", files_digest([conformance.SCRIPT]))
         return lab.remembered(key, lambda attempt: conformance.run_against_container(
             lab.engine, lab.conformance, image=built.runtime, run_id=lab.run_id, cell=run_name(cell, attempt),
             timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
-        ))  # fmt: skip
+        ), budget(cell, suite))  # fmt: skip
     assert pytest is not None
     if suite is Suite.INSTALL:
         return _install_in_container(lab, cell, built, pytest)
@@ -121,7 +126,7 @@ def container_suite(lab: Lab, cell: Cell, built: Images, pytest: PytestFolder | 
         return result
 
     key = memo_key("container", image_id(built.test) or "", suite.value, pytest.volume, str(sorted(extra.items())))
-    return lab.remembered(key, in_container)
+    return lab.remembered(key, in_container, budget(cell, suite))
 
 
 def _install_in_container(lab: Lab, cell: Cell, built: Images, pytest: PytestFolder) -> SuiteResult:
@@ -142,4 +147,4 @@ def _install_in_container(lab: Lab, cell: Cell, built: Images, pytest: PytestFol
 
     key = memo_key("install", lab.engine.image_id(built.install) or "", pytest.volume, files_digest([made.wheel]),
                    str(made.twine.ok), files_digest([install.DRIVER]))  # fmt: skip
-    return lab.remembered(key, in_container)
+    return lab.remembered(key, in_container, budget(cell, Suite.INSTALL))

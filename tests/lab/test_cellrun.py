@@ -185,7 +185,7 @@ def test_each_suite_is_measured_and_one_over_its_budget_fails_saying_so(tmp_path
     assert (unit.usage.peak_memory, unit.usage.cpu_time) == (104857600, 2.5)
     assert "cgroup (memory/memory.max_usage_in_bytes, cpuacct/cpuacct.usage)" in unit.usage.measured_by
     assert payload is not None and payload.outcome is Outcome.FAILED and result.outcome is Outcome.FAILED
-    assert "peak memory 1,900 MB is over the payload suite's budget of 60 x 5 MB (300 MB)" in payload.message
+    assert "peak memory 1,900 MB is over the payload suite's CPython budget of 60 x 5 MB (300 MB)" in payload.message
     assert len(payload.earlier) == 1  # run again, as any failure is, and over again
     again = run(a_lab(tmp_path, FakeEngine(present=["debian:bookworm", *engine.built])))["fx-bookworm"]
     assert again.suite(Suite.UNIT).cached and not again.suite(Suite.PAYLOAD).cached  # type: ignore[union-attr]

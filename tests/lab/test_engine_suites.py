@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.budgets import budget_for
+from matrix.budgets import CPYTHON, budget_for
 from matrix.engine import LABEL, ContainerSpec, Engine
 from matrix.model import Suite
 from matrix.suiterun import PYTEST_MOUNT, pytest_volume
@@ -126,7 +126,7 @@ def test_a_new_pytest_volume_is_filled_and_then_mounted_read_only(tmp_path: Path
 
 def test_each_suite_is_measured_in_its_container_and_on_the_host_and_held_to_its_budget(tmp_path: Path,
                                                                                        engine: Engine) -> None:
-    budget = budget_for(Suite.PAYLOAD)
+    budget = budget_for(Suite.PAYLOAD, CPYTHON)  # both cells' interpreters are CPython 3.11
     size = budget.memory + 100_000_000
     big = f"def test_holds_more_than_the_budget():\n    data = b'x' * {size}\n    assert len(data) == {size}\n"
     root = make_tree(tmp_path, {"tests/payload/test_big.py": big})
@@ -138,5 +138,5 @@ def test_each_suite_is_measured_in_its_container_and_on_the_host_and_held_to_its
         assert unit["outcome"] == "passed" and how in unit["usage"]["measured_by"], unit
         assert 1_000_000 < unit["usage"]["peak_memory"] < size and unit["usage"]["cpu_time"] > 0
         assert payload["outcome"] == "failed" and payload["usage"]["peak_memory"] >= size, payload
-        assert f"over the payload suite's budget of {budget.memory_text}" in payload["message"]
+        assert f"over the payload suite's CPython budget of {budget.memory_text}" in payload["message"]
     assert "Peak memory and CPU time of each suite" in (tmp_path / "results" / "latest" / "matrix.md").read_text()

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from matrix.budgets import PAYLOAD_MULTIPLE, Budget, budget_for
-from matrix.model import CellResult, Outcome, Suite, SuiteResult, TestFailure, Usage
+from matrix.budgets import CPYTHON, DEFAULT, PYPY, Budget, budget_for, kind
+from matrix.model import CellResult, Flavour, Implementation, Outcome, Suite, SuiteResult, TestFailure, Usage
 from matrix.outcomes import (
     RETRIED,
     Attempt,
@@ -160,16 +160,25 @@ def measured(outcome: Outcome, peak: int, cpu: float = 1.0, name: Suite = Suite.
 
 
 def test_a_suite_over_its_memory_budget_fails_and_says_which_budget() -> None:
-    budget = budget_for(Suite.PAYLOAD)
-    over = within_budget(measured(Outcome.PASSED, budget.memory + 1))
+    budget = budget_for(Suite.PAYLOAD, CPYTHON)
+    over = within_budget(measured(Outcome.PASSED, budget.memory + 1), budget)
     assert over.outcome is Outcome.FAILED
-    assert f"over the payload suite's budget of {budget.memory_text}" in over.message
+    assert f"over the payload suite's CPython budget of {budget.memory_text}" in over.message
     assert over.over_budget and "matrix/budgets.py" in over.message
-    assert budget.memory_text.startswith(f"{PAYLOAD_MULTIPLE} x 5 MB")
+    assert budget.memory_text == "60 x 5 MB (300 MB)"
     within = measured(Outcome.PASSED, budget.memory)
-    assert within_budget(within) is within
+    assert within_budget(within, budget) is within
     unmeasured = SuiteResult(suite=Suite.PAYLOAD, outcome=Outcome.PASSED, tests=1, passed=1)
-    assert within_budget(unmeasured) is unmeasured
+    assert within_budget(unmeasured, budget) is unmeasured
+
+
+def test_each_kind_of_interpreter_has_the_payload_budget_stated_in_5_mb() -> None:
+    for implementation, flavour, multiple in ((Implementation.CPYTHON, Flavour.DEFAULT, 60),
+                                              (Implementation.CPYTHON, Flavour.FREE_THREADED, 100),
+                                              (Implementation.PYPY, Flavour.DEFAULT, 200)):  # fmt: skip
+        budget = budget_for(Suite.PAYLOAD, kind(implementation, flavour))
+        assert budget.memory == multiple * 5_000_000 and budget.memory_text.startswith(f"{multiple} x 5 MB")
+    assert budget_for(Suite.UNIT, PYPY) == budget_for(Suite.HOSTILE) == DEFAULT
 
 
 def test_a_cpu_budget_and_a_failure_that_was_also_over_budget() -> None:

@@ -226,7 +226,7 @@ def test_every_report_has_each_suites_peak_memory_and_cpu_time_beside_its_budget
     over = replace(FLAKY, suite=Suite.PAYLOAD, outcome=Outcome.FAILED, over_budget="peak memory ... over", earlier=())
     cells = [*results(), CellResult(cell="debian-trixie-pypy3.11", outcome=Outcome.FAILED, suites=(over,))]
     markdown = report.to_markdown(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
-    assert "| budget | 2,000 MB, 1800s CPU | 60 x 5 MB (300 MB), 600s CPU |" in markdown
+    assert "| budget, CPython | 2,000 MB, 1800s CPU | 60 x 5 MB (300 MB), 600s CPU |" in markdown
     assert "| `debian-sid-pypy3.11` | 312 MB, 41s CPU | — |" in markdown
     assert "| `debian-trixie-pypy3.11` | — | ⚠ 312 MB, 41s CPU |" in markdown
     assert report.suite_text(over) == "4/4, over budget"
