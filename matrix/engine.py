@@ -13,15 +13,19 @@ checks identity (the image still wears the tag its TAG_LABEL names), never the i
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tarfile
+import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -33,6 +37,7 @@ RUN_LABEL = "org.mcpserver.lab.run"
 TAG_LABEL = "org.mcpserver.lab.tag"
 TREE_LABEL = "org.mcpserver.lab.tree"  # which checkout built it: superseded images are pruned per checkout
 CLI_TIMEOUT = 120.0  # seconds for quick engine queries; builds and suites have their own limits
+BUILD_STEP = re.compile(r"^ ---> ([0-9a-f]{12,64})$", re.M)  # the legacy builder's image of each step
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,10 +307,36 @@ class Engine:
         log: Path,
         timeout: float,
     ) -> Completed:
-        # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
-        argv = ["build", "--force-rm", *(["--target", target] if target else []), "--tag", tag, *label_args(labels)]
-        argv += [a for arg in build_args for a in ("--build-arg", arg)]
-        return self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
+        """Build and tag `tag`, once: a build of the same tag by another process on this host is waited for
+        (one lock per tag), and then found. `--tag` would have moved the tag and left the image it named
+        dangling: two runs building one stage side by side left an 834 MB builder stage behind. A tag taken
+        meanwhile through another engine client keeps its image, and the one built here is removed; a failed
+        build's last step image goes too, with any untagged parents nothing else uses."""
+        with _one_at_a_time(tag):
+            if self.image_id(tag) is not None:
+                return Completed(returncode=0, output=f"mcplab: {tag} was built meanwhile by another run\n")
+            return self._build(context, target=target, tag=tag, build_args=build_args, labels=labels, log=log,
+                               timeout=timeout)  # fmt: skip
+
+    def _build(self, context: bytes, *, target: str | None, tag: str, build_args: Sequence[str],
+               labels: Mapping[str, str], log: Path, timeout: float) -> Completed:  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="mcplab-build-") as folder:
+            iidfile = Path(folder) / "iid"
+            # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
+            argv = ["build", "--force-rm", "--iidfile", str(iidfile), *(["--target", target] if target else [])]
+            argv += [*label_args(labels), *(a for arg in build_args for a in ("--build-arg", arg))]
+            done = self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
+            built = iidfile.read_text().strip() if done.ok and iidfile.is_file() else ""
+        if not built:
+            steps = BUILD_STEP.findall(done.output)
+            if steps and not self.image_facts(steps[-1]).get("tags"):  # never a base, or anything tagged
+                self._docker(["rmi", steps[-1]])  # refused, harmlessly, while a child or a container uses it
+            return done if not done.ok else Completed(returncode=1, output=done.output + "no image ID was written\n")
+        if self.image_id(tag) is None:
+            self.tag(built, tag)
+        elif self.image_id(tag) != built:
+            self._docker(["rmi", built])
+        return done
 
     def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float) -> Completed:
         """tar the tree into `docker import` under `tag`; both processes are tracked."""
@@ -450,6 +481,22 @@ _START_ONE = (
     "Run `make lab-engine` (it starts one on a Debian/Ubuntu host where you are root), or start a Docker "
     "engine and point DOCKER_HOST (or `docker context use`) at it; `--distro host` runs without one."
 )
+
+
+@contextlib.contextmanager
+def _one_at_a_time(name: str) -> Iterator[None]:
+    """Held by one process of this host at a time (an flock in the temporary folder, which every checkout on
+    the host shares)."""
+    path = Path(tempfile.gettempdir()) / "mcplab-locks" / (hashlib.sha256(name.encode()).hexdigest()[:32] + ".lock")
+    try:
+        path.parent.mkdir(mode=0o1777, exist_ok=True)
+        handle = open(path, "a")  # noqa: SIM115 - held across the yield
+    except OSError:  # another user's folder: build without the lock, as before it existed
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from matrix.engine import LABEL, TREE_LABEL, Engine
+from matrix.engine import BUILD_STEP, LABEL, TREE_LABEL, Engine
 from matrix.lab import tree_identity
 
 from .conftest import FIXTURES, LAB_ROOT
@@ -326,3 +326,51 @@ def test_unchanged_rerun_builds_nothing_and_a_code_change_rebuilds_only_code_lay
     for stage in ("runtime", "test"):
         mine = [r for r in cell_tags if f"-{stage}-" in r and engine.image_facts(r)["labels"].get(TREE_LABEL) == tree]
         assert len(mine) == 1, (stage, mine)
+
+
+def dangling(engine: Engine) -> set[str]:
+    done = subprocess.run(["docker", "images", "-q", "--no-trunc", "--filter", "dangling=true", "--filter",
+                           f"label={LABEL}"], capture_output=True, text=True, check=True)  # fmt: skip
+    return set(done.stdout.split())
+
+
+def test_two_builds_of_one_stage_side_by_side_leave_one_image_and_none_dangling(tmp_path: Path,
+                                                                                engine: Engine) -> None:
+    """With `--tag`, the build that finished last moved the tag and the other's image dangled (an 834 MB
+    builder stage after a cold run with another cell building alongside); each build now tags its image only
+    when nobody has, and removes it otherwise. A failed build removes its last step's image too."""
+    import secrets
+    import threading
+
+    from matrix.build import context_tar
+
+    base = subprocess.run([*RUN_MATRIX, "--base", "debian-bookworm-py3.11"], capture_output=True, text=True,
+                          check=True, cwd=LAB_ROOT).stdout.strip().splitlines()[-1]  # fmt: skip
+    mark, tag = secrets.token_hex(4), f"mcplab-test/race:{secrets.token_hex(4)}"
+    labels = {LABEL: "1", TREE_LABEL: f"race-{mark}"}
+    context = context_tar(f"FROM {base}\nRUN sleep 3 && echo {mark} > /mark\n".encode(), [])
+    before = dangling(engine)
+    done: list[bool] = []
+
+    def build(n: int) -> None:
+        done.append(engine.build(context, target=None, tag=tag, build_args=(), labels=labels,
+                                 log=tmp_path / f"build{n}.log", timeout=300).ok)  # fmt: skip
+
+    builders = [threading.Thread(target=build, args=(n,)) for n in (1, 2)]
+    try:
+        for thread in builders:
+            thread.start()
+        for thread in builders:
+            thread.join()
+        assert done == [True, True]
+        assert len(engine.images(f"{TREE_LABEL}=race-{mark}")) == 1  # the tagged one; the other went
+        broken = context_tar(f"FROM {base}\nRUN echo {mark} > /broken\nRUN exit 3\n".encode(), [])
+        failed = engine.build(broken, target=None, tag=f"{tag}-broken", build_args=(), labels=labels,
+                              log=tmp_path / "broken.log", timeout=300)  # fmt: skip
+        assert not failed.ok
+        step = BUILD_STEP.findall(failed.output)[-1]  # the image of `RUN echo`, the last step that worked
+        assert engine.image_id(step) is None, "the failed build's last step was left dangling"
+        assert engine.image_id(base) is not None
+        assert dangling(engine) <= before
+    finally:
+        engine.remove_images(tag)
