@@ -30,9 +30,10 @@ from .cells import CELLS_TOML, load_cells
 from .compare import SinceLastFull, since_last_full
 from .engine import Engine
 from .errors import LabError, NothingToRun, UsageError
+from .exits import Exit
 from .lab import DEFAULT_TIMEOUT, KEEP_RUNS, Lab, Options, environment
 from .model import SUITES, Cell, CellResult, Environment, Family, Implementation, Outcome, Suite
-from .outcomes import EXIT_CODES, exit_code
+from .outcomes import exit_code
 from .plan import (
     Selection,
     check_shards,
@@ -76,7 +77,7 @@ def _count(text: str) -> int:
 
 
 def _epilog() -> str:
-    codes = "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items())
+    codes = "\n".join(f"  {code.value:<4} {code.meaning}" for code in Exit)
     return (f"exit codes:\n{codes}\n`make matrix` exits 2 on any failure (make's rule), and make's own error is "
             "its last line; the script's own code is the line `run_matrix: exit N: ...` just above it. CI should call "
             "this script to get the code.")  # fmt: skip
@@ -165,7 +166,7 @@ def jobs_auto() -> int:
 class Ended:
     """How a command ended: its exit code and, for one that ran no cell, what it did instead of a verdict."""
 
-    code: int
+    code: Exit
     instead: str = ""
 
 
@@ -178,9 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `--list | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
-    said = ended.instead or EXIT_CODES.get(ended.code, "see --help")
-    print(f"run_matrix: exit {ended.code}: {said}", file=sys.stderr)
-    return ended.code
+    said = ended.instead or ended.code.meaning
+    print(f"run_matrix: exit {ended.code.value}: {said}", file=sys.stderr)
+    return ended.code.value
 
 
 def _main(argv: list[str]) -> Ended:
@@ -190,20 +191,21 @@ def _main(argv: list[str]) -> Ended:
     cells = load_cells(args.cells)
     selection = _selection(args)
     if selection is None:
-        return Ended(0, f"nothing to rerun: no suite failed, errored, timed out or was flaky in {args.results}/latest")
+        latest = args.results / "latest"
+        return Ended(Exit.PASSED, f"nothing to rerun: no suite failed, errored, timed out or was flaky in {latest}")
     which = parse_shard(args.shard) if args.shard else None
     if args.durations and not which:
         raise UsageError("--durations goes with --shard.")
     if args.base:
         _base(cells, args.base)
-        return Ended(0, "the base is there; no cell was run")
+        return Ended(Exit.PASSED, "the base is there; no cell was run")
     selected = select(cells, selection)
     if args.available_only:
         selected = _available(selected, args)
     chosen = shard(selected, which, _durations(args.durations) if args.durations else None)
     if args.github_matrix or args.list:
         _list(chosen, args) if args.list else print(github_matrix(chosen, shards=args.shards))
-        return Ended(0, "a listing; no cell was run")
+        return Ended(Exit.PASSED, "a listing; no cell was run")
     if args.json or args.shards:
         raise UsageError("--json goes with --list, --shards with --github-matrix.")
     if not chosen:
@@ -307,7 +309,7 @@ def _base(cells: Sequence[Cell], name: str) -> None:
     print(base.image)
 
 
-def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> int:
+def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
     engine = Engine()
     engine_version = ""
     if any(c.family.in_container for c in cells) or engine.asked_for():
@@ -330,7 +332,7 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> int:
     since = since_last_full(results, *last_full) if last_full else None
     _finish(lab, results, engine_version=engine_version, whole_table=whole_table, since=since)
     code = exit_code(results, strict=options.strict, interrupted=lab.interrupted.is_set())
-    if code == 3:
+    if code is Exit.NOTHING_RAN:
         reasons = "; ".join(f"{r.cell}: {r.message}" for r in results if r.outcome is Outcome.UNAVAILABLE)
         raise NothingToRun(f"no selected cell can run here ({reasons}).")
     return code
@@ -383,7 +385,7 @@ def _interrupt_handler(lab: Lab):  # type: ignore[no-untyped-def]
     return handler
 
 
-def _merge(args: argparse.Namespace) -> int:
+def _merge(args: argparse.Namespace) -> Exit:
     groups, envs = [], []
     suites: tuple[Suite, ...] = ()
     for directory in args.merge:
@@ -400,7 +402,7 @@ def _merge(args: argparse.Namespace) -> int:
     report.write_reports(merged, environ, out, suites=suites)
     print(report.to_table(merged, suites=suites), end="")
     code = exit_code(merged, strict=args.strict)
-    if code == 3:
+    if code is Exit.NOTHING_RAN:
         raise NothingToRun("none of the merged cells could run.")
     return code
 

@@ -15,16 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from .budgets import Budget, megabytes
+from .exits import Exit
 from .junit import parse
 from .model import CellResult, EarlierAttempt, Outcome, Suite, SuiteResult, Usage
 
-EXIT_CODES = {
-    0: "every cell that could run passed (flaky ones too, unless --strict)",
-    1: "a cell failed, errored or timed out (or, with --strict, was flaky or unavailable)",
-    2: "usage: a bad option or selector, a malformed cells.toml, or --merge of results that do not fit",
-    3: "nothing could run: the Docker engine asked for does not answer, or every selected cell is unavailable",
-    130: "interrupted (Ctrl-C, SIGINT or SIGTERM): the partial report says what finished",
-}
 BAD = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT, Outcome.CANCELLED})
 # When suites disagree, the cell shows the most urgent: a broken harness hides verdicts, so it comes first.
 # A suite this cell cannot have (the install suite without zlib) leaves the others' pass standing.
@@ -162,18 +156,18 @@ def cell_outcome(suites: Sequence[SuiteResult]) -> Outcome:
     return Outcome.ERROR
 
 
-def exit_code(results: Sequence[CellResult], *, strict: bool = False, interrupted: bool = False) -> int:
-    """The run's exit code (EXIT_CODES says what each means)."""
+def exit_code(results: Sequence[CellResult], *, strict: bool = False, interrupted: bool = False) -> Exit:
+    """The run's exit code (exits.py says what each means)."""
     if interrupted:
-        return 130
+        return Exit.INTERRUPTED
     ran = [r for r in results if r.outcome is not Outcome.UNAVAILABLE]
     if not ran:
-        return 3
+        return Exit.NOTHING_RAN
     if any(r.outcome in BAD for r in ran):
-        return 1
+        return Exit.FAILED
     if strict and (len(ran) != len(results) or any(r.outcome is Outcome.FLAKY for r in ran)):
-        return 1
-    return 0
+        return Exit.FAILED
+    return Exit.PASSED
 
 
 def counts(results: Sequence[CellResult]) -> dict[str, int]:
