@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from . import LAB_ROOT, report
+from . import LAB_ROOT, records, report
 from .build import Unbuildable
 from .cellrun import availability, base_plans
 from .cells import CELLS_TOML, load_cells
@@ -225,7 +225,7 @@ def _selection(args: argparse.Namespace) -> Selection | None:
     only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()
     if args.rerun_failed:
         try:
-            latest, _, _ = report.read_results(args.results)
+            latest, _, _ = records.read_results(args.results)
         except (LabError, OSError) as exc:
             raise UsageError(f"--rerun-failed reruns what the latest run in {args.results} did not pass; "
                              f"there is none to read ({exc}).") from exc  # fmt: skip
@@ -243,7 +243,7 @@ def _earlier_durations(results: Path) -> dict[str, float]:
     """How long each cell took in the latest complete run written to RESULTS (else the latest run), if any:
     the scheduler starts the longest first. Nothing (a first run, an unreadable report) leaves the
     scheduler's own order."""
-    for name in (report.LATEST_FULL, report.LATEST):
+    for name in (records.LATEST_FULL, records.LATEST):
         try:
             return _durations(results / name)
         except (LabError, OSError, KeyError, TypeError, ValueError):
@@ -252,7 +252,7 @@ def _earlier_durations(results: Path) -> dict[str, float]:
 
 
 def _durations(path: Path) -> dict[str, float]:
-    results, _, _ = report.read_results(path if path.is_dir() else path.parent)
+    results, _, _ = records.read_results(path if path.is_dir() else path.parent)
     return {r.cell: r.duration for r in results if r.duration}
 
 
@@ -323,7 +323,7 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
             def partial(results: list[CellResult]) -> None:
                 env = environment(lab, engine_version=engine_version, partial="the run is still going")
                 report.write_reports(results, env, folder, suites=options.selection.suites, summary=False)
-                report.point(options.results / report.LATEST, folder)
+                report.point(options.results / records.LATEST, folder)
 
             results = run_matrix(lab, cells, on_result=partial)
         finally:
@@ -341,7 +341,7 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
 def _last_full(results: Path) -> tuple[tuple[CellResult, ...], Environment] | None:
     """The records of the latest complete run in RESULTS, read before this run may replace it."""
     try:
-        found, env, _ = report.read_results(results / report.LATEST_FULL)
+        found, env, _ = records.read_results(results / records.LATEST_FULL)
     except (LabError, OSError, KeyError, TypeError, ValueError):
         return None
     return found, env
@@ -355,20 +355,20 @@ def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, who
     why_partial = f"interrupted ({lab.stop_reason})" if lab.interrupted.is_set() else lab.stop_reason
     env = environment(lab, engine_version=engine_version, partial=why_partial)
     report.write_reports(results, env, folder, suites=options.selection.suites, since=since)
-    report.point(options.results / report.LATEST, folder)
+    report.point(options.results / records.LATEST, folder)
     selection = options.selection
     if whole_table and not why_partial and selection.suites == SUITES and not selection.only and not options.shard:
-        report.point(options.results / report.LATEST_FULL, folder)
+        report.point(options.results / records.LATEST_FULL, folder)
     _prune_reports(options.results)
     print(report.to_table(results, suites=selection.suites, since=since), end="")
     for kept in lab.kept:
         print(kept.advice())
-    print(f"reports: {folder} ({', '.join(report.REPORT_FILES)}); {options.results / report.LATEST} points there")
+    print(f"reports: {folder} ({', '.join(report.REPORT_FILES)}); {options.results / records.LATEST} points there")
 
 
 def _prune_reports(results: Path) -> None:
     """Keep the newest KEEP_RUNS run folders, and whatever `latest` and `latest-full` point at."""
-    keep = {os.path.realpath(results / name) for name in (report.LATEST, report.LATEST_FULL)}
+    keep = {os.path.realpath(results / name) for name in (records.LATEST, records.LATEST_FULL)}
     runs = sorted(p for p in results.iterdir() if RUN_FOLDER.match(p.name) and not p.is_symlink())
     for old in runs[:-KEEP_RUNS]:
         if os.path.realpath(old) not in keep:
@@ -389,7 +389,7 @@ def _merge(args: argparse.Namespace) -> Exit:
     groups, envs = [], []
     suites: tuple[Suite, ...] = ()
     for directory in args.merge:
-        results, env, shard_suites = report.read_results(Path(directory))
+        results, env, shard_suites = records.read_results(Path(directory))
         groups.append(results)
         envs.append((directory, env))
         suites = suites or shard_suites

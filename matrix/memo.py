@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .engine import Engine
 from .model import Outcome, SuiteResult
-from .report import suite_from_dict, suite_to_dict, write_atomic
+from .records import suite_from_dict, suite_to_dict, write_atomic
 from .travel import Store
 
 MEMO_VERSION = "4"  # bump when what a suite run means changes (arguments, limits, judge rules)

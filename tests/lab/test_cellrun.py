@@ -203,11 +203,11 @@ def test_what_a_run_writes_into_the_checkout_is_ignored_by_git(tmp_path: Path) -
     git = ["git", "-C", str(root), "-c", "user.name=lab", "-c", "user.email=lab@localhost"]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "before"]):
         subprocess.run([*git, *args], capture_output=True, check=True)
-    from matrix import cli, report
+    from matrix import cli, records, report
 
     results = run_matrix(lab, (BOOKWORM,))
     report.write_reports(results, cli.environment(lab, engine_version="fake"), lab.options.results / lab.run_id)
-    report.point(lab.options.results / report.LATEST, lab.options.results / lab.run_id)
+    report.point(lab.options.results / records.LATEST, lab.options.results / lab.run_id)
     written = [p for p in (root / ".cache").rglob("*") if p.is_file()] + list((root / "matrix/results").rglob("*"))
     assert written, "the run wrote nothing where the defaults put it"
     left = subprocess.run([*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix import report
+from matrix import records, report
 from matrix.cli import needs_host_tools
 from matrix.exits import Exit
 from matrix.model import CellResult, Environment, Family, Outcome, Suite, SuiteResult
@@ -160,7 +160,7 @@ def write_run(folder: Path, cells: dict[str, Outcome | dict[Suite, Outcome]]) ->
                for name, how in cells.items()]  # fmt: skip
     out = folder / "20261201000000-abcdef"
     report.write_reports(results, Environment(run_id=out.name), out)
-    report.point(folder / report.LATEST, out)
+    report.point(folder / records.LATEST, out)
     return folder
 
 
@@ -182,7 +182,7 @@ def test_rerun_failed_with_nothing_failed_runs_nothing_and_says_so(tmp_path: Pat
     done = run("--rerun-failed", "--distro", "host", "--results", str(folder))
     assert done.returncode == 0, done.stderr
     assert done.stderr.rstrip().splitlines()[-1].startswith("run_matrix: exit 0: nothing to rerun")
-    assert not (folder / report.LATEST_FULL).exists() and len(list(folder.iterdir())) == 2  # no run was made
+    assert not (folder / records.LATEST_FULL).exists() and len(list(folder.iterdir())) == 2  # no run was made
     missing = run("--rerun-failed", "--results", str(tmp_path / "none"))
     assert missing.returncode == 2 and "there is none to read" in missing.stderr
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix import report
+from matrix import records, report
 from matrix.junit import merged
 from matrix.model import (
     CellResult,
@@ -115,12 +115,12 @@ def test_every_rendering_names_the_interpreter_the_first_answer_and_every_skip_w
 
 
 def test_json_round_trip_is_lossless() -> None:
-    text = report.to_json(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
+    text = records.to_json(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
     data = json.loads(text)
     assert data["schema"] == "mcplab-results/4"
     assert data["counts"]["failed"] == 1
     assert data["environment"]["engine"] == "20.10.24"
-    back, env, suites = report.from_json(text)
+    back, env, suites = records.from_json(text)
     assert list(back) == results() and env == ENV and suites == (Suite.UNIT, Suite.HTTP)
 
 
@@ -162,7 +162,7 @@ def test_write_reports_atomically_and_to_step_summary(tmp_path: Path, monkeypatc
     assert sorted(written) == sorted(report.REPORT_FILES)
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")], "no temp files left"
     assert "| cell | outcome |" in summary.read_text()
-    back, _, _ = report.read_results(tmp_path / "out")
+    back, _, _ = records.read_results(tmp_path / "out")
     assert [r.cell for r in back] == [r.cell for r in results()]
 
 
@@ -190,13 +190,13 @@ def test_reports_are_world_readable_and_runs_keep_their_own_folders(tmp_path: Pa
     first, second = tmp_path / "20261130000000-aaaaaa", tmp_path / "20261130000001-bbbbbb"
     for folder in (first, second):
         report.write_reports(results(), ENV, folder)
-        report.point(tmp_path / report.LATEST, folder)
+        report.point(tmp_path / records.LATEST, folder)
     for name in report.REPORT_FILES:
         assert (first / name).stat().st_mode & 0o777 == 0o644
-    assert (tmp_path / report.LATEST).resolve() == second
-    assert report.results_file(tmp_path) == tmp_path / report.LATEST / "results.json"
-    (tmp_path / report.LATEST).unlink()  # an artifact upload may drop the link
-    assert report.results_file(tmp_path) == second / "results.json"
+    assert (tmp_path / records.LATEST).resolve() == second
+    assert records.results_file(tmp_path) == tmp_path / records.LATEST / "results.json"
+    (tmp_path / records.LATEST).unlink()  # an artifact upload may drop the link
+    assert records.results_file(tmp_path) == second / "results.json"
 
 
 def test_a_flaky_suite_shows_as_flaky_with_the_failure_of_the_run_that_failed() -> None:
@@ -235,5 +235,5 @@ def test_every_report_has_each_suites_peak_memory_and_cpu_time_beside_its_budget
     assert re.search(r"debian-trixie-pypy3\.11 +— +⚠ 312 MB, 41s CPU", table)
     page = report.to_html(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
     assert "<h2>Peak memory and CPU time</h2>" in page and "⚠ 312 MB, 41s CPU" in page
-    back, _, _ = report.from_json(report.to_json(cells, ENV))
+    back, _, _ = records.from_json(records.to_json(cells, ENV))
     assert back[-1].suites[0].usage == FLAKY.usage and back[-1].suites[0].over_budget

@@ -265,11 +265,11 @@ def test_list_calls_a_compiled_python_unchecked_until_it_was_built_here(tmp_path
 
 
 def test_results_with_the_new_fields_survive_the_json_round_trip(tmp_path: Path) -> None:
-    from matrix import report
+    from matrix import records
 
     engine = FakeEngine(present=["debian:bookworm"], suites={"unit": "stress"})
     result = run(a_lab(tmp_path, engine, selection=suites(Suite.UNIT)))["fx-bookworm"]
     result = replace(result, duration=1.0)
-    back, _, _ = report.from_json(report.to_json([result], report.Environment()))
+    back, _, _ = records.from_json(records.to_json([result], records.Environment()))
     assert back == (result,)
-    assert json.loads(report.to_json([result], report.Environment()))["cells"][0]["first_answer"]["runs"] == 3
+    assert json.loads(records.to_json([result], records.Environment()))["cells"][0]["first_answer"]["runs"] == 3
