@@ -28,9 +28,10 @@ from .bases import (
     mirror_for,
     pull_reference,
 )
-from .engine import TAG_LABEL, Engine, tail
+from .engine import TAG_LABEL, Engine
 from .errors import CellProblem, EngineError
 from .model import BootstrapMethod, Cell, Outcome
+from .processes import tail
 from .text import shorten
 from .travel import Store, fetch_image, keep_image
 
@@ -248,7 +249,7 @@ def debootstrap_base(engine: Engine, step: BaseStep, workdir: Path, log: Path, l
             argv.append(step.source)
             if boot.script:
                 argv.append(f"/usr/share/debootstrap/scripts/{boot.script}")
-        done = engine.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log)
+        done = engine.processes.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log)
         if not done.ok:
             raise BootstrapFailed(f"debootstrap {boot.suite} failed (exit {done.returncode}); see {log}")
         notes = prepare_rootfs(target, datetime.now(timezone.utc))
@@ -299,7 +300,7 @@ def apk_base(engine: Engine, step: BaseStep, workdir: Path, log: Path, labels: M
         apk = tools / "sbin/apk.static"
         argv = [str(apk), "-X", repo, "-U", "--allow-untrusted", "--root", str(target), "--initdb", "add"]
         argv.append("alpine-base")
-        done = engine.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log)
+        done = engine.processes.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log)
         if not done.ok:
             raise BootstrapFailed(f"apk.static failed (exit {done.returncode}); see {log}")
         (target / "etc/apk/repositories").write_text(f"{repo}\n{mirror}/{boot.release}/community\n")

@@ -29,9 +29,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Completed, Engine, tail
+from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Engine
 from .errors import CellProblem
 from .model import TESTS_DIR_SUITES, Cell, Implementation, Outcome
+from .processes import Completed, tail
 from .travel import Store, fetch_image, keep_image
 
 IMAGE_REPO = "mcplab"

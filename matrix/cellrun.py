@@ -14,12 +14,13 @@ from . import host as hostcells
 from .bases import BaseAction, BaseStep, plan_base
 from .bootstrap import gather_facts
 from .build import BuildPlan, Unbuildable, plan_build
-from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine, tail
+from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine
 from .errors import CellProblem
 from .lab import Lab
 from .memo import files_digest
 from .model import Cell, CellResult, Family, Outcome, Suite, SuiteResult
 from .outcomes import cancelled_if_interrupted, cell_outcome
+from .processes import tail
 from .runners import HostCell, PytestFolder, container_suite, host_suite
 from .startup import StartupTarget
 from .suiterun import volume_name
@@ -137,7 +138,7 @@ def _host_cell(lab: Lab, cell: Cell, chosen: Sequence[Suite], record: CellResult
     say("pytest folder")
     folder = lab.pytest.folder(cell.python)
     root = lab.options.root
-    venv_python = hostcells.prepare_venv(lab.engine, interpreter, cell.python, root, lab.options.cache / "host")
+    venv_python = hostcells.prepare_venv(lab.processes, interpreter, cell.python, root, lab.options.cache / "host")
     inputs = files_digest(
         [root / "server/mcpserver", root / "server/examples", root / "pyproject.toml"]
         + [p for p in sorted((root / "tests").glob("*")) if p.is_file()]
@@ -147,7 +148,7 @@ def _host_cell(lab: Lab, cell: Cell, chosen: Sequence[Suite], record: CellResult
     suites = _run_suites(lab, cell, chosen, say, lambda suite: host_suite(lab, cell, host, suite))
     lab.startup_targets[cell.name] = StartupTarget(python=str(venv_python), demo=str(root / "server/examples/demo.py"),
                                                    inputs=f"{interpreter}\0{inputs}")  # fmt: skip
-    found = hostcells.facts(lab.engine, venv_python)
+    found = hostcells.facts(lab.processes, venv_python)
     return _finish(record, cell, suites, found, base=f"host {interpreter}")
 
 

@@ -1,9 +1,9 @@
 """The Docker engine, through the docker CLI: whatever DOCKER_HOST or the current docker context names.
 
-This module is the lab's one seam to the outside: every docker argument list is written here, and every
-process the lab starts (docker clients, debootstrap, host pytest runs, pip) is started by `Engine.command`
-and tracked, so an interrupt reaches all of them (`kill_all`). tests/lab/fake_engine.py stands in for the
-docker side in fast tests of the harness; the engine tests drive this class against the real thing.
+This module is the lab's one seam to Docker: every docker argument list is written here. Its clients are
+started by processes.Processes, the tracker of every process the lab starts, so an interrupt reaches them as
+it reaches the rest. tests/lab/fake_engine.py stands in for the docker side in fast tests of the harness;
+the engine tests drive this class against the real thing.
 
 Everything the lab creates carries LABEL; containers and images also RUN_LABEL=<run id>, and images
 TAG_LABEL=<the tag the lab gave them>. An image built FROM a lab image inherits its labels, so clean-up
@@ -20,17 +20,15 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tarfile
 import tempfile
-import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import EngineError
-from .model import Usage
+from .processes import Completed, Processes
 
 LABEL = "org.mcpserver.lab"
 RUN_LABEL = "org.mcpserver.lab.run"
@@ -38,26 +36,6 @@ TAG_LABEL = "org.mcpserver.lab.tag"
 TREE_LABEL = "org.mcpserver.lab.tree"  # which checkout built it: superseded images are pruned per checkout
 CLI_TIMEOUT = 120.0  # seconds for quick engine queries; builds and suites have their own limits
 BUILD_STEP = re.compile(r"^ ---> ([0-9a-f]{12,64})$", re.M)  # the legacy builder's image of each step
-
-
-@dataclass(frozen=True, kw_only=True)
-class Completed:
-    returncode: int
-    output: str
-    timed_out: bool = False  # the harness killed it at its deadline
-    usage: Usage = field(default_factory=Usage)  # what the process and the children it waited for used
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    @property
-    def signal(self) -> int:
-        """The signal that ended a host process (subprocess reports it as a negative returncode), or 0."""
-        return -self.returncode if self.returncode < 0 and not self.timed_out else 0
-
-    def last_line(self) -> str:
-        return (self.output.strip().splitlines() or ["no output"])[-1]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,120 +89,27 @@ def label_args(labels: Mapping[str, str]) -> list[str]:
 
 
 class Engine:
-    """The docker CLI as methods, and the tracker of every process the lab starts."""
+    """The docker CLI as methods; its clients are tracked processes like every other (processes.Processes)."""
 
-    def __init__(self, docker: str = "docker") -> None:
+    def __init__(self, docker: str = "docker", processes: Processes | None = None) -> None:
         self.docker = docker
-        self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen[bytes]] = set()
-
-    # -- processes -------------------------------------------------------------------------------
-    def command(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float | None = None,
-        input: bytes | None = None,
-        log: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin_from: subprocess.Popen[bytes] | None = None,
-    ) -> Completed:
-        """Run a command to completion with a hard timeout, killing its whole process group on expiry.
-
-        The child gets a session of its own: a timeout then kills its children too, and a Ctrl-C at the
-        terminal reaches only the harness, which stops everything itself. Output (stdout and stderr)
-        is returned and, with `log`, appended there. `stdin_from` pipes another tracked process's output in.
-        """
-        stdin = stdin_from.stdout if stdin_from else subprocess.PIPE if input is not None else subprocess.DEVNULL
-        proc = self._start(argv, stdin=stdin, env=env, cwd=cwd)
-        if stdin_from is not None and stdin_from.stdout is not None:
-            stdin_from.stdout.close()  # the pipe is the child's now: a dead reader stops the writer
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            _kill_group(proc)
-
-        deadline = threading.Timer(timeout, expire) if timeout is not None else None
-        try:
-            if deadline is not None:
-                deadline.start()
-            if input is not None:
-                threading.Thread(target=_feed, args=(proc, input), daemon=True).start()
-            out = _drain(proc, log)
-            usage = _wait_measured(proc)
-        finally:
-            if deadline is not None:
-                deadline.cancel()
-            self._finish(proc)
-        return Completed(returncode=proc.returncode, output=out.decode("utf-8", "replace"), timed_out=expired.is_set(),
-                         usage=usage)  # fmt: skip
-
-    def _start(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: int | object = subprocess.DEVNULL,
-        stdout: int = subprocess.PIPE,
-        stderr: int = subprocess.STDOUT,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-    ) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=stdin,  # type: ignore[arg-type]
-            stdout=stdout,
-            stderr=stderr,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
-        )
-        with self._lock:
-            self._procs.add(proc)
-        return proc
-
-    def _finish(self, proc: subprocess.Popen[bytes]) -> None:
-        with self._lock:
-            self._procs.discard(proc)
-        if proc.poll() is None:
-            _kill_group(proc)
-            proc.wait()
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
-
-    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None
-              ) -> subprocess.Popen[bytes]:  # fmt: skip
-        """A long-running host process (a server for a check), tracked like every other; its stderr is a
-        pipe, stdout and stdin are closed. End it with `detach`."""
-        return self._start(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
-
-    def kill_all(self) -> int:
-        """Kill every process still running; safe in a signal handler (no lock: a snapshot of the set is
-        taken in one step under the GIL). Returns how many were killed."""
-        killed = 0
-        for proc in list(self._procs):
-            if proc.poll() is None:
-                _kill_group(proc)
-                killed += 1
-        return killed
+        self.processes = processes or Processes()
 
     def _docker(self, args: Sequence[str], *, timeout: float | None = CLI_TIMEOUT, **kwargs: object) -> Completed:
         try:
-            return self.command([self.docker, *args], timeout=timeout, **kwargs)  # type: ignore[arg-type]
+            return self.processes.command([self.docker, *args], timeout=timeout, **kwargs)  # type: ignore[arg-type]
         except FileNotFoundError:
             return Completed(returncode=127, output=f"the docker CLI ({self.docker}) is not installed")
 
     def _docker_bytes(self, args: Sequence[str], *, timeout: float = CLI_TIMEOUT) -> bytes | None:
         """stdout of `docker ARGS` as bytes (e.g. the tar `docker cp SRC -` writes); None on failure."""
-        proc = self._start([self.docker, *args], stderr=subprocess.DEVNULL)
+        proc = self.processes.start([self.docker, *args], stderr=subprocess.DEVNULL)
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             return None
         finally:
-            self._finish(proc)
+            self.processes.finish(proc)
         return out if proc.returncode == 0 else None
 
     # -- the engine itself -------------------------------------------------------------------------
@@ -280,8 +165,9 @@ class Engine:
         return done.output.strip() if done.ok else None
 
     def image_facts(self, ref: str) -> dict[str, object]:
-        """RepoTags, Labels and Created of an image ({} when absent)."""
-        fmt = '{"tags":{{json .RepoTags}},"labels":{{json .Config.Labels}},"created":{{json .Created}}}'
+        """RepoTags, Labels, Created, the user it runs as and its size of an image ({} when absent)."""
+        fmt = ('{"tags":{{json .RepoTags}},"labels":{{json .Config.Labels}},"created":{{json .Created}},'
+               '"user":{{json .Config.User}},"size":{{json .Size}}}')
         done = self._docker(["image", "inspect", "--format", fmt, ref])
         return dict(json.loads(done.output)) if done.ok else {}
 
@@ -340,13 +226,13 @@ class Engine:
 
     def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float) -> Completed:
         """tar the tree into `docker import` under `tag`; both processes are tracked."""
-        tar = self._start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
+        tar = self.processes.start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
         changes = [a for k, v in sorted(labels.items()) for a in ("--change", f"LABEL {k}={v}")]
         try:
-            done = self.command([self.docker, "import", *changes, "--change", 'CMD ["/bin/sh"]', "-", tag],
+            done = self.processes.command([self.docker, "import", *changes, "--change", 'CMD ["/bin/sh"]', "-", tag],
                                 timeout=timeout, log=log, stdin_from=tar)  # fmt: skip
         finally:
-            self._finish(tar)
+            self.processes.finish(tar)
         return done if tar.returncode == 0 else Completed(returncode=tar.returncode or 1, output="tar failed")
 
     def pull(self, ref: str, *, log: Path | None = None, timeout: float = 600.0) -> Completed:
@@ -381,14 +267,6 @@ class Engine:
             self.kill(spec.name)
         return done
 
-    def attach(self, spec: ContainerSpec) -> subprocess.Popen[bytes]:
-        """`docker run -i` with its stdin and stdout as pipes (tracked); the caller ends it with `detach`."""
-        return self._start([self.docker, "run", *replace(spec, interactive=True).argv()], stdin=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL)  # fmt: skip
-
-    def detach(self, proc: subprocess.Popen[bytes]) -> None:
-        self._finish(proc)
-
     def start(self, spec: ContainerSpec) -> Completed:
         """`docker run -d`: the container's ID in the output."""
         return self._docker(["run", "-d", *spec.argv()])
@@ -417,10 +295,6 @@ class Engine:
         code, oom = done.output.split()
         return ContainerState(exit_code=int(code), oom_killed=oom == "true")
 
-    def image_config(self, ref: str, field_path: str) -> str:
-        """One field of an image's config, e.g. `.Config.User` or `.Size` ('' when absent)."""
-        done = self._docker(["image", "inspect", "--format", "{{" + field_path + "}}", ref])
-        return done.output.strip() if done.ok else ""
 
     def copy_out(self, container: str, path: str) -> bytes | None:
         """A file or folder from a container, as the tar `docker cp` writes; None when it is not there."""
@@ -462,9 +336,6 @@ class Engine:
             self._docker(["rm", "-f", "-v", *ids])
         return len(ids)
 
-    def remove_by_label(self, *labels: str) -> int:
-        return self.remove_containers(*self.containers(*labels))
-
     # -- volumes -----------------------------------------------------------------------------------
     def create_volume(self, name: str, labels: Mapping[str, str]) -> Completed:
         return self._docker(["volume", "create", *label_args(labels), name])
@@ -499,47 +370,3 @@ def _one_at_a_time(name: str) -> Iterator[None]:
         yield
 
 
-def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
-    assert proc.stdin is not None
-    with contextlib.suppress(BrokenPipeError, OSError):
-        proc.stdin.write(data)
-        proc.stdin.close()
-
-
-def _drain(proc: subprocess.Popen[bytes], log: Path | None) -> bytes:
-    """Read a process's output to the end, appending it to `log` as it comes (a running build's log can
-    be followed)."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    chunks = []
-    with open(log, "ab") if log is not None else contextlib.nullcontext() as sink:
-        for chunk in iter(lambda: os.read(fd, 65536), b""):
-            chunks.append(chunk)
-            if sink is not None:
-                sink.write(chunk)
-                sink.flush()
-    return b"".join(chunks)
-
-
-HOST_USAGE = "getrusage of the host process tree (peak: its largest process's RSS; CPU: all it waited for)"
-
-
-def _wait_measured(proc: subprocess.Popen[bytes]) -> Usage:
-    """Wait for the process, and return what it and the descendants it waited for used (wait4): no cgroup
-    is made for host processes, so the peak is the largest single process's, not the tree's sum."""
-    try:
-        _, status, used = os.wait4(proc.pid, 0)
-    except ChildProcessError:  # reaped already (an interrupt's kill_all polled it): nothing measured
-        proc.wait()
-        return Usage()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return Usage(peak_memory=used.ru_maxrss * 1024, cpu_time=used.ru_utime + used.ru_stime, measured_by=HOST_USAGE)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])

@@ -21,9 +21,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .build import ANSI, ContextFile, suite_files, unavailable_reason, walk
-from .engine import Completed, Engine, tail
+from .engine import Engine
 from .model import Outcome, Suite, SuiteResult
 from .outcomes import Attempt, judge
+from .processes import Completed, Processes, tail
 from .suiterun import (
     PYTEST_ARGS,
     PYTEST_MOUNT,
@@ -79,8 +80,8 @@ class Distributions:
     """`python -m build` at most once per run and per content: the sdist and wheel live in
     CACHE/<hash of the sources>/, so an unchanged package is not built again on the next run either."""
 
-    def __init__(self, engine: Engine, root: Path, cache: Path, log: Path) -> None:
-        self.engine = engine
+    def __init__(self, processes: Processes, root: Path, cache: Path, log: Path) -> None:
+        self.processes = processes
         self.root = root
         self.cache = cache
         self.log = log
@@ -116,7 +117,7 @@ class Distributions:
             return Completed(returncode=int(found["returncode"]), output=str(found["output"]))
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        done = self.engine.command([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
+        done = self.processes.command([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
                                    timeout=120, log=self.log)  # fmt: skip
         if not done.timed_out:
             said.write_text(json.dumps({"returncode": done.returncode, "output": done.output}) + "\n")
@@ -132,7 +133,7 @@ class Distributions:
             for f in files:
                 (stage / f.arcname).parent.mkdir(parents=True, exist_ok=True)
                 (stage / f.arcname).write_bytes(f.data)
-            done = self.engine.command([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(built),
+            done = self.processes.command([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(built),
                                         str(stage)], timeout=BUILD_TIMEOUT, log=self.log)  # fmt: skip
             if not done.ok:
                 raise DistributionError(f"`python -m build` failed ({done.last_line()}); see {self.log}")
@@ -198,8 +199,9 @@ def run_in_container(engine: Engine, distribution: Distribution, *, run_id: str,
                   volume=volume)  # fmt: skip
 
 
-def run_on_host(engine: Engine, distribution: Distribution, *, interpreter: str, pytest_folder: Path, pip_wheel: str,
-                root: Path, cell: str, timeout: float, logdir: Path, workdir: Path) -> SuiteResult:  # fmt: skip
+def run_on_host(processes: Processes, distribution: Distribution, *, interpreter: str, pytest_folder: Path,
+                pip_wheel: str, root: Path, cell: str, timeout: float, logdir: Path, workdir: Path
+                ) -> SuiteResult:  # fmt: skip
     """The same driver with a host interpreter, from a copy of the suites (no source tree beside them)."""
     work = workdir / f"{cell}-install"
     shutil.rmtree(work, ignore_errors=True)
@@ -209,6 +211,6 @@ def run_on_host(engine: Engine, distribution: Distribution, *, interpreter: str,
     junit = workdir / f"{cell}-install.xml"
     argv = ["sh", "-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name, *PYTEST_ARGS,
             f"--junitxml={junit}"]  # fmt: skip
-    attempt = host_attempt(engine, argv, junit=junit, env=env, cwd=lab, timeout=timeout,
+    attempt = host_attempt(processes, argv, junit=junit, env=env, cwd=lab, timeout=timeout,
                            log=logdir / f"{cell}-install.log", input=distribution.wheel.read_bytes())  # fmt: skip
     return _judged(attempt, distribution)

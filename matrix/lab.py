@@ -87,6 +87,7 @@ class Lab:
         self.options = options
         self.progress = progress
         self.engine = engine or Engine()
+        self.processes = self.engine.processes  # docker clients and host processes alike
         self.run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.workdir = options.cache / "tmp" / self.run_id
@@ -101,10 +102,11 @@ class Lab:
         unbuildable = Unbuildable(options.cache / "unbuildable", enabled=options.use_cache)
         self.builder = Builder(self.engine, logdir=self.logdir, run_id=self.run_id, tree=tree_identity(options.root),
                                stores=travel, unbuildable=unbuildable)  # fmt: skip
-        self.pytest = PytestFolders(options.cache / "pytest", self.engine)
+        self.pytest = PytestFolders(options.cache / "pytest", self.processes)
         self.memo = SuiteMemo(options.cache / "passed", enabled=options.use_cache, engine=self.engine, stores=travel)
-        self.conformance = ConformanceTool(self.engine, self.logdir / "conformance-install.log")
-        self.distributions = Distributions(self.engine, options.root, options.cache / "dist", self.logdir / "dist.log")
+        self.conformance = ConformanceTool(self.processes, self.logdir / "conformance-install.log")
+        self.distributions = Distributions(self.processes, options.root, options.cache / "dist",
+                                           self.logdir / "dist.log")  # fmt: skip
         self.startup_targets: dict[str, StartupTarget] = {}  # where each finished cell's server starts
         self.stop = threading.Event()
         self.stop_reason = ""
@@ -142,7 +144,7 @@ class Lab:
             self.stop_reason = reason
         self.interrupted.set()
         self.stop.set()
-        self.engine.kill_all()
+        self.processes.kill_all()
 
     def keep(self, kept: Kept) -> None:
         with self._lock:
@@ -151,7 +153,7 @@ class Lab:
     def cleanup(self) -> int:
         """Remove this run's containers (but those kept for debugging) and temporary folder; returns how
         many containers went."""
-        self.engine.kill_all()
+        self.processes.kill_all()
         ids = self.engine.containers(f"{RUN_LABEL}={self.run_id}")
         names = self.engine.container_names(ids) if self.kept else {}
         kept = {k.container for k in self.kept}

@@ -70,7 +70,7 @@ def host_suite(lab: Lab, cell: Cell, host: HostCell, suite: Suite) -> SuiteResul
     if suite is Suite.CONFORMANCE:
         key = memo_key(*common, files_digest([conformance.SCRIPT]))
         return lab.remembered(key, lambda attempt: conformance.run_against_host(
-            lab.engine, lab.conformance, python=host.venv_python, everything=root / "server/examples/everything.py",
+            lab.processes, lab.conformance, python=host.venv_python, everything=root / "server/examples/everything.py",
             cell=run_name(cell, attempt), env=host_env(host.pytest.folder), timeout=options.timeout,
             logdir=lab.logdir, workdir=lab.workdir,
         ), budget(cell, suite))  # fmt: skip
@@ -80,12 +80,13 @@ def host_suite(lab: Lab, cell: Cell, host: HostCell, suite: Suite) -> SuiteResul
             return made
         key = memo_key(*common, files_digest([made.wheel]), str(made.twine.ok), files_digest([install.DRIVER]))
         return lab.remembered(key, lambda attempt: install.run_on_host(
-            lab.engine, made, interpreter=host.interpreter, pytest_folder=host.pytest.folder, pip_wheel=host.pytest.pip,
-            root=root, cell=run_name(cell, attempt), timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
+            lab.processes, made, interpreter=host.interpreter, pytest_folder=host.pytest.folder,
+            pip_wheel=host.pytest.pip, root=root, cell=run_name(cell, attempt), timeout=options.timeout,
+            logdir=lab.logdir, workdir=lab.workdir,
         ), budget(cell, suite))  # fmt: skip
     extra = stress_env(cell, suite)
     return lab.remembered(memo_key(*common, str(sorted(extra.items()))), lambda attempt: run_on_host(
-        lab.engine, venv_python=host.venv_python, pytest_folder=host.pytest.folder, root=root,
+        lab.processes, venv_python=host.venv_python, pytest_folder=host.pytest.folder, root=root,
         cell=run_name(cell, attempt), suite=suite, timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
         extra_env=extra,
     ), budget(cell, suite))  # fmt: skip
@@ -101,7 +102,7 @@ def container_suite(lab: Lab, cell: Cell, built: Images, pytest: PytestFolder | 
             cell.interpreter, cell.implementation.value, cell.flavour.value,
         )  # fmt: skip
         return lab.remembered(key, lambda attempt: run_image_checks(
-            lab.engine, run_id=lab.run_id, cell=cell, name=run_name(cell, attempt), runtime_image=built.runtime,
+            lab.processes, run_id=lab.run_id, cell=cell, name=run_name(cell, attempt), runtime_image=built.runtime,
             python_image=built.python, timeout=options.timeout, logdir=lab.logdir, workdir=lab.workdir,
         ), budget(cell, suite))  # fmt: skip
     if suite is Suite.CONFORMANCE:

@@ -88,7 +88,7 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
                 on_result(_with_pending(cells, results, known, "not finished yet"))
             if lab.interrupted.is_set():
                 interrupted_at = interrupted_at or time.monotonic()
-                lab.engine.kill_all()  # anything a worker started after the signal
+                lab.processes.kill_all()  # anything a worker started after the signal
                 if time.monotonic() - interrupted_at > INTERRUPT_GRACE:
                     break  # a worker stuck outside a tracked process: its cell comes back cancelled
     finally:

@@ -59,7 +59,8 @@ def measure(engine: Engine, target: StartupTarget, *, run_id: str, runs: int = R
         done = engine.run(spec, timeout=PROBE_TIMEOUT)
     else:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        done = engine.command([target.python, *probe_argv(runs, target.demo)], timeout=PROBE_TIMEOUT, env=env)
+        done = engine.processes.command([target.python, *probe_argv(runs, target.demo)], timeout=PROBE_TIMEOUT,
+                                        env=env)  # fmt: skip
     if not done.ok:
         why = "timed out" if done.timed_out else done.last_line()
         return FirstAnswer(error=f"the probe failed: {why}")

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import LAB_ROOT
-from .engine import LABEL, RUN_LABEL, Completed, ContainerSpec, ContainerState, Engine
+from .engine import LABEL, RUN_LABEL, ContainerSpec, ContainerState, Engine
 from .model import Cell, Outcome, Suite, SuiteResult, Usage
 from .outcomes import Attempt, judge
+from .processes import Completed, Processes
 from .wheels import MANIFEST
 
 PYTEST_MOUNT = "/opt/pytest"
@@ -226,7 +227,7 @@ def settle(engine: Engine, spec: ContainerSpec, result: SuiteResult, *, keep: bo
 
 
 def run_on_host(
-    engine: Engine,
+    processes: Processes,
     *,
     venv_python: Path,
     pytest_folder: Path,
@@ -241,7 +242,7 @@ def run_on_host(
     env = host_env(pytest_folder, extra_env)
     junit = workdir / f"{cell}-{suite.value}.xml"
     argv = [str(venv_python), "-m", "pytest", f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit}"]
-    return _run_pytest(engine, suite, argv, junit=junit, env=env, cwd=root, timeout=timeout,
+    return _run_pytest(processes, suite, argv, junit=junit, env=env, cwd=root, timeout=timeout,
                        log=logdir / f"{cell}-{suite.value}.log")  # fmt: skip
 
 
@@ -253,7 +254,7 @@ def host_env(pytest_folder: Path, extra: Mapping[str, str] | None = None) -> dic
 
 
 def _run_pytest(
-    engine: Engine,
+    processes: Processes,
     suite: Suite,
     argv: list[str],
     *,
@@ -264,15 +265,15 @@ def _run_pytest(
     log: Path,
 ) -> SuiteResult:
     """Run one pytest process on the host under the harness's timeout, and judge it by its JUnit XML."""
-    return judge(suite, host_attempt(engine, argv, junit=junit, env=env, cwd=cwd, timeout=timeout, log=log))
+    return judge(suite, host_attempt(processes, argv, junit=junit, env=env, cwd=cwd, timeout=timeout, log=log))
 
 
-def host_attempt(engine: Engine, argv: list[str], *, junit: Path, env: dict[str, str], cwd: Path, timeout: float,
+def host_attempt(processes: Processes, argv: list[str], *, junit: Path, env: dict[str, str], cwd: Path, timeout: float,
                  log: Path, input: bytes | None = None) -> Attempt:  # fmt: skip
     """Run one pytest process (or a driver that ends in one) on the host and collect what it left."""
     junit.unlink(missing_ok=True)
     started = time.monotonic()
-    done = engine.command(argv, timeout=timeout, log=log, env=env, cwd=cwd, input=input)
+    done = processes.command(argv, timeout=timeout, log=log, env=env, cwd=cwd, input=input)
     duration = time.monotonic() - started
     text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
     return Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout,
@@ -284,7 +285,7 @@ def missing_host_tools() -> list[str]:
 
 
 def run_image_checks(
-    engine: Engine,
+    processes: Processes,
     *,
     run_id: str,
     cell: Cell,
@@ -317,5 +318,5 @@ def run_image_checks(
         f"--interpreter={cell.interpreter}", f"--implementation={cell.implementation.value}",
         f"--flavour={cell.flavour.value}",
     ]  # fmt: skip
-    return _run_pytest(engine, Suite.IMAGES, argv, junit=junit, env=env, cwd=LAB_ROOT, timeout=timeout,
+    return _run_pytest(processes, Suite.IMAGES, argv, junit=junit, env=env, cwd=LAB_ROOT, timeout=timeout,
                        log=logdir / f"{name}-images.log")  # fmt: skip

@@ -13,8 +13,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from matrix.engine import Completed, ContainerSpec, ContainerState, Engine
+from matrix.engine import ContainerSpec, ContainerState, Engine
 from matrix.host import FACTS_PROBE
+from matrix.processes import Completed, Processes
 from matrix.suiterun import MEASURE, USAGE_FILE
 
 UNBUILDABLE = ("the apt mirror lists python3.14 source versions 3.14.10-1, 3.14.9-1 but does not serve their files "
@@ -41,7 +42,7 @@ class FakeEngine(Engine):
                  suites: Mapping[str, str] | None = None, python_version: str = "3.11.2",
                  implementation: str = "CPython", free_threaded: bool = False,
                  unbuildable_stages: Sequence[str] = ()) -> None:  # fmt: skip
-        super().__init__(docker="fake-docker")
+        super().__init__(docker="fake-docker", processes=_Processes(self))
         self.present = {ref: _id(ref) for ref in present}
         self.broken_stages = set(broken_stages)
         self.unbuildable_stages = set(unbuildable_stages)  # their recipe says this machine cannot build them
@@ -133,9 +134,6 @@ class FakeEngine(Engine):
             return Completed(returncode=-9, output="tests/x.py::test_hangs ")
         return Completed(returncode=-9, output="tests/x.py::test_hangs ", timed_out=True)
 
-    def kill_all(self) -> int:
-        self._killed.set()
-        return super().kill_all()
 
     def create(self, spec: ContainerSpec) -> Completed:
         self.live[spec.name] = {"labels": dict(spec.labels), "files": {}, "state": None}
@@ -174,6 +172,19 @@ class FakeEngine(Engine):
 
     def create_volume(self, name: str, labels: Mapping[str, str]) -> Completed:
         return Completed(returncode=0, output=name)
+
+
+class _Processes(Processes):
+    """Host processes run for real; killing them all also ends the fake's hanging suites, as killing a real
+    `docker run` client ends its wait."""
+
+    def __init__(self, engine: FakeEngine) -> None:
+        super().__init__()
+        self.engine = engine
+
+    def kill_all(self) -> int:
+        self.engine._killed.set()
+        return super().kill_all()
 
 
 def suite_of(spec: ContainerSpec) -> str:

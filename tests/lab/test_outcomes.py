@@ -139,10 +139,10 @@ def test_an_interrupted_run_exits_130_whatever_finished() -> None:
     assert exit_code([cell(Outcome.PASSED)], interrupted=True) == 130
 
 
-def test_the_engine_tells_its_own_deadline_from_a_kill() -> None:
-    from matrix.engine import Engine
+def test_a_host_process_tells_the_harness_deadline_from_a_kill() -> None:
+    from matrix.processes import Processes
 
-    engine = Engine()
+    engine = Processes()
     deadline = engine.command(["sh", "-c", "echo started; sleep 5"], timeout=0.5)
     assert (deadline.timed_out, deadline.returncode, deadline.output) == (True, -9, "started\n")
     killed = engine.command(["sh", "-c", "kill -9 $$"], timeout=30)
@@ -220,10 +220,10 @@ def test_flaky_counts_apart_and_fails_the_run_only_with_strict(strict: bool, exp
 def test_a_host_process_is_measured_by_what_it_and_its_children_used() -> None:
     import sys
 
-    from matrix.engine import HOST_USAGE, Engine
+    from matrix.processes import HOST_USAGE, Processes
 
     grandchild = "data = b'x' * 80_000_000"  # written, so every page is resident
     child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
-    done = Engine().command([sys.executable, "-c", child], timeout=60)
+    done = Processes().command([sys.executable, "-c", child], timeout=60)
     assert done.ok and done.usage.measured_by == HOST_USAGE
     assert done.usage.peak_memory >= 80_000_000 and done.usage.cpu_time > 0  # the grandchild's, waited for

@@ -14,11 +14,11 @@ from matrix import conformance
 from matrix.build import BuildPlan, Unbuildable, plan_build
 from matrix.cellrun import availability, base_plans
 from matrix.cells import parse_cells
-from matrix.engine import Completed
 from matrix.install import Distribution
 from matrix.lab import Lab
 from matrix.model import Outcome, Suite, SuiteResult
 from matrix.plan import Selection
+from matrix.processes import Completed
 from matrix.runners import STRESSED
 
 from .fake_engine import UNBUILDABLE, FakeEngine, suite_of
