@@ -1,8 +1,8 @@
-"""What a suite may use, in one place: its peak memory and CPU time, measured in every cell (suiterun.py)
+"""What a suite may use, in one place: its peak memory and CPU time, measured in every cell (attempts.py)
 and judged by outcomes.within_budget. A suite over its budget fails, saying which budget it broke.
 
 The default is generous: a budget is there to catch a suite that uses several times what it should (the
-container's own limit, suiterun.MEMORY_LIMIT, is only the last line against one taking the host down). The
+container's own limit, attempts.MEMORY_LIMIT, is only the last line against one taking the host down). The
 payload suite's is stated in what it moves: its largest exchanges are 5 MB each way, and each kind of
 interpreter must fit the whole suite (the interpreter itself, pytest, the servers it starts and every copy
 of the payloads they hold, page cache included) in a stated multiple of 5 MB, set from the peaks measured

@@ -25,7 +25,7 @@ from types import FrameType
 
 from . import LAB_ROOT, records, report
 from .build import Unbuildable
-from .cellrun import availability, base_plans
+from .cell import availability, base_plans
 from .cells import CELLS_TOML, load_cells
 from .compare import SinceLastFull, since_last_full
 from .engine import Engine

@@ -20,12 +20,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .build import ANSI, ContextFile, suite_files, unavailable_reason, walk
-from .engine import Engine
-from .model import Outcome, Suite, SuiteResult
-from .outcomes import Attempt, judge
-from .processes import Completed, Processes, tail
-from .suiterun import (
+from .attempts import (
     PYTEST_ARGS,
     PYTEST_MOUNT,
     Kept,
@@ -36,6 +31,11 @@ from .suiterun import (
     settle,
     suite_spec,
 )
+from .build import ANSI, ContextFile, suite_files, unavailable_reason, walk
+from .engine import Engine
+from .model import Outcome, Suite, SuiteResult
+from .outcomes import Attempt, judge
+from .processes import Completed, Processes, tail
 
 DRIVER = Path(__file__).with_name("install_driver.sh")
 # The files the distribution is built from (pyproject.toml names the readme; setuptools adds LICENSE*).

@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import LAB_ROOT
-from .bootstrap import Bases
+from .attempts import Kept
+from .bases import Bases
 from .budgets import Budget
 from .build import Builder, Unbuildable
 from .conformance import ConformanceTool
@@ -29,7 +30,6 @@ from .outcomes import RETRIED, after_attempts, within_budget
 from .plan import Selection, Shard
 from .progress import Progress
 from .startup import StartupTarget
-from .suiterun import Kept
 from .travel import Archives, Registry, Store
 from .wheels import PytestFolders
 

@@ -186,7 +186,7 @@ class Skip:
 @dataclass(frozen=True, kw_only=True)
 class Usage:
     """What one suite run used: the peak memory and the CPU time of everything it ran, and how that was
-    measured (a container's cgroup, or getrusage of a host process tree: see suiterun.py)."""
+    measured (a container's cgroup, or getrusage of a host process tree: see attempts.py)."""
 
     peak_memory: int = 0  # bytes
     cpu_time: float = 0.0  # seconds, user plus system

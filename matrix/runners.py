@@ -4,7 +4,7 @@
   unit, http, payload, hostile   pytest of tests/<suite> in the test image, or by the host cell's venv python
   install                        the built wheel installed by pip in the install image (or a host venv),
                                  then tests/install and tests/unit against it (install.py)
-  images                         the testinfra checks from the host against the runtime image (suiterun.py)
+  images                         the testinfra checks from the host against the runtime image (attempts.py)
   conformance                    the official suite from the host against the cell's server (conformance.py)
 """
 
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import LAB_ROOT, conformance, install
+from .attempts import host_env, pytest_volume, run_image_checks, run_in_container, run_on_host
 from .budgets import Budget, budget_for, kind
 from .build import Images
 from .install import DistributionError
 from .lab import Lab
 from .memo import files_digest, memo_key
 from .model import Cell, Outcome, Suite, SuiteResult
-from .suiterun import host_env, pytest_volume, run_image_checks, run_in_container, run_on_host
 
 STRESSED = (Suite.UNIT, Suite.HTTP)  # where the concurrency tests are (tests/unit, tests/http)
 

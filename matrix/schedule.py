@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from . import host as hostcells
 from .bases import BaseStep
-from .cellrun import base_plans, known_unavailable, run_cell
+from .cell import base_plans, known_unavailable, run_cell
 from .lab import INTERRUPT_GRACE, Lab, stores
 from .model import Cell, CellResult, Family, Implementation, Outcome
 from .outcomes import should_stop

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from matrix.attempts import MEASURE, USAGE_FILE
 from matrix.engine import ContainerSpec, ContainerState, Engine
 from matrix.host import FACTS_PROBE
 from matrix.processes import Completed, Processes
-from matrix.suiterun import MEASURE, USAGE_FILE
 
 UNBUILDABLE = ("the apt mirror lists python3.14 source versions 3.14.10-1, 3.14.9-1 but does not serve their files "
                "(apt-get source: 404 Not Found), so the interpreter cannot be compiled here")  # images/apt-source
@@ -48,7 +48,7 @@ class FakeEngine(Engine):
         self.unbuildable_stages = set(unbuildable_stages)  # their recipe says this machine cannot build them
         # suite name -> pass, fail, stress, unavailable, hang, killed, oom, or flaky (fails its first run only)
         self.behaviour = dict(suites or {})
-        self.usage: dict[str, bytes] = {}  # suite name -> what its measuring wrapper writes (suiterun.USAGE_FILE)
+        self.usage: dict[str, bytes] = {}  # suite name -> what its measuring wrapper writes (attempts.USAGE_FILE)
         self.python_version = python_version
         self.implementation = implementation
         self.free_threaded = free_threaded

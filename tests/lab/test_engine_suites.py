@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from matrix.attempts import PYTEST_MOUNT, pytest_volume
 from matrix.budgets import CPYTHON, budget_for
 from matrix.engine import LABEL, ContainerSpec, Engine
 from matrix.model import Suite
-from matrix.suiterun import PYTEST_MOUNT, pytest_volume
 from matrix.wheels import MANIFEST
 
 from .conftest import LAB_ROOT

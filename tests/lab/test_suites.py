@@ -12,7 +12,7 @@ import pytest
 
 from matrix import conformance
 from matrix.build import BuildPlan, Unbuildable, plan_build
-from matrix.cellrun import availability, base_plans
+from matrix.cell import availability, base_plans
 from matrix.cells import parse_cells
 from matrix.install import Distribution
 from matrix.lab import Lab

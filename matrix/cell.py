@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import host as hostcells
-from .bases import BaseAction, BaseStep, plan_base
-from .bootstrap import gather_facts
+from .attempts import volume_name
+from .bases import BaseAction, BaseStep, gather_facts, plan_base
 from .build import BuildPlan, Unbuildable, plan_build
 from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine
 from .errors import CellProblem
@@ -23,7 +23,6 @@ from .outcomes import cancelled_if_interrupted, cell_outcome
 from .processes import tail
 from .runners import HostCell, PytestFolder, container_suite, host_suite
 from .startup import StartupTarget
-from .suiterun import volume_name
 
 Say = Callable[[str], None]
 
