@@ -297,7 +297,7 @@ def run_image_checks(
     name: str = "",
 ) -> SuiteResult:
     """The testinfra checks in tests/images, run from the host against the cell's runtime image; `name` is
-    what this attempt's files are called (runners.run_name)."""
+    what this attempt's files are called (suites.outcome_of names each attempt)."""
     missing = missing_host_tools()
     if missing:
         message = (

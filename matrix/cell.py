@@ -13,16 +13,17 @@ from pathlib import Path
 from . import host as hostcells
 from .attempts import volume_name
 from .bases import BaseAction, BaseStep, gather_facts, plan_base
-from .build import BuildPlan, Unbuildable, plan_build
+from .build import BuildPlan, Images, Unbuildable, plan_build
 from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine
 from .errors import CellProblem
+from .install import DistributionError
 from .lab import Lab
 from .memo import files_digest
 from .model import Cell, CellResult, Family, Outcome, Suite, SuiteResult
 from .outcomes import cancelled_if_interrupted, cell_outcome
 from .processes import tail
-from .runners import HostCell, PytestFolder, container_suite, host_suite
 from .startup import StartupTarget
+from .suites import IN_CONTAINER, ON_HOST, ContainerCell, HostCell, PytestFolder, Runner, outcome_of
 
 Say = Callable[[str], None]
 
@@ -114,7 +115,7 @@ def _finish(record: CellResult, cell: Cell, suites: list[SuiteResult], found: ho
                    implementation=found.implementation, flavour=found.flavour, **fields)  # type: ignore[arg-type]
 
 
-def _run_suites(lab: Lab, cell: Cell, chosen: Sequence[Suite], say: Say, one: Callable[[Suite], SuiteResult]
+def _run_suites(lab: Lab, cell: Cell, chosen: Sequence[Suite], say: Say, runner: Callable[[Suite], Runner]
                 ) -> list[SuiteResult]:  # fmt: skip
     results = [SuiteResult(suite=s, outcome=Outcome.NOT_RUN) for s in cell.suites if s not in chosen]
     for suite in chosen:
@@ -125,8 +126,18 @@ def _run_suites(lab: Lab, cell: Cell, chosen: Sequence[Suite], say: Say, one: Ca
             results.append(SuiteResult(suite=suite, outcome=Outcome.ERROR, message=message))
         else:
             say(f"suite {suite.value}")
-            results.append(cancelled_if_interrupted(one(suite), interrupted=lab.interrupted.is_set()))
+            done = _outcome(lab, cell, suite, runner)
+            results.append(cancelled_if_interrupted(done, interrupted=lab.interrupted.is_set()))
     return results
+
+
+def _outcome(lab: Lab, cell: Cell, suite: Suite, runner: Callable[[Suite], Runner]) -> SuiteResult:
+    """The suite's runner from the table, and what came of it (suites.outcome_of)."""
+    try:
+        made = runner(suite)
+    except DistributionError as exc:  # the wheel could not be built: every install suite says why
+        return SuiteResult(suite=suite, outcome=Outcome.ERROR, message=str(exc))
+    return outcome_of(made, lab.surroundings(), lab.memo, lab.attempts(), cell.name)
 
 
 def _host_cell(lab: Lab, cell: Cell, chosen: Sequence[Suite], record: CellResult, say: Say) -> CellResult:
@@ -143,8 +154,9 @@ def _host_cell(lab: Lab, cell: Cell, chosen: Sequence[Suite], record: CellResult
         + [p for p in sorted((root / "tests").glob("*")) if p.is_file()]
     )
     pytest = PytestFolder(folder=folder, wheels=",".join(lab.pytest.wheels(folder)), pip=lab.pytest.pip(folder))
-    host = HostCell(interpreter=interpreter, venv_python=venv_python, inputs=inputs, pytest=pytest)
-    suites = _run_suites(lab, cell, chosen, say, lambda suite: host_suite(lab, cell, host, suite))
+    host = HostCell(cell=cell, interpreter=interpreter, venv_python=venv_python, code=inputs, pytest=pytest, root=root,
+                    distribution=lab.distributions.get)  # fmt: skip
+    suites = _run_suites(lab, cell, chosen, say, lambda suite: ON_HOST[suite](host, suite))
     lab.startup_targets[cell.name] = StartupTarget(python=str(venv_python), demo=str(root / "server/examples/demo.py"),
                                                    inputs=f"{interpreter}\0{inputs}")  # fmt: skip
     found = hostcells.facts(lab.processes, venv_python)
@@ -164,7 +176,10 @@ def _container_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...], chosen: S
         wheels = lab.pytest.wheels(folder)
         pytest = PytestFolder(folder=folder, volume=volume_name(folder.name, wheels), wheels=",".join(wheels),
                               pip=lab.pytest.pip(folder))  # fmt: skip
-    suites = _run_suites(lab, cell, chosen, say, lambda suite: container_suite(lab, cell, built, pytest, suite))
+    ids = Images(**{stage: lab.engine.image_id(getattr(built, stage)) or "" for stage in ("python", "runtime", "test",
+                                                                                          "install")})  # fmt: skip
+    where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=lab.distributions.get)
+    suites = _run_suites(lab, cell, chosen, say, lambda suite: IN_CONTAINER[suite](where, suite))
     lab.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=lab.engine.image_id(built.runtime) or "")
     found = interpreter_facts(lab, cell, built.python)
     return _finish(record, cell, suites, found, image=built.runtime, base=base.how)

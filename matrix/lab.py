@@ -11,25 +11,24 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import LAB_ROOT
 from .attempts import Kept
 from .bases import Bases
-from .budgets import Budget
 from .build import Builder, Unbuildable
 from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
 from .install import Distributions
 from .memo import SuiteMemo
-from .model import Environment, SuiteResult
-from .outcomes import RETRIED, after_attempts, within_budget
+from .model import Environment
 from .plan import Selection, Shard
 from .progress import Progress
 from .startup import StartupTarget
+from .suites import Attempts, Surroundings
 from .travel import Archives, Registry, Store
 from .wheels import PytestFolders
 
@@ -114,22 +113,16 @@ class Lab:
         self.kept: list[Kept] = []
         self._lock = threading.Lock()
 
-    def remembered(self, key: str, run: Callable[[int], SuiteResult], budget: Budget) -> SuiteResult:
-        """An identical earlier pass (see memo.py), or run the suite (attempt 1, then up to --retries more
-        while it does not pass) and remember it if it passed the first time. Either is held to its budget
-        (budgets.py), a remembered pass too, since budgets change. A run the interrupt cut short is cancelled
-        (outcomes.cancelled_if_interrupted)."""
-        hit = self.memo.get(key)
-        if hit is not None:
-            return within_budget(hit, budget)
-        attempts = [within_budget(run(1), budget)]
-        while attempts[-1].outcome in RETRIED and len(attempts) <= self.options.retries:
-            if self.interrupted.is_set():
-                break
-            attempts.append(within_budget(run(len(attempts) + 1), budget))
-        result = replace(after_attempts(attempts), produced_by=self.run_id, produced_at=self.started)
-        self.memo.put(key, result)
-        return result
+    def surroundings(self) -> Surroundings:
+        """What each attempt of a suite is given besides its inputs."""
+        options = self.options
+        return Surroundings(engine=self.engine, processes=self.processes, conformance=self.conformance,
+                            run_id=self.run_id, logdir=self.logdir, workdir=self.workdir, timeout=options.timeout,
+                            keep=options.keep, kept=self.keep)  # fmt: skip
+
+    def attempts(self) -> Attempts:
+        return Attempts(retries=self.options.retries, run_id=self.run_id, started=self.started,
+                        interrupted=self.interrupted)  # fmt: skip
 
     def request_stop(self, reason: str) -> None:
         with self._lock:

@@ -19,7 +19,7 @@ from matrix.lab import Lab
 from matrix.model import Outcome, Suite, SuiteResult
 from matrix.plan import Selection
 from matrix.processes import Completed
-from matrix.runners import STRESSED
+from matrix.suites import STRESSED
 
 from .fake_engine import UNBUILDABLE, FakeEngine, suite_of
 from .test_cellrun import a_lab, outcomes, run
