@@ -7,25 +7,59 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import host as hostcells
 from .attempts import volume_name
-from .bases import BaseAction, BaseStep, gather_facts, plan_base
-from .build import BuildPlan, Images, Unbuildable, plan_build
+from .bases import BaseAction, Bases, BaseStep, gather_facts, plan_base
+from .build import STAGES, Builder, BuildPlan, Images, Unbuildable, plan_build
 from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine
 from .errors import CellProblem
-from .install import DistributionError
-from .lab import Lab
-from .memo import files_digest
+from .install import DistributionError, Distributions
+from .memo import SuiteMemo, files_digest
 from .model import Cell, CellResult, Family, Outcome, Suite, SuiteResult
 from .outcomes import cancelled_if_interrupted, cell_outcome
-from .processes import tail
+from .plan import Selection
+from .processes import Processes, tail
+from .progress import Progress
 from .startup import StartupTarget
-from .suites import IN_CONTAINER, ON_HOST, ContainerCell, HostCell, PytestFolder, Runner, outcome_of
+from .stopping import Stopping
+from .suites import (
+    IN_CONTAINER,
+    ON_HOST,
+    Attempts,
+    ContainerCell,
+    HostCell,
+    PytestFolder,
+    Runner,
+    Surroundings,
+    outcome_of,
+)
+from .wheels import PytestFolders
 
 Say = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellTools:
+    """What one cell's steps use, and nothing else (lab.Lab.tools makes it once per run)."""
+
+    engine: Engine
+    processes: Processes
+    bases: Bases
+    builder: Builder
+    pytest: PytestFolders
+    distributions: Distributions
+    memo: SuiteMemo
+    attempts: Attempts
+    surroundings: Surroundings
+    selection: Selection
+    root: Path
+    cache: Path
+    stopping: Stopping
+    progress: Progress
+    startup_targets: dict[str, StartupTarget]  # where each finished cell's server starts, for the first answers
 
 
 def base_plans(cells: Sequence[Cell], engine: Engine, env: Mapping[str, str], *, store: bool = False
@@ -79,31 +113,32 @@ def availability(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Map
     return "available", detail
 
 
-def run_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
+def run_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
     started = time.monotonic()
+    stopping = tools.stopping
 
     def say(phase: str) -> None:
-        lab.progress.update(cell.name, phase)
+        tools.progress.update(cell.name, phase)
 
     record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python)
-    chosen = [s for s in cell.suites if s in lab.options.selection.suites_for(cell.name)]
+    chosen = [s for s in cell.suites if s in tools.selection.suites_for(cell.name)]
     try:
-        if lab.stop.is_set():
-            result = replace(record, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}")
+        if stopping.stop.is_set():
+            result = replace(record, outcome=Outcome.CANCELLED, message=f"not run: {stopping.reason}")
         elif cell.family is Family.HOST:
-            result = _host_cell(lab, cell, chosen, record, say)
+            result = _host_cell(tools, cell, chosen, record, say)
         else:
-            result = _container_cell(lab, cell, steps, chosen, record, say)
+            result = _container_cell(tools, cell, steps, chosen, record, say)
     except CellProblem as problem:
         result = replace(record, outcome=problem.outcome, message=problem.message, log_tail=problem.log_tail)
-        if lab.interrupted.is_set() and problem.outcome is Outcome.ERROR:
-            result = replace(result, outcome=Outcome.CANCELLED, message=f"cancelled: {lab.stop_reason}")
+        if stopping.interrupted.is_set() and problem.outcome is Outcome.ERROR:
+            result = replace(result, outcome=Outcome.CANCELLED, message=f"cancelled: {stopping.reason}")
     except Exception as exc:  # a harness bug must become this cell's error, not end the run
         result = replace(record, message=f"harness error: {exc}", log_tail=tail(traceback.format_exc()))
-        if lab.interrupted.is_set():  # the interrupt killed what it was waiting for (a probe, a venv being made)
-            result = replace(result, outcome=Outcome.CANCELLED, message=f"cancelled: {lab.stop_reason}")
+        if stopping.interrupted.is_set():  # the interrupt killed what it was waiting for (a probe, a venv)
+            result = replace(result, outcome=Outcome.CANCELLED, message=f"cancelled: {stopping.reason}")
     result = replace(result, duration=time.monotonic() - started)
-    lab.progress.update(cell.name, result.outcome.value, done=True)
+    tools.progress.update(cell.name, result.outcome.value, done=True)
     return result
 
 
@@ -115,86 +150,86 @@ def _finish(record: CellResult, cell: Cell, suites: list[SuiteResult], found: ho
                    implementation=found.implementation, flavour=found.flavour, **fields)  # type: ignore[arg-type]
 
 
-def _run_suites(lab: Lab, cell: Cell, chosen: Sequence[Suite], say: Say, runner: Callable[[Suite], Runner]
-                ) -> list[SuiteResult]:  # fmt: skip
+def _run_suites(tools: CellTools, cell: Cell, chosen: Sequence[Suite], say: Say,
+                runner: Callable[[Suite], Runner]) -> list[SuiteResult]:  # fmt: skip
+    stopping = tools.stopping
     results = [SuiteResult(suite=s, outcome=Outcome.NOT_RUN) for s in cell.suites if s not in chosen]
     for suite in chosen:
-        if lab.stop.is_set():
-            results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {lab.stop_reason}"))
-        elif suite.has_tests_dir and not (lab.options.root / "tests" / suite.value).is_dir():
-            message = f"tests/{suite.value} does not exist in {lab.options.root}; nothing to run"
+        if stopping.stop.is_set():
+            results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {stopping.reason}"))
+        elif suite.has_tests_dir and not (tools.root / "tests" / suite.value).is_dir():
+            message = f"tests/{suite.value} does not exist in {tools.root}; nothing to run"
             results.append(SuiteResult(suite=suite, outcome=Outcome.ERROR, message=message))
         else:
             say(f"suite {suite.value}")
-            done = _outcome(lab, cell, suite, runner)
-            results.append(cancelled_if_interrupted(done, interrupted=lab.interrupted.is_set()))
+            done = _outcome(tools, cell, suite, runner)
+            results.append(cancelled_if_interrupted(done, interrupted=stopping.interrupted.is_set()))
     return results
 
 
-def _outcome(lab: Lab, cell: Cell, suite: Suite, runner: Callable[[Suite], Runner]) -> SuiteResult:
+def _outcome(tools: CellTools, cell: Cell, suite: Suite, runner: Callable[[Suite], Runner]) -> SuiteResult:
     """The suite's runner from the table, and what came of it (suites.outcome_of)."""
     try:
         made = runner(suite)
     except DistributionError as exc:  # the wheel could not be built: every install suite says why
         return SuiteResult(suite=suite, outcome=Outcome.ERROR, message=str(exc))
-    return outcome_of(made, lab.surroundings(), lab.memo, lab.attempts(), cell.name)
+    return outcome_of(made, tools.surroundings, tools.memo, tools.attempts, cell.name)
 
 
-def _host_cell(lab: Lab, cell: Cell, chosen: Sequence[Suite], record: CellResult, say: Say) -> CellResult:
+def _host_cell(tools: CellTools, cell: Cell, chosen: Sequence[Suite], record: CellResult, say: Say) -> CellResult:
     say("finding interpreter")
     interpreter = hostcells.find_interpreter(cell.python)
     if not interpreter:
         raise CellProblem(Outcome.UNAVAILABLE, f"no python{cell.python} on PATH or in pyenv")
     say("pytest folder")
-    folder = lab.pytest.folder(cell.python)
-    root = lab.options.root
-    venv_python = hostcells.prepare_venv(lab.processes, interpreter, cell.python, root, lab.options.cache / "host")
-    inputs = files_digest(
+    folder = tools.pytest.folder(cell.python)
+    root = tools.root
+    venv_python = hostcells.prepare_venv(tools.processes, interpreter, cell.python, root, tools.cache / "host")
+    code = files_digest(
         [root / "server/mcpserver", root / "server/examples", root / "pyproject.toml"]
         + [p for p in sorted((root / "tests").glob("*")) if p.is_file()]
     )
-    pytest = PytestFolder(folder=folder, wheels=",".join(lab.pytest.wheels(folder)), pip=lab.pytest.pip(folder))
-    host = HostCell(cell=cell, interpreter=interpreter, venv_python=venv_python, code=inputs, pytest=pytest, root=root,
-                    distribution=lab.distributions.get)  # fmt: skip
-    suites = _run_suites(lab, cell, chosen, say, lambda suite: ON_HOST[suite](host, suite))
-    lab.startup_targets[cell.name] = StartupTarget(python=str(venv_python), demo=str(root / "server/examples/demo.py"),
-                                                   inputs=f"{interpreter}\0{inputs}")  # fmt: skip
-    found = hostcells.facts(lab.processes, venv_python)
+    pytest = PytestFolder(folder=folder, wheels=",".join(tools.pytest.wheels(folder)), pip=tools.pytest.pip(folder))
+    host = HostCell(cell=cell, interpreter=interpreter, venv_python=venv_python, code=code, pytest=pytest, root=root,
+                    distribution=tools.distributions.get)  # fmt: skip
+    suites = _run_suites(tools, cell, chosen, say, lambda suite: ON_HOST[suite](host, suite))
+    tools.startup_targets[cell.name] = StartupTarget(python=str(venv_python), inputs=f"{interpreter}\0{code}",
+                                                     demo=str(root / "server/examples/demo.py"))  # fmt: skip
+    found = hostcells.facts(tools.processes, venv_python)
     return _finish(record, cell, suites, found, base=f"host {interpreter}")
 
 
-def _container_cell(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...], chosen: Sequence[Suite], record: CellResult,
-                    say: Say) -> CellResult:  # fmt: skip
+def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], chosen: Sequence[Suite],
+                    record: CellResult, say: Say) -> CellResult:  # fmt: skip
     say("base")
-    base = lab.bases.obtain(steps)
-    plan = plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image) or "")
-    built = lab.builder.build(plan, on_stage=lambda stage: say(f"build {stage}"))
+    base = tools.bases.obtain(steps)
+    plan = plan_build(cell, tools.root, base.image, tools.engine.image_id(base.image) or "")
+    built = tools.builder.build(plan, on_stage=lambda stage: say(f"build {stage}"))
     pytest = None
     if any(s.has_tests_dir for s in chosen):
         say("pytest folder")
-        folder = lab.pytest.folder(cell.python, cell.implementation)
-        wheels = lab.pytest.wheels(folder)
+        folder = tools.pytest.folder(cell.python, cell.implementation)
+        wheels = tools.pytest.wheels(folder)
         pytest = PytestFolder(folder=folder, volume=volume_name(folder.name, wheels), wheels=",".join(wheels),
-                              pip=lab.pytest.pip(folder))  # fmt: skip
-    ids = Images(**{stage: lab.engine.image_id(getattr(built, stage)) or "" for stage in ("python", "runtime", "test",
-                                                                                          "install")})  # fmt: skip
-    where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=lab.distributions.get)
-    suites = _run_suites(lab, cell, chosen, say, lambda suite: IN_CONTAINER[suite](where, suite))
-    lab.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=lab.engine.image_id(built.runtime) or "")
-    found = interpreter_facts(lab, cell, built.python)
+                              pip=tools.pytest.pip(folder))  # fmt: skip
+    ids = Images(**{stage: tools.engine.image_id(getattr(built, stage)) or "" for stage in STAGES})
+    where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=tools.distributions.get)
+    suites = _run_suites(tools, cell, chosen, say, lambda suite: IN_CONTAINER[suite](where, suite))
+    tools.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=ids.runtime)
+    found = interpreter_facts(tools, cell, built.python)
     return _finish(record, cell, suites, found, image=built.runtime, base=base.how)
 
 
-def interpreter_facts(lab: Lab, cell: Cell, image: str) -> hostcells.Facts:
+def interpreter_facts(tools: CellTools, cell: Cell, image: str) -> hostcells.Facts:
     """What the interpreter in an image says it is (3.9.2; CPython; free-threaded), asked once per image ID
     and remembered."""
-    image_id = lab.engine.image_id(image) or image
-    remembered = lab.options.cache / "interpreters" / (image_id.replace(":", "_") + ".json")
+    image_id = tools.engine.image_id(image) or image
+    remembered = tools.cache / "interpreters" / (image_id.replace(":", "_") + ".json")
     if remembered.is_file():
         return hostcells.Facts.parse(remembered.read_text())
     spec = ContainerSpec(image=image, entrypoint=cell.interpreter, args=("-c", hostcells.FACTS_PROBE), remove=True,
-                         labels={LABEL: "1", RUN_LABEL: lab.run_id})  # fmt: skip
-    done = lab.engine.run(spec, timeout=60)
+                         labels={LABEL: "1", RUN_LABEL: tools.surroundings.run_id})  # fmt: skip
+    done = tools.engine.run(spec, timeout=60)
     found = hostcells.Facts.parse(done.output) if done.ok else hostcells.Facts()
     if found.version:
         remembered.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from . import LAB_ROOT
 from .attempts import Kept
 from .bases import Bases
 from .build import Builder, Unbuildable
+from .cell import CellTools
 from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
 from .install import Distributions
@@ -28,6 +29,7 @@ from .model import Environment
 from .plan import Selection, Shard
 from .progress import Progress
 from .startup import StartupTarget
+from .stopping import Stopping
 from .suites import Attempts, Surroundings
 from .travel import Archives, Registry, Store
 from .wheels import PytestFolders
@@ -107,9 +109,8 @@ class Lab:
         self.distributions = Distributions(self.processes, options.root, options.cache / "dist",
                                            self.logdir / "dist.log")  # fmt: skip
         self.startup_targets: dict[str, StartupTarget] = {}  # where each finished cell's server starts
-        self.stop = threading.Event()
-        self.stop_reason = ""
-        self.interrupted = threading.Event()
+        self.stopping = Stopping()
+        self.stop, self.interrupted = self.stopping.stop, self.stopping.interrupted
         self.kept: list[Kept] = []
         self._lock = threading.Lock()
 
@@ -124,20 +125,27 @@ class Lab:
         return Attempts(retries=self.options.retries, run_id=self.run_id, started=self.started,
                         interrupted=self.interrupted)  # fmt: skip
 
+    @property
+    def stop_reason(self) -> str:
+        return self.stopping.reason
+
     def request_stop(self, reason: str) -> None:
-        with self._lock:
-            if not self.stop.is_set():
-                self.stop_reason = reason
-                self.stop.set()
+        self.stopping.request(reason)
 
     def interrupt(self, reason: str) -> None:
         """Stop now: no new work, and every process this run started is killed so the workers return.
         Called from a signal handler, so it takes no lock that the interrupted code may hold."""
-        if not self.stop.is_set():
-            self.stop_reason = reason
-        self.interrupted.set()
-        self.stop.set()
+        self.stopping.interrupt(reason)
         self.processes.kill_all()
+
+    def tools(self) -> CellTools:
+        """What each cell's steps use: the run's tools, and nothing of the run context beyond them."""
+        options = self.options
+        return CellTools(engine=self.engine, processes=self.processes, bases=self.bases, builder=self.builder,
+                         pytest=self.pytest, distributions=self.distributions, memo=self.memo,
+                         attempts=self.attempts(), surroundings=self.surroundings(), selection=options.selection,
+                         root=options.root, cache=options.cache, stopping=self.stopping, progress=self.progress,
+                         startup_targets=self.startup_targets)  # fmt: skip
 
     def keep(self, kept: Kept) -> None:
         with self._lock:

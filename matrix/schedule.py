@@ -62,6 +62,7 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
     prefetch = _start_prefetch(_prefetch_work(lab, cells, plans))
     pool = cf.ThreadPoolExecutor(max_workers=lab.options.jobs, thread_name_prefix="cell")
     waiting = list(cells)
+    tools = lab.tools()
     running: dict[cf.Future[CellResult], Cell] = {}
     interrupted_at = 0.0
 
@@ -76,7 +77,7 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
                 if pick is None:
                     break
                 waiting.remove(pick)
-                running[pool.submit(run_cell, lab, pick, plans.get(pick.name, ()))] = pick
+                running[pool.submit(run_cell, tools, pick, plans.get(pick.name, ()))] = pick
             done, _ = cf.wait(running, timeout=0.5, return_when=cf.FIRST_COMPLETED)
             for future in done:
                 result = future.result()
