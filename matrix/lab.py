@@ -1,4 +1,4 @@
-"""The run context: what one run shares between its steps and threads (options, engine, caches, the stop
+"""The run context: what one run shares between its steps and threads (options, engine, tools, the stop
 and interrupt flags), where it writes (its logs and temporary folder), and its clean-up."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A fake of the docker side of matrix.engine.Engine, for fast tests of the harness's own logic: images,
 containers and volumes are dictionaries, and each suite's container does what the test scripts (pass,
-fail, hang, die by a signal). Host processes still run for real (Engine.command). Any docker command the
+fail, hang, die by a signal). Host processes still run for real (processes.Processes). Any docker command the
 fake does not stand in for fails the test, so nothing here can reach a real engine by accident.
 
 Whatever this stands for is also tested against the real engine (test_engine.py)."""

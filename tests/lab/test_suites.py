@@ -22,7 +22,7 @@ from matrix.processes import Completed
 from matrix.suites import STRESSED
 
 from .fake_engine import UNBUILDABLE, FakeEngine, suite_of
-from .test_cellrun import a_lab, outcomes, run
+from .test_cell import a_lab, outcomes, run
 
 TABLE = {
     "schema": 1,
