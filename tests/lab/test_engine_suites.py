@@ -18,7 +18,16 @@ from matrix.model import Suite
 from matrix.wheels import MANIFEST
 
 from .conftest import LAB_ROOT
-from .test_engine import CONTAINER_CELL, RUN_MATRIX, cell_of, lab_containers, make_tree, run_matrix, suite_of
+from .test_engine import (
+    CONTAINER_CELL,
+    RUN_MATRIX,
+    cell_of,
+    lab_containers,
+    left_behind,
+    make_tree,
+    run_matrix,
+    suite_of,
+)
 
 pytestmark = pytest.mark.engine
 
@@ -77,7 +86,7 @@ def test_install_builds_the_wheel_once_and_pip_installs_it_in_a_container_and_on
         logs / f"{CONTAINER_CELL}-install.log").read_text()
     assert "mcplab-install: venv: mcpserver from " in (logs / "fx-host-py3.11-install.log").read_text()
     assert (logs / "dist.log").read_text().count("Successfully built") == 1  # once for both cells
-    assert lab_containers(engine) == before
+    assert left_behind(engine, before, data["environment"]["run_id"]) == []
     # Run again, every suite anew: the same files are neither built nor checked by twine again.
     code, output, data = run_matrix(tmp_path, root, "--cell", CONTAINER_CELL, "--suite", "install", "--no-cache")
     assert code == 0, output
@@ -95,7 +104,7 @@ def test_conformance_runs_the_official_suite_against_the_cells_published_server(
     assert code == 1 and conformance["outcome"] == "failed", output
     assert conformance["tests"] >= 37 and conformance["skipped"] >= 1 and conformance["failed"] >= 1
     assert all(f["test_id"].startswith("conformance.py::") for f in conformance["failures"])
-    assert lab_containers(engine) == before
+    assert left_behind(engine, before, data["environment"]["run_id"]) == []
 
 
 def test_the_first_answer_is_measured_in_the_cells_runtime_image(tmp_path: Path, engine: Engine) -> None:
