@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -52,12 +53,16 @@ def test_the_embedding_guide_works_as_written_and_leaves_nothing_behind(tmp_path
     folder = tmp_path / "my-mcp"  # the guide's own folder, which its last block removes
     folder.mkdir()
     env = {**os.environ, "CI": "1", "MCPSERVER": str(checkout)}
+    with socket.socket() as sock:  # the guide's port 3000 may be another process's on a shared machine
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     ran = []
     try:
         for language, title, text in blocks():
             if title:
                 (folder / title).write_text(text)
             elif language == "sh":
+                text = text.replace("3000", str(port))  # as written, on a port no other process holds
                 done = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=folder, capture_output=True,
                                       text=True, timeout=900, env=env)  # fmt: skip
                 assert done.returncode == 0, f"this block failed:\n{text}\n--- output:\n{done.stdout}{done.stderr}"
