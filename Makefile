@@ -92,7 +92,8 @@ $(LAB_VENV)/.installed: pyproject.toml matrix/venv.py
 lab-engine:
 	@sh scripts/ensure_engine.sh
 
-# make exits 2 on any failure; the script's last line says its own exit code (CI: call the script directly).
+# make exits 2 on any failure and prints its own error last; the script's own exit code is on the line above,
+# `run_matrix: exit N: ...` (CI: call the script directly).
 matrix: $(LAB_VENV)/.installed lab-engine
 	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(MATRIX_ARGS)
 

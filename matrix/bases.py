@@ -1,9 +1,9 @@
-"""Base images: already present, else fetched from the lab's own store, else pulled, else bootstrapped
-offline, else unavailable with the reason.
+"""Where bases come from: already present, else fetched from the lab's own store, else pulled, else made
+offline (bootstrap.py), else unavailable with the reason.
 
-`plan_base` is pure: the cell and what was found on this machine (`BaseFacts`) in, an ordered list of
-ways to get the base out. bootstrap.Bases walks that list against the engine. The split lets the
-selection rules be unit-tested with no engine (tests/lab/test_bases.py).
+`plan_base` is pure: the cell and what was found on this machine (`BaseFacts`, gathered by `gather_facts`)
+in, an ordered list of ways to get the base out, so the rules are unit-tested with no engine
+(tests/lab/test_bases.py). `Bases` walks that list against the engine, once per distinct base.
 
 Bootstrapped bases get a deterministic tag from their inputs (method, suite, mirror, keyring), so a
 second run finds them present and the lab never makes the same base twice.
@@ -13,10 +13,20 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping
+import os
+import shutil
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from .model import Bootstrap, BootstrapMethod, Cell, Family
+from .bootstrap import BootstrapFailed, apk_base, debootstrap_base
+from .engine import TAG_LABEL, Engine
+from .errors import CellProblem, EngineError
+from .model import Bootstrap, BootstrapMethod, Cell, Family, Outcome
+from .processes import tail
+from .text import shorten
+from .travel import Store, fetch_image, keep_image
 
 BASE_REPO = "mcplab/base"
 REGISTRY_MIRROR_ENV = "LAB_REGISTRY_MIRROR"  # host[:port] of a pull-through mirror of the official images
@@ -159,3 +169,154 @@ def _debootstrap_blocker(cell: Cell, boot: Bootstrap, mirror: str, facts: BaseFa
         where = f", or set {boot.keyring_env} to the archive keyring file" if boot.keyring_env else ""
         return f"keyring {keyring} is missing (install the distribution's archive keyring{where})"
     return ""
+
+
+# --- what this machine offers, and walking a plan against the engine ---------------------------------
+
+PULL_TIMEOUT = 600.0
+
+
+def probe_registry(engine: Engine, env: Mapping[str, str], ref: str) -> str:
+    """'' when a registry (or the configured mirror) answers for `ref`, else a short reason.
+
+    `docker manifest inspect` asks the registry without downloading layers. An engine configured with
+    its own registry mirrors is given the benefit of the doubt: the pull itself decides.
+    """
+    if engine.registry_mirrors():
+        return ""
+    target = pull_reference(ref, env.get(REGISTRY_MIRROR_ENV, ""))
+    done = engine.manifest(target)
+    if done.ok:
+        return ""
+    last = done.last_line().rsplit(": ", 1)[-1]  # the cause ("no such host"), without the transport's preamble
+    mirror = env.get(REGISTRY_MIRROR_ENV, "")
+    what = f"registry mirror {mirror} not reachable" if mirror else "no registry reachable"
+    return f"{what} ({shorten(last, 140)})"
+
+
+def gather_facts(engine: Engine, cells: tuple[Cell, ...], env: Mapping[str, str], *, store: bool = False) -> BaseFacts:
+    try:
+        engine.version()
+    except EngineError as exc:
+        return BaseFacts(engine=exc.message, env=dict(env))
+    # A builder cell's base is had like its base cell's: plan with that cell's recipe.
+    recipes = [cell.base_cell or cell for cell in cells if cell.family.in_container]
+    candidates: set[str] = set()
+    for cell in recipes:
+        candidates.add(cell.base)
+        if cell.bootstrap and cell.bootstrap.method is not BootstrapMethod.BUILDER:
+            candidates.add(bootstrap_tag(cell, mirror_for(cell.bootstrap, env)))
+    present = frozenset(ref for ref in sorted(candidates) if engine.image_id(ref))
+    missing = sorted(c.base for c in recipes if c.base not in present)
+    registry = probe_registry(engine, env, missing[0]) if missing else ""
+    wanted = {keyring_for(c.bootstrap, env) for c in recipes if c.bootstrap}
+    keyrings = frozenset(k for k in wanted if k and Path(k).exists())
+    return BaseFacts(
+        engine="",
+        present=present,
+        registry=registry,
+        env=dict(env),
+        debootstrap=shutil.which("debootstrap") is not None,
+        root=os.geteuid() == 0,
+        keyrings=keyrings,
+        store=store,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Base:
+    image: str  # the reference to build FROM
+    how: str  # which step worked, for the report
+
+
+class Bases:
+    """Obtains each distinct base once per run, however many cells and threads ask for it. A base that
+    cannot be had raises CellProblem: unavailable when every step was skipped or refused, error when a
+    step that should have worked broke."""
+
+    def __init__(self, engine: Engine, *, workdir: Path, logdir: Path, cache: Path, labels: Mapping[str, str],
+                 stores: Sequence[Store] = ()) -> None:  # fmt: skip
+        self.engine = engine
+        self.workdir = workdir
+        self.logdir = logdir
+        self.labels = labels
+        self.stores = stores
+        self.pulled = cache / "pulled.txt"  # pulled images carry no lab label; clean-lab reads this
+        self._lock = threading.Lock()
+        self._locks: dict[tuple[BaseStep, ...], threading.Lock] = {}
+        self._done: dict[tuple[BaseStep, ...], Base | CellProblem] = {}
+
+    def done(self, steps: tuple[BaseStep, ...]) -> bool:
+        """Whether that base has been dealt with (made, found, or given up on) in this run."""
+        with self._lock:
+            return steps in self._done
+
+    def obtain(self, steps: tuple[BaseStep, ...]) -> Base:
+        with self._lock:
+            lock = self._locks.setdefault(steps, threading.Lock())
+        with lock:
+            if steps not in self._done:
+                try:
+                    self._done[steps] = self._walk(steps)
+                except CellProblem as problem:
+                    self._done[steps] = problem
+            found = self._done[steps]
+        if isinstance(found, CellProblem):
+            raise found
+        return found
+
+    def _walk(self, steps: tuple[BaseStep, ...]) -> Base:
+        failures: list[str] = []
+        for step in steps:
+            if step.action is BaseAction.UNAVAILABLE:
+                reason = step.reason + ("; " + "; ".join(failures) if failures else "")
+                raise CellProblem(Outcome.UNAVAILABLE, reason)
+            log = self.logdir / f"base-{_slug(step.image)}-{step.action.value}.log"
+            failure = self._try(step, log)
+            if failure is None:
+                if step.action is not BaseAction.PULL:  # pulled bases come from a registry already
+                    keep_image(self.stores, self.engine, step.image, log)
+                return Base(image=step.image, how=step.reason)
+            failures.append(failure)
+        raise CellProblem(Outcome.UNAVAILABLE, "no way to get the base")
+
+    def _try(self, step: BaseStep, log: Path) -> str | None:
+        """Take one step: None when the base is there now, else why this way did not work. A bootstrap
+        that breaks is an error to look at, not a cell that cannot run here: CellProblem."""
+        if step.action is BaseAction.PRESENT:
+            return None if self.engine.image_id(step.image) else f"{step.image} vanished"
+        if step.action is BaseAction.FETCH:
+            return None if fetch_image(self.stores, self.engine, step.image, log) else "not in the image store"
+        if step.action is BaseAction.PULL:
+            return self._pull(step, log)
+        maker = debootstrap_base if step.action is BaseAction.DEBOOTSTRAP else apk_base
+        try:
+            assert step.bootstrap is not None
+            maker(self.engine, step.bootstrap, mirror=step.source, tag=step.image, workdir=self.workdir, log=log,
+                  labels={**self.labels, TAG_LABEL: step.image})  # fmt: skip
+        except BootstrapFailed as exc:
+            raise CellProblem(Outcome.ERROR, f"base: {exc}", _log_tail(log)) from exc
+        return None
+
+    def _pull(self, step: BaseStep, log: Path) -> str | None:
+        done = self.engine.pull(step.source, log=log, timeout=PULL_TIMEOUT)
+        if not done.ok:
+            return f"pull {step.source} failed: {shorten(done.last_line(), 140)}"
+        if step.source != step.image:
+            self.engine.tag(step.source, step.image)
+        with self._lock, open(self.pulled, "a", encoding="utf-8") as record:
+            record.write("".join(f"{ref}\n" for ref in {step.source, step.image}))
+        return None
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in text)
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        return tail(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return ""
+
+

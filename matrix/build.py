@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import tarfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Completed, Engine, tail
+from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Engine
 from .errors import CellProblem
 from .model import TESTS_DIR_SUITES, Cell, Implementation, Outcome
+from .processes import Completed, tail
 from .travel import Store, fetch_image, keep_image
 
 IMAGE_REPO = "mcplab"
@@ -232,24 +235,66 @@ def unavailable_reason(output: str) -> str:
 
 def _build_problem(stage: str, done: Completed, log: Path) -> CellProblem:
     """A failed build is an error to look at, unless the recipe said this machine cannot build it (no
-    source package on the mirror, ...): then the cell is unavailable here, with the recipe's reason."""
+    source package on the mirror, ...): then the cell is unavailable here, with the recipe's reason (and
+    the log's path beside it, not in it: a reason is read in a table)."""
     said = unavailable_reason(done.output)
     if said and not done.timed_out:
-        return CellProblem(Outcome.UNAVAILABLE, f"{said} (docker build of the {stage} stage; log: {log})")
+        return CellProblem(Outcome.UNAVAILABLE, f"{said} (the {stage} stage's build said so)", f"build log: {log}")
     what = "timed out" if done.timed_out else f"failed (exit {done.returncode})"
     return CellProblem(Outcome.ERROR, f"docker build of the {stage} stage {what}; full log: {log}", tail(done.output))
+
+
+class Unbuildable:
+    """What a recipe said this machine cannot build, remembered by the stage's tag (a hash of all its inputs),
+    so a run does not build it again only to hear the same, and --list can say it before any run. Rechecked
+    when an input changes, after RECHECK_DAYS, or with --no-cache (a mirror may come to serve the source)."""
+
+    RECHECK_DAYS = 7
+
+    def __init__(self, folder: Path | None, *, enabled: bool = True) -> None:
+        self.folder = folder  # None: nothing is remembered
+        self.enabled = enabled  # False (--no-cache): build again whatever was found, and remember anew
+
+    def _path(self, tag: str) -> Path | None:
+        name = hashlib.sha256(tag.encode()).hexdigest()[:32] + ".json"
+        return self.folder / name if self.folder is not None else None
+
+    def reason(self, tag: str, *, now: float | None = None) -> str:
+        """The remembered reason, with when and where it was found; '' when there is none (or it is stale)."""
+        path = self._path(tag)
+        if not self.enabled or path is None or not path.is_file():
+            return ""
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+            age = (now or time.time()) - float(found["at"])
+            reason, run = str(found["reason"]), str(found["run"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+        if age > self.RECHECK_DAYS * 86400:
+            return ""
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(found["at"])))
+        return f"{reason}; found by run {run} on {when} (rechecked after {self.RECHECK_DAYS} days, or with --no-cache)"
+
+    def remember(self, tag: str, reason: str, run_id: str) -> None:
+        path = self._path(tag)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"tag": tag, "reason": reason, "run": run_id, "at": time.time()}) + "\n")
 
 
 class Builder:
     """Builds tags at most once per run, whichever cells share them. A failed stage raises CellProblem
     (error, with the build log's tail), and again for every cell that asks for it."""
 
-    def __init__(self, engine: Engine, *, logdir: Path, run_id: str, tree: str, stores: Sequence[Store] = ()) -> None:
+    def __init__(self, engine: Engine, *, logdir: Path, run_id: str, tree: str, stores: Sequence[Store] = (),
+                 unbuildable: Unbuildable | None = None) -> None:  # fmt: skip
         self.engine = engine
         self.logdir = logdir
         self.run_id = run_id
         self.tree = tree
         self.stores = stores
+        self.unbuildable = unbuildable or Unbuildable(None)
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._failed: dict[str, CellProblem] = {}
@@ -280,13 +325,18 @@ class Builder:
             log = self.logdir / f"build-{plan.cell.name}-{stage}.log"
             if self.engine.image_id(tag) or fetch_image(self.stores, self.engine, tag, self.logdir / "fetch.log"):
                 return False
+            said = self.unbuildable.reason(tag)
+            if said:
+                raise CellProblem(Outcome.UNAVAILABLE, said)
             labels = {LABEL: "1", RUN_LABEL: self.run_id, TAG_LABEL: tag, TREE_LABEL: self.tree}
             done = self.engine.build(plan.context(stage), target=stage, tag=tag, build_args=plan.build_args,
                                      labels=labels, log=log, timeout=BUILD_TIMEOUT)  # fmt: skip
             if done.ok and self.engine.image_id(tag):
                 return True
-            self._failed[tag] = _build_problem(stage, done, log)
-            raise self._failed[tag]
+            problem = self._failed[tag] = _build_problem(stage, done, log)
+            if problem.outcome is Outcome.UNAVAILABLE:
+                self.unbuildable.remember(tag, problem.message, self.run_id)
+            raise problem
 
     def prune_superseded(self, plan: BuildPlan) -> list[str]:
         """Remove this checkout's older builds of the cell's stages (other hashes under the same prefix),

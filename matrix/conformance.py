@@ -29,6 +29,7 @@ from . import LAB_ROOT
 from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine
 from .model import Outcome, Suite, SuiteResult
 from .outcomes import Attempt, judge
+from .processes import Processes
 
 SCRIPT = LAB_ROOT / "scripts" / "conformance.py"  # the harness's own tool, whichever tree is tested
 EVERYTHING_IN_IMAGE = "/opt/mcpserver/examples/everything.py"
@@ -44,8 +45,8 @@ class ConformanceTool:
     """Node and the pinned suite in .cache/conformance: installed at most once per run, whatever number of
     cells ask (scripts/conformance.py --install), and the script that runs it."""
 
-    def __init__(self, engine: Engine, log: Path, script: Path = SCRIPT) -> None:
-        self.engine = engine
+    def __init__(self, processes: Processes, log: Path, script: Path = SCRIPT) -> None:
+        self.processes = processes
         self.script = script
         self.log = log
         self._lock = threading.Lock()
@@ -55,7 +56,7 @@ class ConformanceTool:
         """'' once installed, else why not (the same answer for every cell of the run)."""
         with self._lock:
             if self._problem is None:
-                done = self.engine.command([sys.executable, str(self.script), "--install"], timeout=INSTALL_TIMEOUT,
+                done = self.processes.command([sys.executable, str(self.script), "--install"], timeout=INSTALL_TIMEOUT,
                                            log=self.log)  # fmt: skip
                 self._problem = "" if done.ok else (
                     f"cannot install the conformance suite ({done.last_line()}); `make conformance` installs it "
@@ -69,12 +70,12 @@ class ConformanceTool:
             return SuiteResult(suite=Suite.CONFORMANCE, outcome=Outcome.ERROR, message=problem)
         junit.unlink(missing_ok=True)
         started = time.monotonic()
-        done = self.engine.command([sys.executable, str(self.script), "--url", url, "--junit", str(junit)],
+        done = self.processes.command([sys.executable, str(self.script), "--url", url, "--junit", str(junit)],
                                    timeout=timeout, log=log)  # fmt: skip
         text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
         attempt = Attempt(returncode=done.returncode, output=done.output, junit=text, timeout=timeout,
                           duration=time.monotonic() - started, timed_out=done.timed_out,
-                          killed_by=done.signal)  # fmt: skip
+                          killed_by=done.signal, usage=done.usage)  # fmt: skip
         return judge(Suite.CONFORMANCE, attempt)
 
 
@@ -227,11 +228,11 @@ def _append(log: Path, text: str) -> None:
 BANNER = re.compile(r" at (http://\S+)")
 
 
-def run_against_host(engine: Engine, tool: ConformanceTool, *, python: Path, everything: Path, cell: str,
+def run_against_host(processes: Processes, tool: ConformanceTool, *, python: Path, everything: Path, cell: str,
                      env: dict[str, str], timeout: float, logdir: Path, workdir: Path) -> SuiteResult:  # fmt: skip
     """The cell's venv python serving everything.py on loopback, as `make conformance` serves it."""
     log = logdir / f"{cell}-conformance.log"
-    proc = engine.spawn([str(python), "-m", "mcpserver", "--http", "--port", "0", "--log-level", "warning",
+    proc = processes.spawn([str(python), "-m", "mcpserver", "--http", "--port", "0", "--log-level", "warning",
                          str(everything)], env=env)  # fmt: skip
     try:
         assert proc.stderr is not None
@@ -244,4 +245,4 @@ def run_against_host(engine: Engine, tool: ConformanceTool, *, python: Path, eve
             return _no_server(f"{python} -m mcpserver --http did not start; see {log}")
         return tool.run(found.group(1), junit=workdir / f"{cell}-conformance.xml", timeout=timeout, log=log)
     finally:
-        engine.detach(proc)
+        processes.finish(proc)

@@ -1,9 +1,9 @@
 """The Docker engine, through the docker CLI: whatever DOCKER_HOST or the current docker context names.
 
-This module is the lab's one seam to the outside: every docker argument list is written here, and every
-process the lab starts (docker clients, debootstrap, host pytest runs, pip) is started by `Engine.command`
-and tracked, so an interrupt reaches all of them (`kill_all`). tests/lab/fake_engine.py stands in for the
-docker side in fast tests of the harness; the engine tests drive this class against the real thing.
+This module is the lab's one seam to Docker: every docker argument list is written here. Its clients are
+started by processes.Processes, the tracker of every process the lab starts, so an interrupt reaches them as
+it reaches the rest. tests/lab/fake_engine.py stands in for the docker side in fast tests of the harness;
+the engine tests drive this class against the real thing.
 
 Everything the lab creates carries LABEL; containers and images also RUN_LABEL=<run id>, and images
 TAG_LABEL=<the tag the lab gave them>. An image built FROM a lab image inherits its labels, so clean-up
@@ -13,44 +13,29 @@ checks identity (the image still wears the tag its TAG_LABEL names), never the i
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
-import signal
 import subprocess
 import tarfile
-import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import EngineError
+from .processes import Completed, Processes
 
 LABEL = "org.mcpserver.lab"
 RUN_LABEL = "org.mcpserver.lab.run"
 TAG_LABEL = "org.mcpserver.lab.tag"
 TREE_LABEL = "org.mcpserver.lab.tree"  # which checkout built it: superseded images are pruned per checkout
 CLI_TIMEOUT = 120.0  # seconds for quick engine queries; builds and suites have their own limits
-
-
-@dataclass(frozen=True, kw_only=True)
-class Completed:
-    returncode: int
-    output: str
-    timed_out: bool = False  # the harness killed it at its deadline
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    @property
-    def signal(self) -> int:
-        """The signal that ended a host process (subprocess reports it as a negative returncode), or 0."""
-        return -self.returncode if self.returncode < 0 and not self.timed_out else 0
-
-    def last_line(self) -> str:
-        return (self.output.strip().splitlines() or ["no output"])[-1]
+BUILD_STEP = re.compile(r"^ ---> ([0-9a-f]{12,64})$", re.M)  # the legacy builder's image of each step
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,119 +89,27 @@ def label_args(labels: Mapping[str, str]) -> list[str]:
 
 
 class Engine:
-    """The docker CLI as methods, and the tracker of every process the lab starts."""
+    """The docker CLI as methods; its clients are tracked processes like every other (processes.Processes)."""
 
-    def __init__(self, docker: str = "docker") -> None:
+    def __init__(self, docker: str = "docker", processes: Processes | None = None) -> None:
         self.docker = docker
-        self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen[bytes]] = set()
-
-    # -- processes -------------------------------------------------------------------------------
-    def command(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float | None = None,
-        input: bytes | None = None,
-        log: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        stdin_from: subprocess.Popen[bytes] | None = None,
-    ) -> Completed:
-        """Run a command to completion with a hard timeout, killing its whole process group on expiry.
-
-        The child gets a session of its own: a timeout then kills its children too, and a Ctrl-C at the
-        terminal reaches only the harness, which stops everything itself. Output (stdout and stderr)
-        is returned and, with `log`, appended there. `stdin_from` pipes another tracked process's output in.
-        """
-        stdin = stdin_from.stdout if stdin_from else subprocess.PIPE if input is not None else subprocess.DEVNULL
-        proc = self._start(argv, stdin=stdin, env=env, cwd=cwd)
-        if stdin_from is not None and stdin_from.stdout is not None:
-            stdin_from.stdout.close()  # the pipe is the child's now: a dead reader stops the writer
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            _kill_group(proc)
-
-        deadline = threading.Timer(timeout, expire) if timeout is not None else None
-        try:
-            if deadline is not None:
-                deadline.start()
-            if input is not None:
-                threading.Thread(target=_feed, args=(proc, input), daemon=True).start()
-            out = _drain(proc, log)
-            proc.wait()
-        finally:
-            if deadline is not None:
-                deadline.cancel()
-            self._finish(proc)
-        return Completed(returncode=proc.returncode, output=out.decode("utf-8", "replace"), timed_out=expired.is_set())
-
-    def _start(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: int | object = subprocess.DEVNULL,
-        stdout: int = subprocess.PIPE,
-        stderr: int = subprocess.STDOUT,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-    ) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=stdin,  # type: ignore[arg-type]
-            stdout=stdout,
-            stderr=stderr,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
-        )
-        with self._lock:
-            self._procs.add(proc)
-        return proc
-
-    def _finish(self, proc: subprocess.Popen[bytes]) -> None:
-        with self._lock:
-            self._procs.discard(proc)
-        if proc.poll() is None:
-            _kill_group(proc)
-            proc.wait()
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
-
-    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None
-              ) -> subprocess.Popen[bytes]:  # fmt: skip
-        """A long-running host process (a server for a check), tracked like every other; its stderr is a
-        pipe, stdout and stdin are closed. End it with `detach`."""
-        return self._start(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
-
-    def kill_all(self) -> int:
-        """Kill every process still running; safe in a signal handler (no lock: a snapshot of the set is
-        taken in one step under the GIL). Returns how many were killed."""
-        killed = 0
-        for proc in list(self._procs):
-            if proc.poll() is None:
-                _kill_group(proc)
-                killed += 1
-        return killed
+        self.processes = processes or Processes()
 
     def _docker(self, args: Sequence[str], *, timeout: float | None = CLI_TIMEOUT, **kwargs: object) -> Completed:
         try:
-            return self.command([self.docker, *args], timeout=timeout, **kwargs)  # type: ignore[arg-type]
+            return self.processes.command([self.docker, *args], timeout=timeout, **kwargs)  # type: ignore[arg-type]
         except FileNotFoundError:
             return Completed(returncode=127, output=f"the docker CLI ({self.docker}) is not installed")
 
     def _docker_bytes(self, args: Sequence[str], *, timeout: float = CLI_TIMEOUT) -> bytes | None:
         """stdout of `docker ARGS` as bytes (e.g. the tar `docker cp SRC -` writes); None on failure."""
-        proc = self._start([self.docker, *args], stderr=subprocess.DEVNULL)
+        proc = self.processes.start([self.docker, *args], stderr=subprocess.DEVNULL)
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             return None
         finally:
-            self._finish(proc)
+            self.processes.finish(proc)
         return out if proc.returncode == 0 else None
 
     # -- the engine itself -------------------------------------------------------------------------
@@ -272,8 +165,9 @@ class Engine:
         return done.output.strip() if done.ok else None
 
     def image_facts(self, ref: str) -> dict[str, object]:
-        """RepoTags, Labels and Created of an image ({} when absent)."""
-        fmt = '{"tags":{{json .RepoTags}},"labels":{{json .Config.Labels}},"created":{{json .Created}}}'
+        """RepoTags, Labels, Created, the user it runs as and its size of an image ({} when absent)."""
+        fmt = ('{"tags":{{json .RepoTags}},"labels":{{json .Config.Labels}},"created":{{json .Created}},'
+               '"user":{{json .Config.User}},"size":{{json .Size}}}')
         done = self._docker(["image", "inspect", "--format", fmt, ref])
         return dict(json.loads(done.output)) if done.ok else {}
 
@@ -299,20 +193,46 @@ class Engine:
         log: Path,
         timeout: float,
     ) -> Completed:
-        # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
-        argv = ["build", "--force-rm", *(["--target", target] if target else []), "--tag", tag, *label_args(labels)]
-        argv += [a for arg in build_args for a in ("--build-arg", arg)]
-        return self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
+        """Build and tag `tag`, once: a build of the same tag by another process on this host is waited for
+        (one lock per tag), and then found. `--tag` would have moved the tag and left the image it named
+        dangling: two runs building one stage side by side left an 834 MB builder stage behind. A tag taken
+        meanwhile through another engine client keeps its image, and the one built here is removed; a failed
+        build's last step image goes too, with any untagged parents nothing else uses."""
+        with _one_at_a_time(tag):
+            if self.image_id(tag) is not None:
+                return Completed(returncode=0, output=f"mcplab: {tag} was built meanwhile by another run\n")
+            return self._build(context, target=target, tag=tag, build_args=build_args, labels=labels, log=log,
+                               timeout=timeout)  # fmt: skip
+
+    def _build(self, context: bytes, *, target: str | None, tag: str, build_args: Sequence[str],
+               labels: Mapping[str, str], log: Path, timeout: float) -> Completed:  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="mcplab-build-") as folder:
+            iidfile = Path(folder) / "iid"
+            # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
+            argv = ["build", "--force-rm", "--iidfile", str(iidfile), *(["--target", target] if target else [])]
+            argv += [*label_args(labels), *(a for arg in build_args for a in ("--build-arg", arg))]
+            done = self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
+            built = iidfile.read_text().strip() if done.ok and iidfile.is_file() else ""
+        if not built:
+            steps = BUILD_STEP.findall(done.output)
+            if steps and not self.image_facts(steps[-1]).get("tags"):  # never a base, or anything tagged
+                self._docker(["rmi", steps[-1]])  # refused, harmlessly, while a child or a container uses it
+            return done if not done.ok else Completed(returncode=1, output=done.output + "no image ID was written\n")
+        if self.image_id(tag) is None:
+            self.tag(built, tag)
+        elif self.image_id(tag) != built:
+            self._docker(["rmi", built])
+        return done
 
     def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float) -> Completed:
         """tar the tree into `docker import` under `tag`; both processes are tracked."""
-        tar = self._start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
+        tar = self.processes.start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
         changes = [a for k, v in sorted(labels.items()) for a in ("--change", f"LABEL {k}={v}")]
         try:
-            done = self.command([self.docker, "import", *changes, "--change", 'CMD ["/bin/sh"]', "-", tag],
+            done = self.processes.command([self.docker, "import", *changes, "--change", 'CMD ["/bin/sh"]', "-", tag],
                                 timeout=timeout, log=log, stdin_from=tar)  # fmt: skip
         finally:
-            self._finish(tar)
+            self.processes.finish(tar)
         return done if tar.returncode == 0 else Completed(returncode=tar.returncode or 1, output="tar failed")
 
     def pull(self, ref: str, *, log: Path | None = None, timeout: float = 600.0) -> Completed:
@@ -347,14 +267,6 @@ class Engine:
             self.kill(spec.name)
         return done
 
-    def attach(self, spec: ContainerSpec) -> subprocess.Popen[bytes]:
-        """`docker run -i` with its stdin and stdout as pipes (tracked); the caller ends it with `detach`."""
-        return self._start([self.docker, "run", *replace(spec, interactive=True).argv()], stdin=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL)  # fmt: skip
-
-    def detach(self, proc: subprocess.Popen[bytes]) -> None:
-        self._finish(proc)
-
     def start(self, spec: ContainerSpec) -> Completed:
         """`docker run -d`: the container's ID in the output."""
         return self._docker(["run", "-d", *spec.argv()])
@@ -383,10 +295,6 @@ class Engine:
         code, oom = done.output.split()
         return ContainerState(exit_code=int(code), oom_killed=oom == "true")
 
-    def image_config(self, ref: str, field_path: str) -> str:
-        """One field of an image's config, e.g. `.Config.User` or `.Size` ('' when absent)."""
-        done = self._docker(["image", "inspect", "--format", "{{" + field_path + "}}", ref])
-        return done.output.strip() if done.ok else ""
 
     def copy_out(self, container: str, path: str) -> bytes | None:
         """A file or folder from a container, as the tar `docker cp` writes; None when it is not there."""
@@ -428,9 +336,6 @@ class Engine:
             self._docker(["rm", "-f", "-v", *ids])
         return len(ids)
 
-    def remove_by_label(self, *labels: str) -> int:
-        return self.remove_containers(*self.containers(*labels))
-
     # -- volumes -----------------------------------------------------------------------------------
     def create_volume(self, name: str, labels: Mapping[str, str]) -> Completed:
         return self._docker(["volume", "create", *label_args(labels), name])
@@ -449,32 +354,19 @@ _START_ONE = (
 )
 
 
-def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
-    assert proc.stdin is not None
-    with contextlib.suppress(BrokenPipeError, OSError):
-        proc.stdin.write(data)
-        proc.stdin.close()
+@contextlib.contextmanager
+def _one_at_a_time(name: str) -> Iterator[None]:
+    """Held by one process of this host at a time (an flock in the temporary folder, which every checkout on
+    the host shares)."""
+    path = Path(tempfile.gettempdir()) / "mcplab-locks" / (hashlib.sha256(name.encode()).hexdigest()[:32] + ".lock")
+    try:
+        path.parent.mkdir(mode=0o1777, exist_ok=True)
+        handle = open(path, "a")  # noqa: SIM115 - held across the yield
+    except OSError:  # another user's folder: build without the lock, as before it existed
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
-def _drain(proc: subprocess.Popen[bytes], log: Path | None) -> bytes:
-    """Read a process's output to the end, appending it to `log` as it comes (a running build's log can
-    be followed)."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    chunks = []
-    with open(log, "ab") if log is not None else contextlib.nullcontext() as sink:
-        for chunk in iter(lambda: os.read(fd, 65536), b""):
-            chunks.append(chunk)
-            if sink is not None:
-                sink.write(chunk)
-                sink.flush()
-    return b"".join(chunks)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])

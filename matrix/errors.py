@@ -7,11 +7,12 @@ a whole: a bad selector, no engine, a broken cells.toml. Messages are prose that
 
 from __future__ import annotations
 
+from .exits import Exit
 from .model import Outcome
 
 
 class LabError(Exception):
-    exit_code = 1
+    exit_code = Exit.FAILED
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -21,25 +22,25 @@ class LabError(Exception):
 class UsageError(LabError):
     """The command line asks for something that does not exist or does not fit."""
 
-    exit_code = 2
+    exit_code = Exit.USAGE
 
 
 class ConfigError(LabError):
     """cells.toml (or another input file) is malformed."""
 
-    exit_code = 2
+    exit_code = Exit.USAGE
 
 
 class EngineError(LabError):
     """The Docker engine the run needs does not answer."""
 
-    exit_code = 3
+    exit_code = Exit.NOTHING_RAN
 
 
 class NothingToRun(LabError):
     """Every selected cell is unavailable here."""
 
-    exit_code = 3
+    exit_code = Exit.NOTHING_RAN
 
 
 class CellProblem(Exception):

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import Engine
+from .processes import Processes
 
 PROBE = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
 
@@ -53,11 +53,11 @@ def find_interpreter(python: str, env: Mapping[str, str] | None = None) -> str:
     return ""
 
 
-def _ask(engine: Engine, python: Path | str, code: str) -> str:
-    done = engine.command([str(python), "-I", "-c", code], timeout=60)
+def _ask(processes: Processes, python: Path | str, code: str) -> str:
+    done = processes.command([str(python), "-I", "-c", code], timeout=60)
     if not done.ok:
         raise RuntimeError(f"{python} -c {code!r} failed: {done.last_line()}")
-    return done.output.strip()
+    return str(done.output.strip())
 
 
 # What an interpreter says it is; runs on every Python the lab has (3.9 and up, CPython and PyPy).
@@ -87,22 +87,22 @@ class Facts:
             return cls()
 
 
-def facts(engine: Engine, python: Path | str) -> Facts:
-    return Facts.parse(_ask(engine, python, FACTS_PROBE))
+def facts(processes: Processes, python: Path | str) -> Facts:
+    return Facts.parse(_ask(processes, python, FACTS_PROBE))
 
 
-def prepare_venv(engine: Engine, interpreter: str, python: str, root: Path, cache: Path) -> Path:
+def prepare_venv(processes: Processes, interpreter: str, python: str, root: Path, cache: Path) -> Path:
     """A venv for `interpreter` with root/server/mcpserver copied in; returns its python."""
     venv = cache / f"py{python}"
     marker = venv / "mcplab-interpreter"
     if not marker.exists() or marker.read_text() != interpreter:
         shutil.rmtree(venv, ignore_errors=True)
-        made = engine.command([interpreter, "-m", "venv", "--without-pip", str(venv)], timeout=120)
+        made = processes.command([interpreter, "-m", "venv", "--without-pip", str(venv)], timeout=120)
         if not made.ok:
             raise RuntimeError(f"{interpreter} -m venv failed: {made.last_line()}")
         marker.write_text(interpreter)
     venv_python = venv / "bin" / "python"
-    site = Path(_ask(engine, venv_python, "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
+    site = Path(_ask(processes, venv_python, "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
     target = site / "mcpserver"
     shutil.rmtree(target, ignore_errors=True)
     source = root / "server" / "mcpserver"

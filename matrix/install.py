@@ -11,6 +11,7 @@ but no embedded server, so nothing but the installed copy can be imported.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sys
 import tempfile
@@ -19,11 +20,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .build import ANSI, ContextFile, suite_files, unavailable_reason, walk
-from .engine import Completed, Engine, tail
-from .model import Outcome, Suite, SuiteResult
-from .outcomes import Attempt, judge
-from .suiterun import (
+from .attempts import (
     PYTEST_ARGS,
     PYTEST_MOUNT,
     Kept,
@@ -34,6 +31,11 @@ from .suiterun import (
     settle,
     suite_spec,
 )
+from .build import ANSI, ContextFile, suite_files, unavailable_reason, walk
+from .engine import Engine
+from .model import Outcome, Suite, SuiteResult
+from .outcomes import Attempt, judge
+from .processes import Completed, Processes, tail
 
 DRIVER = Path(__file__).with_name("install_driver.sh")
 # The files the distribution is built from (pyproject.toml names the readme; setuptools adds LICENSE*).
@@ -78,8 +80,8 @@ class Distributions:
     """`python -m build` at most once per run and per content: the sdist and wheel live in
     CACHE/<hash of the sources>/, so an unchanged package is not built again on the next run either."""
 
-    def __init__(self, engine: Engine, root: Path, cache: Path, log: Path) -> None:
-        self.engine = engine
+    def __init__(self, processes: Processes, root: Path, cache: Path, log: Path) -> None:
+        self.processes = processes
         self.root = root
         self.cache = cache
         self.log = log
@@ -104,9 +106,22 @@ class Distributions:
         if not (list(out.glob("*.whl")) and list(out.glob("*.tar.gz"))):
             self._build(files, out)
         wheel, sdist = sorted(out.glob("*.whl"))[0], sorted(out.glob("*.tar.gz"))[0]
-        twine = self.engine.command([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
-                                    timeout=120, log=self.log)  # fmt: skip
-        return Distribution(wheel=wheel, sdist=sdist, twine=twine)
+        return Distribution(wheel=wheel, sdist=sdist, twine=self._twine_check(out, wheel, sdist))
+
+    def _twine_check(self, out: Path, wheel: Path, sdist: Path) -> Completed:
+        """`twine check` of these very files, run once and remembered beside them (it takes seconds, and a
+        rerun with nothing changed should not)."""
+        said = out / "twine-check.json"
+        try:
+            found = json.loads(said.read_text(encoding="utf-8"))
+            return Completed(returncode=int(found["returncode"]), output=str(found["output"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        done = self.processes.command([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
+                                   timeout=120, log=self.log)  # fmt: skip
+        if not done.timed_out:
+            said.write_text(json.dumps({"returncode": done.returncode, "output": done.output}) + "\n")
+        return done
 
     def _build(self, files: list[ContextFile], out: Path) -> None:
         """Build from a copy of exactly the package's files: the checkout stays clean (no egg-info) and
@@ -118,7 +133,7 @@ class Distributions:
             for f in files:
                 (stage / f.arcname).parent.mkdir(parents=True, exist_ok=True)
                 (stage / f.arcname).write_bytes(f.data)
-            done = self.engine.command([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(built),
+            done = self.processes.command([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(built),
                                         str(stage)], timeout=BUILD_TIMEOUT, log=self.log)  # fmt: skip
             if not done.ok:
                 raise DistributionError(f"`python -m build` failed ({done.last_line()}); see {self.log}")
@@ -173,10 +188,10 @@ def run_in_container(engine: Engine, distribution: Distribution, *, run_id: str,
                      ) -> tuple[SuiteResult, Kept | None]:  # fmt: skip
     """The driver in the cell's install image (no embedded server), the wheel on its stdin."""
     spec = suite_spec(
-        run_id=run_id, cell=cell, suite=Suite.INSTALL, image=image, volume=volume, entrypoint="/bin/sh",
-        interactive=True, env={"MCPLAB_WORK": WORK_IN_CONTAINER, "MCPLAB_PIP": f"{PYTEST_MOUNT}/{pip_wheel}"},
-        args=("-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name, *PYTEST_ARGS,
-              f"--junitxml={junit_in_container(Suite.INSTALL)}"),
+        run_id=run_id, cell=cell, suite=Suite.INSTALL, image=image, volume=volume, interactive=True,
+        env={"MCPLAB_WORK": WORK_IN_CONTAINER, "MCPLAB_PIP": f"{PYTEST_MOUNT}/{pip_wheel}"},
+        command=("/bin/sh", "-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name,
+                 *PYTEST_ARGS, f"--junitxml={junit_in_container(Suite.INSTALL)}"),
     )  # fmt: skip
     attempt = container_attempt(engine, spec, Suite.INSTALL, timeout=timeout, log=logdir / f"{cell}-install.log",
                                 input=distribution.wheel.read_bytes())  # fmt: skip
@@ -184,8 +199,9 @@ def run_in_container(engine: Engine, distribution: Distribution, *, run_id: str,
                   volume=volume)  # fmt: skip
 
 
-def run_on_host(engine: Engine, distribution: Distribution, *, interpreter: str, pytest_folder: Path, pip_wheel: str,
-                root: Path, cell: str, timeout: float, logdir: Path, workdir: Path) -> SuiteResult:  # fmt: skip
+def run_on_host(processes: Processes, distribution: Distribution, *, interpreter: str, pytest_folder: Path,
+                pip_wheel: str, root: Path, cell: str, timeout: float, logdir: Path, workdir: Path
+                ) -> SuiteResult:  # fmt: skip
     """The same driver with a host interpreter, from a copy of the suites (no source tree beside them)."""
     work = workdir / f"{cell}-install"
     shutil.rmtree(work, ignore_errors=True)
@@ -195,6 +211,6 @@ def run_on_host(engine: Engine, distribution: Distribution, *, interpreter: str,
     junit = workdir / f"{cell}-install.xml"
     argv = ["sh", "-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name, *PYTEST_ARGS,
             f"--junitxml={junit}"]  # fmt: skip
-    attempt = host_attempt(engine, argv, junit=junit, env=env, cwd=lab, timeout=timeout,
+    attempt = host_attempt(processes, argv, junit=junit, env=env, cwd=lab, timeout=timeout,
                            log=logdir / f"{cell}-install.log", input=distribution.wheel.read_bytes())  # fmt: skip
     return _judged(attempt, distribution)

@@ -1,4 +1,4 @@
-"""The run context: what one run shares between its steps and threads (options, engine, caches, the stop
+"""The run context: what one run shares between its steps and threads (options, engine, tools, the stop
 and interrupt flags), where it writes (its logs and temporary folder), and its clean-up."""
 
 from __future__ import annotations
@@ -11,23 +11,26 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import LAB_ROOT
-from .bootstrap import Bases
-from .build import Builder
+from .attempts import Kept
+from .bases import Bases
+from .build import Builder, Unbuildable
+from .cell import CellTools
 from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
 from .install import Distributions
 from .memo import SuiteMemo
-from .model import Environment, SuiteResult
+from .model import Environment
 from .plan import Selection, Shard
 from .progress import Progress
 from .startup import StartupTarget
-from .suiterun import Kept
+from .stopping import Stopping
+from .suites import Attempts, Surroundings
 from .travel import Archives, Registry, Store
 from .wheels import PytestFolders
 
@@ -50,6 +53,7 @@ class Options:
     shard: Shard | None = None
     plan: str = ""  # plan.plan_digest of the selection, recorded for --merge
     use_cache: bool = True  # report an identical earlier pass instead of running the suite again
+    retries: int = 1  # a suite that did not pass is run again this many times at most (a pass then: flaky)
     registry: str = ""  # HOST:PORT/PREFIX images and passed-suite records travel through
     cache_dir: Path | None = None  # a folder (a CI cache) they travel through
     durations: Mapping[str, float] = field(default_factory=dict)  # an earlier run's, to start the longest first
@@ -84,6 +88,7 @@ class Lab:
         self.options = options
         self.progress = progress
         self.engine = engine or Engine()
+        self.processes = self.engine.processes  # docker clients and host processes alike
         self.run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.workdir = options.cache / "tmp" / self.run_id
@@ -95,43 +100,52 @@ class Lab:
         labels = {LABEL: "1", RUN_LABEL: self.run_id}
         self.bases = Bases(self.engine, workdir=self.workdir, logdir=self.logdir, cache=options.cache, labels=labels,
                            stores=travel)  # fmt: skip
+        unbuildable = Unbuildable(options.cache / "unbuildable", enabled=options.use_cache)
         self.builder = Builder(self.engine, logdir=self.logdir, run_id=self.run_id, tree=tree_identity(options.root),
-                               stores=travel)  # fmt: skip
-        self.pytest = PytestFolders(options.cache / "pytest", self.engine)
+                               stores=travel, unbuildable=unbuildable)  # fmt: skip
+        self.pytest = PytestFolders(options.cache / "pytest", self.processes)
         self.memo = SuiteMemo(options.cache / "passed", enabled=options.use_cache, engine=self.engine, stores=travel)
-        self.conformance = ConformanceTool(self.engine, self.logdir / "conformance-install.log")
-        self.distributions = Distributions(self.engine, options.root, options.cache / "dist", self.logdir / "dist.log")
+        self.conformance = ConformanceTool(self.processes, self.logdir / "conformance-install.log")
+        self.distributions = Distributions(self.processes, options.root, options.cache / "dist",
+                                           self.logdir / "dist.log")  # fmt: skip
         self.startup_targets: dict[str, StartupTarget] = {}  # where each finished cell's server starts
-        self.stop = threading.Event()
-        self.stop_reason = ""
-        self.interrupted = threading.Event()
+        self.stopping = Stopping()
+        self.stop, self.interrupted = self.stopping.stop, self.stopping.interrupted
         self.kept: list[Kept] = []
         self._lock = threading.Lock()
 
-    def remembered(self, key: str, run: Callable[[], SuiteResult]) -> SuiteResult:
-        """An identical earlier pass (see memo.py), or run the suite and remember it if it passes. A run
-        the interrupt cut short is cancelled (outcomes.cancelled_if_interrupted)."""
-        hit = self.memo.get(key)
-        if hit is not None:
-            return hit
-        result = replace(run(), produced_by=self.run_id, produced_at=self.started)
-        self.memo.put(key, result)
-        return result
+    def surroundings(self) -> Surroundings:
+        """What each attempt of a suite is given besides its inputs."""
+        options = self.options
+        return Surroundings(engine=self.engine, processes=self.processes, conformance=self.conformance,
+                            run_id=self.run_id, logdir=self.logdir, workdir=self.workdir, timeout=options.timeout,
+                            keep=options.keep, kept=self.keep)  # fmt: skip
+
+    def attempts(self) -> Attempts:
+        return Attempts(retries=self.options.retries, run_id=self.run_id, started=self.started,
+                        interrupted=self.interrupted)  # fmt: skip
+
+    @property
+    def stop_reason(self) -> str:
+        return self.stopping.reason
 
     def request_stop(self, reason: str) -> None:
-        with self._lock:
-            if not self.stop.is_set():
-                self.stop_reason = reason
-                self.stop.set()
+        self.stopping.request(reason)
 
     def interrupt(self, reason: str) -> None:
         """Stop now: no new work, and every process this run started is killed so the workers return.
         Called from a signal handler, so it takes no lock that the interrupted code may hold."""
-        if not self.stop.is_set():
-            self.stop_reason = reason
-        self.interrupted.set()
-        self.stop.set()
-        self.engine.kill_all()
+        self.stopping.interrupt(reason)
+        self.processes.kill_all()
+
+    def tools(self) -> CellTools:
+        """What each cell's steps use: the run's tools, and nothing of the run context beyond them."""
+        options = self.options
+        return CellTools(engine=self.engine, processes=self.processes, bases=self.bases, builder=self.builder,
+                         pytest=self.pytest, distributions=self.distributions, memo=self.memo,
+                         attempts=self.attempts(), surroundings=self.surroundings(), selection=options.selection,
+                         root=options.root, cache=options.cache, stopping=self.stopping, progress=self.progress,
+                         startup_targets=self.startup_targets)  # fmt: skip
 
     def keep(self, kept: Kept) -> None:
         with self._lock:
@@ -140,7 +154,7 @@ class Lab:
     def cleanup(self) -> int:
         """Remove this run's containers (but those kept for debugging) and temporary folder; returns how
         many containers went."""
-        self.engine.kill_all()
+        self.processes.kill_all()
         ids = self.engine.containers(f"{RUN_LABEL}={self.run_id}")
         names = self.engine.container_names(ids) if self.kept else {}
         kept = {k.container for k in self.kept}

@@ -17,14 +17,13 @@ from pathlib import Path
 
 from .engine import Engine
 from .model import Outcome, SuiteResult
-from .report import suite_from_dict, suite_to_dict, write_atomic
+from .records import suite_from_dict, suite_to_dict, write_atomic
 from .travel import Store
-
-MEMO_VERSION = "3"  # bump when what a suite run means changes (arguments, limits, judge rules)
 
 
 def memo_key(*parts: str) -> str:
-    h = hashlib.sha256(MEMO_VERSION.encode())
+    """A record's name from what decided it (suites.Runner declares the parts; the harness is one of them)."""
+    h = hashlib.sha256(b"mcplab-suite")
     for part in parts:
         h.update(b"\0" + part.encode())
     return h.hexdigest()

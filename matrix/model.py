@@ -152,9 +152,10 @@ class Cell:
 
 
 class Outcome(str, enum.Enum):
-    """A suite's or a cell's result. Only PASSED and FAILED are verdicts on the code."""
+    """A suite's or a cell's result. Only PASSED, FLAKY and FAILED are verdicts on the code."""
 
     PASSED = "passed"
+    FLAKY = "flaky"  # failed, then passed when run again: reported apart, never as a pass
     FAILED = "failed"
     ERROR = "error"
     TIMEOUT = "timeout"
@@ -183,6 +184,34 @@ class Skip:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Usage:
+    """What one suite run used: the peak memory and the CPU time of everything it ran, and how that was
+    measured (a container's cgroup, or getrusage of a host process tree: see attempts.py)."""
+
+    peak_memory: int = 0  # bytes
+    cpu_time: float = 0.0  # seconds, user plus system
+    measured_by: str = ""  # '' when nothing could be measured
+
+
+@dataclass(frozen=True, kw_only=True)
+class EarlierAttempt:
+    """A run of a suite that did not pass and was run again (--retries): what it said, kept beside the
+    final result so a flaky suite shows the failure that went away."""
+
+    outcome: Outcome
+    failures: tuple[TestFailure, ...] = ()
+    message: str = ""
+    duration: float = 0.0
+    log_tail: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def summary(self) -> str:
+        """ "2 failed", or the outcome when no test failed (error, timeout)."""
+        return f"{len(self.failures)} failed" if self.failures else self.outcome.value
+
+
+@dataclass(frozen=True, kw_only=True)
 class SuiteResult:
     suite: Suite
     outcome: Outcome
@@ -201,6 +230,9 @@ class SuiteResult:
     cached: bool = False  # an identical run (same image or interpreter, code, suite) passed before
     produced_by: str = ""  # the run id that ran it (for a cached result: the earlier run)
     produced_at: str = ""  # when that run ran it (UTC, ISO 8601)
+    usage: Usage = field(default_factory=Usage)
+    over_budget: str = ""  # which budget (budgets.py) its usage broke, and by how much: a failure
+    earlier: tuple[EarlierAttempt, ...] = ()  # the attempts before this one that did not pass (--retries)
 
     @property
     def counts(self) -> str:
@@ -209,6 +241,7 @@ class SuiteResult:
         text = f"{self.passed}/{ran}"
         notes = [f"{self.skipped} skipped"] if self.skipped else []
         notes += [f"{self.repetitions} stress"] if self.repetitions else []
+        notes += [f"run {n}: {e.summary}" for n, e in enumerate(self.earlier, 1)]
         notes += ["cached"] if self.cached else []
         return f"{text} ({', '.join(notes)})" if notes else text
 
@@ -225,6 +258,8 @@ class FirstAnswer:
     samples_ms: tuple[float, ...] = ()
     bare_samples_ms: tuple[float, ...] = ()
     error: str = ""  # why there is no measurement
+    produced_by: str = ""  # the run that measured it
+    cached: bool = False  # remembered from that run: the same image (or interpreter and code) and probe
 
     @property
     def ratio(self) -> float:

@@ -1,7 +1,8 @@
-"""Every outcome rule in one place: a pytest run to a suite outcome, suites to a cell outcome, cells to the
-run's exit code. Pure: values in, values out (tests/lab/test_outcomes.py).
+"""Every outcome rule in one place: a pytest run to a suite outcome, a suite's measured use against its budget,
+attempts to one result (flaky when a rerun passed), suites to a cell outcome, cells to the run's exit code.
+Pure: values in, values out (tests/lab/test_outcomes.py).
 
-Only PASSED and FAILED are verdicts on the code. A suite that did not finish is told apart by why:
+Only PASSED, FLAKY and FAILED are verdicts on the code. A suite that did not finish is told apart by why:
 the harness's own deadline (TIMEOUT), a signal from elsewhere (ERROR, "killed by signal N"), the engine's
 memory limit (ERROR, "out of memory"), or the run being interrupted (CANCELLED).
 """
@@ -11,22 +12,18 @@ from __future__ import annotations
 import signal
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from .budgets import Budget, megabytes
+from .exits import Exit
 from .junit import parse
-from .model import CellResult, Outcome, Suite, SuiteResult
+from .model import CellResult, EarlierAttempt, Outcome, Suite, SuiteResult, Usage
 
-EXIT_CODES = {
-    0: "every cell that could run passed",
-    1: "a cell failed, errored or timed out (or, with --strict, was unavailable)",
-    2: "usage: a bad option or selector, a malformed cells.toml, or --merge of results that do not fit",
-    3: "nothing could run: the Docker engine asked for does not answer, or every selected cell is unavailable",
-    130: "interrupted (Ctrl-C, SIGINT or SIGTERM): the partial report says what finished",
-}
 BAD = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT, Outcome.CANCELLED})
 # When suites disagree, the cell shows the most urgent: a broken harness hides verdicts, so it comes first.
 # A suite this cell cannot have (the install suite without zlib) leaves the others' pass standing.
-_PRECEDENCE = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.FAILED, Outcome.CANCELLED)
+_PRECEDENCE = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.FAILED, Outcome.CANCELLED, Outcome.FLAKY)
+RETRIED = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT})  # what --retries runs again
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +39,7 @@ class Attempt:
     killed_by: int = 0  # the signal that ended it, when one did
     out_of_memory: bool = False  # the engine says its memory limit killed it
     memory_limit: str = ""
+    usage: Usage = field(default_factory=Usage)
 
 
 def signal_name(number: int) -> str:
@@ -64,7 +62,8 @@ def _unfinished(suite: Suite, attempt: Attempt, tail_text: str) -> SuiteResult |
         message = f"killed by signal {attempt.killed_by} ({name}); the log tail shows the test it was in"
     else:
         return None
-    return SuiteResult(suite=suite, outcome=outcome, duration=attempt.duration, message=message, log_tail=tail_text)
+    return SuiteResult(suite=suite, outcome=outcome, duration=attempt.duration, message=message, log_tail=tail_text,
+                       usage=attempt.usage)  # fmt: skip
 
 
 def judge(suite: Suite, attempt: Attempt) -> SuiteResult:
@@ -81,7 +80,7 @@ def judge(suite: Suite, attempt: Attempt) -> SuiteResult:
     if counts is None:
         message = f"pytest exited {attempt.returncode} and {broken}"
         return SuiteResult(suite=suite, outcome=Outcome.ERROR, duration=attempt.duration, message=message,
-                           log_tail=tail_text)  # fmt: skip
+                           log_tail=tail_text, usage=attempt.usage)  # fmt: skip
     outcome = pytest_outcome(attempt.returncode, counts.failed, counts.errors, counts.tests)
     message = ""
     if outcome is Outcome.ERROR:
@@ -90,8 +89,37 @@ def judge(suite: Suite, attempt: Attempt) -> SuiteResult:
         suite=suite, outcome=outcome, tests=counts.tests, passed=counts.passed, failed=counts.failed,
         errors=counts.errors, skipped=counts.skipped, duration=attempt.duration, failures=counts.failures,
         skips=counts.skips, repetitions=counts.repetitions, message=message,
-        log_tail=tail_text if outcome is not Outcome.PASSED else "", junit_xml=attempt.junit,
+        log_tail=tail_text if outcome is not Outcome.PASSED else "", junit_xml=attempt.junit, usage=attempt.usage,
     )  # fmt: skip
+
+
+def within_budget(result: SuiteResult, budget: Budget) -> SuiteResult:
+    """A suite that used more than its budget (budgets.py) fails, saying which budget and by how much; a
+    result that did not pass anyway keeps its outcome and gains the note. Unmeasured use is never over."""
+    usage, over = result.usage, []
+    whose = f"{result.suite.value} suite's" + (f" {budget.scope}" if budget.scope else "")
+    if usage.peak_memory > budget.memory:
+        over.append(f"peak memory {megabytes(usage.peak_memory)} is over the {whose} budget of {budget.memory_text}")
+    if usage.cpu_time > budget.cpu:
+        over.append(f"CPU time {usage.cpu_time:.0f}s is over the {whose} budget of {budget.cpu:.0f}s")
+    if not over:
+        return result
+    said = "; ".join(over) + f" ({usage.measured_by}; budgets in matrix/budgets.py)"
+    message = f"{result.message}; {said}" if result.message else said
+    outcome = Outcome.FAILED if result.outcome in (Outcome.PASSED, Outcome.FLAKY) else result.outcome
+    return replace(result, outcome=outcome, message=message, over_budget=said)
+
+
+def after_attempts(attempts: Sequence[SuiteResult]) -> SuiteResult:
+    """The attempts of one suite (the first, then each rerun of one that did not pass) as one result: the last
+    attempt's, with the earlier ones kept; one that passed after failing is flaky, never a pass."""
+    *earlier, last = attempts
+    if not earlier:
+        return last
+    kept = tuple(EarlierAttempt(outcome=a.outcome, failures=a.failures, message=a.message, duration=a.duration,
+                                log_tail=a.log_tail, usage=a.usage) for a in earlier)  # fmt: skip
+    outcome = Outcome.FLAKY if last.outcome is Outcome.PASSED else last.outcome
+    return replace(last, outcome=outcome, earlier=kept, duration=sum(a.duration for a in attempts))
 
 
 def pytest_outcome(exit_code: int, failed: int, errors: int, tests: int) -> Outcome:
@@ -110,7 +138,7 @@ def pytest_outcome(exit_code: int, failed: int, errors: int, tests: int) -> Outc
 def cancelled_if_interrupted(result: SuiteResult, *, interrupted: bool) -> SuiteResult:
     """A suite whose run the interrupt cut short is cancelled, not an error or a timeout: its process
     was killed by the harness. A verdict reached before the interrupt stands."""
-    if interrupted and result.outcome not in (Outcome.PASSED, Outcome.FAILED):
+    if interrupted and result.outcome not in (Outcome.PASSED, Outcome.FLAKY, Outcome.FAILED):
         return replace(result, outcome=Outcome.CANCELLED, message="cancelled: the run was interrupted while it ran")
     return result
 
@@ -128,18 +156,18 @@ def cell_outcome(suites: Sequence[SuiteResult]) -> Outcome:
     return Outcome.ERROR
 
 
-def exit_code(results: Sequence[CellResult], *, strict: bool = False, interrupted: bool = False) -> int:
-    """The run's exit code (EXIT_CODES says what each means)."""
+def exit_code(results: Sequence[CellResult], *, strict: bool = False, interrupted: bool = False) -> Exit:
+    """The run's exit code (exits.py says what each means)."""
     if interrupted:
-        return 130
+        return Exit.INTERRUPTED
     ran = [r for r in results if r.outcome is not Outcome.UNAVAILABLE]
     if not ran:
-        return 3
+        return Exit.NOTHING_RAN
     if any(r.outcome in BAD for r in ran):
-        return 1
-    if strict and len(ran) != len(results):
-        return 1
-    return 0
+        return Exit.FAILED
+    if strict and (len(ran) != len(results) or any(r.outcome is Outcome.FLAKY for r in ran)):
+        return Exit.FAILED
+    return Exit.PASSED
 
 
 def counts(results: Sequence[CellResult]) -> dict[str, int]:

@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import UsageError
-from .model import SUITES, Cell, CellResult, Environment, Implementation, Suite
+from .model import SUITES, Cell, CellResult, Environment, Implementation, Outcome, Suite
+
+RERUN = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT, Outcome.FLAKY, Outcome.CANCELLED})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,8 +25,34 @@ class Selection:
 
     distros: tuple[str, ...] = ()
     pythons: tuple[str, ...] = ()
+    implementations: tuple[str, ...] = ()
     cells: tuple[str, ...] = ()
     suites: tuple[Suite, ...] = SUITES
+    only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()  # --rerun-failed: these cells, and in each these suites
+
+    def suites_for(self, cell: str) -> tuple[Suite, ...]:
+        """The suites to run in that cell."""
+        if not self.only:
+            return self.suites
+        wanted = dict(self.only).get(cell, ())
+        return tuple(s for s in self.suites if s in wanted)
+
+
+def rerun_plan(results: Iterable[CellResult]) -> tuple[tuple[str, tuple[Suite, ...]], ...]:
+    """What --rerun-failed runs again from a run's records: every suite that did not pass (failed, error,
+    timeout, flaky, cancelled), in its cell; a cell that failed before any suite ran (a build), or never
+    started, again as a whole. Unavailable cells are not failures."""
+    plan = []
+    for result in results:
+        if result.outcome is Outcome.UNAVAILABLE:
+            continue
+        again = tuple(s.suite for s in result.suites if s.outcome in RERUN)
+        ran = any(s.outcome is not Outcome.NOT_RUN for s in result.suites)
+        if not again and result.outcome in RERUN and not ran:
+            again = SUITES
+        if again:
+            plan.append((result.cell, again))
+    return tuple(plan)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +111,7 @@ def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
     checks = (
         ("--distro", selection.distros, lambda p, c: fnmatch.fnmatchcase(c.family.value, p)),
         ("--python", selection.pythons, _python_matches),
+        ("--implementation", selection.implementations, lambda p, c: fnmatch.fnmatchcase(c.implementation.value, p)),
         ("--cell", selection.cells, lambda p, c: fnmatch.fnmatchcase(c.name, p)),
     )
     for option, patterns, matches in checks:
@@ -92,6 +121,8 @@ def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
     chosen = tuple(
         c for c in cells if all(not patterns or any(matches(p, c) for p in patterns) for _, patterns, matches in checks)
     )
+    if selection.only:
+        chosen = tuple(c for c in chosen if selection.suites_for(c.name))
     if not chosen:
         raise UsageError(
             "no cell matches all of the selectors together. Run `scripts/run_matrix.py --list` to see them."
@@ -102,6 +133,8 @@ def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
 def _what_exists(cells: Sequence[Cell], option: str) -> str:
     if option == "--distro":
         values = sorted({c.family.value for c in cells})
+    elif option == "--implementation":
+        values = sorted({c.implementation.value for c in cells})
     elif option == "--python":
         values = sorted({c.python for c in cells}, key=lambda v: tuple(int(x) for x in v.split(".")))
     else:

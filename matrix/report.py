@@ -11,86 +11,34 @@ run and its logs, and whether it is partial.
 from __future__ import annotations
 
 import html
-import json
 import os
-import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from . import junit
-from .errors import ConfigError
-from .model import SUITES, CellResult, Environment, FirstAnswer, Outcome, Skip, Suite, SuiteResult, TestFailure
+from .budgets import CPYTHON, budget_for, kind_of, megabytes
+from .compare import SinceLastFull
+from .model import (
+    SUITES,
+    CellResult,
+    Environment,
+    FirstAnswer,
+    Outcome,
+    Suite,
+    SuiteResult,
+    TestFailure,
+)
 from .outcomes import counts
+from .records import to_json, write_atomic
+from .text import shorten
 
-SCHEMA = "mcplab-results/3"  # 3: suites' skips and stress repetitions; cells' implementation, flavour, first answer
 REPORT_FILES = ("results.json", "matrix.md", "junit.xml", "report.html")
-LATEST, LATEST_FULL = "latest", "latest-full"
-
-# --- results.json ------------------------------------------------------------------------------------
-
-
-def to_json(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
-    data = {
-        "schema": SCHEMA,
-        "environment": asdict(env),
-        "suites": [s.value for s in suites],
-        "counts": counts(results),
-        "cells": [_cell_dict(r) for r in results],
-    }
-    return json.dumps(data, indent=2, sort_keys=False) + "\n"
-
-
-def _cell_dict(result: CellResult) -> dict[str, Any]:
-    data = asdict(result)
-    data["outcome"] = result.outcome.value
-    data["suites"] = [suite_to_dict(s) for s in result.suites]
-    return data
-
-
-def from_json(
-    text: str, *, source: str = "results.json"
-) -> tuple[tuple[CellResult, ...], Environment, tuple[Suite, ...]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{source} is not JSON ({exc}); was the run that wrote it cut short?") from exc
-    if data.get("schema") != SCHEMA:
-        raise ConfigError(f"{source} has schema {data.get('schema')!r}; this lab reads {SCHEMA!r}.")
-    results = tuple(_cell_from(c) for c in data["cells"])
-    env = Environment(**{**data["environment"], "dirty": tuple(data["environment"].get("dirty", ()))})
-    return results, env, tuple(Suite(s) for s in data.get("suites", SUITES))
-
-
-def suite_to_dict(suite: SuiteResult) -> dict[str, Any]:
-    data = asdict(suite)
-    data["suite"] = suite.suite.value
-    data["outcome"] = suite.outcome.value
-    return data
-
-
-def suite_from_dict(data: dict[str, Any]) -> SuiteResult:
-    failures = tuple(TestFailure(**f) for f in data.get("failures", ()))
-    skips = tuple(Skip(**s) for s in data.get("skips", ()))
-    return SuiteResult(**{**data, "suite": Suite(data["suite"]), "outcome": Outcome(data["outcome"]),
-                          "failures": failures, "skips": skips})  # fmt: skip
-
-
-def _cell_from(data: dict[str, Any]) -> CellResult:
-    suites = tuple(suite_from_dict(s) for s in data.get("suites", ()))
-    found = data.get("first_answer")
-    first = None
-    if found:
-        first = FirstAnswer(**{**found, "samples_ms": tuple(found.get("samples_ms", ())),
-                               "bare_samples_ms": tuple(found.get("bare_samples_ms", ()))})  # fmt: skip
-    return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites, "first_answer": first})
-
 
 # --- text renderings ---------------------------------------------------------------------------------
 
 _MARK = {
     Outcome.PASSED: "✅",
+    Outcome.FLAKY: "🔁",
     Outcome.FAILED: "❌",
     Outcome.ERROR: "💥",
     Outcome.TIMEOUT: "⏱",
@@ -104,9 +52,25 @@ def suite_text(suite: SuiteResult | None) -> str:
     """What one grid cell says: counts for a verdict, the outcome otherwise."""
     if suite is None or suite.outcome is Outcome.NOT_RUN:
         return "—"
-    if suite.outcome in (Outcome.PASSED, Outcome.FAILED):
+    if suite.over_budget and suite.tests:
+        return f"{suite.counts}, over budget"
+    if suite.outcome in (Outcome.PASSED, Outcome.FAILED) and suite.tests:
         return suite.counts
+    if suite.outcome is Outcome.FLAKY:
+        return f"flaky {suite.counts}"
     return str(suite.outcome.value)
+
+
+def failure_lines(results: Sequence[CellResult]) -> list[tuple[CellResult, SuiteResult, str, TestFailure]]:
+    """Every failing test of every attempt: (cell, suite, which attempt when the suite was rerun, failure)."""
+    found = []
+    for r in results:
+        for s in r.suites:
+            runs = len(s.earlier) + 1
+            for n, earlier in enumerate(s.earlier, 1):
+                found += [(r, s, f"run {n} of {runs}", f) for f in earlier.failures]
+            found += [(r, s, f"run {runs} of {runs}" if s.earlier else "", f) for f in s.failures]
+    return found
 
 
 def interpreter_text(result: CellResult) -> str:
@@ -145,16 +109,50 @@ def _why(result: CellResult) -> str:
 
 
 def _failed_count(suite: SuiteResult) -> str:
-    if suite.outcome is Outcome.FAILED:
+    if suite.outcome is Outcome.FLAKY:
+        said = "; ".join(f"run {n}: {e.message or e.summary}" for n, e in enumerate(suite.earlier, 1))
+        return f"flaky: {said}; passed on run {len(suite.earlier) + 1}"
+    if suite.outcome is Outcome.FAILED and suite.tests:
         return f"{suite.failed + suite.errors} of {suite.tests - suite.skipped} failed"
     return str(suite.outcome.value)
+
+
+USAGE_NOTE = (
+    "Peak memory and CPU time of each suite: in a container, what its cgroup counted (page cache included); on "
+    "the host, getrusage of the suite's process tree (the largest process's peak). ⚠ marks a suite over its "
+    "budget (matrix/budgets.py), which fails it."
+)
+
+
+def usage_text(suite: SuiteResult | None) -> str:
+    """ "312 MB, 41s CPU" for a measured suite, '—' otherwise; ⚠ when it broke its budget."""
+    if suite is None or not suite.usage.measured_by:
+        return "—"
+    text = f"{megabytes(suite.usage.peak_memory)}, {suite.usage.cpu_time:.0f}s CPU"
+    return f"⚠ {text}" if suite.over_budget else text
+
+
+def usage_rows(results: Sequence[CellResult], suites: Sequence[Suite]) -> list[list[str]]:
+    """The usage table: a budget row for each kind of interpreter measured, then each cell that was."""
+    measured = [r for r in results if any(s.usage.measured_by for s in r.suites)]
+    kinds = sorted({kind_of(r) or CPYTHON for r in measured})
+    rows = [[f"budget, {k}", *(budget_for(s, k).text for s in suites)] for k in kinds]
+    return rows + [[r.cell, *(usage_text(r.suite(s)) for s in suites)] for r in measured]
 
 
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
+def since_lines(since: SinceLastFull | None) -> list[str]:
+    """The "since the last full run" section as lines of text ([] when there was no earlier full run)."""
+    if since is None:
+        return []
+    return [f"{since.heading}:", *(f"- {shorten(line, 300)}" for line in since.lines())]
+
+
+def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
+                since: SinceLastFull | None = None) -> str:  # fmt: skip
     lines = [
         "| cell | outcome | python | " + " | ".join(s.value for s in suites) + " | first answer | time | notes |",
         "|---|---|---|" + "---|" * len(suites) + "---|---|---|",
@@ -162,15 +160,25 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     for r in results:
         row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", interpreter_text(r)]
         row += [suite_text(r.suite(s)) for s in suites]
-        row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(_why(r))[:200]]
+        row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(shorten(_why(r), 200))]
         lines.append("| " + " | ".join(row) + " |")
     tally = counts(results)
     summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
     lines += ["", f"{len(results)} cells: {summary}."]
-    failures = [(r, s, f) for r in results for s in r.suites for f in s.failures]
+    usage = usage_rows(results, suites)
+    if usage:
+        lines += ["", USAGE_NOTE, "", "| cell | " + " | ".join(s.value for s in suites) + " |",
+                  "|---|" + "---|" * len(suites)]  # fmt: skip
+        lines += [f"| {row[0] if row[0].startswith('budget') else '`' + row[0] + '`'} | " + " | ".join(row[1:]) + " |"
+                  for row in usage]  # fmt: skip
+    if since is not None:
+        heading, *changes = since_lines(since)
+        lines += ["", heading, "", *(_md_escape(change) for change in changes)]
+    failures = failure_lines(results)
     if failures:
-        lines += ["", "Failing tests:", ""]
-        lines += [f"- `{r.cell}` {s.suite.value}: `{f.test_id}`: {_md_escape(f.message)[:300]}" for r, s, f in failures]
+        lines += ["", "Failing tests (a flaky suite's too, with the run they failed in):", ""]
+        lines += [f"- `{r.cell}` {s.suite.value}{f' ({run})' if run else ''}: `{f.test_id}`: "
+                  f"{_md_escape(shorten(f.message, 300))}" for r, s, run, f in failures]  # fmt: skip
     skipped = skipped_lines(results)
     if skipped:
         lines += ["", "Skipped tests, with the reasons they gave:", ""]
@@ -201,7 +209,13 @@ def provenance(env: Environment) -> list[str]:
     return lines
 
 
-def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES) -> str:
+def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(*rows)]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
+             since: SinceLastFull | None = None) -> str:  # fmt: skip
     """The plain-text table printed at the end of a run."""
     header = ["cell", "outcome", "python", *(s.value for s in suites), "first answer", "time"]
     rows = [
@@ -209,17 +223,18 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES)
          first_answer_text(r), f"{r.duration:.0f}s"]
         for r in results
     ]  # fmt: skip
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
-    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    out = _columns([header, *rows])
+    usage = usage_rows(results, suites)
+    if usage:
+        out += ["", "peak memory and CPU time per suite:", *_columns([["cell", *(s.value for s in suites)], *usage])]
     for r in results:
         if r.outcome is Outcome.PASSED:
             continue
         out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
-        for s in r.suites:
-            out += [f"    {s.suite.value}: {f.test_id}: {f.message.splitlines()[0] if f.message else ''}"
-                    for f in s.failures]  # fmt: skip
+        out += [f"    {s.suite.value}{f' ({run})' if run else ''}: {f.test_id}: "
+                f"{f.message.splitlines()[0] if f.message else ''}" for _, s, run, f in failure_lines([r])]  # fmt: skip
     out += [f"skipped: {line}" for line in skipped_lines(results)]
+    out += since_lines(since)
     return "\n".join(out) + "\n"
 
 
@@ -232,7 +247,7 @@ table{border-collapse:collapse;margin-bottom:20px}
 th,td{border:1px solid #d0d7de;padding:6px 10px;text-align:left;vertical-align:top}
 th{background:#f6f8fa} td.s{text-align:center;font-variant-numeric:tabular-nums;min-width:70px}
 .passed{background:#dafbe1} .failed{background:#ffd7d5}
-.error{background:#ffb3ad} .timeout{background:#fff1c2}
+.error{background:#ffb3ad} .timeout{background:#fff1c2} .flaky{background:#fde2b8}
 .unavailable{background:#eaeef2;color:#57606a} .cancelled{background:#e8e0f7} .not-run{color:#8c959f}
 details{margin:6px 0 12px} summary{cursor:pointer;font-weight:600}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;white-space:pre-wrap}
@@ -245,7 +260,8 @@ def _css(suite: SuiteResult | None) -> str:
     return suite.outcome.value if suite else Outcome.NOT_RUN.value
 
 
-def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
+def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
+            since: SinceLastFull | None = None) -> str:  # fmt: skip
     """One self-contained page: inline CSS, no scripts, no external assets. Every row links to that
     cell's details, which every cell has."""
     e = html.escape
@@ -270,9 +286,20 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
             f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td>"
             f"<td class={r.outcome.value} title='{e(_why(r))}'>{r.outcome.value}</td>"
             f"<td>{e(interpreter_text(r))}</td>{cells}<td class=s>{e(first_answer_text(r))}</td>"
-            f"<td>{r.duration:.0f}s</td><td class=why>{e(_why(r)[:160])}</td></tr>"
+            f"<td>{r.duration:.0f}s</td><td class=why>{e(shorten(_why(r), 160))}</td></tr>"
         )
     body.append(f"</table><p class=env>{e(FIRST_ANSWER_NOTE)}</p>")
+    usage = usage_rows(results, suites)
+    if usage:
+        body.append(f"<h2>Peak memory and CPU time</h2><p class=env>{e(USAGE_NOTE)}</p><table><tr><th>cell</th>"
+                    + "".join(f"<th>{e(s.value)}</th>" for s in suites) + "</tr>")  # fmt: skip
+        body += ["<tr>" + "".join(f"<td{' class=s' if i else ''}>{e(c)}</td>" for i, c in enumerate(row)) + "</tr>"
+                 for row in usage]  # fmt: skip
+        body.append("</table>")
+    if since is not None:
+        heading, *changes = since_lines(since)
+        body.append(f"<h2>{e(heading.rstrip(':'))}</h2><ul>"
+                    + "".join(f"<li>{e(c.removeprefix('- '))}</li>" for c in changes) + "</ul>")  # fmt: skip
     details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
     return "\n".join(head + body + details) + "\n</body></html>\n"
 
@@ -292,13 +319,16 @@ def _html_details(r: CellResult) -> str:
             continue
         where = f" (cached: passed in run {s.produced_by} at {s.produced_at})" if s.cached else ""
         counted = s.counts if s.tests else ""
+        used = f"; {usage_text(s)} ({s.usage.measured_by})" if s.usage.measured_by else ""
         out.append(f"<p><b>{e(s.suite.value)}</b>: {s.outcome.value} {e(counted)} in {s.duration:.0f}s"
-                   f"{e(where)} {e(s.message)}</p>")  # fmt: skip
+                   f"{e(used)}{e(where)} {e(s.message)}</p>")  # fmt: skip
         if s.repetitions:
             out.append(f"<p>stress: {s.repetitions} test cases were repetitions of the concurrency tests</p>")
-        for f in s.failures:
-            out.append(f"<details><summary>{e(f.test_id)}</summary><p>{e(f.message)}</p><pre>{e(f.details)}</pre>"
-                       "</details>")  # fmt: skip
+        for n, earlier in enumerate(s.earlier, 1):
+            out.append(f"<p>run {n} of {len(s.earlier) + 1}: {earlier.outcome.value} in {earlier.duration:.0f}s "
+                       f"{e(earlier.message)}</p>")  # fmt: skip
+            out += [_failure_html(f, f"run {n}: ") for f in earlier.failures]
+        out += [_failure_html(f) for f in s.failures]
         if s.skips:
             listed = "".join(f"<li>{e(k.test_id)}: {e(k.reason)}</li>" for k in s.skips)
             out.append(f"<details><summary>{len(s.skips)} skipped, with the reasons</summary><ul>{listed}</ul>"
@@ -308,29 +338,23 @@ def _html_details(r: CellResult) -> str:
     return "\n".join(out)
 
 
+def _failure_html(failure: TestFailure, label: str = "") -> str:
+    e = html.escape
+    return (f"<details><summary>{e(label + failure.test_id)}</summary><p>{e(failure.message)}</p>"
+            f"<pre>{e(failure.details)}</pre></details>")  # fmt: skip
+
+
 def _first_answer_details(first: FirstAnswer | None) -> str:
     if first is None:
         return ""
     if first.error or not first.runs:
         return first.error or "not measured"
+    where = f" (cached: measured in run {first.produced_by})" if first.cached else ""
     return (f"median {first.median_ms:.1f} ms over {first.runs} starts (min {min(first.samples_ms):.1f}, max "
-            f"{max(first.samples_ms):.1f}); bare loop {first.bare_median_ms:.1f} ms; {first.ratio:.2f}x")
+            f"{max(first.samples_ms):.1f}); bare loop {first.bare_median_ms:.1f} ms; {first.ratio:.2f}x{where}")
 
 
 # --- writing -----------------------------------------------------------------------------------------
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(temp, 0o644)  # reports are for everyone to read (mkstemp makes them 0600)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def write_reports(
@@ -340,13 +364,14 @@ def write_reports(
     *,
     suites: Sequence[Suite] = SUITES,
     summary: bool = True,
+    since: SinceLastFull | None = None,
 ) -> dict[str, Path]:
     """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set."""
     files = {
         "results.json": to_json(results, env, suites=suites).encode(),
-        "matrix.md": to_markdown(results, env, suites=suites).encode(),
+        "matrix.md": to_markdown(results, env, suites=suites, since=since).encode(),
         "junit.xml": junit.merged(results),
-        "report.html": to_html(results, env, suites=suites).encode(),
+        "report.html": to_html(results, env, suites=suites, since=since).encode(),
     }
     written = {}
     for name, data in files.items():
@@ -365,20 +390,3 @@ def point(link: Path, run_folder: Path) -> None:
     temp.unlink(missing_ok=True)
     temp.symlink_to(run_folder.name)
     os.replace(temp, link)
-
-
-def results_file(directory: Path) -> Path:
-    """The results.json a directory holds: its own, else its `latest` run's, else its newest run folder's
-    (a CI artifact may drop the link). --merge takes any of them."""
-    for candidate in (directory / "results.json", directory / LATEST / "results.json"):
-        if candidate.is_file():
-            return candidate
-    runs = sorted(p for p in directory.glob("*/results.json") if not p.parent.is_symlink())
-    if runs:
-        return runs[-1]
-    raise ConfigError(f"{directory} holds no results.json; --merge takes folders written by run_matrix.py.")
-
-
-def read_results(directory: Path) -> tuple[tuple[CellResult, ...], Environment, tuple[Suite, ...]]:
-    path = results_file(directory)
-    return from_json(path.read_text(encoding="utf-8"), source=str(path))

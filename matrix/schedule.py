@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from . import host as hostcells
 from .bases import BaseStep
-from .cellrun import base_plans, run_cell, unavailable_now
+from .cell import base_plans, known_unavailable, run_cell
 from .lab import INTERRUPT_GRACE, Lab, stores
 from .model import Cell, CellResult, Family, Implementation, Outcome
 from .outcomes import should_stop
@@ -31,31 +31,38 @@ def run_matrix(lab: Lab, cells: Sequence[Cell], *, on_result: OnResult | None = 
     """Run every cell; returns the records in table order (lab.interrupted says whether it was cut short)."""
     results: dict[str, CellResult] = {}
     plans: dict[str, tuple[BaseStep, ...]] = {}
+    known: dict[str, str] = {}  # cell -> why it cannot run here, known before it starts
     lab.progress.say(f"run {lab.run_id}: {len(cells)} cells, {lab.options.jobs} at a time; logs in {lab.logdir}")
     try:
         if on_result:
             # A results.json from the first second on: a crash of the harness still leaves one.
-            on_result(_with_pending(cells, results, plans, "not started yet"))
-        plans.update(base_plans(cells, lab.engine, dict(os.environ), store=bool(stores(lab.options))))
+            on_result(_with_pending(cells, results, known, "not started yet"))
+        env = dict(os.environ)
+        plans.update(base_plans(cells, lab.engine, env, store=bool(stores(lab.options))))
         if lab.interrupted.is_set():  # cut short while planning: what it found is not to be trusted
             plans.clear()
-        _schedule(lab, cells, plans, results, on_result)
+        for cell in cells:
+            known[cell.name] = known_unavailable(cell, plans, env, engine=lab.engine, root=lab.options.root,
+                                                 unbuildable=lab.builder.unbuildable)  # fmt: skip
+        _schedule(lab, cells, plans, results, known, on_result)
         if not lab.stop.is_set():
-            _first_answers(lab, cells, results, plans, on_result)
+            _first_answers(lab, cells, results, known, on_result)
     finally:
         removed = lab.cleanup()
         if lab.interrupted.is_set():
             lab.progress.say(f"interrupted: stopped what this run started ({removed} containers removed)")
-    return _with_pending(cells, results, plans, f"not finished: {lab.stop_reason or 'the run stopped'}")
+    return _with_pending(cells, results, known, f"not finished: {lab.stop_reason or 'the run stopped'}")
 
 
 def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseStep, ...]],
-              results: dict[str, CellResult], on_result: OnResult | None) -> None:  # fmt: skip
+              results: dict[str, CellResult], known: Mapping[str, str], on_result: OnResult | None
+              ) -> None:  # fmt: skip
     # Bases and pytest folders are fetched side by side in the background while cells that need nothing
     # fetched start at once; a cell whose base is still coming waits for it in Bases.
     prefetch = _start_prefetch(_prefetch_work(lab, cells, plans))
     pool = cf.ThreadPoolExecutor(max_workers=lab.options.jobs, thread_name_prefix="cell")
     waiting = list(cells)
+    tools = lab.tools()
     running: dict[cf.Future[CellResult], Cell] = {}
     interrupted_at = 0.0
 
@@ -70,7 +77,7 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
                 if pick is None:
                     break
                 waiting.remove(pick)
-                running[pool.submit(run_cell, lab, pick, plans.get(pick.name, ()))] = pick
+                running[pool.submit(run_cell, tools, pick, plans.get(pick.name, ()))] = pick
             done, _ = cf.wait(running, timeout=0.5, return_when=cf.FIRST_COMPLETED)
             for future in done:
                 result = future.result()
@@ -79,10 +86,10 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
                 if should_stop(result, fail_fast=lab.options.fail_fast):
                     lab.request_stop(f"--fail-fast stopped the run after {result.cell} came out {result.outcome.value}")
             if done and on_result:
-                on_result(_with_pending(cells, results, plans, "not finished yet"))
+                on_result(_with_pending(cells, results, known, "not finished yet"))
             if lab.interrupted.is_set():
                 interrupted_at = interrupted_at or time.monotonic()
-                lab.engine.kill_all()  # anything a worker started after the signal
+                lab.processes.kill_all()  # anything a worker started after the signal
                 if time.monotonic() - interrupted_at > INTERRUPT_GRACE:
                     break  # a worker stuck outside a tracked process: its cell comes back cancelled
     finally:
@@ -91,20 +98,21 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
         pool.shutdown(wait=wait, cancel_futures=True)
 
 
-def _first_answers(lab: Lab, cells: Sequence[Cell], results: dict[str, CellResult],
-                   plans: Mapping[str, tuple[BaseStep, ...]], on_result: OnResult | None) -> None:  # fmt: skip
+def _first_answers(lab: Lab, cells: Sequence[Cell], results: dict[str, CellResult], known: Mapping[str, str],
+                   on_result: OnResult | None) -> None:  # fmt: skip
     """Measured after every cell finished, one at a time: nothing else competes for the CPU."""
 
     def say(name: str) -> None:
         lab.progress.update(name, "measuring the first answer")
 
     ordered = [results[c.name] for c in cells if c.name in results]
-    for measured in measure_all(lab.engine, ordered, lab.startup_targets, run_id=lab.run_id, on_cell=say,
+    memo = lab.options.cache / "first-answer" if lab.options.use_cache else None
+    for measured in measure_all(lab.engine, ordered, lab.startup_targets, run_id=lab.run_id, memo=memo, on_cell=say,
                                 stop=lab.stop):  # fmt: skip
         results[measured.cell] = measured
         lab.progress.update(measured.cell, measured.outcome.value, done=True)
     if on_result:
-        on_result(_with_pending(cells, results, plans, "not finished yet"))
+        on_result(_with_pending(cells, results, known, "not finished yet"))
 
 
 def _start_prefetch(work: Sequence[Callable[[], object]]) -> cf.ThreadPoolExecutor:
@@ -114,15 +122,15 @@ def _start_prefetch(work: Sequence[Callable[[], object]]) -> cf.ThreadPoolExecut
     return pool
 
 
-def _with_pending(cells: Sequence[Cell], results: Mapping[str, CellResult],
-                  plans: Mapping[str, tuple[BaseStep, ...]], why: str) -> list[CellResult]:  # fmt: skip
-    """Every cell's record: its result, else unavailable when that was known before it started, else
-    cancelled with `why`."""
+def _with_pending(cells: Sequence[Cell], results: Mapping[str, CellResult], known: Mapping[str, str],
+                  why: str) -> list[CellResult]:  # fmt: skip
+    """Every cell's record: its result, else unavailable when that was known before it started (`known`),
+    else cancelled with `why`."""
     out = []
     for cell in cells:
         found = results.get(cell.name)
         if found is None:
-            reason = unavailable_now(cell, plans)
+            reason = known.get(cell.name, "")
             outcome = Outcome.UNAVAILABLE if reason else Outcome.CANCELLED
             found = CellResult(cell=cell.name, outcome=outcome, message=reason or why, family=cell.family.value,
                                python=cell.python)  # fmt: skip

@@ -22,8 +22,8 @@ from email.parser import Parser
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .engine import Engine
 from .model import Implementation
+from .processes import Processes
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -72,7 +72,7 @@ def wheel_requirements(wheel: Path) -> list[Requirement]:
     return [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
 
 
-def _download(engine: Engine, requirement: str, python: str, dest: Path) -> Path:
+def _download(processes: Processes, requirement: str, python: str, dest: Path) -> Path:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
@@ -82,7 +82,7 @@ def _download(engine: Engine, requirement: str, python: str, dest: Path) -> Path
         "--python-version", python, "--implementation", "py", "--abi", "none", "--platform", "any",
         "--dest", str(dest), requirement,
     ]  # fmt: skip
-    done = engine.command(argv, timeout=300)
+    done = processes.command(argv, timeout=300)
     if not done.ok:
         raise WheelError(
             f"pip could not download {requirement} for Python {python} ({done.last_line()}). The host needs a package "
@@ -99,7 +99,7 @@ def _download(engine: Engine, requirement: str, python: str, dest: Path) -> Path
     raise WheelError(f"pip reported success for {requirement} but left no wheel in {dest}")
 
 
-def resolve_for(engine: Engine, python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS,
+def resolve_for(processes: Processes, python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS,
                 implementation: Implementation = Implementation.CPYTHON) -> list[Path]:  # fmt: skip
     """Download the closure of `requirements` for Python `python` into dest; returns the wheels."""
     from packaging.requirements import Requirement
@@ -114,7 +114,7 @@ def resolve_for(engine: Engine, python: str, dest: Path, requirements: tuple[str
         if name in seen:
             continue
         seen.add(name)
-        wheel = _download(engine, requirement, python, dest)
+        wheel = _download(processes, requirement, python, dest)
         wheels.append(wheel)
         for dep in wheel_requirements(wheel):
             marker = str(dep.marker) if dep.marker else None
@@ -127,9 +127,9 @@ def resolve_for(engine: Engine, python: str, dest: Path, requirements: tuple[str
 class PytestFolders:
     """One unpacked folder per Python version under cache_dir, made once even with many threads asking."""
 
-    def __init__(self, cache_dir: Path, engine: Engine) -> None:
+    def __init__(self, cache_dir: Path, processes: Processes) -> None:
         self.cache_dir = cache_dir
-        self.engine = engine
+        self.processes = processes
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
 
@@ -148,12 +148,12 @@ class PytestFolders:
                 site = work / "site"
                 downloads.mkdir()
                 site.mkdir()
-                wheels = resolve_for(self.engine, python, downloads, implementation=implementation)
+                wheels = resolve_for(self.processes, python, downloads, implementation=implementation)
                 for wheel in wheels:
                     with zipfile.ZipFile(wheel) as archive:
                         archive.extractall(site)
                 (downloads / PIP).mkdir()
-                (pip,) = resolve_for(self.engine, python, downloads / PIP, (PIP,), implementation)
+                (pip,) = resolve_for(self.processes, python, downloads / PIP, (PIP,), implementation)
                 shutil.copy2(pip, site / pip.name)
                 manifest = {
                     "format": FORMAT,

@@ -21,7 +21,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from matrix.engine import LABEL, RUN_LABEL, Completed, ContainerSpec, Engine
+from matrix.engine import LABEL, RUN_LABEL, ContainerSpec, Engine
+from matrix.processes import Completed
 
 ENGINE = Engine()
 DEMO = "/opt/mcpserver/examples/demo.py"
@@ -137,6 +138,19 @@ def start_stdio(cell: Cell) -> str:
     logs = ENGINE.logs(name)
     ENGINE.remove_containers(name)
     pytest.fail(f"{cell.image}'s PID 1 never became {cell.interpreter}; its log:\n{logs}")
+
+
+def caught_sigterm_by_pid_1(name: str) -> None:
+    """Wait until PID 1 of the container has a handler for SIGTERM (its SigCgt mask in /proc/1/status): a
+    server stopped before it set its handlers would die of the default action, not exit 0 as it should."""
+    deadline = time.monotonic() + READY_DEADLINE
+    while time.monotonic() < deadline:
+        done = ENGINE.exec(name, ["cat", "/proc/1/status"])
+        masks = [line.split()[1] for line in done.output.splitlines() if line.startswith("SigCgt:")]
+        if masks and int(masks[0], 16) & (1 << (15 - 1)):
+            return
+        time.sleep(0.1)
+    pytest.fail(f"PID 1 of {name} never set a SIGTERM handler; its log:\n{ENGINE.logs(name)}")
 
 
 @dataclass(frozen=True)

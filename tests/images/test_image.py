@@ -11,15 +11,14 @@ from lab_checks import (
     ENGINE,
     PROTOCOL,
     Cell,
-    ContainerSpec,
     HttpServer,
+    caught_sigterm_by_pid_1,
     json_messages,
-    labels,
     output_of,
     post,
     run,
     start_http,
-    unique,
+    start_stdio,
 )
 
 # The standard library, and nothing else: what `importlib.metadata` lists as installed distributions.
@@ -73,7 +72,7 @@ def test_no_third_party_distribution(cell: Cell) -> None:
 def test_runs_as_non_root(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
     assert host.user().uid != 0
     assert host.user().name == "mcp"
-    assert ENGINE.image_config(cell.image, ".Config.User") == "mcp"
+    assert ENGINE.image_facts(cell.image)["user"] == "mcp"
 
 
 def test_stdio_discover(cell: Cell) -> None:
@@ -121,17 +120,11 @@ def test_docker_stop_ends_http_server_fast_with_0(cell: Cell) -> None:
 
 
 def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
-    name = unique("stdio")
-    proc = ENGINE.attach(ContainerSpec(image=cell.image, name=name, labels=labels()))
+    name = start_stdio(cell)  # waiting on its stdin, which the engine holds open
     try:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write((json.dumps(DISCOVER) + "\n").encode())
-        proc.stdin.flush()
-        assert proc.stdout.readline(), "no answer before stop"  # up, with its signal handlers set
+        caught_sigterm_by_pid_1(name)  # up, with its signal handlers set
         elapsed, code = _stop_and_measure(name)
-        proc.wait(timeout=30)
     finally:
-        ENGINE.detach(proc)
         ENGINE.remove_containers(name)
     assert code == 0
     assert elapsed < STOP_LIMIT, f"docker stop took {elapsed:.1f}s: SIGTERM was not handled by PID 1"
@@ -139,7 +132,9 @@ def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
 
 def test_the_server_adds_under_1_5_mb(cell: Cell) -> None:
     def size(image: str) -> int:
-        return int(ENGINE.image_config(image, ".Size"))
+        found = ENGINE.image_facts(image)["size"]
+        assert isinstance(found, int)
+        return found
 
     added = size(cell.image) - size(cell.python_image)
     assert 0 < added < SIZE_LIMIT, f"the server adds {added} bytes to its base"

@@ -1,6 +1,6 @@
 """A fake of the docker side of matrix.engine.Engine, for fast tests of the harness's own logic: images,
 containers and volumes are dictionaries, and each suite's container does what the test scripts (pass,
-fail, hang, die by a signal). Host processes still run for real (Engine.command). Any docker command the
+fail, hang, die by a signal). Host processes still run for real (processes.Processes). Any docker command the
 fake does not stand in for fails the test, so nothing here can reach a real engine by accident.
 
 Whatever this stands for is also tested against the real engine (test_engine.py)."""
@@ -13,8 +13,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from matrix.engine import Completed, ContainerSpec, ContainerState, Engine
+from matrix.attempts import MEASURE, USAGE_FILE
+from matrix.engine import ContainerSpec, ContainerState, Engine
 from matrix.host import FACTS_PROBE
+from matrix.processes import Completed, Processes
+
+UNBUILDABLE = ("the apt mirror lists python3.14 source versions 3.14.10-1, 3.14.9-1 but does not serve their files "
+               "(apt-get source: 404 Not Found), so the interpreter cannot be compiled here")  # images/apt-source
+MEASURED = b"memory 104857600 memory/memory.max_usage_in_bytes\ncpu_ns 2500000000 cpuacct/cpuacct.usage\n"
 
 PASSING = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2">
 <testcase classname="tests.{suite}.test_x" name="test_a"/><testcase classname="tests.{suite}.test_x" name="test_b"/>
@@ -36,11 +42,13 @@ class FakeEngine(Engine):
                  suites: Mapping[str, str] | None = None, python_version: str = "3.11.2",
                  implementation: str = "CPython", free_threaded: bool = False,
                  unbuildable_stages: Sequence[str] = ()) -> None:  # fmt: skip
-        super().__init__(docker="fake-docker")
+        super().__init__(docker="fake-docker", processes=_Processes(self))
         self.present = {ref: _id(ref) for ref in present}
         self.broken_stages = set(broken_stages)
         self.unbuildable_stages = set(unbuildable_stages)  # their recipe says this machine cannot build them
-        self.behaviour = dict(suites or {})  # suite name -> pass, fail, stress, unavailable, hang, killed, oom
+        # suite name -> pass, fail, stress, unavailable, hang, killed, oom, or flaky (fails its first run only)
+        self.behaviour = dict(suites or {})
+        self.usage: dict[str, bytes] = {}  # suite name -> what its measuring wrapper writes (attempts.USAGE_FILE)
         self.python_version = python_version
         self.implementation = implementation
         self.free_threaded = free_threaded
@@ -83,7 +91,7 @@ class FakeEngine(Engine):
             log.write_text("Step 2/5 : RUN exit 3\ndeliberately broken build\n")
             return Completed(returncode=1, output="Step 2/5 : RUN exit 3\ndeliberately broken build\n")
         if target in self.unbuildable_stages:
-            said = "\x1b[0mmcplab-unavailable: the apt mirror serves no python3.14 source package\n"
+            said = f"\x1b[0mmcplab-unavailable: {UNBUILDABLE}\n"
             return Completed(returncode=1, output=f"Step 3/9 : RUN ...\n{said}returned a non-zero code: 1\n")
         self.present[tag] = _id(tag)
         self.built.append(tag)
@@ -101,13 +109,16 @@ class FakeEngine(Engine):
         if spec.entrypoint == "/bin/sh" and spec.args[2] == "probe":  # the first answer's measurement
             samples = {"server": [50.0, 60.0, 55.0], "bare": [20.0, 25.0, 22.0]}
             return Completed(returncode=0, output=json.dumps(samples) + "\n")
-        # A suite: tests/<suite> in the test image, or the install driver in the install image.
-        suite = "install" if spec.entrypoint == "/bin/sh" else spec.args[0].removeprefix("tests/")
+        # A suite, measured: tests/<suite> in the test image, or the install driver in the install image.
+        assert spec.args[:3] == ("-c", MEASURE, "mcplab-measure"), spec.args
+        suite = suite_of(spec)
         junit_path = next(a for a in spec.args if a.startswith("--junitxml=")).partition("=")[2]
-        files: dict[str, bytes] = {}
+        files: dict[str, bytes] = {USAGE_FILE: self.usage.get(suite, MEASURED)}
         finished = ContainerState(exit_code=0, oom_killed=False)
         self.live[spec.name] = {"labels": dict(spec.labels), "files": files, "state": finished}
         how = self.behaviour.get(suite, "pass")
+        if how == "flaky":
+            how = "pass" if any(suite_of(s) == suite for s in self.runs[:-1]) else "fail"
         if how in ("pass", "fail", "stress"):
             files[junit_path] = {"pass": PASSING, "fail": FAILING, "stress": STRESSED}[how].format(suite=suite).encode()
             return Completed(returncode=1 if how == "fail" else 0, output=f"{suite}: collected 2 items\n")
@@ -123,9 +134,6 @@ class FakeEngine(Engine):
             return Completed(returncode=-9, output="tests/x.py::test_hangs ")
         return Completed(returncode=-9, output="tests/x.py::test_hangs ", timed_out=True)
 
-    def kill_all(self) -> int:
-        self._killed.set()
-        return super().kill_all()
 
     def create(self, spec: ContainerSpec) -> Completed:
         self.live[spec.name] = {"labels": dict(spec.labels), "files": {}, "state": None}
@@ -164,6 +172,27 @@ class FakeEngine(Engine):
 
     def create_volume(self, name: str, labels: Mapping[str, str]) -> Completed:
         return Completed(returncode=0, output=name)
+
+
+class _Processes(Processes):
+    """Host processes run for real; killing them all also ends the fake's hanging suites, as killing a real
+    `docker run` client ends its wait."""
+
+    def __init__(self, engine: FakeEngine) -> None:
+        super().__init__()
+        self.engine = engine
+
+    def kill_all(self) -> int:
+        self.engine._killed.set()
+        return super().kill_all()
+
+
+def suite_of(spec: ContainerSpec) -> str:
+    """Which suite a measured suite container runs ('' for other containers)."""
+    if spec.args[:3] != ("-c", MEASURE, "mcplab-measure"):
+        return ""
+    command = spec.args[3:]
+    return "install" if command[3] == "install" else command[4].removeprefix("tests/")
 
 
 def _id(ref: str) -> str:

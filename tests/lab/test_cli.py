@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from matrix import report
+from matrix import records, report
 from matrix.cli import needs_host_tools
-from matrix.model import CellResult, Environment, Family, Outcome, Suite
-from matrix.outcomes import EXIT_CODES
+from matrix.exits import Exit
+from matrix.model import CellResult, Environment, Family, Outcome, Suite, SuiteResult
 
 from .conftest import LAB_ROOT
 
@@ -83,8 +83,8 @@ def test_help_lists_every_family_suite_and_exit_code() -> None:
         assert family.value in text
     for suite in Suite:
         assert suite.value in text
-    for code, meaning in EXIT_CODES.items():
-        assert f"{code:<4} {meaning}" in text
+    for code in Exit:
+        assert f"{code.value:<4} {code.meaning}" in text
 
 
 def write_shard(folder: Path, shard: str, cells: list[str], *, commit: str = "abc", plan: str = "p") -> Path:
@@ -129,3 +129,67 @@ def test_github_matrix_can_leave_out_what_this_kind_of_machine_cannot_run() -> N
     dead = subprocess.run([*RUN_MATRIX, "--github-matrix", "--available-only"], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "DOCKER_HOST": "unix:///nope"})  # fmt: skip
     assert dead.returncode == 3 and "no Docker engine answers" in dead.stderr  # never an empty matrix in silence
+
+
+def test_commands_that_run_nothing_print_no_verdict_about_cells() -> None:
+    for args in (["--github-matrix"], ["--list", "--distro", "host"]):
+        done = run(*args)
+        assert done.returncode == 0, done.stderr
+        last = done.stderr.rstrip().splitlines()[-1]
+        assert last == "run_matrix: exit 0: a listing; no cell was run", last
+        assert "passed" not in done.stderr
+
+
+def test_python_matches_pypy_too_and_implementation_tells_them_apart() -> None:
+    def cells(*args: str) -> list[str]:
+        return [j["cell"] for j in json.loads(run("--github-matrix", *args).stdout)["include"]]
+
+    both = cells("--python", "3.11")
+    assert "debian-bookworm-py3.11" in both and "debian-trixie-pypy3.11" in both
+    assert cells("--python", "3.11", "--implementation", "pypy") == [c for c in both if "pypy" in c]
+    assert "debian-trixie-pypy3.11" not in cells("--python", "3.11", "--implementation", "cpython")
+    assert cells("--python", "pypy3.11") == cells("--implementation", "pypy")
+    helped = " ".join(run("--help").stdout.split())
+    assert "PyPy's 3.11 cells match too" in helped and "--implementation" in helped
+
+
+def write_run(folder: Path, cells: dict[str, Outcome | dict[Suite, Outcome]]) -> Path:
+    results = [CellResult(cell=name, outcome=how, message="why") if isinstance(how, Outcome) else
+               CellResult(cell=name, outcome=Outcome.FAILED, suites=tuple(SuiteResult(suite=s, outcome=o)
+                                                                          for s, o in how.items()))
+               for name, how in cells.items()]  # fmt: skip
+    out = folder / "20261201000000-abcdef"
+    report.write_reports(results, Environment(run_id=out.name), out)
+    report.point(folder / records.LATEST, out)
+    return folder
+
+
+def test_rerun_failed_selects_only_what_did_not_pass_in_the_latest_run(tmp_path: Path) -> None:
+    folder = write_run(tmp_path, {
+        "debian-bookworm-py3.11": {Suite.UNIT: Outcome.PASSED, Suite.HTTP: Outcome.FLAKY},
+        "debian-trixie-pypy3.11": {Suite.PAYLOAD: Outcome.ERROR},
+        "debian-sid-py3.14t": Outcome.UNAVAILABLE, "host-py3.11": Outcome.PASSED, "host-py3.12": Outcome.ERROR,
+    })  # fmt: skip
+    done = run("--rerun-failed", "--github-matrix", "--results", str(folder))
+    assert done.returncode == 0, done.stderr
+    chosen = [j["cell"] for j in json.loads(done.stdout)["include"]]
+    assert chosen == ["debian-bookworm-py3.11", "debian-trixie-pypy3.11", "host-py3.12"]
+
+
+def test_rerun_failed_with_nothing_failed_runs_nothing_and_says_so(tmp_path: Path) -> None:
+    passed = {Suite.UNIT: Outcome.PASSED}
+    folder = write_run(tmp_path, {"host-py3.11": passed, "debian-sid-py3.14t": Outcome.UNAVAILABLE})
+    done = run("--rerun-failed", "--distro", "host", "--results", str(folder))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.rstrip().splitlines()[-1].startswith("run_matrix: exit 0: nothing to rerun")
+    assert not (folder / records.LATEST_FULL).exists() and len(list(folder.iterdir())) == 2  # no run was made
+    missing = run("--rerun-failed", "--results", str(tmp_path / "none"))
+    assert missing.returncode == 2 and "there is none to read" in missing.stderr
+
+
+@pytest.mark.engine
+def test_list_never_calls_available_a_cell_whose_compiled_python_it_has_not_checked() -> None:
+    listed = {c["name"]: c for c in json.loads(run("--list", "--json").stdout)}
+    free = listed["debian-sid-py3.14t"]  # this machine's mirror lists python3.14's source but serves no files
+    assert not (free["available"] and free["checked"]), free
+    assert "not checked until built" in free["detail"] or "does not serve their files" in free["detail"], free

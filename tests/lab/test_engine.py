@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,13 +16,14 @@ from typing import Any
 
 import pytest
 
-from matrix.engine import LABEL, TREE_LABEL, Engine
+from matrix.engine import BUILD_STEP, LABEL, TREE_LABEL, Engine
 from matrix.lab import tree_identity
 
 from .conftest import FIXTURES, LAB_ROOT
 
 pytestmark = pytest.mark.engine
 
+RUN_ID = re.compile(r"\d{14}-[0-9a-f]{6}-")  # lab.Lab.run_id, as container names start after "mcplab-"
 RUN_MATRIX = [sys.executable, str(LAB_ROOT / "scripts" / "run_matrix.py")]
 CONTAINER_CELL = "fx-bookworm-py3.11"
 CELLS_TOML = """schema = 1
@@ -93,6 +95,16 @@ def lab_containers(engine: Engine) -> set[str]:
     return set(engine.containers(f"{LABEL}=1"))
 
 
+def left_behind(engine: Engine, before: set[str], run_id: str = "") -> list[str]:
+    """Lab containers that appeared since `before` and are still there, but for another run's own (named
+    mcplab-<its run id>-...): the engine is shared, and other runs come and go meanwhile. A build's leftover
+    container has a name of docker's own, so it counts."""
+    new = sorted(lab_containers(engine) - before)
+    names = engine.container_names(new)
+    return [n for n in names.values()
+            if not (n.startswith("mcplab-") and RUN_ID.match(n[7:]) and not n[7:].startswith(run_id or "-"))]
+
+
 def test_failing_suite_comes_out_failed_with_the_test_id(tmp_path: Path, engine: Engine) -> None:
     before = lab_containers(engine)
     root = make_tree(tmp_path, {"tests/http/test_fail.py": FAILING})
@@ -110,7 +122,7 @@ def test_failing_suite_comes_out_failed_with_the_test_id(tmp_path: Path, engine:
     assert images["outcome"] == "passed", images
     assert images["tests"] >= 12
     assert "tests/http/test_fail.py::test_deliberately_failing" in output  # in the table at the end
-    assert lab_containers(engine) == before
+    assert left_behind(engine, before, data.get("environment", {}).get("run_id", "")) == []
 
 
 def test_broken_dockerfile_comes_out_error_with_its_log_tail(tmp_path: Path, engine: Engine) -> None:
@@ -130,7 +142,7 @@ def test_broken_dockerfile_comes_out_error_with_its_log_tail(tmp_path: Path, eng
     assert cell["outcome"] == "error"
     assert "docker build of the python stage failed" in cell["message"]
     assert "deliberately broken build" in cell["log_tail"]
-    assert lab_containers(engine) == before, "the failed build left its container behind"
+    assert left_behind(engine, before, data["environment"]["run_id"]) == [], "the failed build left a container"
 
 
 def test_hanging_suite_comes_out_timeout_within_the_limit(tmp_path: Path, engine: Engine) -> None:
@@ -144,7 +156,7 @@ def test_hanging_suite_comes_out_timeout_within_the_limit(tmp_path: Path, engine
     assert 8 <= payload["duration"] < 8 + 10, payload["duration"]
     assert "within 8s" in payload["message"]
     assert time.monotonic() - started < 120
-    assert lab_containers(engine) == before
+    assert left_behind(engine, before, data.get("environment", {}).get("run_id", "")) == []
 
 
 def test_interrupt_keeps_what_finished_even_in_the_background(tmp_path: Path, engine: Engine) -> None:
@@ -174,8 +186,8 @@ def test_interrupt_keeps_what_finished_even_in_the_background(tmp_path: Path, en
     assert proc.returncode == 130, output
     assert output.rstrip().endswith("run_matrix: exit 130: interrupted (Ctrl-C, SIGINT or SIGTERM): the partial "
                                     "report says what finished"), output  # fmt: skip
-    assert lab_containers(engine) == before, "the interrupted run left containers behind"
     data = json.loads((out / "latest" / "results.json").read_text())
+    assert left_behind(engine, before, data["environment"]["run_id"]) == [], "the interrupted run left containers"
     assert data["environment"]["partial"].startswith("interrupted (the run was interrupted by SIGINT)")
     assert not (out / "latest-full").exists(), "an interrupted run must not stand for the last full report"
     container = cell_of(data, CONTAINER_CELL)
@@ -326,3 +338,51 @@ def test_unchanged_rerun_builds_nothing_and_a_code_change_rebuilds_only_code_lay
     for stage in ("runtime", "test"):
         mine = [r for r in cell_tags if f"-{stage}-" in r and engine.image_facts(r)["labels"].get(TREE_LABEL) == tree]
         assert len(mine) == 1, (stage, mine)
+
+
+def dangling(engine: Engine) -> set[str]:
+    done = subprocess.run(["docker", "images", "-q", "--no-trunc", "--filter", "dangling=true", "--filter",
+                           f"label={LABEL}"], capture_output=True, text=True, check=True)  # fmt: skip
+    return set(done.stdout.split())
+
+
+def test_two_builds_of_one_stage_side_by_side_leave_one_image_and_none_dangling(tmp_path: Path,
+                                                                                engine: Engine) -> None:
+    """With `--tag`, the build that finished last moved the tag and the other's image dangled (an 834 MB
+    builder stage after a cold run with another cell building alongside); each build now tags its image only
+    when nobody has, and removes it otherwise. A failed build removes its last step's image too."""
+    import secrets
+    import threading
+
+    from matrix.build import context_tar
+
+    base = subprocess.run([*RUN_MATRIX, "--base", "debian-bookworm-py3.11"], capture_output=True, text=True,
+                          check=True, cwd=LAB_ROOT).stdout.strip().splitlines()[-1]  # fmt: skip
+    mark, tag = secrets.token_hex(4), f"mcplab-test/race:{secrets.token_hex(4)}"
+    labels = {LABEL: "1", TREE_LABEL: f"race-{mark}"}
+    context = context_tar(f"FROM {base}\nRUN sleep 3 && echo {mark} > /mark\n".encode(), [])
+    before = dangling(engine)
+    done: list[bool] = []
+
+    def build(n: int) -> None:
+        done.append(engine.build(context, target=None, tag=tag, build_args=(), labels=labels,
+                                 log=tmp_path / f"build{n}.log", timeout=300).ok)  # fmt: skip
+
+    builders = [threading.Thread(target=build, args=(n,)) for n in (1, 2)]
+    try:
+        for thread in builders:
+            thread.start()
+        for thread in builders:
+            thread.join()
+        assert done == [True, True]
+        assert len(engine.images(f"{TREE_LABEL}=race-{mark}")) == 1  # the tagged one; the other went
+        broken = context_tar(f"FROM {base}\nRUN echo {mark} > /broken\nRUN exit 3\n".encode(), [])
+        failed = engine.build(broken, target=None, tag=f"{tag}-broken", build_args=(), labels=labels,
+                              log=tmp_path / "broken.log", timeout=300)  # fmt: skip
+        assert not failed.ok
+        step = BUILD_STEP.findall(failed.output)[-1]  # the image of `RUN echo`, the last step that worked
+        assert engine.image_id(step) is None, "the failed build's last step was left dangling"
+        assert engine.image_id(base) is not None
+        assert dangling(engine) <= before
+    finally:
+        engine.remove_images(tag)

@@ -11,12 +11,23 @@ from pathlib import Path
 
 import pytest
 
+from matrix.attempts import PYTEST_MOUNT, pytest_volume
+from matrix.budgets import CPYTHON, budget_for
 from matrix.engine import LABEL, ContainerSpec, Engine
-from matrix.suiterun import PYTEST_MOUNT, pytest_volume
+from matrix.model import Suite
 from matrix.wheels import MANIFEST
 
 from .conftest import LAB_ROOT
-from .test_engine import CONTAINER_CELL, RUN_MATRIX, cell_of, lab_containers, make_tree, run_matrix, suite_of
+from .test_engine import (
+    CONTAINER_CELL,
+    RUN_MATRIX,
+    cell_of,
+    lab_containers,
+    left_behind,
+    make_tree,
+    run_matrix,
+    suite_of,
+)
 
 pytestmark = pytest.mark.engine
 
@@ -60,7 +71,8 @@ FILES = {
 def test_install_builds_the_wheel_once_and_pip_installs_it_in_a_container_and_on_the_host(
     tmp_path: Path, engine: Engine
 ) -> None:
-    root = make_tree(tmp_path, FILES)
+    # A readme of its own: a wheel no earlier run built, so this run builds and checks it (once).
+    root = make_tree(tmp_path, {**FILES, "README.md": f"The lab's fixture package ({uuid.uuid4().hex}).\n"})
     before = lab_containers(engine)
     code, output, data = run_matrix(tmp_path, root, "--cell", f"{CONTAINER_CELL},fx-host-py3.11", "--suite", "install")
     assert code == 0, output
@@ -74,7 +86,11 @@ def test_install_builds_the_wheel_once_and_pip_installs_it_in_a_container_and_on
         logs / f"{CONTAINER_CELL}-install.log").read_text()
     assert "mcplab-install: venv: mcpserver from " in (logs / "fx-host-py3.11-install.log").read_text()
     assert (logs / "dist.log").read_text().count("Successfully built") == 1  # once for both cells
-    assert lab_containers(engine) == before
+    assert left_behind(engine, before, data["environment"]["run_id"]) == []
+    # Run again, every suite anew: the same files are neither built nor checked by twine again.
+    code, output, data = run_matrix(tmp_path, root, "--cell", CONTAINER_CELL, "--suite", "install", "--no-cache")
+    assert code == 0, output
+    assert not (Path(data["environment"]["logs"]) / "dist.log").exists()
 
 
 def test_conformance_runs_the_official_suite_against_the_cells_published_server(tmp_path: Path,
@@ -88,7 +104,7 @@ def test_conformance_runs_the_official_suite_against_the_cells_published_server(
     assert code == 1 and conformance["outcome"] == "failed", output
     assert conformance["tests"] >= 37 and conformance["skipped"] >= 1 and conformance["failed"] >= 1
     assert all(f["test_id"].startswith("conformance.py::") for f in conformance["failures"])
-    assert lab_containers(engine) == before
+    assert left_behind(engine, before, data["environment"]["run_id"]) == []
 
 
 def test_the_first_answer_is_measured_in_the_cells_runtime_image(tmp_path: Path, engine: Engine) -> None:
@@ -113,6 +129,25 @@ def test_a_new_pytest_volume_is_filled_and_then_mounted_read_only(tmp_path: Path
         spec = ContainerSpec(image=image, remove=True, volumes=((name, PYTEST_MOUNT),), labels={LABEL: "1"},
                              args=("sh", "-c", f"cat {PYTEST_MOUNT}/marker.txt; touch {PYTEST_MOUNT}/x"))  # fmt: skip
         done = engine.run(spec, timeout=120)
-        assert done.output.startswith("filled") and "Read-only file system" in done.output, done.output
+        # stdout and stderr come through one pipe in either order
+        assert "filled" in done.output.splitlines() and "Read-only file system" in done.output, done.output
     finally:
         engine.remove_volumes(name)
+
+
+def test_each_suite_is_measured_in_its_container_and_on_the_host_and_held_to_its_budget(tmp_path: Path,
+                                                                                       engine: Engine) -> None:
+    budget = budget_for(Suite.PAYLOAD, CPYTHON)  # both cells' interpreters are CPython 3.11
+    size = budget.memory + 100_000_000
+    big = f"def test_holds_more_than_the_budget():\n    data = b'x' * {size}\n    assert len(data) == {size}\n"
+    root = make_tree(tmp_path, {"tests/payload/test_big.py": big})
+    cells = f"{CONTAINER_CELL},fx-host-py3.11"
+    code, output, data = run_matrix(tmp_path, root, "--cell", cells, "--suite", "unit,payload", "--retries", "0")
+    assert code == 1, output
+    for name, how in ((CONTAINER_CELL, "cgroup (memory/memory.max_usage_in_bytes"), ("fx-host-py3.11", "getrusage")):
+        unit, payload = suite_of(cell_of(data, name), "unit"), suite_of(cell_of(data, name), "payload")
+        assert unit["outcome"] == "passed" and how in unit["usage"]["measured_by"], unit
+        assert 1_000_000 < unit["usage"]["peak_memory"] < size and unit["usage"]["cpu_time"] > 0
+        assert payload["outcome"] == "failed" and payload["usage"]["peak_memory"] >= size, payload
+        assert f"over the payload suite's CPython budget of {budget.memory_text}" in payload["message"]
+    assert "Peak memory and CPU time of each suite" in (tmp_path / "results" / "latest" / "matrix.md").read_text()

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from matrix.model import CellResult, Outcome, Suite, SuiteResult
+from matrix.budgets import CPYTHON, DEFAULT, PYPY, Budget, budget_for, kind
+from matrix.model import CellResult, Flavour, Implementation, Outcome, Suite, SuiteResult, TestFailure, Usage
 from matrix.outcomes import (
+    RETRIED,
     Attempt,
+    after_attempts,
     cancelled_if_interrupted,
     cell_outcome,
+    counts,
     exit_code,
     judge,
     pytest_outcome,
     should_stop,
+    within_budget,
 )
 
 from .test_report import JUNIT_ONE_FAILURE
@@ -132,13 +139,91 @@ def test_an_interrupted_run_exits_130_whatever_finished() -> None:
     assert exit_code([cell(Outcome.PASSED)], interrupted=True) == 130
 
 
-def test_the_engine_tells_its_own_deadline_from_a_kill() -> None:
-    from matrix.engine import Engine
+def test_a_host_process_tells_the_harness_deadline_from_a_kill() -> None:
+    from matrix.processes import Processes
 
-    engine = Engine()
+    engine = Processes()
     deadline = engine.command(["sh", "-c", "echo started; sleep 5"], timeout=0.5)
     assert (deadline.timed_out, deadline.returncode, deadline.output) == (True, -9, "started\n")
     killed = engine.command(["sh", "-c", "kill -9 $$"], timeout=30)
     assert (killed.timed_out, killed.signal) == (False, 9)
     done = engine.command(["sh", "-c", "exit 3"], timeout=30)
     assert (done.timed_out, done.returncode, done.signal) == (False, 3, 0)
+
+
+# --- budgets and reruns -------------------------------------------------------------------------------
+
+
+def measured(outcome: Outcome, peak: int, cpu: float = 1.0, name: Suite = Suite.PAYLOAD) -> SuiteResult:
+    usage = Usage(peak_memory=peak, cpu_time=cpu, measured_by="the container's cgroup")
+    return SuiteResult(suite=name, outcome=outcome, tests=38, passed=38, usage=usage)
+
+
+def test_a_suite_over_its_memory_budget_fails_and_says_which_budget() -> None:
+    budget = budget_for(Suite.PAYLOAD, CPYTHON)
+    over = within_budget(measured(Outcome.PASSED, budget.memory + 1), budget)
+    assert over.outcome is Outcome.FAILED
+    assert f"over the payload suite's CPython budget of {budget.memory_text}" in over.message
+    assert over.over_budget and "matrix/budgets.py" in over.message
+    assert budget.memory_text == "60 x 5 MB (300 MB)"
+    within = measured(Outcome.PASSED, budget.memory)
+    assert within_budget(within, budget) is within
+    unmeasured = SuiteResult(suite=Suite.PAYLOAD, outcome=Outcome.PASSED, tests=1, passed=1)
+    assert within_budget(unmeasured, budget) is unmeasured
+
+
+def test_each_kind_of_interpreter_has_the_payload_budget_stated_in_5_mb() -> None:
+    for implementation, flavour, multiple in ((Implementation.CPYTHON, Flavour.DEFAULT, 60),
+                                              (Implementation.CPYTHON, Flavour.FREE_THREADED, 100),
+                                              (Implementation.PYPY, Flavour.DEFAULT, 200)):  # fmt: skip
+        budget = budget_for(Suite.PAYLOAD, kind(implementation, flavour))
+        assert budget.memory == multiple * 5_000_000 and budget.memory_text.startswith(f"{multiple} x 5 MB")
+    assert budget_for(Suite.UNIT, PYPY) == budget_for(Suite.HOSTILE) == DEFAULT
+
+
+def test_a_cpu_budget_and_a_failure_that_was_also_over_budget() -> None:
+    tight = Budget(memory=10**12, cpu=5.0)
+    over = within_budget(measured(Outcome.PASSED, 1, cpu=6.0), tight)
+    assert over.outcome is Outcome.FAILED and "CPU time 6s is over the payload suite's budget of 5s" in over.message
+    failed = replace(measured(Outcome.FAILED, 1, cpu=6.0), message="1 failed")
+    kept = within_budget(failed, tight)
+    assert kept.outcome is Outcome.FAILED and kept.message.startswith("1 failed; CPU time 6s")
+    assert within_budget(measured(Outcome.ERROR, 1, cpu=6.0), tight).outcome is Outcome.ERROR
+
+
+FAILURE = TestFailure(test_id="tests/http/test_x.py::test_quick", message="median 0.180 s")
+
+
+def test_a_suite_that_fails_then_passes_is_flaky_with_the_first_failure_kept() -> None:
+    first = replace(suite(Outcome.FAILED), failures=(FAILURE,), duration=3.0, message="")
+    second = replace(suite(Outcome.PASSED), duration=2.0, tests=4, passed=4)
+    flaky = after_attempts([first, second])
+    assert flaky.outcome is Outcome.FLAKY
+    assert [e.failures for e in flaky.earlier] == [(FAILURE,)] and flaky.duration == 5.0
+    assert flaky.counts == "4/4 (run 1: 1 failed)"
+    twice = after_attempts([first, first])
+    assert twice.outcome is Outcome.FAILED and len(twice.earlier) == 1
+    assert after_attempts([second]) is second
+
+
+@pytest.mark.parametrize(("strict", "expected"), [(False, 0), (True, 1)])
+def test_flaky_counts_apart_and_fails_the_run_only_with_strict(strict: bool, expected: int) -> None:
+    cells = [cell(Outcome.PASSED, "a"), cell(Outcome.FLAKY, "b")]
+    assert exit_code(cells, strict=strict) == expected
+    assert counts(cells)["flaky"] == 1 and counts(cells)["passed"] == 1
+    assert cell_outcome([suite(Outcome.PASSED), suite(Outcome.FLAKY)]) is Outcome.FLAKY
+    assert cell_outcome([suite(Outcome.FAILED), suite(Outcome.FLAKY)]) is Outcome.FAILED
+    assert not should_stop(cell(Outcome.FLAKY), fail_fast=True)
+    assert Outcome.FLAKY not in RETRIED and Outcome.FAILED in RETRIED
+
+
+def test_a_host_process_is_measured_by_what_it_and_its_children_used() -> None:
+    import sys
+
+    from matrix.processes import HOST_USAGE, Processes
+
+    grandchild = "data = b'x' * 80_000_000"  # written, so every page is resident
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    done = Processes().command([sys.executable, "-c", child], timeout=60)
+    assert done.ok and done.usage.measured_by == HOST_USAGE
+    assert done.usage.peak_memory >= 80_000_000 and done.usage.cpu_time > 0  # the grandchild's, waited for

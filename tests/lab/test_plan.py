@@ -227,3 +227,25 @@ def test_the_plan_digest_moves_with_the_table_the_selection_and_n() -> None:
     assert base != plan_digest(debian, Selection(distros=("debian",)), 3)
     assert base != plan_digest(debian[1:], Selection(distros=("debian",)), 2)
     assert base != plan_digest(debian, Selection(distros=("debian",), suites=(Suite.UNIT,)), 2)
+
+
+def test_rerun_plan_takes_what_did_not_pass_and_whole_cells_that_never_got_to_a_suite() -> None:
+    from matrix.model import SUITES, SuiteResult
+    from matrix.plan import rerun_plan
+
+    def suites(**outcomes: Outcome) -> tuple[SuiteResult, ...]:
+        return tuple(SuiteResult(suite=Suite(s), outcome=o) for s, o in outcomes.items())
+
+    results = [
+        CellResult(cell="a", outcome=Outcome.FLAKY, suites=suites(unit=Outcome.PASSED, http=Outcome.FLAKY)),
+        CellResult(cell="b", outcome=Outcome.PASSED, suites=suites(unit=Outcome.PASSED)),
+        CellResult(cell="c", outcome=Outcome.ERROR, message="build failed"),
+        CellResult(cell="d", outcome=Outcome.UNAVAILABLE, message="no base"),
+        CellResult(cell="e", outcome=Outcome.CANCELLED, suites=suites(unit=Outcome.PASSED, http=Outcome.CANCELLED)),
+        CellResult(cell="f", outcome=Outcome.TIMEOUT, suites=suites(unit=Outcome.TIMEOUT, http=Outcome.NOT_RUN)),
+    ]
+    plan = dict(rerun_plan(results))
+    assert plan == {"a": (Suite.HTTP,), "c": SUITES, "e": (Suite.HTTP,), "f": (Suite.UNIT,)}
+    chosen = Selection(only=tuple(plan.items()), suites=(Suite.UNIT, Suite.HTTP))
+    assert chosen.suites_for("a") == (Suite.HTTP,) and chosen.suites_for("b") == ()
+    assert chosen.suites_for("c") == (Suite.UNIT, Suite.HTTP)

@@ -10,9 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from matrix import report
+from matrix import records, report
 from matrix.junit import merged
-from matrix.model import CellResult, Environment, FirstAnswer, Outcome, Skip, Suite, SuiteResult, TestFailure
+from matrix.model import (
+    CellResult,
+    EarlierAttempt,
+    Environment,
+    FirstAnswer,
+    Outcome,
+    Skip,
+    Suite,
+    SuiteResult,
+    TestFailure,
+    Usage,
+)
+from matrix.text import shorten
 
 JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites>
 <testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">
@@ -63,14 +75,24 @@ def results() -> list[CellResult]:
             log_tail="E: boom",
         ),
         CellResult(cell="host-py3.14", outcome=Outcome.CANCELLED, message="not finished: the run was interrupted"),
+        CellResult(cell="debian-sid-pypy3.11", outcome=Outcome.FLAKY, suites=(FLAKY,), duration=30.0),
     ]
+
+
+FLAKY = SuiteResult(
+    suite=Suite.UNIT, outcome=Outcome.FLAKY, tests=4, passed=4, duration=20.0,
+    usage=Usage(peak_memory=312_000_000, cpu_time=41.0, measured_by="the container's cgroup (memory.peak)"),
+    earlier=(EarlierAttempt(outcome=Outcome.FAILED, duration=9.0, usage=Usage(peak_memory=300_000_000, cpu_time=9.0),
+                            failures=(TestFailure(test_id="tests/unit/test_q.py::test_quick", message="0.18 > 0.1"),),
+                            ),),
+)  # fmt: skip
 
 
 def test_counts_read_like_31_of_31() -> None:
     text = report.to_markdown(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
     assert "| `debian-bookworm-py3.11` | ✅ passed | CPython 3.11.2 | 31/31 | — | 58 ms (2.6x) | 12s |" in text
     assert "1/2 (1 skipped)" in text
-    assert "6 cells: 1 passed, 1 failed, 1 error, 1 timeout, 1 unavailable, 1 cancelled." in text
+    assert "7 cells: 1 passed, 1 flaky, 1 failed, 1 error, 1 timeout, 1 unavailable, 1 cancelled." in text
     assert "`tests/unit/test_proto.py::TestTools::test_add[2-3]`: assert 6 == 5" in text
 
 
@@ -93,12 +115,12 @@ def test_every_rendering_names_the_interpreter_the_first_answer_and_every_skip_w
 
 
 def test_json_round_trip_is_lossless() -> None:
-    text = report.to_json(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
+    text = records.to_json(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
     data = json.loads(text)
-    assert data["schema"] == "mcplab-results/3"
+    assert data["schema"] == "mcplab-results/4"
     assert data["counts"]["failed"] == 1
     assert data["environment"]["engine"] == "20.10.24"
-    back, env, suites = report.from_json(text)
+    back, env, suites = records.from_json(text)
     assert list(back) == results() and env == ENV and suites == (Suite.UNIT, Suite.HTTP)
 
 
@@ -121,6 +143,7 @@ def test_junit_merges_one_testsuite_per_cell_and_suite() -> None:
         "ubuntu-24.04-py3.12",
         "alpine-3.23-py3.12",
         "host-py3.14",
+        "debian-sid-pypy3.11/unit",
     ]
     sid = next(s for s in root.iter("testsuite") if s.get("name") == "debian-sid-py3.15/unit")
     assert sid.find("testcase/failure") is not None
@@ -139,7 +162,7 @@ def test_write_reports_atomically_and_to_step_summary(tmp_path: Path, monkeypatc
     assert sorted(written) == sorted(report.REPORT_FILES)
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")], "no temp files left"
     assert "| cell | outcome |" in summary.read_text()
-    back, _, _ = report.read_results(tmp_path / "out")
+    back, _, _ = records.read_results(tmp_path / "out")
     assert [r.cell for r in back] == [r.cell for r in results()]
 
 
@@ -167,10 +190,50 @@ def test_reports_are_world_readable_and_runs_keep_their_own_folders(tmp_path: Pa
     first, second = tmp_path / "20261130000000-aaaaaa", tmp_path / "20261130000001-bbbbbb"
     for folder in (first, second):
         report.write_reports(results(), ENV, folder)
-        report.point(tmp_path / report.LATEST, folder)
+        report.point(tmp_path / records.LATEST, folder)
     for name in report.REPORT_FILES:
         assert (first / name).stat().st_mode & 0o777 == 0o644
-    assert (tmp_path / report.LATEST).resolve() == second
-    assert report.results_file(tmp_path) == tmp_path / report.LATEST / "results.json"
-    (tmp_path / report.LATEST).unlink()  # an artifact upload may drop the link
-    assert report.results_file(tmp_path) == second / "results.json"
+    assert (tmp_path / records.LATEST).resolve() == second
+    assert records.results_file(tmp_path) == tmp_path / records.LATEST / "results.json"
+    (tmp_path / records.LATEST).unlink()  # an artifact upload may drop the link
+    assert records.results_file(tmp_path) == second / "results.json"
+
+
+def test_a_flaky_suite_shows_as_flaky_with_the_failure_of_the_run_that_failed() -> None:
+    assert report.suite_text(FLAKY) == "flaky 4/4 (run 1: 1 failed)"
+    markdown = report.to_markdown(results(), ENV, suites=(Suite.UNIT,))
+    assert "| `debian-sid-pypy3.11` | 🔁 flaky |" in markdown
+    assert "- `debian-sid-pypy3.11` unit (run 1 of 2): `tests/unit/test_q.py::test_quick`: 0.18 > 0.1" in markdown
+    table = report.to_table(results(), suites=(Suite.UNIT,))
+    assert "debian-sid-pypy3.11: flaky: unit: flaky: run 1: 1 failed; passed on run 2" in table
+    assert "    unit (run 1 of 2): tests/unit/test_q.py::test_quick: 0.18 > 0.1" in table
+    page = report.to_html(results(), ENV, suites=(Suite.UNIT,))
+    assert "<summary>run 1: tests/unit/test_q.py::test_quick</summary>" in page and "class=flaky" in page
+
+
+@pytest.mark.parametrize("limit", [10, 40, 61, 200])
+def test_reasons_are_shortened_between_words_never_inside_one(limit: int) -> None:
+    reason = ("the apt mirror lists python3.14 source versions 3.14.10-1 and 3.14.9-1 but serves none of their "
+              "files (docker build of the builder stage; log: /work/.cache/lab/logs/20261201-abc/build-x.log)")
+    short = shorten(reason, limit)
+    words = set(reason.split())
+    assert all(word in words for word in short.removesuffix(" …").split())
+    assert short == reason or short.endswith(" …")
+    assert shorten("short", limit) == "short"
+
+
+def test_every_report_has_each_suites_peak_memory_and_cpu_time_beside_its_budget() -> None:
+    over = replace(FLAKY, suite=Suite.PAYLOAD, outcome=Outcome.FAILED, over_budget="peak memory ... over", earlier=())
+    cells = [*results(), CellResult(cell="debian-trixie-pypy3.11", outcome=Outcome.FAILED, suites=(over,))]
+    markdown = report.to_markdown(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
+    assert "| budget, CPython | 2,000 MB, 1800s CPU | 60 x 5 MB (300 MB), 600s CPU |" in markdown
+    assert "| `debian-sid-pypy3.11` | 312 MB, 41s CPU | — |" in markdown
+    assert "| `debian-trixie-pypy3.11` | — | ⚠ 312 MB, 41s CPU |" in markdown
+    assert report.suite_text(over) == "4/4, over budget"
+    table = report.to_table(cells, suites=(Suite.UNIT, Suite.PAYLOAD))
+    assert "peak memory and CPU time per suite:" in table
+    assert re.search(r"debian-trixie-pypy3\.11 +— +⚠ 312 MB, 41s CPU", table)
+    page = report.to_html(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
+    assert "<h2>Peak memory and CPU time</h2>" in page and "⚠ 312 MB, 41s CPU" in page
+    back, _, _ = records.from_json(records.to_json(cells, ENV))
+    assert back[-1].suites[0].usage == FLAKY.usage and back[-1].suites[0].over_budget

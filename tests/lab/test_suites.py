@@ -11,15 +11,18 @@ from pathlib import Path
 import pytest
 
 from matrix import conformance
+from matrix.build import BuildPlan, Unbuildable, plan_build
+from matrix.cell import availability, base_plans
 from matrix.cells import parse_cells
-from matrix.engine import Completed
 from matrix.install import Distribution
+from matrix.lab import Lab
 from matrix.model import Outcome, Suite, SuiteResult
 from matrix.plan import Selection
-from matrix.runners import STRESSED
+from matrix.processes import Completed
+from matrix.suites import STRESSED
 
-from .fake_engine import FakeEngine
-from .test_cellrun import a_lab, outcomes, run
+from .fake_engine import UNBUILDABLE, FakeEngine, suite_of
+from .test_cell import a_lab, outcomes, run
 
 TABLE = {
     "schema": 1,
@@ -45,7 +48,7 @@ def test_hostile_runs_in_the_test_image_like_unit_and_its_skips_keep_their_reaso
     engine = FakeEngine(present=["debian:bookworm"], suites={"hostile": "stress"})
     result = run(a_lab(tmp_path, engine, selection=suites(Suite.HOSTILE)))["fx-bookworm"]
     assert outcomes(result) == {"hostile": "passed"}
-    (spec,) = [s for s in engine.runs if s.args[:1] == ("tests/hostile",)]
+    (spec,) = [s for s in engine.runs if suite_of(s) == "hostile"]
     assert spec.image.startswith("mcplab/debian:bookworm-py3.11-test-") and spec.network == "none"
     hostile = result.suite(Suite.HOSTILE)
     assert hostile is not None and hostile.skipped == 1
@@ -66,7 +69,7 @@ def wheel_of(tmp_path: Path, twine_ok: bool = True) -> Distribution:
 def test_install_gives_the_wheel_to_the_install_image_and_joins_the_hosts_checks(tmp_path: Path, twine_ok: bool
                                                                                   ) -> None:  # fmt: skip
     engine = FakeEngine(present=["debian:bookworm"])
-    lab = a_lab(tmp_path, engine, selection=suites(Suite.INSTALL))
+    lab = a_lab(tmp_path, engine, selection=suites(Suite.INSTALL), retries=0)
     made = wheel_of(tmp_path, twine_ok)
     lab.distributions.get = lambda: made  # type: ignore[method-assign]
     result = run(lab)["fx-bookworm"]
@@ -173,6 +176,17 @@ def test_the_first_answer_is_measured_after_the_suites_and_changes_no_outcome(tm
     assert probe.args[-2:] == ("11", "/opt/mcpserver/examples/demo.py")
     first = result.first_answer
     assert first is not None and (first.median_ms, first.bare_median_ms, first.runs) == (55.0, 22.0, 3)
+    assert not first.cached and first.produced_by
+    # The same runtime image again: the measurement is remembered, not made again; a new image is measured.
+    again = FakeEngine(present=["debian:bookworm", *engine.built], suites={"unit": "fail"})
+    second = run(a_lab(tmp_path, again, selection=suites(Suite.UNIT)))["fx-bookworm"].first_answer
+    assert second is not None and second.cached and second.produced_by == first.produced_by
+    assert not [s for s in again.runs if s.args[2:3] == ("probe",)]
+    fresh = FakeEngine(present=["debian:bookworm", *engine.built], suites={"unit": "fail"})
+    (runtime,) = [tag for tag in engine.built if "-runtime-" in tag]
+    fresh.present[runtime] = "sha256:the-same-tag-built-again"
+    third = run(a_lab(tmp_path, fresh, selection=suites(Suite.UNIT)))["fx-bookworm"].first_answer
+    assert third is not None and not third.cached
 
 
 def test_an_interrupted_run_measures_nothing(tmp_path: Path) -> None:
@@ -191,7 +205,7 @@ def test_a_pypy_cell_has_its_own_interpreter_tags_and_pytest_folder(tmp_path: Pa
     tags = [tag for tag, _ in engine.builds]
     assert tags and all(tag.startswith("mcplab/debian:trixie-pypy3.11-") for tag in tags)
     assert {"INTERPRETER=pypy3.11", "PACKAGE=pypy3"} <= set(engine.builds[0][1])
-    (unit,) = [s for s in engine.runs if s.args[:1] == ("tests/unit",)]
+    (unit,) = [s for s in engine.runs if suite_of(s) == "unit"]
     assert unit.volumes[0][0].startswith("mcplab-pytest-pypy3.11-")
     facts = [s for s in engine.runs if s.entrypoint == "pypy3.11"]
     assert len(facts) == 1  # the interpreter is asked by its own name
@@ -204,8 +218,7 @@ def test_the_free_threaded_cell_stresses_only_the_concurrency_suites_and_counts_
     lab = a_lab(tmp_path, engine, selection=suites(Suite.UNIT, Suite.HTTP, Suite.PAYLOAD))
     result = run(lab, (FREE,))["fx-free"]
     assert result.flavour == "free-threaded"
-    stressed = {s.args[0].removeprefix("tests/"): dict(s.env) for s in engine.runs if s.args[:1] != ("-c",)
-                and s.entrypoint is None}  # fmt: skip
+    stressed = {suite_of(s): dict(s.env) for s in engine.runs if suite_of(s)}
     assert stressed == {"unit": {"MCPSERVER_STRESS": "3"}, "http": {"MCPSERVER_STRESS": "3"}, "payload": {}}
     assert {s.value for s in STRESSED} == {"unit", "http"}
     unit = result.suite(Suite.UNIT)
@@ -215,17 +228,48 @@ def test_the_free_threaded_cell_stresses_only_the_concurrency_suites_and_counts_
 
 def test_a_recipe_that_says_this_machine_cannot_build_it_makes_the_cell_unavailable(tmp_path: Path) -> None:
     engine = FakeEngine(present=["debian:sid"], unbuildable_stages=["builder"])
-    result = run(a_lab(tmp_path, engine, selection=suites(Suite.UNIT)), (FREE,))["fx-free"]
+    lab = a_lab(tmp_path, engine, selection=suites(Suite.UNIT))
+    result = run(lab, (FREE,))["fx-free"]
     assert result.outcome is Outcome.UNAVAILABLE
-    assert result.message.startswith("the apt mirror serves no python3.14 source package")
+    assert result.message == f"{UNBUILDABLE} (the builder stage's build said so)"
+    assert result.log_tail.startswith("build log: ") and "build-fx-free-builder.log" in result.log_tail
+    # The next run knows without building, and says since when; --list says the same; --no-cache builds again.
+    again = FakeEngine(present=["debian:sid"], unbuildable_stages=["builder"])
+    second = run(a_lab(tmp_path, again, selection=suites(Suite.UNIT)), (FREE,))["fx-free"]
+    assert second.outcome is Outcome.UNAVAILABLE and again.builds == []
+    assert second.message.startswith(result.message + f"; found by run {lab.run_id} on ")
+    plans = base_plans([FREE], again, {})
+    state, why = availability(FREE, plans, {}, engine=again, root=lab.options.root,
+                              unbuildable=Unbuildable(tmp_path / "cache/unbuildable"))  # fmt: skip
+    assert (state, why) == ("unavailable", second.message)
+    fresh = FakeEngine(present=["debian:sid"], unbuildable_stages=["builder"])
+    run(a_lab(tmp_path, fresh, selection=suites(Suite.UNIT), use_cache=False), (FREE,))
+    assert [tag for tag, _ in fresh.builds] == [plan_of(lab, fresh).tag("builder")]
+
+
+def plan_of(lab: Lab, engine: FakeEngine) -> BuildPlan:
+    return plan_build(FREE, lab.options.root, "debian:sid", engine.image_id("debian:sid") or "")
+
+
+def test_list_calls_a_compiled_python_unchecked_until_it_was_built_here(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:sid"])
+    lab = a_lab(tmp_path, engine)
+    nothing = Unbuildable(tmp_path / "unbuildable")
+    state, why = availability(FREE, base_plans([FREE], engine, {}), {}, engine=engine, root=lab.options.root,
+                              unbuildable=nothing)  # fmt: skip
+    assert state == "unchecked" and "not checked until built: the builder stage compiles python3.14t" in why
+    engine.present[plan_of(lab, engine).tag("builder")] = "sha256:built"
+    state, _ = availability(FREE, base_plans([FREE], engine, {}), {}, engine=engine, root=lab.options.root,
+                            unbuildable=nothing)  # fmt: skip
+    assert state == "available"
 
 
 def test_results_with_the_new_fields_survive_the_json_round_trip(tmp_path: Path) -> None:
-    from matrix import report
+    from matrix import records
 
     engine = FakeEngine(present=["debian:bookworm"], suites={"unit": "stress"})
     result = run(a_lab(tmp_path, engine, selection=suites(Suite.UNIT)))["fx-bookworm"]
     result = replace(result, duration=1.0)
-    back, _, _ = report.from_json(report.to_json([result], report.Environment()))
+    back, _, _ = records.from_json(records.to_json([result], records.Environment()))
     assert back == (result,)
-    assert json.loads(report.to_json([result], report.Environment()))["cells"][0]["first_answer"]["runs"] == 3
+    assert json.loads(records.to_json([result], records.Environment()))["cells"][0]["first_answer"]["runs"] == 3

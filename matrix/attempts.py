@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import LAB_ROOT
-from .engine import LABEL, RUN_LABEL, Completed, ContainerSpec, ContainerState, Engine
-from .model import Cell, Outcome, Suite, SuiteResult
+from .engine import LABEL, RUN_LABEL, ContainerSpec, ContainerState, Engine
+from .model import Cell, Outcome, Suite, SuiteResult, Usage
 from .outcomes import Attempt, judge
+from .processes import Completed, Processes
 from .wheels import MANIFEST
 
 PYTEST_MOUNT = "/opt/pytest"
@@ -31,6 +32,28 @@ PYTEST_ARGS = ("-p", "no:cacheprovider", "-rfE", "-v")
 # A runaway test must not take the host down with it (seen: 24 GB before the kernel's OOM killer).
 MEMORY_LIMIT = "4g"
 COMPLETE = ".mcplab-complete"
+USAGE_FILE = "/tmp/mcplab-usage"
+# A suite's container runs its command under this, which then writes what the container's cgroup says it
+# used: cgroup v2's memory.peak and cpu.stat, else v1's memory.max_usage_in_bytes and cpuacct.usage (page
+# cache is charged too, either way). The container is fresh for each suite, so its peak is the suite's. Its
+# exit code is the command's: a command killed by signal N still ends the container with 128+N.
+MEASURE = r"""
+"$@"; code=$?
+{
+  for f in /sys/fs/cgroup/memory.peak /sys/fs/cgroup/memory/memory.max_usage_in_bytes; do
+    if [ -r "$f" ]; then echo "memory $(cat "$f") ${f#/sys/fs/cgroup/}"; break; fi
+  done
+  if [ -r /sys/fs/cgroup/cpu.stat ]; then
+    echo "cpu_us $(sed -n 's/^usage_usec //p' /sys/fs/cgroup/cpu.stat) cpu.stat"
+  else
+    for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu,cpuacct/cpuacct.usage; do
+      if [ -r "$f" ]; then echo "cpu_ns $(cat "$f") ${f#/sys/fs/cgroup/}"; break; fi
+    done
+  fi
+} > /tmp/mcplab-usage 2>/dev/null
+exit "$code"
+"""
+PYTEST_IN_IMAGE = ("/bin/sh", "-c", 'exec "$MCP_PYTHON" -m pytest "$@"', "pytest")  # as the test image's entrypoint
 HOST_TOOLS = ("testinfra", "pytest")  # what the images suite needs in the harness's own interpreter
 
 
@@ -122,8 +145,8 @@ def run_in_container(
 ) -> tuple[SuiteResult, Kept | None]:
     """Run tests/<suite> in a fresh container. Returns the result and, when kept for debugging, the
     container."""
-    args = (f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit_in_container(suite)}")
-    spec = suite_spec(run_id=run_id, cell=cell, suite=suite, image=image, volume=volume, env=env, args=args)
+    command = (*PYTEST_IN_IMAGE, f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit_in_container(suite)}")
+    spec = suite_spec(run_id=run_id, cell=cell, suite=suite, image=image, volume=volume, env=env, command=command)
     attempt = container_attempt(engine, spec, suite, timeout=timeout, log=logdir / f"{cell}-{suite.value}.log")
     return settle(engine, spec, judge(suite, attempt), keep=keep, cell=cell, suite=suite, volume=volume)
 
@@ -132,16 +155,35 @@ def junit_in_container(suite: Suite) -> str:
     return f"/tmp/junit-{suite.value}.xml"
 
 
-def suite_spec(*, run_id: str, cell: str, suite: Suite, image: str, volume: str, args: tuple[str, ...],
-               env: Mapping[str, str] | None = None, entrypoint: str | None = None, interactive: bool = False
-               ) -> ContainerSpec:  # fmt: skip
+def suite_spec(*, run_id: str, cell: str, suite: Suite, image: str, volume: str, command: tuple[str, ...],
+               env: Mapping[str, str] | None = None, interactive: bool = False) -> ContainerSpec:  # fmt: skip
     """A suite's container: under an init, offline, as the image's user, memory and processes capped,
-    pytest's folder mounted read-only."""
+    pytest's folder mounted read-only, the command measured (MEASURE)."""
     return ContainerSpec(
-        image=image, args=args, name=container_name(run_id, cell, suite), labels={LABEL: "1", RUN_LABEL: run_id},
-        user="mcp", memory=MEMORY_LIMIT, pids_limit=4096, init=True, volumes=((volume, PYTEST_MOUNT),),
-        env=dict(env or {}), entrypoint=entrypoint, interactive=interactive,
+        image=image, args=("-c", MEASURE, "mcplab-measure", *command), name=container_name(run_id, cell, suite),
+        labels={LABEL: "1", RUN_LABEL: run_id}, user="mcp", memory=MEMORY_LIMIT, pids_limit=4096, init=True,
+        volumes=((volume, PYTEST_MOUNT),), env=dict(env or {}), entrypoint="/bin/sh", interactive=interactive,
     )  # fmt: skip
+
+
+def parse_usage(text: str) -> Usage:
+    """What MEASURE wrote: `memory BYTES FILE`, `cpu_us N FILE` or `cpu_ns N FILE`; Usage() when nothing."""
+    peak, cpu, sources = 0, 0.0, []
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        value, _, source = rest.partition(" ")
+        if not value.isdigit():
+            continue
+        if kind == "memory":
+            peak = int(value)
+        elif kind in ("cpu_us", "cpu_ns"):
+            cpu = int(value) / (1e6 if kind == "cpu_us" else 1e9)
+        else:
+            continue
+        sources.append(source)
+    if not sources:
+        return Usage()
+    return Usage(peak_memory=peak, cpu_time=cpu, measured_by=f"the suite's container's cgroup ({', '.join(sources)})")
 
 
 def container_attempt(engine: Engine, spec: ContainerSpec, suite: Suite, *, timeout: float, log: Path,
@@ -152,14 +194,16 @@ def container_attempt(engine: Engine, spec: ContainerSpec, suite: Suite, *, time
     duration = time.monotonic() - started
     junit = b""
     state = None
+    usage = Usage()
     if not done.timed_out:
         junit = engine.read_file(spec.name, junit_in_container(suite)) or b""
         state = engine.state(spec.name)
-    return _container_attempt(done, junit.decode("utf-8", "replace"), duration, timeout, state)
+        usage = parse_usage((engine.read_file(spec.name, USAGE_FILE) or b"").decode("utf-8", "replace"))
+    return _container_attempt(done, junit.decode("utf-8", "replace"), duration, timeout, state, usage)
 
 
 def _container_attempt(
-    done: Completed, junit: str, duration: float, timeout: float, state: ContainerState | None
+    done: Completed, junit: str, duration: float, timeout: float, state: ContainerState | None, usage: Usage
 ) -> Attempt:
     # The init (docker-init) exits 128+N when the suite's process died by signal N; the client itself
     # killed by a signal (an interrupt) reports it as a negative code.
@@ -168,7 +212,7 @@ def _container_attempt(
     return Attempt(
         returncode=code, output=done.output, junit=junit, duration=duration, timeout=timeout,
         timed_out=done.timed_out, killed_by=killed_by, out_of_memory=bool(state and state.oom_killed),
-        memory_limit=MEMORY_LIMIT,
+        memory_limit=MEMORY_LIMIT, usage=usage,
     )  # fmt: skip
 
 
@@ -183,7 +227,7 @@ def settle(engine: Engine, spec: ContainerSpec, result: SuiteResult, *, keep: bo
 
 
 def run_on_host(
-    engine: Engine,
+    processes: Processes,
     *,
     venv_python: Path,
     pytest_folder: Path,
@@ -198,7 +242,7 @@ def run_on_host(
     env = host_env(pytest_folder, extra_env)
     junit = workdir / f"{cell}-{suite.value}.xml"
     argv = [str(venv_python), "-m", "pytest", f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit}"]
-    return _run_pytest(engine, suite, argv, junit=junit, env=env, cwd=root, timeout=timeout,
+    return _run_pytest(processes, suite, argv, junit=junit, env=env, cwd=root, timeout=timeout,
                        log=logdir / f"{cell}-{suite.value}.log")  # fmt: skip
 
 
@@ -210,7 +254,7 @@ def host_env(pytest_folder: Path, extra: Mapping[str, str] | None = None) -> dic
 
 
 def _run_pytest(
-    engine: Engine,
+    processes: Processes,
     suite: Suite,
     argv: list[str],
     *,
@@ -221,19 +265,19 @@ def _run_pytest(
     log: Path,
 ) -> SuiteResult:
     """Run one pytest process on the host under the harness's timeout, and judge it by its JUnit XML."""
-    return judge(suite, host_attempt(engine, argv, junit=junit, env=env, cwd=cwd, timeout=timeout, log=log))
+    return judge(suite, host_attempt(processes, argv, junit=junit, env=env, cwd=cwd, timeout=timeout, log=log))
 
 
-def host_attempt(engine: Engine, argv: list[str], *, junit: Path, env: dict[str, str], cwd: Path, timeout: float,
+def host_attempt(processes: Processes, argv: list[str], *, junit: Path, env: dict[str, str], cwd: Path, timeout: float,
                  log: Path, input: bytes | None = None) -> Attempt:  # fmt: skip
     """Run one pytest process (or a driver that ends in one) on the host and collect what it left."""
     junit.unlink(missing_ok=True)
     started = time.monotonic()
-    done = engine.command(argv, timeout=timeout, log=log, env=env, cwd=cwd, input=input)
+    done = processes.command(argv, timeout=timeout, log=log, env=env, cwd=cwd, input=input)
     duration = time.monotonic() - started
     text = junit.read_text(encoding="utf-8", errors="replace") if junit.exists() else ""
     return Attempt(returncode=done.returncode, output=done.output, junit=text, duration=duration, timeout=timeout,
-                   timed_out=done.timed_out, killed_by=done.signal)  # fmt: skip
+                   timed_out=done.timed_out, killed_by=done.signal, usage=done.usage)  # fmt: skip
 
 
 def missing_host_tools() -> list[str]:
@@ -241,7 +285,7 @@ def missing_host_tools() -> list[str]:
 
 
 def run_image_checks(
-    engine: Engine,
+    processes: Processes,
     *,
     run_id: str,
     cell: Cell,
@@ -250,8 +294,10 @@ def run_image_checks(
     timeout: float,
     logdir: Path,
     workdir: Path,
+    name: str = "",
 ) -> SuiteResult:
-    """The testinfra checks in tests/images, run from the host against the cell's runtime image."""
+    """The testinfra checks in tests/images, run from the host against the cell's runtime image; `name` is
+    what this attempt's files are called (suites.outcome_of names each attempt)."""
     missing = missing_host_tools()
     if missing:
         message = (
@@ -263,7 +309,8 @@ def run_image_checks(
     env["LAB_RUN_ID"] = run_id
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(LAB_ROOT), env.get("PYTHONPATH")]))
     checks = LAB_ROOT / "tests" / "images"
-    junit = workdir / f"{cell.name}-images.xml"
+    name = name or cell.name
+    junit = workdir / f"{name}-images.xml"
     argv = [
         sys.executable, "-m", "pytest", str(checks), *PYTEST_ARGS, "--confcutdir", str(checks), f"--junitxml={junit}",
         f"--image={runtime_image}", f"--python-image={python_image}", f"--cell-python={cell.python}",
@@ -271,5 +318,5 @@ def run_image_checks(
         f"--interpreter={cell.interpreter}", f"--implementation={cell.implementation.value}",
         f"--flavour={cell.flavour.value}",
     ]  # fmt: skip
-    return _run_pytest(engine, Suite.IMAGES, argv, junit=junit, env=env, cwd=LAB_ROOT, timeout=timeout,
-                       log=logdir / f"{cell.name}-images.log")  # fmt: skip
+    return _run_pytest(processes, Suite.IMAGES, argv, junit=junit, env=env, cwd=LAB_ROOT, timeout=timeout,
+                       log=logdir / f"{name}-images.log")  # fmt: skip

@@ -22,7 +22,7 @@ from matrix.schedule import run_matrix
 from matrix.wheels import FORMAT, MANIFEST
 
 from .conftest import FIXTURES, LAB_ROOT
-from .fake_engine import FakeEngine
+from .fake_engine import FakeEngine, suite_of
 
 TABLE = {
     "schema": 1,
@@ -35,6 +35,8 @@ TABLE = {
 }  # fmt: skip
 CELLS = parse_cells(TABLE)
 BOOKWORM, OFFICIAL = CELLS
+(NO_SUCH_HOST,) = parse_cells({"schema": 1, "cell": [{"name": "fx-host-py3.99", "family": "host", "release": "host",
+                                                       "python": "3.99", "python_from": "host"}]})  # fmt: skip
 IN_CONTAINER = (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD)
 
 
@@ -121,11 +123,13 @@ def test_an_interrupt_keeps_what_finished_and_cancels_the_rest(tmp_path: Path) -
     lab = a_lab(tmp_path, engine, jobs=1)
     threading.Thread(target=lambda: engine.started.wait(10) and lab.interrupt("the run was interrupted by SIGINT"),
                      daemon=True).start()  # fmt: skip
-    results = run(lab, (BOOKWORM, OFFICIAL))
+    results = run(lab, (BOOKWORM, OFFICIAL, NO_SUCH_HOST))
     bookworm = results["fx-bookworm"]
     assert outcomes(bookworm) == {"unit": "passed", "http": "cancelled", "payload": "cancelled"}
     assert bookworm.outcome is Outcome.CANCELLED
-    assert results["fx-official"].outcome is Outcome.UNAVAILABLE  # known before the interrupt: stays so
+    for name in ("fx-official", "fx-host-py3.99"):  # known before the interrupt: they stay so, with why
+        assert results[name].outcome is Outcome.UNAVAILABLE, results[name]
+    assert results["fx-host-py3.99"].message == "no python3.99 on PATH or in pyenv"
     assert lab.interrupted.is_set() and engine.live == {}
     assert exit_code(list(results.values()), interrupted=True) == 130
 
@@ -135,10 +139,33 @@ def test_kept_containers_are_typed_records_and_survive_cleanup(tmp_path: Path) -
     lab = a_lab(tmp_path, engine, keep=True)
     result = run(lab)["fx-bookworm"]
     assert result.outcome is Outcome.FAILED
-    (kept,) = lab.kept
+    kept, rerun = lab.kept  # the suite ran twice (--retries 1): each failed run's container is kept apart
     assert (kept.cell, kept.suite, kept.outcome) == ("fx-bookworm", Suite.UNIT, Outcome.FAILED)
-    assert list(engine.live) == [kept.container]
+    assert rerun.cell == "fx-bookworm-run2" and rerun.container != kept.container
+    assert list(engine.live) == [kept.container, rerun.container]
     assert f"docker start -ai {kept.container}" in kept.advice()
+
+
+def test_a_suite_that_fails_then_passes_is_flaky_and_not_remembered_as_a_pass(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"http": "flaky"})
+    result = run(a_lab(tmp_path, engine))["fx-bookworm"]
+    assert result.outcome is Outcome.FLAKY and outcomes(result)["http"] == "flaky"
+    http = result.suite(Suite.HTTP)
+    assert http is not None and [e.outcome for e in http.earlier] == [Outcome.FAILED]
+    assert http.earlier[0].failures[0].test_id.endswith("test_b")
+    names = [s.name for s in engine.runs if suite_of(s) == "http"]
+    assert len(names) == 2 and names[1].endswith("-fx-bookworm-run2-http")
+    assert exit_code([result]) == 0 and exit_code([result], strict=True) == 1
+    again = FakeEngine(present=["debian:bookworm", *engine.built], suites={"http": "flaky"})
+    rerun = run(a_lab(tmp_path, again))["fx-bookworm"].suite(Suite.HTTP)
+    assert rerun is not None and not rerun.cached and rerun.outcome is Outcome.FLAKY  # a flaky pass is no pass
+
+
+def test_without_retries_a_failure_is_run_once(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"], suites={"http": "flaky"})
+    result = run(a_lab(tmp_path, engine, retries=0))["fx-bookworm"]
+    assert outcomes(result)["http"] == "failed"
+    assert len([s for s in engine.runs if suite_of(s) == "http"]) == 1
 
 
 @pytest.mark.parametrize("cell", [BOOKWORM])
@@ -146,3 +173,49 @@ def test_the_build_plan_of_the_fixture_tree_has_the_recipe_and_tail(tmp_path: Pa
     a_lab(tmp_path, FakeEngine())
     plan = plan_build(cell, tmp_path / "tree", "debian:bookworm", "sha256:1")
     assert plan.dockerfile.startswith(b"# The python stage") and b"FROM user AS runtime" in plan.dockerfile
+
+
+def test_each_suite_is_measured_and_one_over_its_budget_fails_saying_so(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"])
+    engine.usage["payload"] = b"memory 1900000000 memory/memory.max_usage_in_bytes\ncpu_ns 7000000000 cpuacct/x\n"
+    lab = a_lab(tmp_path, engine)
+    result = run(lab)["fx-bookworm"]
+    unit, payload = result.suite(Suite.UNIT), result.suite(Suite.PAYLOAD)
+    assert unit is not None and unit.outcome is Outcome.PASSED
+    assert (unit.usage.peak_memory, unit.usage.cpu_time) == (104857600, 2.5)
+    assert "cgroup (memory/memory.max_usage_in_bytes, cpuacct/cpuacct.usage)" in unit.usage.measured_by
+    assert payload is not None and payload.outcome is Outcome.FAILED and result.outcome is Outcome.FAILED
+    assert "peak memory 1,900 MB is over the payload suite's CPython budget of 60 x 5 MB (300 MB)" in payload.message
+    assert len(payload.earlier) == 1  # run again, as any failure is, and over again
+    again = run(a_lab(tmp_path, FakeEngine(present=["debian:bookworm", *engine.built])))["fx-bookworm"]
+    assert again.suite(Suite.UNIT).cached and not again.suite(Suite.PAYLOAD).cached  # type: ignore[union-attr]
+
+
+def test_what_a_run_writes_into_the_checkout_is_ignored_by_git(tmp_path: Path) -> None:
+    import subprocess
+
+    root = tmp_path / "tree"
+    lab = a_lab(tmp_path, FakeEngine(present=["debian:bookworm"]), cache=root / ".cache/lab",
+                results=root / "matrix/results")  # fmt: skip
+    for name in ("py3.11",):  # a_lab made the pytest folders under tmp_path/cache: where the defaults put them
+        shutil.copytree(tmp_path / "cache/pytest" / name, root / ".cache/lab/pytest" / name)
+    shutil.copy(LAB_ROOT / ".gitignore", root / ".gitignore")
+    git = ["git", "-C", str(root), "-c", "user.name=lab", "-c", "user.email=lab@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "before"]):
+        subprocess.run([*git, *args], capture_output=True, check=True)
+    from matrix import cli, records, report
+
+    results = run_matrix(lab, (BOOKWORM,))
+    report.write_reports(results, cli.environment(lab, engine_version="fake"), lab.options.results / lab.run_id)
+    report.point(lab.options.results / records.LATEST, lab.options.results / lab.run_id)
+    written = [p for p in (root / ".cache").rglob("*") if p.is_file()] + list((root / "matrix/results").rglob("*"))
+    assert written, "the run wrote nothing where the defaults put it"
+    left = subprocess.run([*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    assert left == "", left
+    # The defaults are where this test put them, and the lab's other folders are ignored too.
+    assert cli.build_parser().get_default("results") == LAB_ROOT / "matrix/results"
+    assert Options().cache == LAB_ROOT / ".cache/lab"
+    others = [".venv-lab/bin/python", ".cache/conformance/node", ".cache/lab/host/py3.11/bin/python"]
+    ignored = subprocess.run(["git", "-C", str(LAB_ROOT), "check-ignore", *others], capture_output=True, text=True)
+    assert ignored.stdout.split() == others

@@ -1,0 +1,77 @@
+"""What a suite may use, in one place: its peak memory and CPU time, measured in every cell (attempts.py)
+and judged by outcomes.within_budget. A suite over its budget fails, saying which budget it broke.
+
+The default is generous: a budget is there to catch a suite that uses several times what it should (the
+container's own limit, attempts.MEMORY_LIMIT, is only the last line against one taking the host down). The
+payload suite's is stated in what it moves: its largest exchanges are 5 MB each way, and each kind of
+interpreter must fit the whole suite (the interpreter itself, pytest, the servers it starts and every copy
+of the payloads they hold, page cache included) in a stated multiple of 5 MB, set from the peaks measured
+on this machine kind with about a quarter to spare (README's lab section has the figures). The exchange
+itself is held to 20 times its size by the payload suite's own test of the server's growth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from .model import CellResult, Flavour, Implementation, Suite
+
+MB = 1_000_000  # decimal, as the payload suite sizes its payloads (tests/payload/payloads.py: "5MB")
+PAYLOAD_UNIT = 5 * MB  # the payload suite's largest exchange, each way
+CPYTHON, FREE_THREADED, PYPY = "CPython", "CPython free-threaded", "PyPy"  # the kinds budgets tell apart
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    memory: int  # bytes of peak memory
+    cpu: float  # seconds of CPU time, user plus system
+    memory_text: str = ""  # how the memory budget is stated, when not as plain megabytes
+    scope: str = ""  # the kind of interpreter it is for, when not for every kind
+
+    def __post_init__(self) -> None:
+        if not self.memory_text:
+            object.__setattr__(self, "memory_text", megabytes(self.memory))
+
+    @property
+    def text(self) -> str:
+        return f"{self.memory_text}, {self.cpu:.0f}s CPU"
+
+
+def megabytes(count: int) -> str:
+    return f"{count / MB:,.0f} MB"
+
+
+def payloads(multiple: int) -> Budget:
+    """The payload suite's budget: `multiple` times its largest exchange."""
+    return Budget(memory=multiple * PAYLOAD_UNIT, cpu=600.0,
+                  memory_text=f"{multiple} x 5 MB ({megabytes(multiple * PAYLOAD_UNIT)})")  # fmt: skip
+
+
+DEFAULT = Budget(memory=2000 * MB, cpu=1800.0)
+# Measured peaks of the payload suite (cgroup v1, Docker 20.10, 2 cores): CPython 112 to 232 MB, free-threaded
+# CPython 3.13 347 to 374 MB, PyPy 3.11 477 to 512 MB (sid, 8.0.1) and 777 to 785 MB (trixie, 7.3.19).
+BUDGETS: Mapping[Suite, Mapping[str, Budget]] = {
+    Suite.PAYLOAD: {CPYTHON: payloads(60), FREE_THREADED: payloads(100), PYPY: payloads(200)},
+}
+
+
+def kind(implementation: Implementation, flavour: Flavour) -> str:
+    """The kind of interpreter a cell promises, as budgets tell them apart."""
+    if implementation is Implementation.PYPY:
+        return PYPY
+    return FREE_THREADED if flavour is Flavour.FREE_THREADED else CPYTHON
+
+
+def kind_of(result: CellResult) -> str:
+    """The same, from what a cell's interpreter said it is ('' when it said nothing)."""
+    if not result.implementation:
+        return ""
+    if result.implementation.startswith("PyPy"):
+        return PYPY
+    return FREE_THREADED if result.flavour else CPYTHON
+
+
+def budget_for(suite: Suite, of: str = CPYTHON) -> Budget:
+    found = BUDGETS.get(suite, {}).get(of)
+    return replace(found, scope=of) if found else DEFAULT
