@@ -345,11 +345,10 @@ def test_a_started_call_can_be_cancelled_and_the_tool_stops(server, era):
     with Client(server, era=era) as client:
         call = client.start_tool("endless", progress=True)
         assert [p.progress for p in call.wait_for_progress(3)][:3] == [1, 2, 3]
-        cancelled_at = time.monotonic()
         call.cancel("enough")
         with pytest.raises(RequestCancelled):
             call.result(timeout=10)
-        assert server.stopped.is_set() and time.monotonic() - cancelled_at < 5  # ctx.sleep woke at once
+        assert server.stopped.is_set()  # its loop had 200 s to go: it stopped at the cancel
         assert call.done() and client.call_tool("greet", {"name": "Ada"}).text == "Hello, Ada."
 
 
