@@ -757,8 +757,11 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
                loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
-               max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL) -> McpApp:
-    """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's.
+               max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
+               task_store: Any = None) -> McpApp:
+    """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's, and
+    `task_store` is where task tools keep their tasks (as --task-store: the path of an SQLite file, which
+    every worker on the host shares, or a postgresql:// URL; each worker opens it when it first needs it).
 
     The token is `token`, else the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
@@ -770,6 +773,8 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
         from ._loader import load_target
 
         target = load_target(target)
+    if task_store is not None:
+        target.task_store = task_store
     if oauth is None:
         token = resolve_token(token, token_file)
     return McpApp(target, path=path, token=token, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,

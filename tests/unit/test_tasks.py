@@ -242,3 +242,39 @@ def test_a_listen_stream_hears_its_tasks_change_and_only_its_callers(tmp_path):
         refused = server.ask(request("subscriptions/listen", id="no-ext", meta=META,
                                      notifications={"taskIds": [task_id]}))
         assert refused["error"]["code"] == -32021
+
+
+SHARED_SERVER = TASK_SERVER + """
+import os
+
+@server.tool()
+def worker() -> str:
+    return str(os.getpid())
+"""
+
+
+def test_gunicorn_workers_share_tasks_through_an_sqlite_store(tmp_path):
+    """A task created through one worker is polled through whichever worker the next connection reaches."""
+    from mcptest import HAS_GUNICORN, gunicorn_server, mcp_headers
+
+    if not HAS_GUNICORN:
+        pytest.skip("gunicorn is not installed here")
+    target = tmp_path / "shared.py"
+    target.write_text(SHARED_SERVER)
+    app = f"mcpserver.http:create_app({str(target)!r}, task_store={str(tmp_path / 'tasks.db')!r})"
+    with gunicorn_server(app, "-w", "2") as server:
+        def post(message):
+            headers = dict(mcp_headers(message), **{"Mcp-Name": message["params"].get("name")
+                                                    or message["params"].get("taskId")})
+            return server.post(message, headers=headers)[2]
+
+        task_id = post(request("tools/call", meta=WITH_TASKS, name="wait", arguments={"seconds": 1}))["result"]["taskId"]
+        seen, statuses = set(), []
+        for n in range(60):  # a fresh connection each: gunicorn's workers take turns
+            seen.add(post(request("tools/call", id=n, name="worker", arguments={}))["result"]["content"][0]["text"])
+            statuses.append(post(request("tasks/get", id=n, meta=WITH_TASKS, taskId=task_id))["result"]["status"])
+            if statuses[-1] == "completed" and len(seen) > 1:
+                break
+            time.sleep(0.05)
+        assert len(seen) == 2, "one worker served everything: nothing was shared"
+        assert statuses[-1] == "completed" and "failed" not in statuses
