@@ -6,11 +6,22 @@ import os
 import signal
 import time
 
+import pytest
 from mcpserver import Context, ProtocolError, Server, ToolError
 from mcpserver._context import Flight
 from mcpserver._task_store import MemoryTaskStore
 from mcpserver.auth import Principal
-from mcptest import META, StdioServer, core_reply, request, responses, run_once
+from mcptest import (
+    HAS_GUNICORN,
+    META,
+    StdioServer,
+    core_reply,
+    gunicorn_server,
+    mcp_headers,
+    request,
+    responses,
+    run_once,
+)
 
 TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS = dict(META, **{"io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
@@ -253,12 +264,9 @@ def worker() -> str:
 """
 
 
+@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
 def test_gunicorn_workers_share_tasks_through_an_sqlite_store(tmp_path):
     """A task created through one worker is polled through whichever worker the next connection reaches."""
-    from mcptest import HAS_GUNICORN, gunicorn_server, mcp_headers
-
-    if not HAS_GUNICORN:
-        pytest.skip("gunicorn is not installed here")
     target = tmp_path / "shared.py"
     target.write_text(SHARED_SERVER)
     app = f"mcpserver.http:create_app({str(target)!r}, task_store={str(tmp_path / 'tasks.db')!r})"
@@ -268,7 +276,8 @@ def test_gunicorn_workers_share_tasks_through_an_sqlite_store(tmp_path):
                                                     or message["params"].get("taskId")})
             return server.post(message, headers=headers)[2]
 
-        task_id = post(request("tools/call", meta=WITH_TASKS, name="wait", arguments={"seconds": 1}))["result"]["taskId"]
+        created = post(request("tools/call", meta=WITH_TASKS, name="wait", arguments={"seconds": 1}))
+        task_id = created["result"]["taskId"]
         seen, statuses = set(), []
         for n in range(60):  # a fresh connection each: gunicorn's workers take turns
             seen.add(post(request("tools/call", id=n, name="worker", arguments={}))["result"]["content"][0]["text"])
