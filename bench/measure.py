@@ -258,9 +258,13 @@ class held_call:
         self.path = ""
 
     def __enter__(self) -> held_call:
+        import atexit
+        import shutil
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="bench-held-")
+        # Removed at exit, not in __exit__: the held call may not have seen the file by then.
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         self.path = os.path.join(folder, "release")
         self.start(clients.call(0, "held", path=self.path))
         time.sleep(0.2)  # the call is running: a tool that waits in ctx.sleep

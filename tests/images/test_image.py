@@ -28,9 +28,11 @@ LIST_DISTRIBUTIONS = (
 )
 STOP_LIMIT = 2.0  # seconds `docker stop` may take: the server must handle SIGTERM as PID 1
 # Bytes the server may add to its base: a guard against bloat (tests, caches, a second copy in the image).
-# Measured on bookworm with OAuth and TLS in: 356 KB of source, 560 KB of bytecode compiled at build time
-# (the runtime user cannot write __pycache__), 88 KB of examples: 1.01 MB.
-SIZE_LIMIT = 1_500_000
+# Measured on bookworm (2026-12-01, both eras, tasks, OAuth, TLS, the testing client): 661 KB of source,
+# 1.07 MB of bytecode compiled at build time (the runtime user cannot write __pycache__), 42 KB of examples:
+# 1.78 MB. The limit leaves a quarter for growth and is below what a second copy of the source or the
+# tests (1.0 MB) would add.
+SIZE_LIMIT = 2_200_000
 
 
 def test_python_is_the_cells(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
@@ -130,7 +132,7 @@ def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
     assert elapsed < STOP_LIMIT, f"docker stop took {elapsed:.1f}s: SIGTERM was not handled by PID 1"
 
 
-def test_the_server_adds_under_1_5_mb(cell: Cell) -> None:
+def test_the_server_adds_under_2_2_mb(cell: Cell) -> None:
     def size(image: str) -> int:
         found = ENGINE.image_facts(image)["size"]
         assert isinstance(found, int)
