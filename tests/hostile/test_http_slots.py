@@ -246,9 +246,14 @@ def test_a_half_closed_listen_stream_goes_on_streaming():
 # -- 4. what hundreds of waiting clients cost ------------------------------------------------------------------
 
 def test_hundreds_of_slow_idle_and_listening_clients_cost_no_thread_each():
-    with HttpServer(NOTES, "--max-listeners-per-peer", "200") as server:
+    # The pool may grow to --max-requests workers under load (a busy machine hands a request over before the
+    # last worker is free again); a small pool makes "no thread per connection" a tight bound.
+    workers = 8
+    with HttpServer(NOTES, "--max-listeners-per-peer", "200", "--max-requests", str(workers)) as server:
         held = []
         try:
+            served(server)
+            before = threads_of(server)
             for _ in range(150):
                 sock = connect(server)
                 sock.sendall(SLOW_HEAD)
@@ -260,7 +265,7 @@ def test_hundreds_of_slow_idle_and_listening_clients_cost_no_thread_each():
             held += [connect(server) for _ in range(100)]  # idle
             held += [open_listen(server, f"l{n}")[0] for n in range(150)]
             served(server)
-            assert threads_of(server) < 40, "a thread per connection"  # the loop and a few workers
+            assert threads_of(server) <= before + workers, "a thread per connection"
         finally:
             for sock in held:
                 sock.close()
