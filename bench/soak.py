@@ -1414,14 +1414,14 @@ def render_held(result: dict[str, Any]) -> list[str]:
                      f"(one every {held['tick_seconds']:g} s), {figures.get('notifications delivered', 0):,} "
                      f"notifications delivered of {figures.get('notifications that had to arrive', 0):,} that had "
                      "to arrive.")
-    for kind, why in (("head", "head timeout, 408"), ("body", "read timeout")):
+    for kind, label, why in (("head", "heads", "head timeout, 408"), ("body", "bodies", "read timeout")):
         opened = figures.get(f"slow {kind}: opened", 0)
         if not opened:
             continue
         after = held.get("closed_after", {}).get(kind)
         early = {k.split("closed early ", 1)[1]: v for k, v in figures.items()
                  if k.startswith(f"slow {kind}: closed early")}
-        lines.append(f"- Slow {kind}s: {opened:,} opened, {figures.get(f'slow {kind}: dropped at its deadline', 0):,} "
+        lines.append(f"- Slow {label}: {opened:,} opened, {figures.get(f'slow {kind}: dropped at its deadline', 0):,} "
                      f"closed by the server at its {deadlines.get(kind, 0):g} s deadline ({why})"
                      + (f", after {after[0]:.1f} to {after[1]:.1f} s" if after else "")
                      + (", " + ", ".join(f"{v:,} closed early {k}" for k, v in sorted(early.items()))
