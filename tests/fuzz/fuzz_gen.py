@@ -23,7 +23,8 @@ VERSION = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_INFO = "io.modelcontextprotocol/clientInfo"
-NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",  # what Mcp-Name carries
+            "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 # Methods of earlier revisions that clients still send (WIRE.md §2); not in the 2026-07-28 schema.
 RETIRED_METHODS = ("initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
                    "notifications/initialized")
