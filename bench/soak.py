@@ -446,12 +446,11 @@ class HttpTarget:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
-    def head(self, message: Any, body: bytes, accept: str = "application/json, text/event-stream",
-             extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+    def head(self, message: Any, body: bytes, accept: str = "application/json, text/event-stream") -> bytes:
         headers = [(k, v) for k, v in fuzz_gen.mirrored_headers(message, fuzz_gen.Target([], [], [], []))
                    if k != "Accept"]
         lines = [f"POST {self.path} HTTP/1.1", f"Host: 127.0.0.1:{self.port}", f"Accept: {accept}",
-                 *(f"{k}: {v}" for k, v in headers + list(extra)), f"Content-Length: {len(body)}"]
+                 *(f"{k}: {v}" for k, v in headers), f"Content-Length: {len(body)}"]
         return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
@@ -463,13 +462,13 @@ class Connection:
         self.sock: Optional[socket.socket] = None
         self.buffer = bytearray()
 
-    def exchange(self, message: Any, body: Optional[bytes] = None, head: Optional[bytes] = None,
-                 extra: tuple[tuple[str, str], ...] = ()) -> fuzz_drive.HttpResponse:
+    def exchange(self, message: Any, body: Optional[bytes] = None,
+                 head: Optional[bytes] = None) -> fuzz_drive.HttpResponse:
         data = body if body is not None else json.dumps(message).encode()
         if self.sock is None:
             self.sock = self.target.connect()
             self.buffer.clear()
-        self.sock.sendall((head if head is not None else self.target.head(message, data, extra=extra)) + data)
+        self.sock.sendall((head if head is not None else self.target.head(message, data)) + data)
         response = fuzz_drive.read_response(self.sock, self.buffer, time.monotonic() + ANSWER_TIMEOUT)
         if response is None:
             raise ConnectionError("the server closed the connection without an answer")
@@ -824,7 +823,7 @@ def http_workloads(target: HttpTarget, tally: Tally, stop: threading.Event, seed
                     identifier = next(counter)
                     poll = request(identifier, "tasks/get", taskId=task_id, meta=TASKS_META)
                     polled = time.monotonic()
-                    response = connection.exchange(poll, extra=(("Mcp-Name", task_id),))
+                    response = connection.exchange(poll)  # its Mcp-Name mirrored as for every named method
                     tally.timed("http task poll (tasks/get)", polled)
                     answer = _json_answer(tally, "http task poll", response, identifier)
                     status = answer.get("result", {}).get("status") if answer is not None else None
