@@ -67,6 +67,7 @@ import time
 from collections import OrderedDict, deque
 
 from ._json import THREAD_STACK_BYTES
+from ._malloc import return_large_buffers
 from ._version import __version__
 from ._wire import DEFAULT_GRACE_SECONDS, status_line
 from .errors import ConfigError
@@ -1592,6 +1593,7 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
         print(f"mcpserver: serving at most {fitted} connections, not {max_connections}: the limit on open "
               "files (ulimit -n) allows no more", file=sys.stderr, flush=True)
     threading.stack_size(THREAD_STACK_BYTES)
+    return_large_buffers()
     try:
         server = _Server(app, host, port, max_connections=fitted, max_requests=max_requests, max_queued=max_queued,
                          max_body_bytes=max_body_bytes, read_timeout=read_timeout, header_timeout=header_timeout,

@@ -32,6 +32,7 @@ from collections import deque
 from . import _log, protocol
 from ._context import Flight
 from ._json import THREAD_STACK_BYTES
+from ._malloc import LARGE_BYTES, return_large_buffers
 from ._server import Server
 from ._session import LegacyPeer
 from ._wire import DEFAULT_GRACE_SECONDS
@@ -194,6 +195,8 @@ class _Session:
 
     def write(self, message: dict[str, Any]) -> None:
         data = protocol.encode(message)
+        if len(data) >= LARGE_BYTES:
+            return_large_buffers()
         with self._write_lock:
             if self.closed:
                 return
@@ -221,6 +224,8 @@ class _Session:
                     return  # read after the signal: not answered
                 if not line:
                     return
+                if len(line) >= LARGE_BYTES:
+                    return_large_buffers()
                 if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                     self._discard_rest()  # the cut line is still refused whole, by its length
                 if not self._receive(line, me):
