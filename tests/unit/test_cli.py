@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -166,7 +167,9 @@ JOBS = os.path.join(EXAMPLES, "jobs.py")
 def test_call_follows_a_task_to_its_result_showing_its_progress():
     done = mcpserver("call", JOBS, "backup", '{"seconds": 2}')
     assert (done.returncode, done.stdout) == (0, "backed up in 2 s\n"), done.stderr
-    assert "runs as task" in done.stderr and "task working: 2/2: copying" in done.stderr
+    # Which steps a poll lands on depends on the machine's load; that what it shows comes in order does not.
+    steps = re.findall(r"^task working: (\d)/2: copying$", done.stderr, re.M)
+    assert "runs as task" in done.stderr and steps and steps == sorted(steps), done.stderr
 
 
 def test_call_of_a_task_that_needs_input_says_what_it_asks_and_exits_3():

@@ -23,6 +23,14 @@ from mcptest import (
     run_once,
 )
 
+try:
+    import sqlite3  # noqa: F401  (a Python built without it: the musl-busybox lab cell)
+
+    HAS_SQLITE = True
+except ImportError:
+    HAS_SQLITE = False
+needs_sqlite = pytest.mark.skipif(not HAS_SQLITE, reason="this Python has no sqlite3 module (built without SQLite)")
+
 TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS = dict(META, **{"io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
                                                                          "extensions": {TASKS: {}}}})
@@ -206,6 +214,7 @@ def call_line(method, id=1, **params):
     return json.dumps(request(method, id=id, meta=WITH_TASKS, **params)).encode() + b"\n"
 
 
+@needs_sqlite
 def test_a_task_whose_server_was_killed_reads_failed_and_a_finished_one_survives_a_restart(tmp_path):
     target, store = tmp_path / "durable.py", str(tmp_path / "tasks.db")
     target.write_text(TASK_SERVER)
@@ -264,6 +273,7 @@ def worker() -> str:
 """
 
 
+@needs_sqlite
 @pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
 def test_gunicorn_workers_share_tasks_through_an_sqlite_store(tmp_path):
     """A task created through one worker is polled through whichever worker the next connection reaches."""

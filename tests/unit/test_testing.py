@@ -487,7 +487,9 @@ def test_the_readme_quick_start_test_passes_as_written(tmp_path):
     for name in ("hello.py", "test_hello.py"):
         (tmp_path / name).write_text(blocks[name], encoding="utf-8")
     package = os.path.dirname(os.path.dirname(mcpserver.__file__))  # the copy under test, installed or not
+    # pytest itself may come from PYTHONPATH (the lab mounts it so in every cell): kept, after these two.
+    path = [str(tmp_path), package, os.path.dirname(os.path.dirname(pytest.__file__)), os.environ.get("PYTHONPATH", "")]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error",
                            "test_hello.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), package])))
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p)))
     assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
