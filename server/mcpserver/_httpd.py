@@ -67,7 +67,7 @@ import time
 from collections import OrderedDict, deque
 
 from ._json import THREAD_STACK_BYTES
-from ._malloc import return_large_buffers
+from ._malloc import LARGE_BYTES, return_large_buffers
 from ._version import __version__
 from ._wire import DEFAULT_GRACE_SECONDS, status_line
 from .errors import ConfigError
@@ -1200,6 +1200,8 @@ class _Server:
         head = conn.head
         assert head is not None
         environ = conn.environ or self._environ(conn, head)
+        if head.length >= LARGE_BYTES:
+            return_large_buffers()
         if len(conn.buffer) == head.length:
             body, conn.buffer = bytes(conn.buffer), bytearray()
         else:
@@ -1270,8 +1272,11 @@ class _Server:
         """Send a whole response: what the socket takes now, the rest by the loop (the worker goes free)."""
         with conn.lock:
             conn.started = True
-        if sum(len(part) for part in parts) < 65536:  # one send, one segment, for the common case
+        size = sum(len(part) for part in parts)
+        if size < 65536:  # one send, one segment, for the common case
             parts = [b"".join(parts)]
+        elif size >= LARGE_BYTES:
+            return_large_buffers()
         try:
             for index, part in enumerate(parts):
                 sent = 0
@@ -1593,7 +1598,6 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
         print(f"mcpserver: serving at most {fitted} connections, not {max_connections}: the limit on open "
               "files (ulimit -n) allows no more", file=sys.stderr, flush=True)
     threading.stack_size(THREAD_STACK_BYTES)
-    return_large_buffers()
     try:
         server = _Server(app, host, port, max_connections=fitted, max_requests=max_requests, max_queued=max_queued,
                          max_body_bytes=max_body_bytes, read_timeout=read_timeout, header_timeout=header_timeout,

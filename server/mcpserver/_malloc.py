@@ -3,15 +3,15 @@
 glibc maps a block of M_MMAP_THRESHOLD bytes or more (128 KiB at first) on its own and unmaps it when it
 is freed, but each such block freed raises the threshold to its size, up to 32 MiB. After the first 5 MB
 message every later one comes from the heap, where the small objects allocated among them keep the freed
-space from going back. Measured with `make soak` (docs/performance.md): an HTTP server's RSS climbed
-from 124 to 266 MiB and stayed there at rest, a stdio server's to 50 MiB; with the threshold pinned at
-256 KiB, 44 to 74 MiB (the worker pool growing) and 18 MiB. The cost is one mmap and munmap per large
+space from going back. Measured with 10 minutes of `make soak` (docs/performance.md): an HTTP server's
+RSS climbed to 266 MiB and stayed there at rest, a stdio server's to 55 MiB; with the threshold pinned at
+256 KiB, 112 MiB (still growing, more slowly, with its worker pool) and a flat 20 MiB. The cost is one mmap and munmap per large
 buffer, small beside the copying of a quarter of a megabyte.
 
 Only where it helps: CPython with the GIL on glibc. PyPy keeps bytes in its own collector, free-threaded
 CPython in mimalloc, and musl never raises its threshold. A MALLOC_MMAP_THRESHOLD_ in the environment is
-the operator's choice and is left alone. ctypes is imported only when asked (it costs a few ms of start-up,
-which a stdio server that never sees a large message does not pay).
+the operator's choice and is left alone. Both transports ask the first time a message of LARGE_BYTES or
+more comes or goes, so ctypes (a few ms of start-up) is imported only by a process that needs it.
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
-from mcptest import DEMO, call, line, server_command
+from mcptest import HttpServer, call, line, server_command
 
 try:
     GLIBC = bool(os.confstr("CS_GNU_LIBC_VERSION"))
@@ -55,23 +56,54 @@ def test_elsewhere_nothing_is_pinned():
     assert return_large_buffers() is False  # and ctypes, which a minimal build may lack, is not asked for
 
 
-# A stdio server reports at exit whether it imported ctypes, which only a large message should cost it.
-REPORTS_CTYPES = ("import atexit, runpy, sys; "
-                  "atexit.register(lambda: sys.stderr.write('ctypes imported: %s\\n' % ('ctypes' in sys.modules))); "
-                  "sys.argv = ['mcpserver', sys.argv[1]]; runpy.run_module('mcpserver', run_name='__main__')")
+# A server that says at exit whether it imported ctypes, which only a large message should cost it.
+REPORTS_CTYPES = """
+import atexit, sys
+from mcpserver import Server
+
+server = Server("probe")
 
 
-def ctypes_imported(text):
-    argv = [sys.executable, "-c", REPORTS_CTYPES, server_command(DEMO)[-1]]
-    done = subprocess.run(argv, input=line(call("echo", text=text)), capture_output=True, timeout=60)
+@server.tool()
+def echo(text: str) -> str:
+    return text
+
+
+atexit.register(lambda: sys.stderr.write("ctypes imported: %s\\n" % ("ctypes" in sys.modules)))
+"""
+
+
+@pytest.fixture
+def probe_target(tmp_path):
+    target = tmp_path / "probe.py"
+    target.write_text(REPORTS_CTYPES)
+    return str(target)
+
+
+def over_stdio(target, text):
+    done = subprocess.run(server_command(target), input=line(call("echo", text=text)), capture_output=True,
+                          timeout=60)  # fmt: skip
     assert json.loads(done.stdout)["result"]["content"][0]["text"] == text
     return done.stderr.decode().splitlines()[-1]
 
 
-def test_a_stdio_server_that_sees_only_small_messages_never_imports_ctypes():
-    assert ctypes_imported("small") == "ctypes imported: False"
+def over_http(target, text):
+    with HttpServer(target) as server:
+        status, _, body = server.post(call("echo", text=text))
+        assert status == 200 and body["result"]["content"][0]["text"] == text
+        assert server.stop() == 0
+        deadline = time.monotonic() + 30  # the process has ended; its last stderr line is on its way to us
+        while "ctypes imported" not in server.stderr and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return [line for line in server.stderr.splitlines() if line.startswith("ctypes imported")][-1]
+
+
+@pytest.mark.parametrize("transport", [over_stdio, over_http])
+def test_a_server_that_sees_only_small_messages_never_imports_ctypes(probe_target, transport):
+    assert transport(probe_target, "small") == "ctypes imported: False"
 
 
 @pytest.mark.skipif(not APPLIES, reason="only CPython with the GIL on glibc pins the threshold")
-def test_a_large_message_pins_the_threshold_in_a_stdio_server():
-    assert ctypes_imported("x" * 300_000) == "ctypes imported: True"
+@pytest.mark.parametrize("transport", [over_stdio, over_http])
+def test_a_large_message_pins_the_threshold(probe_target, transport):
+    assert transport(probe_target, "x" * 300_000) == "ctypes imported: True"
