@@ -5,8 +5,8 @@ is freed, but each such block freed raises the threshold to its size, up to 32 M
 message every later one comes from the heap, where the small objects allocated among them keep the freed
 space from going back. Measured with 10 minutes of `make soak` (docs/performance.md): an HTTP server's
 RSS climbed to 266 MiB and stayed there at rest, a stdio server's to 55 MiB; with the threshold pinned at
-256 KiB, 112 MiB (still growing, more slowly, with its worker pool) and a flat 20 MiB. The cost is one mmap and munmap per large
-buffer, small beside the copying of a quarter of a megabyte.
+256 KiB, 112 MiB (still growing, more slowly, with its worker pool) and a flat 20 MiB. The cost is one
+mmap and munmap per large buffer, small beside the copying of a quarter of a megabyte.
 
 Only where it helps: CPython with the GIL on glibc. PyPy keeps bytes in its own collector, free-threaded
 CPython in mimalloc, and musl never raises its threshold. A MALLOC_MMAP_THRESHOLD_ in the environment is
