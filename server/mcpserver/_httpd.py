@@ -318,6 +318,12 @@ class _Poller:
         return events
 
 
+def _print_exception() -> None:
+    import traceback  # only when something went wrong: not at start-up
+
+    traceback.print_exc()
+
+
 class _Workers:
     """At most `limit` threads run requests; at most `queue_limit` requests wait for one."""
 
@@ -627,12 +633,16 @@ class _Server:
     def _fault(self, fd: int) -> None:
         # Found so: PyPy 7.3's ssl raises RuntimeError, not SSLError, for an error OpenSSL 3 gives no reason
         # string, and one TLS client's read took the whole server down.
-        import traceback
-
-        traceback.print_exc()
         conn = self.connections.get(fd)
         if conn is not None:
-            self._close(conn)
+            self._drop(conn)
+        else:
+            _print_exception()
+
+    def _drop(self, conn: _Connection) -> None:
+        """The server's own bug while serving `conn`: logged, and that connection closed."""
+        _print_exception()
+        self._close(conn)
 
     def _event(self, fd: int, events: int) -> None:
         if fd == self._wake_read:
@@ -831,9 +841,7 @@ class _Server:
             try:
                 callback()
             except Exception:
-                import traceback
-
-                traceback.print_exc()
+                _print_exception()
         if state not in (SCREEN, QUEUED, WORKING):
             self._close(conn)
 
@@ -1081,10 +1089,7 @@ class _Server:
                 self._stream_over(conn)
                 return
             except Exception:
-                import traceback
-
-                traceback.print_exc()
-                self._close(conn)
+                self._drop(conn)
                 return
             if not piece:
                 return
@@ -1143,10 +1148,7 @@ class _Server:
                 if step == QUEUED:
                     step = self._respond(conn)
         except Exception:  # the server's own bug: the connection goes, the worker stays
-            import traceback
-
-            traceback.print_exc()
-            self._close(conn)
+            self._drop(conn)
 
     def _screen(self, conn: _Connection) -> Optional[str]:
         assert self.screen is not None and conn.head is not None
@@ -1242,9 +1244,7 @@ class _Server:
 
     def _failed(self, conn: _Connection) -> Optional[str]:
         """The app raised: say so where it logs, and answer 500 if nothing of the response went out yet."""
-        import traceback
-
-        traceback.print_exc()
+        _print_exception()
         if conn.started:
             self._close(conn)
         else:
@@ -1405,9 +1405,7 @@ class _Server:
         try:
             result.on_ready(lambda: self._ready_now(conn))
         except Exception:
-            import traceback
-
-            traceback.print_exc()
+            _print_exception()
             conn.broken = True
             self._ready_now(conn)
 
@@ -1451,9 +1449,7 @@ class _Server:
             try:
                 shutdown()
             except Exception:
-                import traceback
-
-                traceback.print_exc()
+                _print_exception()
         return deadline
 
     def _close_waiting(self) -> int:
@@ -1514,9 +1510,7 @@ def _close_result(result: Any) -> None:
         try:
             close()
         except Exception:
-            import traceback
-
-            traceback.print_exc()
+            _print_exception()
 
 
 def tls_context(cert_file: str, key_file: Optional[str] = None) -> Any:
