@@ -322,3 +322,19 @@ def core_reply(message: Any, server: Any, headers: Optional[dict[str, str]] = No
     if isinstance(typed, protocol.Request):
         return protocol.dispatch(typed, server, headers, flight=flight)
     return None
+
+
+def start_slow_calls(server: Any, count: int, seconds: float, answers: list[int]) -> list[threading.Thread]:
+    """`count` calls of slow_tools' `slow`, each on its own thread appending its status to `answers`,
+    returned once the server has said each started."""
+    import time
+
+    callers = [threading.Thread(target=lambda: answers.append(server.post(call("slow", seconds=seconds))[0]))
+               for _ in range(count)]
+    for caller in callers:
+        caller.start()
+    deadline = time.monotonic() + 10
+    while server.stderr.count("slow: started") < count:
+        assert time.monotonic() < deadline, server.stderr
+        time.sleep(0.01)
+    return callers

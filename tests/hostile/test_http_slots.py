@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from mcptest import DEMO, EXAMPLES, SLOW_TOOLS, HttpServer, call, free_port, mcp_headers, request
+from mcptest import DEMO, EXAMPLES, SLOW_TOOLS, HttpServer, call, free_port, mcp_headers, request, start_slow_calls
 
 NOTES = os.path.join(EXAMPLES, "notes.py")
 CERTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "http", "certs")
@@ -276,14 +276,7 @@ def test_hundreds_of_slow_idle_and_listening_clients_cost_no_thread_each():
 def test_beyond_the_running_and_queued_requests_a_request_gets_503_with_retry_after():
     with HttpServer(SLOW_TOOLS, "--max-requests", "2", "--max-queued", "1") as server:
         answers = []
-        callers = [threading.Thread(target=lambda: answers.append(server.post(call("slow", seconds=1.5))[0]))
-                   for _ in range(2)]
-        for caller in callers:
-            caller.start()
-        deadline = time.monotonic() + 10
-        while server.stderr.count("slow: started") < 2:
-            assert time.monotonic() < deadline, server.stderr
-            time.sleep(0.01)
+        callers = start_slow_calls(server, 2, 1.5, answers)
         queued = threading.Thread(target=lambda: answers.append(server.post(call("pid"))[0]))
         queued.start()
         time.sleep(0.3)  # it waits in the queue: no worker is free

@@ -19,6 +19,7 @@ from mcptest import (
     mcp_headers,
     request,
     server_command,
+    start_slow_calls,
 )
 
 
@@ -133,14 +134,7 @@ def test_a_client_that_stalls_is_dropped_and_others_are_served():
 def test_connections_beyond_the_limit_are_refused_with_503_while_all_are_busy():
     with HttpServer(SLOW_TOOLS, "--max-connections", "2") as server:
         answers = []
-        callers = [threading.Thread(target=lambda: answers.append(server.post(call("slow", seconds=2))[0]))
-                   for _ in range(2)]
-        for caller in callers:
-            caller.start()
-        deadline = time.monotonic() + 10
-        while server.stderr.count("slow: started") < 2:
-            assert time.monotonic() < deadline, server.stderr
-            time.sleep(0.01)
+        callers = start_slow_calls(server, 2, 2, answers)
         extra = raw_connection(server)
         extra.sendall(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n")
         assert extra.recv(1024).startswith(b"HTTP/1.1 503")
