@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import signal
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -77,6 +78,9 @@ def test_a_worker_killed_mid_task_leaves_it_failed_for_the_other(spec):
         done = runner.ok("create", "alice")["task_id"]
         runner.ok("finish", done, result={"content": [{"type": "text", "text": "kept"}]})
         os.kill(runner.pid, signal.SIGKILL)  # gunicorn's master reaps it and starts another worker
+        deadline = time.monotonic() + 30  # until it is reaped, a zombie's pid still answers "alive"
+        while os.path.exists(f"/proc/{runner.pid}") and time.monotonic() < deadline:
+            time.sleep(0.01)
         failed = client.ok("get", task_id, "alice")
         assert failed["status"] == "failed" and f"pid {runner.pid}" in failed["status_message"], failed
         kept = client.ok("get", done, "alice")  # a result saved before the kill stays
