@@ -36,6 +36,7 @@ subscriptions/listen answers at once with a Listening reply the transport keeps 
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 
 from . import _json, _log
 from ._completions import complete
@@ -114,85 +115,105 @@ _BASE64_OPEN, _BASE64_CLOSE = "=?base64?", "?="
 _VISIBLE = re.compile(r"[\t -~]*")  # what a header value may hold: visible ASCII, space and tab
 
 
-class _Frozen:
-    """Messages are values: set once, in __init__."""
+class _Message(tuple):  # type: ignore[type-arg]
+    """Messages are values: immutable, equal when of one kind with equal fields. A tuple underneath,
+    because every message read is built on the hot path, and a tuple is the cheapest immutable value
+    to build (a third of the cost of setting slots past a refusing __setattr__)."""
 
     __slots__ = ()
+    _fields: tuple[str, ...] = ()
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and tuple.__eq__(self, other)
 
-    def _set(self, **fields: Any) -> None:
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
 
     def __repr__(self) -> str:
-        names: tuple[str, ...] = type(self).__slots__
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        fields = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self))
         return f"{type(self).__name__}({fields})"
 
 
-class Request(_Frozen):
+def _field(index: int, doc: str) -> Any:
+    return property(itemgetter(index), doc=doc)
+
+
+class Request(_Message):
     """A request to answer: its id (a string or an integer), method, params (an object), the progress
     token it carries (or None) and what kind of work it is (QUICK, AUTHOR or LISTEN)."""
 
-    __slots__ = ("id", "method", "params", "progress_token", "work")
-    id: Any
-    method: str
-    params: dict[str, Any]
-    progress_token: Any
-    work: str
+    __slots__ = ()
+    _fields = ("id", "method", "params", "progress_token", "work")
+    id: Any = _field(0, "a string or an integer")
+    method: str = _field(1, "the method name")
+    params: dict[str, Any] = _field(2, "an object")
+    progress_token: Any = _field(3, "params._meta's progressToken when a string or an integer, else None")
+    work: str = _field(4, "QUICK, AUTHOR or LISTEN")
 
-    def __init__(self, request_id: Any, method: str, params: dict[str, Any]):
-        meta = params.get("_meta")
-        token = meta.get(META_PROGRESS_TOKEN) if isinstance(meta, dict) else None
-        if not isinstance(token, (str, int)) or isinstance(token, bool):
-            token = None
-        self._set(id=request_id, method=method, params=params, progress_token=token, work=_WORK.get(method, QUICK))
+    def __new__(cls, request_id: Any, method: str, params: dict[str, Any]) -> Request:
+        return _request(request_id, method, params)
 
 
-class Notification(_Frozen):
+_new_message = tuple.__new__
+
+
+def _request(request_id: Any, method: str, params: dict[str, Any]) -> Request:
+    """Request(...) without the class call: what parse builds for every request."""
+    meta = params.get("_meta")
+    token = meta.get(META_PROGRESS_TOKEN) if isinstance(meta, dict) else None
+    if not isinstance(token, (str, int)) or isinstance(token, bool):
+        token = None
+    return _new_message(Request, (request_id, method, params, token, _WORK.get(method, QUICK)))
+
+
+class Notification(_Message):
     """A notification other than a cancel: never answered (its params are not checked)."""
 
-    __slots__ = ("method", "params")
-    method: str
-    params: Any
+    __slots__ = ()
+    _fields = ("method", "params")
+    method: str = _field(0, "the method name")
+    params: Any = _field(1, "as sent")
 
-    def __init__(self, method: str, params: Any):
-        self._set(method=method, params=params)
+    def __new__(cls, method: str, params: Any) -> Notification:
+        return tuple.__new__(cls, (method, params))
 
 
-class Cancel(_Frozen):
+class Cancel(_Message):
     """notifications/cancelled naming a request id a transport can look up (WIRE.md §8)."""
 
-    __slots__ = ("reason", "request_id")
-    request_id: Any
-    reason: Any
+    __slots__ = ()
+    _fields = ("request_id", "reason")
+    request_id: Any = _field(0, "the id of the request to cancel")
+    reason: Any = _field(1, "as sent")
 
-    def __init__(self, request_id: Any, reason: Any):
-        self._set(request_id=request_id, reason=reason)
+    def __new__(cls, request_id: Any, reason: Any) -> Cancel:
+        return tuple.__new__(cls, (request_id, reason))
 
 
-class ClientResponse(_Frozen):
+class ClientResponse(_Message):
     """A JSON-RPC response from the client: the answer to a request the server sent, if it sent one."""
 
-    __slots__ = ("error", "id", "result")
-    id: Any
-    result: Any
-    error: Any
+    __slots__ = ()
+    _fields = ("id", "result", "error")
+    id: Any = _field(0, "the id of the server's request")
+    result: Any = _field(1, "its result, or None")
+    error: Any = _field(2, "its error, or None")
 
-    def __init__(self, response_id: Any, result: Any, error: Any):
-        self._set(id=response_id, result=result, error=error)
+    def __new__(cls, response_id: Any, result: Any, error: Any) -> ClientResponse:
+        return tuple.__new__(cls, (response_id, result, error))
 
 
-class Refusal(_Frozen):
+class Refusal(_Message):
     """A message refused before dispatch (unreadable, malformed, too long): send `reply` as it is."""
 
-    __slots__ = ("reply",)
-    reply: Reply
+    __slots__ = ()
+    _fields = ("reply",)
+    reply: Reply = _field(0, "the error reply")
 
-    def __init__(self, error: ProtocolError, request_id: Any = None):
-        self._set(reply=Reply(_error_response(request_id, error), ANSWERED, error.http_status))
+    def __new__(cls, error: ProtocolError, request_id: Any = None) -> Refusal:
+        return tuple.__new__(cls, (Reply(_error_response(request_id, error), ANSWERED, error.http_status),))
 
 
 class Reply:
@@ -264,23 +285,26 @@ def parse(data: bytes, max_bytes: Optional[int] = None, *, responses: bool = Tru
 
 def classify(message: Any, *, responses: bool = True) -> Message:
     """What a decoded JSON value is, by the envelope rules (steps 1 and 2)."""
-    if isinstance(message, list):
-        return Refusal(InvalidRequest("Invalid Request: batches are not part of protocol 2026-07-28; send one message"))
     if not isinstance(message, dict):
+        if isinstance(message, list):
+            return Refusal(InvalidRequest("Invalid Request: batches are not part of protocol 2026-07-28; "
+                                          "send one message"))
         return Refusal(InvalidRequest("Invalid Request: a message must be a JSON object"))
-    request_id = _readable_id(message.get("id"))
+    request_id = message.get("id")
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        request_id = None  # not one a transport may use as a key: answered without one, if at all
     if message.get("jsonrpc") != "2.0":
         return Refusal(InvalidRequest('Invalid Request: "jsonrpc" must be "2.0"'), request_id)
-    if "method" not in message:
+    method = message.get("method")
+    if method is None and "method" not in message:
         if ("result" in message or "error" in message) and "id" in message:
             if not responses:
                 return Refusal(InvalidRequest("Invalid Request: servers do not accept JSON-RPC responses"), request_id)
             return ClientResponse(message["id"], message.get("result"), message.get("error"))
         return Refusal(InvalidRequest('Invalid Request: "method" is missing'), request_id)
-    method = message["method"]
     if not isinstance(method, str):
         return Refusal(InvalidRequest('Invalid Request: "method" must be a string'), request_id)
-    params = message.get("params", {})
+    params = message["params"] if "params" in message else {}
     if "id" not in message:
         if method == "notifications/cancelled" and isinstance(params, dict):
             cancelled = _readable_id(params.get("requestId"))
@@ -291,7 +315,7 @@ def classify(message: Any, *, responses: bool = True) -> Message:
         return Refusal(InvalidRequest('Invalid Request: "id" must be a string or an integer'))
     if not isinstance(params, dict):
         return Refusal(InvalidParams('Invalid params: "params" must be an object', http_status=400), request_id)
-    return Request(request_id, method, params)
+    return _request(request_id, method, params)
 
 
 def encode(response: dict[str, Any]) -> bytes:
@@ -323,11 +347,10 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
     the modern `_meta` is served as 2026-07-28 in any case.
     """
     # Over HTTP only a legacy session's requests are legacy; a request with the modern _meta never is.
-    if (peer is not None or (headers is None and (request.method == "ping"
-                                                  or opens_legacy(request.method, request.params)))) \
-            and not _is_modern(request.params):
+    request_id, method, params, _, _ = request  # one unpacking: cheaper than three field reads
+    if (peer is not None or (headers is None and (method == "ping" or (method == "initialize" and opens_legacy(
+            method, params))))) and not _is_modern(params):
         return _dispatch_legacy(request, server, flight, peer)
-    request_id, method, params = request.id, request.method, request.params
     try:
         if headers is not None:
             _headers_present(headers, method)

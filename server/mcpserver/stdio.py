@@ -34,13 +34,14 @@ from ._context import Flight
 from ._json import THREAD_STACK_BYTES
 from ._malloc import LARGE_BYTES, return_large_buffers
 from ._server import Server
-from ._session import LegacyPeer
 from ._wire import DEFAULT_GRACE_SECONDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, BinaryIO, Optional, Union
     Writer = Union[BinaryIO, "_FdWriter"]
+
+    from ._session import LegacyPeer
 if TYPE_CHECKING:
     import signal
 else:
@@ -273,7 +274,9 @@ class _Session:
         """A request answered here at once; an initialize makes this process a legacy session (LEGACY.md §1.1)."""
         reply = protocol.dispatch(request, self.server, peer=self.peer)
         if reply.session is not None:
-            self.peer = LegacyPeer(self.server, reply.session, self.write)
+            from . import _session  # imported here: only a legacy client's process pays for it
+
+            self.peer = _session.LegacyPeer(self.server, reply.session, self.write)
             log.info("legacy session: protocol %s with %s", reply.session.revision,
                      reply.session.client_info.get("name", "an unnamed client"))
         self._answer(reply)
@@ -329,7 +332,7 @@ class _Session:
         MAX_WAITING_CALLS (or MAX_WAITING_BYTES) are queued does the reader wait. False when this thread
         lost the reader role while it ran the call."""
         flight = Flight(self.write)
-        with self._changed:
+        with self._lock:  # _changed's own lock, taken without Condition.__enter__'s extra Python call
             self._flights.setdefault(request.id, []).append(flight)  # 1 and "1" are different keys
             if self._running >= self._max_concurrent:
                 while (len(self._queue) >= MAX_WAITING_CALLS or self._queued_bytes + size > MAX_WAITING_BYTES) \
@@ -365,7 +368,7 @@ class _Session:
         finally:
             with self._lock:
                 self._forget(request.id, flight)
-                queued = self._next_queued()
+                queued = self._next_queued() if self._queue else None
                 if queued is None:
                     self._running -= 1
                 if self._waiting:
