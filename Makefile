@@ -20,6 +20,7 @@ help:
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
 	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
+	@echo "make bench-compare BASE=REV   this checkout against another, pair by pair and in instructions (PAIRS=)"
 	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_ARGS=)"
 	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/performance.md (SOAK_MINUTES=)"
 
@@ -31,7 +32,7 @@ $(VENV)/.installed: pyproject.toml
 
 test: $(VENV)/.installed task-store-tools
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
-	  tests/clients tests/fuzz tests/task_store tests/recipes
+	  tests/clients tests/fuzz tests/task_store tests/recipes tests/bench
 
 # tests/task_store starts its own PostgreSQL servers from Debian's postgresql package (psycopg comes with the
 # test extra). The package starts a cluster of its own on installation; nothing uses it, so it is stopped.
@@ -123,7 +124,7 @@ BENCH_PY := $(BENCH_VENV)/bin/python
 ROUNDS ?= 7
 BENCH_ARGS ?=
 
-.PHONY: bench bench-tools
+.PHONY: bench bench-tools bench-compare
 
 $(BENCH_VENV)/.installed: bench/requirements.txt
 	@echo "bench: creating $(BENCH_VENV) with bench/requirements.txt (the official SDK, gunicorn)"
@@ -140,6 +141,17 @@ bench: $(BENCH_VENV)/.installed bench-tools
 	$(PYTHON) bench/run.py --venv $(BENCH_VENV) --rounds $(ROUNDS) $(BENCH_ARGS)
 	$(PYTHON) bench/task_roundtrip.py
 	$(PYTHON) bench/task_store.py --no-postgres
+
+# Two checkouts back to back, pair by pair, and in instructions where valgrind is installed (bench/compare.py):
+# whether a change made mcpserver slower. BASE is a git revision (default HEAD: what the uncommitted change costs)
+# or a folder with a mcpserver package.
+BASE ?= HEAD
+PAIRS ?= 15
+bench-compare:
+	@command -v valgrind >/dev/null 2>&1 || { echo "bench: installing valgrind (apt-get install valgrind)"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends valgrind >/dev/null 2>&1 \
+	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends valgrind >/dev/null; }; }
+	$(PYTHON) bench/compare.py --baseline $(BASE) --pairs $(PAIRS)
 
 # --- fuzzing and soak (tests/fuzz/, bench/soak.py; see docs/performance.md) ------------------------------
 # `make test` runs a short fuzz run (tests/fuzz/test_fuzz.py); these are the full ones.

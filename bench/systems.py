@@ -48,6 +48,7 @@ class System:
     transport: str  # "stdio" or "http"
     argv: tuple[str, ...]  # "{port}" is replaced by a free port for HTTP systems that cannot pick one
     note: str = ""
+    server_dir: str = ""  # where this system imports mcpserver from (empty: SERVER_DIR); bench/compare.py sets it
 
 
 @dataclass
@@ -63,9 +64,9 @@ class Running:
 SERVER_DIR = os.path.join(ROOT, "server")
 
 
-def environment() -> dict[str, str]:
+def environment(server_dir: str = "") -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
-    env["PYTHONPATH"] = SERVER_DIR
+    env["PYTHONPATH"] = server_dir or SERVER_DIR
     return env
 
 
@@ -200,7 +201,8 @@ def start(system: System, log_dir: str, timeout: float = 60.0, wait_ready: bool 
     log.flush()
     stdin = subprocess.PIPE if system.transport == "stdio" else subprocess.DEVNULL
     stdout = subprocess.PIPE if system.transport == "stdio" else log
-    process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=log, cwd=ROOT, env=environment())
+    process = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=log, cwd=ROOT,
+                               env=environment(system.server_dir))
     running = Running(system, process, log, port)
     if system.transport == "http" and wait_ready:
         _wait_ready(running, timeout)
