@@ -41,7 +41,6 @@ from operator import itemgetter
 from . import _json, _log
 from ._completions import complete
 from ._context import Cancelled, Context, Flight, InputRequired, Peer
-from ._legacy import LOG_LEVELS, LegacySession, initialize, opens_legacy, shape
 from ._resources import ResourceNotFound
 from ._server import Server
 from ._state import arguments_digest
@@ -78,6 +77,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
     from typing import Any, Callable, Optional, Union
     Handler = Callable[[Server, dict[str, Any], Context], Any]
 
+    from ._legacy import LegacySession
     from ._tasks import TaskManager
     Message = Union["Request", "Notification", "Cancel", "ClientResponse", "Refusal"]
 
@@ -304,7 +304,7 @@ def classify(message: Any, *, responses: bool = True) -> Message:
         return Refusal(InvalidRequest('Invalid Request: "method" is missing'), request_id)
     if not isinstance(method, str):
         return Refusal(InvalidRequest('Invalid Request: "method" must be a string'), request_id)
-    params = message["params"] if "params" in message else {}
+    params = message.get("params", {})
     if "id" not in message:
         if method == "notifications/cancelled" and isinstance(params, dict):
             cancelled = _readable_id(params.get("requestId"))
@@ -348,8 +348,8 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
     """
     # Over HTTP only a legacy session's requests are legacy; a request with the modern _meta never is.
     request_id, method, params, _, _ = request  # one unpacking: cheaper than three field reads
-    if (peer is not None or (headers is None and (method == "ping" or (method == "initialize" and opens_legacy(
-            method, params))))) and not _is_modern(params):
+    opens = method == "ping" or (method == "initialize" and _legacy().opens_legacy(method, params))
+    if (peer is not None or (headers is None and opens)) and not _is_modern(params):
         return _dispatch_legacy(request, server, flight, peer)
     try:
         if headers is not None:
@@ -379,6 +379,19 @@ def _is_modern(params: dict[str, Any]) -> bool:
     return isinstance(meta, dict) and META_VERSION in meta
 
 
+_LEGACY_MODULE: Any = None
+
+
+def _legacy() -> Any:
+    """mcpserver._legacy, imported when a legacy client first shows up: a 2026-07-28 client's server
+    does not pay for it at start-up."""
+    global _LEGACY_MODULE
+    if _LEGACY_MODULE is None:
+        from . import _legacy as module
+        _LEGACY_MODULE = module
+    return _LEGACY_MODULE
+
+
 def _dispatch_legacy(request: Request, server: Server, flight: Optional[Flight], peer: Optional[Peer]) -> Reply:
     """A request of an initialize-based revision (LEGACY.md): no _meta rules, legacy methods, legacy
     error codes, and every result shaped for the session's revision."""
@@ -387,7 +400,7 @@ def _dispatch_legacy(request: Request, server: Server, flight: Optional[Flight],
         if method == "initialize":
             if peer is not None:
                 raise InvalidRequest("Invalid Request: this session is already initialized")
-            result, session = initialize(params, server.info, server.capabilities(), server.instructions)
+            result, session = _legacy().initialize(params, server.info, server.capabilities(), server.instructions)
             return Reply({"jsonrpc": "2.0", "id": request_id, "result": result}, session=session)
         if method == "ping":
             return Reply({"jsonrpc": "2.0", "id": request_id, "result": {}})
@@ -397,7 +410,7 @@ def _dispatch_legacy(request: Request, server: Server, flight: Optional[Flight],
         meta = params.get("_meta")
         context = Context(request_id, meta if isinstance(meta, dict) else {}, flight, method, peer=peer)
         result = run(server, params, context)
-        return Reply({"jsonrpc": "2.0", "id": request_id, "result": shape(method, result, peer.session)})
+        return Reply({"jsonrpc": "2.0", "id": request_id, "result": _legacy().shape(method, result, peer.session)})
     except MissingClientCapability as exc:
         if method != "tools/call":
             return _legacy_error(request_id, InvalidRequest(f"Invalid Request: {exc.message}", data=exc.data))
@@ -433,10 +446,11 @@ def _legacy_method(method: str, server: Server) -> Handler:
 
 def _set_level(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     level = params.get("level")
-    if level not in LOG_LEVELS:
-        raise InvalidParams(f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
+    levels = _legacy().LOG_LEVELS
+    if level not in levels:
+        raise InvalidParams(f"Invalid params: level must be one of {', '.join(levels)}")
     assert context.peer is not None
-    context.peer.set_log_level(level)
+    context.peer.set_log_level(str(level))
     return {}
 
 
