@@ -143,6 +143,9 @@ _WAITING = frozenset((HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER))  # no request
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _REQUEST_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([!-~]+) HTTP/(1\.[01])")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+# A whole well-formed header line: a token, a colon, the value without the spaces and tabs around it.
+_FIELD_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*"
+                         r"((?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)[ \t]*")
 _HEAD_END = re.compile(b"\r?\n\r?\n")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _INFINITY = float("inf")
@@ -176,12 +179,11 @@ class Head:
 def parse_head(data: bytes) -> Head:
     """Parse a request head (without its blank line); HttpError for anything RFC 9112 does not allow."""
     text = data.decode("latin-1")
-    lines = text.split("\n")
-    for index, line in enumerate(lines):
-        if line.endswith("\r"):
-            lines[index] = line = line[:-1]
-        if "\r" in line:
-            raise HttpError(400, "A bare CR in the request head")
+    if text.endswith("\r"):  # the last line's CR (its LF came with the blank line)
+        text = text[:-1]
+    if "\r" in text.replace("\r\n", ""):  # a CR that ends no line
+        raise HttpError(400, "A bare CR in the request head")
+    lines = text.replace("\r\n", "\n").split("\n")
     match = _REQUEST_LINE.fullmatch(lines[0])
     if match is None:
         if re.fullmatch(r"\S+ \S+ HTTP/\d\.\d", lines[0]):
@@ -190,8 +192,12 @@ def parse_head(data: bytes) -> Head:
     method, target, version = match.groups()
     if len(lines) - 1 > MAX_HEADER_LINES:
         raise HttpError(431, f"More than {MAX_HEADER_LINES} header lines")
-    headers = []
+    headers: list[tuple[str, str]] = []
     for line in lines[1:]:
+        field = _FIELD_LINE.fullmatch(line)
+        if field is not None:  # the common case in one match; what fails it is told apart below
+            headers.append((field[1], field[2]))
+            continue
         name, colon, value = line.partition(":")
         if not colon or not _TOKEN.fullmatch(name):
             raise HttpError(400, "Malformed header line" if not line[:1].isspace() else "Folded header lines are "
@@ -203,12 +209,17 @@ def parse_head(data: bytes) -> Head:
     return _framed(method, target, version, headers)
 
 
+_FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection", "expect"})
+
+
 def _framed(method: str, target: str, version: str, headers: list[tuple[str, str]]) -> Head:
     hosts, connection, expect = 0, "", ""
     lengths: set[str] = set()
     encodings: list[str] = []
     for name, value in headers:
         lowered = name.lower()
+        if lowered not in _FRAMING:
+            continue
         if lowered == "host":
             hosts += 1
         elif lowered == "content-length":

@@ -64,6 +64,10 @@ class Logger:
     def __init__(self, name: str):
         self.name = name
 
+    def enabled(self, level: int) -> bool:
+        """Whether a record at `level` would be written (always True when logging is configured: it decides)."""
+        return not _Settings.direct or level >= _Settings.level
+
     def debug(self, message: str, *args: Any) -> None:
         self._log(10, message, args)
 

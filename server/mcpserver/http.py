@@ -104,6 +104,23 @@ def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
 
+_STREAMED = frozenset({"text/event-stream", "*/*"})  # an Accept with one of these takes an SSE answer
+_JSON_ANSWERABLE = frozenset({"application/json", "*/*", "application/*", ""})
+_ACCEPTED: dict[str, frozenset[str]] = {}  # Accept header -> its media types: a client sends the same one each time
+_ACCEPTED_KEPT = 64  # distinct Accept values remembered; past that the memory starts over, so no client can grow it
+
+
+def _accepted(header: str) -> frozenset[str]:
+    """The media types an Accept header names (parameters and case dropped)."""
+    found = _ACCEPTED.get(header)
+    if found is None:
+        found = frozenset(_media_type(part) for part in header.split(","))
+        if len(_ACCEPTED) >= _ACCEPTED_KEPT:
+            _ACCEPTED.clear()
+        _ACCEPTED[header] = found
+    return found
+
+
 def _printable(text: Any) -> str:
     """What a client sent, safe to put in one log line: control characters and quotes escaped."""
     return repr(str(text))[1:-1]
@@ -189,7 +206,7 @@ class _Admitted:
 
     __slots__ = ("accepted", "length", "principal", "principal_key")
 
-    def __init__(self, accepted: set[str], length: int, principal: Any, principal_key: Optional[str]):
+    def __init__(self, accepted: frozenset[str], length: int, principal: Any, principal_key: Optional[str]):
         self.accepted = accepted
         self.length = length
         self.principal = principal
@@ -311,6 +328,8 @@ class McpApp:
         self.server.shutdown()
 
     def _log(self, environ: dict[str, Any], status: str, started: float) -> None:
+        if not access_log.enabled(20):  # --log-level warning: the line's fields are not even gathered
+            return
         access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),
                         _printable(environ.get("REQUEST_METHOD")),
                         _printable(environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO")),
@@ -327,7 +346,7 @@ class McpApp:
             return Response.json(message.reply)
         if not isinstance(message, protocol.Request):
             return Response.json(None)  # a notification: accepted, never answered
-        if opens_legacy(message.method, message.params) and not _modern(message):
+        if message.method == "initialize" and opens_legacy(message.method, message.params) and not _modern(message):
             return self._initialize(message, admitted)
         return self._request(message, environ, admitted)
 
@@ -395,7 +414,7 @@ class McpApp:
     def _session_stream(self, peer: LegacyPeer, environ: dict[str, Any], admitted: _Admitted) -> Union[Response,
                                                                                                        _Stream]:
         """GET: the session's standalone stream, for what concerns no request (list changes, updates)."""
-        if not admitted.accepted & {"text/event-stream", "*/*"}:
+        if admitted.accepted.isdisjoint(_STREAMED):
             return Response.plain(406, "The standalone stream is text/event-stream; accept it")
         try:
             release = self._listens.take(self._peer(environ), admitted.principal_key)
@@ -425,19 +444,18 @@ class McpApp:
                            "with X-Forwarded-Proto: https")
         principal, principal_key = self._authenticate(environ)
         if method != "POST":  # a session's GET or DELETE: no body
-            accepted = {_media_type(t) for t in environ.get("HTTP_ACCEPT", "*/*").split(",")}
-            return _Admitted(accepted, 0, principal, principal_key)
+            return _Admitted(_accepted(environ.get("HTTP_ACCEPT", "*/*")), 0, principal, principal_key)
         if _media_type(environ.get("CONTENT_TYPE", "")) != "application/json":
             raise _refused(415, "Send the JSON-RPC message as application/json")
-        accepted = {_media_type(t) for t in environ.get("HTTP_ACCEPT", "*/*").split(",")}
-        if not accepted & {"application/json", "*/*", "application/*", ""}:
+        accepted = _accepted(environ.get("HTTP_ACCEPT", "*/*"))
+        if accepted.isdisjoint(_JSON_ANSWERABLE):
             raise _refused(406, "Responses are application/json; accept it")
         return _Admitted(accepted, self._declared_length(environ), principal, principal_key)
 
     def _request(self, request: protocol.Request, environ: dict[str, Any],
                  admitted: _Admitted) -> Union[Response, _Stream]:
         headers = self._mirrored(environ)
-        streams = bool(admitted.accepted & {"text/event-stream", "*/*"})
+        streams = not admitted.accepted.isdisjoint(_STREAMED)
         if request.work == protocol.LISTEN:
             if not streams:
                 return Response.plain(406, "subscriptions/listen answers with text/event-stream; accept it")

@@ -1,0 +1,43 @@
+"""parse_head, the HTTP/1.1 request head parser: what it keeps, and the exact refusal for each flaw.
+
+Its common case is one regular expression per header line; every line that fails it is parsed again
+the long way, to say what is wrong. These pin both paths to RFC 9112's rules."""
+
+import pytest
+
+from mcpserver._httpd import HttpError, parse_head
+
+
+def test_values_lose_the_spaces_and_tabs_around_them_and_keep_those_inside():
+    head = parse_head(b"POST /mcp HTTP/1.1\r\nHost:  localhost \r\nX-A:\ta \t b\t\r\nX-Empty:\r\nX-Spaces:   ")
+    assert head.headers == [("Host", "localhost"), ("X-A", "a \t b"), ("X-Empty", ""), ("X-Spaces", "")]
+    assert (head.method, head.target, head.version, head.keep_alive) == ("POST", "/mcp", "1.1", True)
+
+
+def test_lines_may_end_with_a_bare_lf_and_the_last_with_its_cr():
+    head = parse_head(b"POST /mcp HTTP/1.1\nHost: h\r\nContent-Length: 2\nX-Last: v\r")
+    assert head.headers == [("Host", "h"), ("Content-Length", "2"), ("X-Last", "v")] and head.length == 2
+
+
+def test_latin_1_bytes_are_kept_and_obsolete_text_is_allowed():
+    head = parse_head(b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Name: caf\xe9 \x80\xff")
+    assert head.headers[1] == ("X-Name", "caf\xe9 \x80\xff")
+
+
+@pytest.mark.parametrize(("head", "status", "message"), [
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Cr: a\rb", 400, "A bare CR in the request head"),
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\r\nX: y", 400, "A bare CR in the request head"),
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\nBad Name: x", 400, "Malformed header line"),
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\nNoColon", 400, "Malformed header line"),
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\n folded: more", 400, "Folded header lines are not accepted"),
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Nul: a\x00b", 400, "Header X-Nul holds a control character"),
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\nX-Del: a\x7f", 400, "Header X-Del holds a control character"),
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\nHost: h", 400, "An HTTP/1.1 request needs exactly one Host header"),
+    (b"POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2", 400,
+     "Content-Length headers disagree"),
+    (b"POST /mcp HTTP/2.0\r\nHost: h", 505, "Only HTTP/1.0 and HTTP/1.1 are served"),
+])
+def test_each_flaw_has_its_own_refusal(head, status, message):
+    with pytest.raises(HttpError) as refused:
+        parse_head(head)
+    assert (refused.value.status, str(refused.value)) == (status, message)
