@@ -145,6 +145,10 @@ def change(baseline: float, candidate: float, better: str) -> float:
 # -- instructions ------------------------------------------------------------------------------------
 
 _REFS = re.compile(rb"I\s+refs:\s+([\d,]+)")
+# How a counted process is started. A fixed hash seed makes the count repeat to within a few thousand
+# instructions; with a random one it moves by about a million (1 % of a start-up) from run to run.
+_COUNTED = ("env", "PYTHONHASHSEED=0", "valgrind", "--tool=cachegrind", "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null")
 
 
 class Unserved(Exception):
@@ -154,15 +158,21 @@ class Unserved(Exception):
 def instructions(python: str, folder: str, argv: list[str], stdin: bytes, answered: bytes = b"") -> int:
     """Instructions the process executes (cachegrind, no cache simulation), all threads counted; Unserved
     when its output lacks `answered`."""
-    done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                           python, *argv], input=stdin, capture_output=True, env=systems.environment(folder),
-                          cwd=systems.ROOT, timeout=900, check=False)
+    env = {**systems.environment(folder), "PYTHONHASHSEED": "0"}  # str hashes, hence dict probes, alike each run
+    done = subprocess.run([*_COUNTED, python, *argv], input=stdin, capture_output=True, env=env, cwd=systems.ROOT,
+                          timeout=900, check=False)
     found = _REFS.search(done.stderr)
     if done.returncode != 0 or not found:
         raise RuntimeError(f"valgrind failed ({done.returncode}): {done.stderr[-500:]!r}")
     if answered not in done.stdout:
         raise Unserved(f"no {answered!r} in what it answered: {done.stdout[:200]!r}")
     return int(found.group(1).replace(b",", b""))
+
+
+# python -m mcpserver demo.py, ending at the end of its own shutdown: the finalization that follows (the
+# interpreter's last collection) is no part of a start-up to the first answer.
+_TO_THE_ANSWER = ["-c", "import atexit, os, runpy, sys; atexit.register(os._exit, 0); "
+                  f"sys.argv = ['mcpserver', {systems.DEMO!r}]; runpy.run_module('mcpserver', run_name='__main__')"]
 
 
 def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float]]:
@@ -172,11 +182,14 @@ def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float
     opening = clients.encode(clients.legacy_initialize(0)) + b"\n" + clients.encode(clients.INITIALIZED) + b"\n"
     legacy = b"".join(clients.legacy_echo_line(i) for i in range(1, count + 1))
 
-    def start_up(folder: str) -> float:  # to the first answer, and out
+    def start_up(folder: str) -> float:  # to the first answer; the interpreter's own exit is left out
+        return instructions(args.python, folder, _TO_THE_ANSWER, clients.echo_line(1))
+
+    def whole(folder: str) -> float:  # echo REQUEST | server: start, answer, exit
         return instructions(args.python, folder, server, clients.echo_line(1))
 
     def per_request(folder: str) -> float:
-        return (instructions(args.python, folder, server, modern) - start_up(folder)) / (count - 1)
+        return (instructions(args.python, folder, server, modern) - whole(folder)) / (count - 1)
 
     def per_legacy_request(folder: str) -> float:
         opened = instructions(args.python, folder, server, opening, b'"protocolVersion"')
@@ -189,6 +202,7 @@ def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float
 
     return {
         "stdio start-up to the first answer (instructions)": start_up,
+        "echo REQUEST | server, start to exit (instructions)": whole,
         "stdio pipelined, per request (instructions)": per_request,
         "stdio legacy session, per request (instructions)": per_legacy_request,
         "HTTP keep-alive, per request (instructions)": http_per_request,
@@ -198,8 +212,7 @@ def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float
 def http_instructions(python: str, folder: str, count: int) -> int:
     """Instructions of an HTTP server (under cachegrind) that answers `count` keep-alive echo calls after
     measure.http_sequential's warm-up, then stops on SIGTERM."""
-    argv = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", python, "-m",
-            "mcpserver", "--http", "--port", "0", "--log-level", "warning", systems.DEMO)
+    argv = (*_COUNTED, python, "-m", "mcpserver", "--http", "--port", "0", "--log-level", "warning", systems.DEMO)
     scratch = tempfile.mkdtemp(prefix="bench-compare-http-")
     try:
         running = systems.start(systems.System("counted", "mcpserver under cachegrind", "http", argv,

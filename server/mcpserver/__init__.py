@@ -12,17 +12,19 @@
 Serve it with `python -m mcpserver demo.py` (stdio) or `python -m mcpserver --http demo.py`.
 """
 
-from . import content, inputs
-from ._context import Cancelled, Context
-from ._loader import load_target
-from ._prompts import Prompt
-from ._resources import Resource, ResourceNotFound, ResourceTemplate
-from ._run import run
-from ._server import Server
-from ._tools import Tool, ToolError, ToolResult
-from ._version import __version__
-from .errors import ConfigError, ProtocolError
-from .protocol import PROTOCOL_VERSION, handle
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what type checkers see; at run time each name is imported when first asked for
+    from . import content, inputs
+    from ._context import Cancelled, Context
+    from ._loader import load_target
+    from ._prompts import Prompt
+    from ._resources import Resource, ResourceNotFound, ResourceTemplate
+    from ._run import run
+    from ._server import Server
+    from ._tools import Tool, ToolError, ToolResult
+    from ._version import __version__
+    from .errors import ConfigError, ProtocolError
+    from .protocol import PROTOCOL_VERSION, handle
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -45,3 +47,28 @@ __all__ = [
     "load_target",
     "run",
 ]
+
+# Where each public name lives (None: a submodule). `import mcpserver` imports none of them, so the command
+# line (python -m mcpserver) starts before the registry and the core are imported, and decides how.
+_HOMES = {
+    "PROTOCOL_VERSION": "._wire", "Cancelled": "._context", "ConfigError": ".errors", "Context": "._context",
+    "Prompt": "._prompts", "ProtocolError": ".errors", "Resource": "._resources",
+    "ResourceNotFound": "._resources", "ResourceTemplate": "._resources", "Server": "._server", "Tool": "._tools",
+    "ToolError": "._tools", "ToolResult": "._tools", "__version__": "._version", "content": None,
+    "handle": ".protocol", "inputs": None, "load_target": "._loader", "run": "._run",
+}
+
+
+def __getattr__(name: str) -> object:  # PEP 562: a public name, imported on first use, then kept
+    if name not in _HOMES:
+        raise AttributeError(f"module 'mcpserver' has no attribute {name!r}")
+    from importlib import import_module
+
+    home = _HOMES[name]
+    value = import_module("." + name, __name__) if home is None else getattr(import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -4,7 +4,6 @@ Its common case is one regular expression per header line; every line that fails
 the long way, to say what is wrong. These pin both paths to RFC 9112's rules."""
 
 import pytest
-
 from mcpserver._httpd import HttpError, parse_head
 
 

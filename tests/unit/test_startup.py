@@ -5,6 +5,7 @@ users feel most (docs/performance.md). Each module below costs milliseconds to i
 needed to answer the demo's first tools/call; a test fails if one comes back onto that path.
 """
 
+import json
 import os
 import re
 import shutil
@@ -118,3 +119,72 @@ def test_the_check_sees_a_heavy_import():
                           env=env)
     assert "argparse" in {m.group(1).decode() for m in re.finditer(rb"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)",
                                                                       done.stderr)}
+
+
+def package_modules_after(code):
+    done = subprocess.run([sys.executable, "-c", code + "; print(' '.join(sys.modules))"], capture_output=True,
+                          text=True, check=True, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server")))
+    return {name for name in done.stdout.split() if name.startswith("mcpserver.")}
+
+
+def test_import_mcpserver_imports_no_module_until_a_name_is_asked_for():
+    # The facade is lazy (PEP 562), so the command line decides how the rest is imported (below).
+    assert package_modules_after("import sys, mcpserver") == set()
+    assert "mcpserver._server" in package_modules_after("import sys; from mcpserver import Server")
+    assert package_modules_after("import sys, mcpserver; mcpserver.PROTOCOL_VERSION") == {"mcpserver._wire"}
+
+
+def test_every_public_name_is_the_one_its_module_defines():
+    import mcpserver
+    import mcpserver._server
+    import mcpserver.content
+
+    assert mcpserver.Server is mcpserver._server.Server and mcpserver.content is mcpserver.content
+    assert set(mcpserver.__all__) <= set(dir(mcpserver))
+    with pytest.raises(AttributeError, match="no attribute 'Servr'"):
+        mcpserver.Servr  # noqa: B018
+
+
+GC_PROBE = '''
+import gc
+from mcpserver import Server
+
+server = Server("gc-probe", "1.0.0")
+
+
+@server.tool()
+def collector() -> str:
+    """How the collector stands while the server serves."""
+    frozen = gc.get_freeze_count() if hasattr(gc, "get_freeze_count") else -1
+    return f"enabled={gc.isenabled()} frozen={frozen}"
+'''
+
+
+def test_the_command_line_collects_again_once_started_with_start_up_kept_out_of_the_way(tmp_path):
+    # Start-up runs with the collector off (what it makes lives as long as the process); serving never does.
+    target = tmp_path / "gc_probe.py"
+    target.write_text(GC_PROBE)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server"))
+    done = subprocess.run([sys.executable, "-m", "mcpserver", str(target)], input=line(call("collector")),
+                          capture_output=True, env=env, timeout=60, check=True)
+    text = json.loads(done.stdout.splitlines()[0])["result"]["content"][0]["text"]
+    enabled, frozen = (part.split("=")[1] for part in text.split())
+    assert enabled == "True", text
+    if hasattr(__import__("gc"), "freeze"):
+        assert int(frozen) > 1000, text  # the package, the probe's module and its registry, at least
+
+
+def test_a_start_that_fails_leaves_the_collector_as_it_found_it():
+    import gc
+
+    from mcpserver.__main__ import main
+
+    assert gc.isenabled()
+    assert main(["no/such/server.py"]) == 1
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert main(["no/such/server.py"]) == 1
+        assert not gc.isenabled()  # a caller that had it off gets it back off
+    finally:
+        gc.enable()
