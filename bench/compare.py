@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sequential", type=int, default=1000)
     parser.add_argument("--cold-starts", type=int, default=3, help="spawns per checkout per pair")
     parser.add_argument("--no-instructions", action="store_true", help="skip the cachegrind counts")
+    parser.add_argument("--only", metavar="WORDS", help="only the metrics whose name contains WORDS")
     parser.add_argument("--python", default=sys.executable, help="the interpreter both checkouts run on")
     return parser
 
@@ -245,6 +246,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                  "candidate": stdio_system(args.python, cand_dir, "candidate")}
         timed: dict[str, Any] = {}
         for name, (unit, better, measure_one) in timed_metrics(args, log_dir).items():
+            if args.only and args.only not in name:
+                continue
             pairs = []
             try:
                 for index in range(args.pairs):
@@ -258,6 +261,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         counted: dict[str, Any] = {}
         if not args.no_instructions and shutil.which("valgrind"):
             for name, count_one in counted_metrics(args).items():
+                if args.only and args.only not in name:
+                    continue
                 try:
                     got = {"baseline": count_one(base_dir), "candidate": count_one(cand_dir)}
                 except Unserved as exc:
@@ -293,9 +298,11 @@ def table(result: dict[str, Any]) -> str:
     rows = ["| metric | baseline | candidate | candidate slower by (median of pairs) | quartiles |",
             "|---|---:|---:|---:|---|"]
     for name, s in result["timed"].items():
+        name = name.replace("|", "\\|")
         rows.append(f"| {name} | {s['baseline_median']:.4g} | {s['candidate_median']:.4g} | "
                     f"{s['slower_median']:+.1%} | {s['slower_q1']:+.1%} to {s['slower_q3']:+.1%} |")
     for name, s in result["instructions"].items():
+        name = name.replace("|", "\\|")
         rows.append(f"| {name} | {s['baseline']:,.0f} | {s['candidate']:,.0f} | {s['change']:+.1%} | exact |")
     return "\n".join(rows)
 
