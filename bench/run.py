@@ -15,7 +15,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import secrets
 import shutil
 import statistics
@@ -520,22 +519,9 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(results, out, indent=1)
     print(f"bench: results in bench/results/results-{stamp}.json ({results['seconds']} s)", flush=True)
     if not args.no_doc:
-        lab_times = os.path.join(systems.BENCH, "lab_times.json")
-        soak = _soak_section(args.doc)
-        with open(args.doc, "w") as out:
-            out.write(report.render(results, lab_times) + ("\n" + soak if soak else ""))
+        report.write_doc(results, args.doc)
         print(f"bench: wrote {os.path.relpath(args.doc, systems.ROOT)}", flush=True)
     return 0
-
-
-def _soak_section(path: str) -> str:
-    """The section `make soak` wrote into the report (between its markers), kept when the rest is rewritten."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            found = re.search(r"<!-- soak: start.*?<!-- soak: end -->\n", file.read(), re.S)
-    except OSError:
-        return ""
-    return found.group(0) if found else ""
 
 
 if __name__ == "__main__":
