@@ -69,7 +69,7 @@ from collections import OrderedDict, deque
 from ._json import THREAD_STACK_BYTES
 from ._malloc import LARGE_BYTES, return_large_buffers
 from ._version import __version__
-from ._wire import DEFAULT_GRACE_SECONDS, status_line
+from ._wire import DEFAULT_GRACE_SECONDS, HEADER_TOKEN, status_line
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -140,12 +140,11 @@ SCREEN, QUEUED, WORKING, WRITING, STREAM, CLOSED = "screen", "queued", "working"
 TOO_LARGE = "too large"  # not a state: what _next_step says of a head whose body exceeds max_body_bytes
 _WAITING = frozenset((HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER))  # no request in progress: reclaimable
 
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_REQUEST_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([!-~]+) HTTP/(1\.[01])")
+_TOKEN = re.compile(HEADER_TOKEN)
+_REQUEST_LINE = re.compile(rf"({HEADER_TOKEN}) ([!-~]+) HTTP/(1\.[01])")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 # A whole well-formed header line: a token, a colon, the value without the spaces and tabs around it.
-_FIELD_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*"
-                         r"((?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)[ \t]*")
+_FIELD_LINE = re.compile(rf"({HEADER_TOKEN}):[ \t]*" r"((?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)[ \t]*")
 _HEAD_END = re.compile(b"\r?\n\r?\n")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _INFINITY = float("inf")
