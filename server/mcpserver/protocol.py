@@ -74,12 +74,13 @@ from .errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
-    from typing import Any, Callable, Optional, Union
+    from typing import Any, Callable, Optional, TypeVar, Union
     Handler = Callable[[Server, dict[str, Any], Context], Any]
 
     from ._legacy import LegacySession
     from ._tasks import TaskManager
     Message = Union["Request", "Notification", "Cancel", "ClientResponse", "Refusal"]
+    _M = TypeVar("_M", bound="_Message")
 
 __all__ = ["ANSWERED", "AUTHOR", "CANCELLED", "LISTEN", "LISTENING", "PROTOCOL_VERSION", "QUICK", "SUPPORTED_VERSIONS",
            "Cancel", "ClientResponse", "Listening", "Notification", "Refusal", "Reply", "Request", "dispatch",
@@ -118,10 +119,21 @@ _VISIBLE = re.compile(r"[\t -~]*")  # what a header value may hold: visible ASCI
 class _Message(tuple):  # type: ignore[type-arg]
     """Messages are values: immutable, equal when of one kind with equal fields. A tuple underneath,
     because every message read is built on the hot path, and a tuple is the cheapest immutable value
-    to build (under half the cost of setting slots past a refusing __setattr__)."""
+    to build (under half the cost of setting slots past a refusing __setattr__). A kind's fields are its
+    annotations, in order: each becomes a read-only property over its place in the tuple."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
+
+    def __init_subclass__(cls) -> None:
+        cls._fields = tuple(name for name in cls.__annotations__ if not name.startswith("_"))
+        for index, name in enumerate(cls._fields):
+            setattr(cls, name, property(itemgetter(index)))
+
+    def __new__(cls: type[_M], *fields: Any) -> _M:
+        if len(fields) != len(cls._fields):
+            raise TypeError(f"{cls.__name__} takes {len(cls._fields)} fields ({', '.join(cls._fields)})")
+        return tuple.__new__(cls, fields)
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and tuple.__eq__(self, other)
@@ -136,21 +148,17 @@ class _Message(tuple):  # type: ignore[type-arg]
         return f"{type(self).__name__}({fields})"
 
 
-def _field(index: int, doc: str) -> Any:
-    return property(itemgetter(index), doc=doc)
-
-
 class Request(_Message):
     """A request to answer: its id (a string or an integer), method, params (an object), the progress
-    token it carries (or None) and what kind of work it is (QUICK, AUTHOR or LISTEN)."""
+    token it carries (params._meta's progressToken when a string or an integer, else None) and what kind
+    of work it is (QUICK, AUTHOR or LISTEN)."""
 
     __slots__ = ()
-    _fields = ("id", "method", "params", "progress_token", "work")
-    id: Any = _field(0, "a string or an integer")
-    method: str = _field(1, "the method name")
-    params: dict[str, Any] = _field(2, "an object")
-    progress_token: Any = _field(3, "params._meta's progressToken when a string or an integer, else None")
-    work: str = _field(4, "QUICK, AUTHOR or LISTEN")
+    id: Any
+    method: str
+    params: dict[str, Any]
+    progress_token: Any
+    work: str
 
     def __new__(cls, request_id: Any, method: str, params: dict[str, Any]) -> Request:
         return _request(request_id, method, params)
@@ -169,48 +177,38 @@ def _request(request_id: Any, method: str, params: dict[str, Any]) -> Request:
 
 
 class Notification(_Message):
-    """A notification other than a cancel: never answered (its params are not checked)."""
+    """A notification other than a cancel, with its method and params as sent: never answered (its
+    params are not checked). Notification(method, params)."""
 
     __slots__ = ()
-    _fields = ("method", "params")
-    method: str = _field(0, "the method name")
-    params: Any = _field(1, "as sent")
-
-    def __new__(cls, method: str, params: Any) -> Notification:
-        return tuple.__new__(cls, (method, params))
+    method: str
+    params: Any
 
 
 class Cancel(_Message):
-    """notifications/cancelled naming a request id a transport can look up (WIRE.md §8)."""
+    """notifications/cancelled naming a request id a transport can look up, and its reason as sent
+    (WIRE.md §8). Cancel(request_id, reason)."""
 
     __slots__ = ()
-    _fields = ("request_id", "reason")
-    request_id: Any = _field(0, "the id of the request to cancel")
-    reason: Any = _field(1, "as sent")
-
-    def __new__(cls, request_id: Any, reason: Any) -> Cancel:
-        return tuple.__new__(cls, (request_id, reason))
+    request_id: Any
+    reason: Any
 
 
 class ClientResponse(_Message):
-    """A JSON-RPC response from the client: the answer to a request the server sent, if it sent one."""
+    """A JSON-RPC response from the client: the answer to a request the server sent, if it sent one;
+    its result or its error, the other None. ClientResponse(id, result, error)."""
 
     __slots__ = ()
-    _fields = ("id", "result", "error")
-    id: Any = _field(0, "the id of the server's request")
-    result: Any = _field(1, "its result, or None")
-    error: Any = _field(2, "its error, or None")
-
-    def __new__(cls, response_id: Any, result: Any, error: Any) -> ClientResponse:
-        return tuple.__new__(cls, (response_id, result, error))
+    id: Any
+    result: Any
+    error: Any
 
 
 class Refusal(_Message):
     """A message refused before dispatch (unreadable, malformed, too long): send `reply` as it is."""
 
     __slots__ = ()
-    _fields = ("reply",)
-    reply: Reply = _field(0, "the error reply")
+    reply: Reply
 
     def __new__(cls, error: ProtocolError, request_id: Any = None) -> Refusal:
         return tuple.__new__(cls, (Reply(_error_response(request_id, error), ANSWERED, error.http_status),))

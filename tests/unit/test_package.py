@@ -75,6 +75,7 @@ def test_the_package_ships_its_type_marker_and_a_version():
 
 
 def test_the_public_api_is_what_all_says():
+    assert set(mcpserver._HOMES) == set(mcpserver.__all__)  # the lazy facade knows where each name lives
     for name in mcpserver.__all__:
         assert hasattr(mcpserver, name), name
 

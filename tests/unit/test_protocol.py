@@ -242,6 +242,16 @@ def test_messages_are_immutable_values():
         typed.id = 4
 
 
+def test_a_message_kind_has_its_annotated_fields_in_order_and_no_other():
+    assert protocol.Request._fields == ("id", "method", "params", "progress_token", "work")
+    assert protocol.Cancel(3, "why") == protocol.Cancel(3, "why") != protocol.Notification(3, "why")
+    with pytest.raises(TypeError, match="Cancel takes 2 fields"):
+        protocol.Cancel(3)
+    response = protocol.ClientResponse(4, {"ok": True}, None)
+    assert (response.id, response.result, response.error) == (4, {"ok": True}, None)
+    assert repr(response) == "ClientResponse(id=4, result={'ok': True}, error=None)"
+
+
 # --- §6 results: resultType, cache hints, serverInfo ----------------------------------------
 
 
