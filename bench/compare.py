@@ -19,6 +19,7 @@ REV_OR_DIR is a git revision of this repository (exported to a temporary folder)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -213,11 +214,10 @@ def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float
 def http_instructions(python: str, folder: str, count: int) -> int:
     """Instructions of an HTTP server (under cachegrind) that answers `count` keep-alive echo calls after
     measure.http_sequential's warm-up, then stops on SIGTERM."""
-    argv = (*_COUNTED, python, "-m", "mcpserver", "--http", "--port", "0", "--log-level", "warning", systems.DEMO)
+    served = http_system(python, folder, "counted")  # the timed HTTP system, started under cachegrind
     scratch = tempfile.mkdtemp(prefix="bench-compare-http-")
     try:
-        running = systems.start(systems.System("counted", "mcpserver under cachegrind", "http", argv,
-                                               server_dir=folder), scratch, timeout=120)
+        running = systems.start(dataclasses.replace(served, argv=(*_COUNTED, *served.argv)), scratch, timeout=120)
         try:
             measure.http_sequential(running, count)
         finally:
