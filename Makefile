@@ -7,7 +7,7 @@ VENV ?= .venv
 EXTRAS ?= dev
 PY := $(VENV)/bin/python
 
-.PHONY: test test-py39 test-auth test-clients lint lint-tools conformance help task-store-tools
+.PHONY: test test-py39 test-auth test-clients lint lint-tools conformance help task-store-tools pypy-tools
 
 help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-test: $(VENV)/.installed task-store-tools
+test: $(VENV)/.installed task-store-tools pypy-tools
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
 	  tests/clients tests/fuzz tests/task_store tests/recipes tests/bench
 
@@ -41,6 +41,13 @@ task-store-tools:
 	  export DEBIAN_FRONTEND=noninteractive; { apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 \
 	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }; } \
 	  && { service postgresql stop >/dev/null 2>&1 || true; }; }
+
+# tests/unit/test_pypy_nursery.py shows Debian's pypy3 a big-cache CPU and a small-cache one (a /proc/cpuinfo of
+# its own, in a mount namespace), to check that the command line bounds PyPy's nursery on both.
+pypy-tools:
+	@command -v pypy3 >/dev/null 2>&1 || { echo "test: installing pypy3 (apt-get) for tests/unit/test_pypy_nursery.py"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends pypy3 >/dev/null 2>&1 \
+	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends pypy3 >/dev/null; }; }
 
 # pyenv's python3.9 shim refuses to run unless asked; this asks.
 PY39 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.9.*/bin/python3.9) $(shell command -v python3.9))

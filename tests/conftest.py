@@ -16,6 +16,12 @@ except ImportError:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "server"),
                                                              os.environ.get("PYTHONPATH")]))
 
+# Settings for this test process alone: the lab gives pytest on PyPy a nursery of its own, so the suite's memory
+# is the same whatever cache the machine's CPU reports (matrix/budgets.py), and names it here so that every
+# process a test starts (servers above all) starts as a user's would, without it.
+for _name in filter(None, os.environ.pop("MCPTEST_DRIVER_ONLY", "").split(",")):
+    os.environ.pop(_name, None)
+
 # Stress mode: MCPSERVER_STRESS=N (the lab's free-threaded cells set it) runs every test that takes `jitter`
 # N times over, each with its own random seed for its timing and sizes, so a rare race fails the run instead
 # of passing by luck. A failing repetition's id carries its seed.

@@ -10,7 +10,7 @@ import os
 import sys
 from types import SimpleNamespace
 
-from . import _environment, _log
+from . import _environment, _log, _pypy
 from ._init import init_if_pid1
 from ._version import __version__
 from ._wire import PROTOCOL_VERSION
@@ -18,7 +18,7 @@ from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
-    from typing import Any, Optional
+    from typing import Any, NoReturn, Optional
 
 HTTP_GROUP = "HTTP (Streamable HTTP transport)"
 OAUTH_GROUP = "OAuth (HTTP: accept access tokens from an authorization server instead of a static token)"
@@ -314,7 +314,11 @@ def _token_out_of_environment() -> Optional[str]:
     os.write(write_end, token.encode())
     os.close(write_end)
     os.set_inheritable(read_end, True)
-    environment = dict(os.environ, **{_environment.TOKEN_FD: str(read_end)})
+    _start_again(dict(os.environ, **{_environment.TOKEN_FD: str(read_end)}))
+
+
+def _start_again(environment: dict[str, str]) -> NoReturn:
+    """Replace this process by the same command line in `environment` (exec keeps the PID and the pipes)."""
     argv = getattr(sys, "orig_argv", None) or [sys.executable, "-m", "mcpserver", *sys.argv[1:]]
     sys.stderr.flush()
     os.execve(sys.executable, argv, environment)
@@ -353,7 +357,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _main(sys.argv[1:] if argv is None else argv, collecting)
+        return _main(sys.argv[1:] if argv is None else argv, collecting, argv is None)
     finally:
         if collecting:
             gc.enable()
@@ -367,7 +371,7 @@ def _started(collecting: bool, freeze: bool = True) -> None:
         gc.enable()
 
 
-def _main(argv: list[str], collecting: bool) -> int:
+def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
     if argv[:1] and argv[0] in SUBCOMMANDS:
         from ._cli import main as subcommand
 
@@ -379,6 +383,9 @@ def _main(argv: list[str], collecting: bool) -> int:
         _started(collecting, freeze=False)
         return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])
     args = _parse(argv)
+    bounded = _pypy.bounded_environment() if own_process else None
+    if bounded is not None:  # PyPy sized its nursery from a large CPU cache: start again with it bounded
+        _start_again(bounded)
     token, environ = args.token, {}
     if args.http and not args.resource:  # $MCPSERVER_TOKEN leaves the environment before any tool can read it
         environ = dict(os.environ)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _pypy
 from ._server import Server
 
 TYPE_CHECKING = False
@@ -46,6 +47,7 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noq
         if __name__ == "__main__":
             sys.exit(mcpserver.run(server))
     """
+    _pypy.warn_if_oversized("mcpserver.run")
     if transport == "stdio":
         from .stdio import serve_stdio
 

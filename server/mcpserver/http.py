@@ -44,7 +44,7 @@ import os
 import threading
 import time
 
-from . import _environment, _log, protocol
+from . import _environment, _log, _pypy, protocol
 from ._context import Flight
 from ._legacy import opens_legacy
 from ._server import Server
@@ -270,6 +270,7 @@ class McpApp:
                             ("max_listeners_per_principal", max_listeners_per_principal)):
             if value < 1:
                 raise ConfigError(f"{name} must be at least 1, not {value!r}")
+        _pypy.warn_if_oversized("a WSGI server")
         self.server = server
         self.path = path
         self._token = token.encode() if token else None

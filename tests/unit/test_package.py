@@ -88,7 +88,7 @@ LAYERS = (
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment",
      "_malloc"),
     ("_httpd",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
-    ("_context", "_validate", "_jose", "_state", "_completions", "_task", "_legacy"),
+    ("_context", "_validate", "_jose", "_state", "_completions", "_task", "_legacy", "_pypy"),
     ("_schema", "auth", "_subscriptions", "_task_store"),
     ("_tools", "_resources", "_prompts", "_task_sql"),
     ("_command", "_task_sqlite", "_task_postgres"),
