@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from mcpserver import _json
 from mcptest import META
 
 MUSL_THREAD_STACK = 128 * 1024
@@ -131,3 +132,18 @@ def test_pypy_uses_its_native_json_paths():
         "t": 'x"\\\n\x00\x7fé😀', "n": [1.5, -0.0, 10**30]}
     with pytest.raises(ValueError):
         _json.dumps({"x": float("nan")})
+
+
+@pytest.mark.skipif(_json._PYPY_ITERENCODE is None, reason="only the pure-Python encoder (PyPy < 8)")
+def test_the_pure_python_encoder_refuses_nesting_before_walking_into_it():
+    """Found on trixie's PyPy 7.3.19: a tool returning 100,000 levels held the server 15 s per encode (the
+    encoder's cost grows with the square of the depth) and timed the hostile suite out under load."""
+    def nested(depth):
+        value = []
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    assert _json.dumps(nested(_json.MAX_ENCODED_DEPTH - 1)).count("[") == _json.MAX_ENCODED_DEPTH
+    with pytest.raises(RecursionError, match="nested past 512 levels"):
+        _json.dumps({"a": nested(_json.MAX_ENCODED_DEPTH)})
