@@ -16,10 +16,11 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import LAB_ROOT
+from .budgets import CONTAINER_MEMORY
 from .engine import LABEL, RUN_LABEL, ContainerSpec, ContainerState, Engine
 from .model import Cell, Outcome, Suite, SuiteResult, Usage
 from .outcomes import Attempt, judge
@@ -29,8 +30,7 @@ from .wheels import MANIFEST
 PYTEST_MOUNT = "/opt/pytest"
 # -v: when a suite dies without JUnit XML (killed, out of memory), the log tail names the test it was in.
 PYTEST_ARGS = ("-p", "no:cacheprovider", "-rfE", "-v")
-# A runaway test must not take the host down with it (seen: 24 GB before the kernel's OOM killer).
-MEMORY_LIMIT = "4g"
+MEMORY_LIMIT = f"{CONTAINER_MEMORY // 2**30}g"  # budgets.CONTAINER_MEMORY, as docker's --memory says it
 COMPLETE = ".mcplab-complete"
 USAGE_FILE = "/tmp/mcplab-usage"
 # A suite's container runs its command under this, which then writes what the container's cgroup says it
@@ -142,13 +142,28 @@ def run_in_container(
     logdir: Path,
     keep: bool = False,
     env: Mapping[str, str] | None = None,
+    binds: tuple[tuple[str, str], ...] = (),
 ) -> tuple[SuiteResult, Kept | None]:
     """Run tests/<suite> in a fresh container. Returns the result and, when kept for debugging, the
     container."""
     command = (*PYTEST_IN_IMAGE, f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit_in_container(suite)}")
     spec = suite_spec(run_id=run_id, cell=cell, suite=suite, image=image, volume=volume, env=env, command=command)
+    spec = replace(spec, binds=binds)
     attempt = container_attempt(engine, spec, suite, timeout=timeout, log=logdir / f"{cell}-{suite.value}.log")
     return settle(engine, spec, judge(suite, attempt), keep=keep, cell=cell, suite=suite, volume=volume)
+
+
+def cpuinfo_reporting(cache_kb: int, real: Path = Path("/proc/cpuinfo")) -> str:
+    """This machine's /proc/cpuinfo with every processor's `cache size` saying `cache_kb` KB: what a CPU with
+    that cache reports, and what PyPy sizes its nursery from (docs/pypy.md)."""
+    said, told = [], False
+    for line in real.read_text().splitlines():
+        if line.startswith("cache size"):
+            line, told = f"cache size\t: {cache_kb} KB", True
+        said.append(line)
+    if not told:  # a CPU (or an architecture) that reports none: say it once, as x86 does per processor
+        said.insert(1, f"cache size\t: {cache_kb} KB")
+    return "\n".join(said) + "\n"
 
 
 def junit_in_container(suite: Suite) -> str:
@@ -183,7 +198,8 @@ def parse_usage(text: str) -> Usage:
         sources.append(source)
     if not sources:
         return Usage()
-    return Usage(peak_memory=peak, cpu_time=cpu, measured_by=f"the suite's container's cgroup ({', '.join(sources)})")
+    return Usage(peak_memory=peak, cpu_time=cpu, measured_by=f"the suite's container's cgroup ({', '.join(sources)})",
+                 limit=CONTAINER_MEMORY)
 
 
 def container_attempt(engine: Engine, spec: ContainerSpec, suite: Suite, *, timeout: float, log: Path,

@@ -78,11 +78,22 @@ def known_unavailable(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env
     from exactly these inputs (build.Unbuildable). A run and --list ask the same."""
     if cell.family is Family.HOST:
         return "" if hostcells.find_interpreter(cell.python, env) else f"no python{cell.python} on PATH or in pyenv"
+    unseen = unseen_cpuinfo(cell, engine)
+    if unseen:
+        return unseen
     steps = plans.get(cell.name, ())
     if steps and steps[0].action is BaseAction.UNAVAILABLE:
         return steps[0].reason
     plan = _builder_plan(cell, steps, engine, root)
     return unbuildable.reason(plan.tag("builder")) if plan else ""
+
+
+def unseen_cpuinfo(cell: Cell, engine: Engine) -> str:
+    """Why a variant's /proc/cpuinfo cannot reach its containers ('' when it can, or it has none)."""
+    if not cell.cpu_cache_kb or engine.is_local():
+        return ""
+    return (f"its containers are shown a CPU cache of {cell.cpu_cache_kb} KB through a /proc/cpuinfo made on this "
+            f"machine and bind-mounted, which the engine at {engine.endpoint()} cannot see")
 
 
 def _builder_plan(cell: Cell, steps: tuple[BaseStep, ...], engine: Engine, root: Path) -> BuildPlan | None:
@@ -201,6 +212,9 @@ def _host_cell(tools: CellTools, cell: Cell, chosen: Sequence[Suite], record: Ce
 
 def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], chosen: Sequence[Suite],
                     record: CellResult, say: Say) -> CellResult:  # fmt: skip
+    unseen = unseen_cpuinfo(cell, tools.engine)
+    if unseen:
+        raise CellProblem(Outcome.UNAVAILABLE, unseen)
     say("base")
     base = tools.bases.obtain(steps)
     plan = plan_build(cell, tools.root, base.image, tools.engine.image_id(base.image) or "")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .model import Bootstrap, BootstrapMethod, Cell, Family, Flavour, Implementation, PythonFrom
+from .model import Bootstrap, BootstrapMethod, Cell, Family, Flavour, Implementation, PythonFrom, Suite
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -19,6 +19,9 @@ CELLS_TOML = Path(__file__).with_name("cells.toml")
 SCHEMA = 1
 _CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "bootstrap", "implementation", "flavour",
               "stress"}
+# A variant names the cell whose images it runs, and says only how its machine differs.
+_VARIANT_KEYS = {"name", "like", "cpu_cache", "suites"}
+_CACHE_UNITS = {"KiB": 1, "MiB": 1024}
 _BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "keyring_env", "script"}
 
 
@@ -37,17 +40,22 @@ def parse_cells(data: dict[str, Any], *, source: str = "cells.toml") -> tuple[Ce
     entries = data.get("cell")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{source}: no [[cell]] entries; the matrix needs at least one cell.")
-    cells = tuple(_parse_cell(entry, index, source) for index, entry in enumerate(entries))
-    seen: set[str] = set()
+    parsed: dict[str, Cell] = {}
+    for index, entry in enumerate(entries):
+        if isinstance(entry, dict) and "like" in entry:
+            cell = _parse_variant(entry, index, source, parsed)
+        else:
+            cell = _parse_cell(entry, index, source)
+        if cell.name in parsed:
+            raise ConfigError(f"{source}: two cells are named {cell.name!r}; names must be unique.")
+        parsed[cell.name] = cell
+    cells = tuple(parsed.values())
     images: dict[str, str] = {}
     for cell in cells:
-        if cell.name in seen:
-            raise ConfigError(f"{source}: two cells are named {cell.name!r}; names must be unique.")
-        seen.add(cell.name)
         # Image tags are <family>:<release>-<interpreter>-...: two cells sharing them would overwrite (and
-        # prune) each other's images.
+        # prune) each other's images. A variant shares its cell's on purpose: they are the same images.
         image = f"{cell.family.value}:{cell.release}-{cell.slug}"
-        if cell.family.in_container and images.setdefault(image, cell.name) != cell.name:
+        if cell.family.in_container and not cell.like and images.setdefault(image, cell.name) != cell.name:
             raise ConfigError(f"{source}: cells {images[image]!r} and {cell.name!r} would build the same images "
                               f"({image}); give them different releases or interpreters.")
     return tuple(_with_base_cell(cell, cells, source) for cell in cells)
@@ -62,6 +70,7 @@ def _base_cell_for(cell: Cell, cells: tuple[Cell, ...]) -> Cell | None:
             for other in cells
             if other.base == cell.base
             and other.family.in_container
+            and not other.like
             and not (other.bootstrap and other.bootstrap.method is BootstrapMethod.BUILDER)
         ),
         None,
@@ -129,6 +138,40 @@ def _parse_cell(entry: Any, index: int, source: str) -> Cell:
         flavour=flavour,
         stress=stress,
     )
+
+
+def _parse_variant(entry: dict[str, Any], index: int, source: str, earlier: dict[str, Cell]) -> Cell:
+    """A cell `like` an earlier one: its images, on a machine whose /proc/cpuinfo reports `cpu_cache`, running
+    `suites` (every one that applies when absent)."""
+    where = f"{source}: cell #{index + 1}"
+    unknown = set(entry) - _VARIANT_KEYS
+    if unknown:
+        raise ConfigError(f"{where} is a variant (`like`), which takes only {sorted(_VARIANT_KEYS)}; found "
+                          f"{sorted(unknown)}. A cell with other fields of its own is a cell of its own.")
+    if not isinstance(entry.get("name"), str) or not entry["name"]:
+        raise ConfigError(f"{where} needs a non-empty string `name`.")
+    where = f"{source}: cell {entry['name']!r}"
+    like = earlier.get(entry["like"]) if isinstance(entry["like"], str) else None
+    if like is None or like.like:
+        raise ConfigError(f"{where}: like = {entry['like']!r} names no cell above it that is not a variant itself.")
+    if not like.family.in_container:
+        raise ConfigError(f"{where}: a variant changes what a container sees, and {like.name!r} is a host cell.")
+    cache = entry.get("cpu_cache")
+    if cache is None:
+        raise ConfigError(f"{where}: a variant says how its machine differs: `cpu_cache` (\"480 MiB\").")
+    number, _, unit = str(cache).partition(" ")
+    if not number.isdigit() or int(number) < 1 or unit not in _CACHE_UNITS:
+        raise ConfigError(f"{where}: cpu_cache is a size like \"480 MiB\" or \"512 KiB\", found {cache!r}.")
+    names = entry.get("suites", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{where}: suites is a list of suite names, found {names!r}.")
+    try:
+        only = tuple(Suite(n) for n in names)
+    except ValueError:
+        known = ", ".join(s.value for s in like.suites)
+        raise ConfigError(f"{where}: suites {names!r} names a suite that is not one of {known}.") from None
+    return replace(like, name=entry["name"], like=like.name, cpu_cache_kb=int(number) * _CACHE_UNITS[unit],
+                   only=only)
 
 
 def _interpreter_kind(entry: dict[str, Any], where: str) -> tuple[Implementation, Flavour]:

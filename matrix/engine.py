@@ -50,6 +50,7 @@ class ContainerSpec:
     user: str = ""
     entrypoint: str | None = None
     volumes: tuple[tuple[str, str], ...] = ()  # (volume, target), mounted read-only unless `fills_volumes`
+    binds: tuple[tuple[str, str], ...] = ()  # (a path on the engine's machine, target), read-only: a local engine's
     fills_volumes: bool = False  # a holder that `docker cp` fills the volumes through: mounted read-write
     memory: str = ""  # also the swap limit: no swapping past it
     pids_limit: int = 0
@@ -75,6 +76,8 @@ class ContainerSpec:
         for volume, target in self.volumes:
             mode = "" if self.fills_volumes else ",readonly"
             args += ["--mount", f"type=volume,source={volume},target={target}{mode}"]
+        for path, target in self.binds:
+            args += ["--mount", f"type=bind,source={path},target={target},readonly"]
         return [*args, self.image, *self.args]
 
 
@@ -131,6 +134,11 @@ class Engine:
         host = endpoint.split("://", 1)[1].rsplit("@", 1)[-1]
         host = host.split("/", 1)[0]
         return host.rsplit(":", 1)[0].strip("[]") if host.count(":") == 1 or host.startswith("[") else host
+
+    def is_local(self) -> bool:
+        """Whether the engine runs on this machine (a Unix socket), so that a path here is a path there."""
+        endpoint = self.endpoint()
+        return "://" not in endpoint or endpoint.startswith("unix://")
 
     def endpoint(self) -> str:
         """Where the CLI sends commands: DOCKER_HOST, else the current docker context's endpoint."""

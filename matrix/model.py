@@ -122,11 +122,16 @@ class Cell:
     implementation: Implementation = Implementation.CPYTHON
     flavour: Flavour = Flavour.DEFAULT
     stress: int = 0  # MCPSERVER_STRESS for the unit and http suites: concurrency cases repeated this often
+    # A variant of another cell (`like`): the same images, run on a machine that differs in what it reports.
+    like: str = ""  # the cell whose images it runs
+    cpu_cache_kb: int = 0  # the cache size its containers' /proc/cpuinfo reports (0: the machine's own)
+    only: tuple[Suite, ...] = ()  # the suites it runs, when not every one that applies
 
     @property
     def suites(self) -> tuple[Suite, ...]:
         """The suites that apply to this cell; host cells have no image to check."""
-        return SUITES if self.family.in_container else tuple(s for s in SUITES if s.for_hosts)
+        applies = SUITES if self.family.in_container else tuple(s for s in SUITES if s.for_hosts)
+        return tuple(s for s in applies if s in self.only) if self.only else applies
 
     @property
     def compiles_python(self) -> bool:
@@ -191,6 +196,7 @@ class Usage:
     peak_memory: int = 0  # bytes
     cpu_time: float = 0.0  # seconds, user plus system
     measured_by: str = ""  # '' when nothing could be measured
+    limit: int = 0  # bytes: the memory limit it ran under (a container's), 0 when none
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,6 +238,7 @@ class SuiteResult:
     produced_at: str = ""  # when that run ran it (UTC, ISO 8601)
     usage: Usage = field(default_factory=Usage)
     over_budget: str = ""  # which budget (budgets.py) its usage broke, and by how much: a failure
+    near_limit: str = ""  # its peak came within budgets.NEAR_LIMIT of the memory limit: a warning, even on a pass
     earlier: tuple[EarlierAttempt, ...] = ()  # the attempts before this one that did not pass (--retries)
 
     @property

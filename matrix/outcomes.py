@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from .budgets import Budget, megabytes
+from .budgets import NEAR_LIMIT, Budget, megabytes
 from .exits import Exit
 from .junit import parse
 from .model import CellResult, EarlierAttempt, Outcome, Suite, SuiteResult, Usage
@@ -97,6 +97,9 @@ def within_budget(result: SuiteResult, budget: Budget) -> SuiteResult:
     """A suite that used more than its budget (budgets.py) fails, saying which budget and by how much; a
     result that did not pass anyway keeps its outcome and gains the note. Unmeasured use is never over."""
     usage, over = result.usage, []
+    if usage.limit and usage.peak_memory >= (1 - NEAR_LIMIT) * usage.limit:
+        result = replace(result, near_limit=f"peak memory {megabytes(usage.peak_memory)} is within "
+                                            f"{NEAR_LIMIT:.0%} of its container's limit of {megabytes(usage.limit)}")
     whose = f"{result.suite.value} suite's" + (f" {budget.scope}" if budget.scope else "")
     if usage.peak_memory > budget.memory:
         over.append(f"peak memory {megabytes(usage.peak_memory)} is over the {whose} budget of {budget.memory_text}")
@@ -104,7 +107,8 @@ def within_budget(result: SuiteResult, budget: Budget) -> SuiteResult:
         over.append(f"CPU time {usage.cpu_time:.0f}s is over the {whose} budget of {budget.cpu:.0f}s")
     if not over:
         return result
-    said = "; ".join(over) + f" ({usage.measured_by}; budgets in matrix/budgets.py)"
+    assumed = f", which assumes {budget.assumes}" if budget.assumes else ""
+    said = "; ".join(over) + f" ({usage.measured_by}{assumed}; budgets in matrix/budgets.py)"
     message = f"{result.message}; {said}" if result.message else said
     outcome = Outcome.FAILED if result.outcome in (Outcome.PASSED, Outcome.FLAKY) else result.outcome
     return replace(result, outcome=outcome, message=message, over_budget=said)

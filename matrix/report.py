@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import junit
-from .budgets import CPYTHON, budget_for, kind_of, megabytes
+from .budgets import ASSUMES, CPYTHON, budget_for, kind_of, megabytes
 from .compare import SinceLastFull
 from .model import (
     SUITES,
@@ -87,6 +87,11 @@ def first_answer_text(result: CellResult) -> str:
     return result.first_answer.text if result.first_answer else "—"
 
 
+def warning_lines(results: Sequence[CellResult]) -> list[str]:
+    """Every suite whose use came close to a limit it ran under, passed or not: the next run may cross it."""
+    return [f"{r.cell} {s.suite.value}: {s.near_limit}" for r in results for s in r.suites if s.near_limit]
+
+
 def skipped_lines(results: Sequence[CellResult]) -> list[str]:
     """Every skipped test, grouped by cell, suite and reason: a skip is reported with why, never only counted."""
     lines = []
@@ -120,7 +125,8 @@ def _failed_count(suite: SuiteResult) -> str:
 USAGE_NOTE = (
     "Peak memory and CPU time of each suite: in a container, what its cgroup counted (page cache included); on "
     "the host, getrusage of the suite's process tree (the largest process's peak). ⚠ marks a suite over its "
-    "budget (matrix/budgets.py), which fails it."
+    "budget (matrix/budgets.py), which fails it, or one within 10% of its container's memory limit, a warning even "
+    "when it passes."
 )
 
 
@@ -129,7 +135,9 @@ def usage_text(suite: SuiteResult | None) -> str:
     if suite is None or not suite.usage.measured_by:
         return "—"
     text = f"{megabytes(suite.usage.peak_memory)}, {suite.usage.cpu_time:.0f}s CPU"
-    return f"⚠ {text}" if suite.over_budget else text
+    if suite.near_limit:
+        text += ", near the limit"
+    return f"⚠ {text}" if suite.over_budget or suite.near_limit else text
 
 
 def usage_rows(results: Sequence[CellResult], suites: Sequence[Suite]) -> list[list[str]]:
@@ -138,6 +146,12 @@ def usage_rows(results: Sequence[CellResult], suites: Sequence[Suite]) -> list[l
     kinds = sorted({kind_of(r) or CPYTHON for r in measured})
     rows = [[f"budget, {k}", *(budget_for(s, k).text for s in suites)] for k in kinds]
     return rows + [[r.cell, *(usage_text(r.suite(s)) for s in suites)] for r in measured]
+
+
+def assumption_lines(results: Sequence[CellResult]) -> list[str]:
+    """What the budgets of each kind of interpreter measured assume of it (budgets.ASSUMES)."""
+    kinds = sorted({kind_of(r) or CPYTHON for r in results if any(s.usage.measured_by for s in r.suites)})
+    return [f"{k} budgets assume: {ASSUMES[k]}" for k in kinds if k in ASSUMES]
 
 
 def _md_escape(text: str) -> str:
@@ -171,6 +185,7 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
                   "|---|" + "---|" * len(suites)]  # fmt: skip
         lines += [f"| {row[0] if row[0].startswith('budget') else '`' + row[0] + '`'} | " + " | ".join(row[1:]) + " |"
                   for row in usage]  # fmt: skip
+        lines += ["", *(f"- {line}" for line in assumption_lines(results))]
     if since is not None:
         heading, *changes = since_lines(since)
         lines += ["", heading, "", *(_md_escape(change) for change in changes)]
@@ -179,6 +194,10 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
         lines += ["", "Failing tests (a flaky suite's too, with the run they failed in):", ""]
         lines += [f"- `{r.cell}` {s.suite.value}{f' ({run})' if run else ''}: `{f.test_id}`: "
                   f"{_md_escape(shorten(f.message, 300))}" for r, s, run, f in failures]  # fmt: skip
+    warnings = warning_lines(results)
+    if warnings:
+        lines += ["", "Warnings (whatever the outcome):", ""]
+        lines += [f"- ⚠ {_md_escape(line)}" for line in warnings]
     skipped = skipped_lines(results)
     if skipped:
         lines += ["", "Skipped tests, with the reasons they gave:", ""]
@@ -227,12 +246,14 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
     usage = usage_rows(results, suites)
     if usage:
         out += ["", "peak memory and CPU time per suite:", *_columns([["cell", *(s.value for s in suites)], *usage])]
+        out += assumption_lines(results)
     for r in results:
         if r.outcome is Outcome.PASSED:
             continue
         out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
         out += [f"    {s.suite.value}{f' ({run})' if run else ''}: {f.test_id}: "
                 f"{f.message.splitlines()[0] if f.message else ''}" for _, s, run, f in failure_lines([r])]  # fmt: skip
+    out += [f"warning: {line}" for line in warning_lines(results)]
     out += [f"skipped: {line}" for line in skipped_lines(results)]
     out += since_lines(since)
     return "\n".join(out) + "\n"
@@ -295,7 +316,7 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
                     + "".join(f"<th>{e(s.value)}</th>" for s in suites) + "</tr>")  # fmt: skip
         body += ["<tr>" + "".join(f"<td{' class=s' if i else ''}>{e(c)}</td>" for i, c in enumerate(row)) + "</tr>"
                  for row in usage]  # fmt: skip
-        body.append("</table>")
+        body.append("</table>" + "".join(f"<p class=env>{e(line)}</p>" for line in assumption_lines(results)))
     if since is not None:
         heading, *changes = since_lines(since)
         body.append(f"<h2>{e(heading.rstrip(':'))}</h2><ul>"
@@ -322,6 +343,8 @@ def _html_details(r: CellResult) -> str:
         used = f"; {usage_text(s)} ({s.usage.measured_by})" if s.usage.measured_by else ""
         out.append(f"<p><b>{e(s.suite.value)}</b>: {s.outcome.value} {e(counted)} in {s.duration:.0f}s"
                    f"{e(used)}{e(where)} {e(s.message)}</p>")  # fmt: skip
+        if s.near_limit:
+            out.append(f"<p>⚠ {e(s.near_limit)}</p>")
         if s.repetitions:
             out.append(f"<p>stress: {s.repetitions} test cases were repetitions of the concurrency tests</p>")
         for n, earlier in enumerate(s.earlier, 1):

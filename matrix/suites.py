@@ -24,8 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from . import LAB_ROOT, conformance, install
-from .attempts import Kept, host_env, pytest_volume, run_image_checks, run_in_container, run_on_host
-from .budgets import Budget, budget_for, kind
+from .attempts import (
+    Kept,
+    cpuinfo_reporting,
+    host_env,
+    pytest_volume,
+    run_image_checks,
+    run_in_container,
+    run_on_host,
+)
+from .budgets import DRIVER_ENV, Budget, budget_for, kind
 from .build import Images, digest, suite_files
 from .conformance import ConformanceTool
 from .engine import Engine
@@ -97,15 +105,21 @@ class InTestImage(Runner):
 
     image_id: str = field(metadata=DECLARED)  # the test image: the code, the suites and the interpreter
     volume: str = field(metadata=DECLARED)  # the pytest folder's volume, named by its exact wheels
-    env: tuple[tuple[str, str], ...] = field(metadata=DECLARED)  # MCPSERVER_STRESS in a stressed cell
+    env: tuple[tuple[str, str], ...] = field(metadata=DECLARED)  # suite_env
+    cpu_cache_kb: int = field(metadata=DECLARED)  # the cache /proc/cpuinfo reports in it (0: this machine's)
     image: str  # the tag that names image_id
     folder: Path  # what the volume is filled from
 
     def attempt(self, where: Surroundings, name: str) -> SuiteResult:
         pytest_volume(where.engine, self.volume, self.folder, self.image)
+        binds: tuple[tuple[str, str], ...] = ()
+        if self.cpu_cache_kb:  # a local engine's (cell.known_unavailable): this path is the engine's too
+            cpuinfo = where.workdir / f"cpuinfo-{self.cpu_cache_kb}KB"
+            cpuinfo.write_text(cpuinfo_reporting(self.cpu_cache_kb))
+            binds = ((str(cpuinfo), "/proc/cpuinfo"),)
         return _kept(where, run_in_container(
             where.engine, run_id=where.run_id, cell=name, suite=self.suite, image=self.image, volume=self.volume,
-            timeout=where.timeout, logdir=where.logdir, keep=where.keep, env=dict(self.env),
+            timeout=where.timeout, logdir=where.logdir, keep=where.keep, env=dict(self.env), binds=binds,
         ))  # fmt: skip
 
 
@@ -259,15 +273,18 @@ def _common(cell: Cell, suite: Suite) -> dict[str, Any]:
                                                                                            cell.flavour))}
 
 
-def stress_env(cell: Cell, suite: Suite) -> tuple[tuple[str, str], ...]:
-    """MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks for it."""
-    return (("MCPSERVER_STRESS", str(cell.stress)),) if cell.stress and suite in STRESSED else ()
+def suite_env(cell: Cell, suite: Suite) -> tuple[tuple[str, str], ...]:
+    """What pytest runs with: MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks
+    for it, and the interpreter settings its budgets assume of pytest itself (budgets.DRIVER_ENV)."""
+    stress = (("MCPSERVER_STRESS", str(cell.stress)),) if cell.stress and suite in STRESSED else ()
+    return stress + DRIVER_ENV.get(kind(cell.implementation, cell.flavour), ())
 
 
 def _in_test_image(at: ContainerCell, suite: Suite) -> Runner:
     assert at.pytest is not None
     return InTestImage(**_common(at.cell, suite), image_id=at.ids.test, volume=at.pytest.volume,
-                       env=stress_env(at.cell, suite), image=at.images.test, folder=at.pytest.folder)  # fmt: skip
+                       env=suite_env(at.cell, suite), cpu_cache_kb=at.cell.cpu_cache_kb, image=at.images.test,
+                       folder=at.pytest.folder)  # fmt: skip
 
 
 def _install_in_image(at: ContainerCell, suite: Suite) -> Runner:
@@ -303,7 +320,7 @@ def _on_host(at: HostCell, suite: Suite) -> dict[str, Any]:
 
 def _host_pytest(at: HostCell, suite: Suite) -> Runner:
     return HostPytest(**_on_host(at, suite), tests=files_digest([at.root / "tests" / suite.value]),
-                      env=stress_env(at.cell, suite))  # fmt: skip
+                      env=suite_env(at.cell, suite))  # fmt: skip
 
 
 def _install_on_host(at: HostCell, suite: Suite) -> Runner:

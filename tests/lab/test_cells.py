@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from matrix.cells import load_cells, parse_cells
 from matrix.errors import ConfigError
-from matrix.model import Family, PythonFrom
+from matrix.model import Family, Implementation, PythonFrom, Suite
 
 
 def test_shipped_table_loads_and_covers_the_matrix() -> None:
@@ -115,3 +117,53 @@ def test_malformed_builder_cells_are_refused(overrides: dict[str, object], fragm
         del table["cell"][0]["bootstrap"]  # type: ignore[index]
     with pytest.raises(ConfigError, match=fragment):
         parse_cells(table)
+
+
+# --- variants: a cell's images on a machine that reports a different CPU -------------------------------
+
+
+def _with_variant(**variant: object) -> dict[str, object]:
+    table = _table(implementation="pypy")
+    table["cell"] = [*table["cell"], {"name": "c-big", "like": "c", "cpu_cache": "480 MiB", **variant}]  # type: ignore[misc]
+    return table
+
+
+def test_a_variant_runs_its_cells_images_with_the_cache_it_names_and_the_suites_it_lists() -> None:
+    cell, variant = parse_cells(_with_variant(suites=["payload"]))
+    assert (variant.like, variant.cpu_cache_kb, variant.suites) == ("c", 491520, (Suite.PAYLOAD,))
+    assert replace(variant, name="c", like="", cpu_cache_kb=0, only=()) == cell  # everything else is the cell's
+    assert parse_cells(_with_variant(cpu_cache="512 KiB"))[1].cpu_cache_kb == 512
+    assert parse_cells(_with_variant())[1].suites == cell.suites
+
+
+def test_the_shipped_pypy_cells_each_have_a_big_cache_and_a_small_cache_variant() -> None:
+    cells = load_cells()
+    pypy = [c.name for c in cells if c.implementation is Implementation.PYPY and not c.like]
+    variants = {(c.like, c.cpu_cache_kb) for c in cells if c.like}
+    assert pypy and {(name, kb) for name in pypy for kb in (491520, 512)} <= variants
+
+
+@pytest.mark.parametrize(
+    ("variant", "fragment"),
+    [
+        ({"release": "sid"}, "takes only"),
+        ({"like": "nope"}, "names no cell above it"),
+        ({"cpu_cache": "480MB"}, "cpu_cache is a size like"),
+        ({"cpu_cache": "0 KiB"}, "cpu_cache is a size like"),
+        ({"suites": ["unit", "fast"]}, "names a suite that is not one of"),
+        ({"suites": "payload"}, "suites is a list"),
+    ],
+)
+def test_malformed_variants_are_refused_with_the_reason(variant: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        parse_cells(_with_variant(**variant))
+
+
+def test_a_variant_needs_a_cache_to_differ_by_and_a_container_cell_to_be_like() -> None:
+    table = _with_variant()
+    del table["cell"][1]["cpu_cache"]  # type: ignore[index]
+    with pytest.raises(ConfigError, match="says how its machine differs"):
+        parse_cells(table)
+    host = {"name": "h", "family": "host", "release": "local", "python": "3.11", "python_from": "host"}
+    with pytest.raises(ConfigError, match="is a host cell"):
+        parse_cells({"schema": 1, "cell": [host, {"name": "h2", "like": "h", "cpu_cache": "1 MiB"}]})

@@ -172,6 +172,27 @@ def test_a_suite_over_its_memory_budget_fails_and_says_which_budget() -> None:
     assert within_budget(unmeasured, budget) is unmeasured
 
 
+def contained(fraction: float, limit: int = 4 * 2**30) -> SuiteResult:
+    """A passed suite whose container, limited to `limit`, peaked at `fraction` of it."""
+    usage = Usage(peak_memory=int(fraction * limit), cpu_time=1.0, measured_by="the container's cgroup", limit=limit)
+    return replace(measured(Outcome.PASSED, 0), usage=usage)
+
+
+def test_a_peak_within_a_tenth_of_the_container_limit_warns_even_when_the_suite_passes() -> None:
+    roomy = Budget(memory=10**12, cpu=10**6)
+    warned = within_budget(contained(0.91), roomy)
+    assert warned.outcome is Outcome.PASSED
+    assert warned.near_limit == "peak memory 3,908 MB is within 10% of its container's limit of 4,295 MB"
+    assert within_budget(contained(0.89), roomy).near_limit == ""
+    assert within_budget(measured(Outcome.PASSED, 10**12 - 1), roomy).near_limit == ""  # a host suite: no limit
+
+
+def test_an_over_budget_message_says_what_the_budget_assumed_of_the_interpreter() -> None:
+    over = within_budget(contained(0.91), budget_for(Suite.PAYLOAD, PYPY))
+    assert over.outcome is Outcome.FAILED and over.near_limit
+    assert "which assumes pytest's nursery 4MB (PYPY_GC_NURSERY); servers bound their own to 4MB" in over.message
+
+
 def test_each_kind_of_interpreter_has_the_payload_budget_stated_in_5_mb() -> None:
     for implementation, flavour, multiple in ((Implementation.CPYTHON, Flavour.DEFAULT, 60),
                                               (Implementation.CPYTHON, Flavour.FREE_THREADED, 100),

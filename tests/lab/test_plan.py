@@ -50,11 +50,14 @@ def test_python_accepts_plain_and_prefixed_versions() -> None:
 def test_cell_globs_and_selectors_intersect() -> None:
     chosen = select(CELLS, Selection(cells=("debian-*",), pythons=("3.11", "3.13")))
     assert names(chosen) == ["debian-bookworm-py3.11", "debian-trixie-py3.13", "debian-trixie-pypy3.11",
-                             "debian-sid-pypy3.11", "debian-sid-py3.13t"]
+                             "debian-sid-pypy3.11", "debian-trixie-pypy3.11-cache480m",
+                             "debian-trixie-pypy3.11-cache512k", "debian-sid-pypy3.11-cache480m",
+                             "debian-sid-pypy3.11-cache512k", "debian-sid-py3.13t"]
 
 
 @pytest.mark.parametrize(("python", "expected"), [
-    ("pypy*", ["debian-trixie-pypy3.11", "debian-sid-pypy3.11"]),
+    ("pypy*", ["debian-trixie-pypy3.11", "debian-sid-pypy3.11", "debian-trixie-pypy3.11-cache480m",
+               "debian-trixie-pypy3.11-cache512k", "debian-sid-pypy3.11-cache480m", "debian-sid-pypy3.11-cache512k"]),
     ("3.14t", ["debian-sid-py3.14t"]),
     ("py3.13t", ["debian-sid-py3.13t"]),
     ("python3.9", ["debian-bullseye-py3.9", "host-py3.9"]),

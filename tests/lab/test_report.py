@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -227,13 +228,28 @@ def test_every_report_has_each_suites_peak_memory_and_cpu_time_beside_its_budget
     cells = [*results(), CellResult(cell="debian-trixie-pypy3.11", outcome=Outcome.FAILED, suites=(over,))]
     markdown = report.to_markdown(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
     assert "| budget, CPython | 2,000 MB, 1800s CPU | 60 x 5 MB (300 MB), 600s CPU |" in markdown
+    said = "CPython budgets assume: servers pin glibc's mmap threshold at 256 KiB after a large message"
+    assert f"- {said}" in markdown
     assert "| `debian-sid-pypy3.11` | 312 MB, 41s CPU | — |" in markdown
     assert "| `debian-trixie-pypy3.11` | — | ⚠ 312 MB, 41s CPU |" in markdown
     assert report.suite_text(over) == "4/4, over budget"
     table = report.to_table(cells, suites=(Suite.UNIT, Suite.PAYLOAD))
-    assert "peak memory and CPU time per suite:" in table
+    assert "peak memory and CPU time per suite:" in table and said in table
     assert re.search(r"debian-trixie-pypy3\.11 +— +⚠ 312 MB, 41s CPU", table)
     page = report.to_html(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
-    assert "<h2>Peak memory and CPU time</h2>" in page and "⚠ 312 MB, 41s CPU" in page
+    assert "<h2>Peak memory and CPU time</h2>" in page and "⚠ 312 MB, 41s CPU" in page and html.escape(said) in page
     back, _, _ = records.from_json(records.to_json(cells, ENV))
     assert back[-1].suites[0].usage == FLAKY.usage and back[-1].suites[0].over_budget
+
+
+def test_a_suite_near_its_containers_memory_limit_is_a_warning_in_every_report_even_when_it_passed() -> None:
+    near = replace(FLAKY, suite=Suite.PAYLOAD, outcome=Outcome.PASSED, earlier=(),
+                   near_limit="peak memory 3,947 MB is within 10% of its container's limit of 4,295 MB")
+    cells = [CellResult(cell="debian-trixie-pypy3.11", outcome=Outcome.PASSED, suites=(near,))]
+    said = "debian-trixie-pypy3.11 payload: peak memory 3,947 MB is within 10%"
+    assert f"warning: {said}" in report.to_table(cells, suites=(Suite.PAYLOAD,))
+    assert f"- ⚠ {said}" in report.to_markdown(cells, ENV, suites=(Suite.PAYLOAD,))
+    assert "⚠ peak memory 3,947 MB is within 10%" in report.to_html(cells, ENV, suites=(Suite.PAYLOAD,))
+    assert report.usage_text(near).endswith(", near the limit") and report.usage_text(near).startswith("⚠")
+    back, _, _ = records.from_json(records.to_json(cells, ENV))
+    assert back[0].suites[0].near_limit == near.near_limit

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from matrix import conformance
+from matrix.attempts import cpuinfo_reporting
 from matrix.build import BuildPlan, Unbuildable, plan_build
 from matrix.cell import availability, base_plans
 from matrix.cells import parse_cells
@@ -209,6 +210,42 @@ def test_a_pypy_cell_has_its_own_interpreter_tags_and_pytest_folder(tmp_path: Pa
     assert unit.volumes[0][0].startswith("mcplab-pytest-pypy3.11-")
     facts = [s for s in engine.runs if s.entrypoint == "pypy3.11"]
     assert len(facts) == 1  # the interpreter is asked by its own name
+
+
+BIG_CACHE = {"name": "fx-pypy-big", "like": "fx-pypy", "cpu_cache": "480 MiB", "suites": ["payload"]}
+VARIANTS = parse_cells({"schema": 1, "cell": [*TABLE["cell"], BIG_CACHE]})  # type: ignore[list-item]
+
+
+def test_a_big_cache_variant_runs_its_cells_images_with_a_cpuinfo_saying_so_and_pytests_own_nursery(
+        tmp_path: Path) -> None:  # fmt: skip
+    engine = FakeEngine(present=["debian:trixie"], implementation="PyPy 7.3.19")
+    results = run(a_lab(tmp_path, engine), (PYPY, VARIANTS[-1]))
+    assert [s.suite for s in results["fx-pypy-big"].suites] == [Suite.PAYLOAD]
+    assert len({tag for tag, _ in engine.builds}) == len(engine.builds)  # built once, for both cells
+    (plain,) = [s for s in engine.runs if suite_of(s) == "payload" and "fx-pypy-payload" in s.name]
+    (big,) = [s for s in engine.runs if suite_of(s) == "payload" and "fx-pypy-big" in s.name]
+    assert plain.binds == () and len(big.binds) == 1 and big.binds[0][1] == "/proc/cpuinfo"
+    assert big.binds[0][0].endswith("/cpuinfo-491520KB")  # in the run's workdir, gone with it
+    assert dict(big.env) == dict(plain.env) == {"PYPY_GC_NURSERY": "4MB", "MCPTEST_DRIVER_ONLY": "PYPY_GC_NURSERY"}
+    assert f"type=bind,source={big.binds[0][0]},target=/proc/cpuinfo,readonly" in big.argv()
+
+
+def test_the_cpuinfo_a_variant_is_shown_is_this_machines_with_each_cache_size_replaced(tmp_path: Path) -> None:
+    real = tmp_path / "cpuinfo"
+    real.write_text("processor\t: 0\ncache size\t: 512 KB\nflags\t: fpu\n\nprocessor\t: 1\ncache size\t: 512 KB\n")
+    assert cpuinfo_reporting(491520, real) == ("processor\t: 0\ncache size\t: 491520 KB\nflags\t: fpu\n\n"
+                                                "processor\t: 1\ncache size\t: 491520 KB\n")
+    real.write_text("processor\t: 0\nBogoMIPS\t: 50.00\n")  # arm64 reports no cache: it is said once
+    assert cpuinfo_reporting(512, real) == "processor\t: 0\ncache size\t: 512 KB\nBogoMIPS\t: 50.00\n"
+
+
+def test_a_variant_is_unavailable_where_the_engine_cannot_see_this_machines_files(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:trixie"])
+    engine.endpoint = lambda: "tcp://10.0.0.2:2376"  # type: ignore[method-assign]
+    result = run(a_lab(tmp_path, engine), (VARIANTS[-1],))["fx-pypy-big"]
+    assert result.outcome is Outcome.UNAVAILABLE
+    assert "which the engine at tcp://10.0.0.2:2376 cannot see" in result.message
+    assert not [s for s in engine.runs if suite_of(s)]
 
 
 def test_the_free_threaded_cell_stresses_only_the_concurrency_suites_and_counts_the_repetitions(tmp_path: Path
