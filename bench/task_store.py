@@ -25,7 +25,7 @@ from typing import Any, Callable
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "server"), os.path.join(ROOT, "tests", "task_store")]
 
-from mcpserver._task_store import MemoryTaskStore, TaskStore  # noqa: E402
+from mcpserver.tasks._store import MemoryTaskStore, TaskStore  # noqa: E402
 
 RESULT = {"content": [{"type": "text", "text": "The answer is 42."}]}
 
@@ -91,7 +91,7 @@ def measure(name: str, open_store: Callable[[], TaskStore], tasks: int, rounds: 
 
 
 def sqlite_rows(tasks: int, rounds: int, synchronous: str, disk: bool = True) -> dict[str, Any]:
-    from mcpserver._task_sqlite import SqliteTaskStore
+    from mcpserver.tasks._sqlite import SqliteTaskStore
 
     folder = tempfile.mkdtemp(prefix="mcpserver-bench-")
     paths = []
@@ -113,7 +113,7 @@ def sqlite_rows(tasks: int, rounds: int, synchronous: str, disk: bool = True) ->
 
 def postgres_rows(tasks: int, rounds: int) -> dict[str, Any]:
     import psycopg
-    from mcpserver._task_postgres import PostgresTaskStore
+    from mcpserver.tasks._postgres import PostgresTaskStore
     from pgserver import PostgresServer
 
     server = PostgresServer(durable=True).start()

@@ -324,6 +324,12 @@ def core_reply(message: Any, server: Any, headers: Optional[dict[str, str]] = No
     return None
 
 
+def answer(message: Any, server: Any) -> Optional[dict[str, Any]]:
+    """The response the core gives for a decoded message, as stdio would send it; None when nothing is sent."""
+    reply = core_reply(message, server)
+    return None if reply is None else reply.response
+
+
 def start_slow_calls(server: Any, count: int, seconds: float, answers: list[int]) -> list[threading.Thread]:
     """`count` calls of slow_tools' `slow`, each on its own thread appending its status to `answers`,
     returned once the server has said each started."""

@@ -1,4 +1,5 @@
-"""mcpserver: a Model Context Protocol server SDK (protocol 2026-07-28) in pure standard library.
+"""mcpserver: a Model Context Protocol server SDK (protocol 2026-07-28, and the initialize-based
+revisions 2025-11-25 down to 2024-11-05) in pure standard library.
 
     from mcpserver import Server
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported w
     from ._tools import Tool, ToolError, ToolResult
     from ._version import __version__
     from .errors import ConfigError, ProtocolError
-    from .protocol import PROTOCOL_VERSION, handle
+    from ._wire import PROTOCOL_VERSION
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -42,7 +43,6 @@ __all__ = [
     "ToolResult",
     "__version__",
     "content",
-    "handle",
     "inputs",
     "load_target",
     "run",
@@ -55,7 +55,7 @@ _HOMES = {
     "Prompt": "._prompts", "ProtocolError": ".errors", "Resource": "._resources",
     "ResourceNotFound": "._resources", "ResourceTemplate": "._resources", "Server": "._server", "Tool": "._tools",
     "ToolError": "._tools", "ToolResult": "._tools", "__version__": "._version", "content": None,
-    "handle": ".protocol", "inputs": None, "load_target": "._loader", "run": "._run",
+    "inputs": None, "load_target": "._loader", "run": "._run",
 }
 
 

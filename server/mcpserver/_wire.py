@@ -7,6 +7,7 @@ instead of writing the strings again, so a name cannot drift between them.
 from __future__ import annotations
 
 PROTOCOL_VERSION = "2026-07-28"
+SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)  # the modern era's; the legacy ones are mcpserver.legacy's
 
 # params._meta keys (WIRE.md §3)
 META_VERSION = "io.modelcontextprotocol/protocolVersion"

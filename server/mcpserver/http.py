@@ -46,11 +46,10 @@ import time
 
 from . import _environment, _log, _pypy, protocol
 from ._context import Flight
-from ._legacy import opens_legacy
 from ._server import Server
-from ._session import LegacyPeer, SessionTable
 from ._wire import HEADER_SESSION, META_VERSION, status_line
 from .errors import ConfigError, InternalError, InvalidParams, InvalidRequest
+from .legacy import LegacyPeer, SessionTable, opens_legacy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

@@ -1,5 +1,8 @@
-"""The protocol core for the stateless MCP revision 2026-07-28: bytes in, one typed message out;
-a request in, one reply out.
+"""The protocol core, for both eras: bytes in, one typed message out; a request in, one reply out.
+
+It serves the stateless revision 2026-07-28 (the rules below) and, for a client that opened with initialize,
+the legacy revisions: dispatch hands their requests to mcpserver.legacy, its one seam into that wing, imported
+only when a legacy client first shows up. What each method does is mcpserver._methods'.
 
 It never reads or writes a stream, sleeps, waits or keeps state between calls: both transports
 call it, so stdio and HTTP cannot drift. Each request stands alone (WIRE.md §2). A transport calls
@@ -39,12 +42,9 @@ import re
 from operator import itemgetter
 
 from . import _json, _log
-from ._completions import complete
-from ._context import Cancelled, Context, Flight, InputRequired, Peer
-from ._resources import ResourceNotFound
+from ._context import Cancelled, Context, Flight, Peer
+from ._methods import ANSWERED, CANCELLED, LISTENING, METHODS, NAMED_BY, Listening, Reply, error_response, success
 from ._server import Server
-from ._state import arguments_digest
-from ._subscriptions import LIST_CHANGED, Listener
 from ._wire import (
     HEADER_METHOD,
     HEADER_NAME,
@@ -52,43 +52,34 @@ from ._wire import (
     HEADER_VERSION,
     META_CAPABILITIES,
     META_PROGRESS_TOKEN,
-    META_SERVER_INFO,
-    META_SUBSCRIPTION,
     META_VERSION,
     PROTOCOL_VERSION,
-    TASKS_EXTENSION,
+    SUPPORTED_VERSIONS,
 )
 from .errors import (
-    RESOURCE_NOT_FOUND,
     HeaderMismatch,
     InternalError,
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
-    MissingClientCapability,
     ParseError,
     ProtocolError,
-    ResourceMissing,
     UnsupportedVersion,
 )
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional, TypeVar, Union
     Handler = Callable[[Server, dict[str, Any], Context], Any]
-
-    from ._legacy import LegacySession
-    from ._tasks import TaskManager
     Message = Union["Request", "Notification", "Cancel", "ClientResponse", "Refusal"]
     _M = TypeVar("_M", bound="_Message")
 
 __all__ = ["ANSWERED", "AUTHOR", "CANCELLED", "LISTEN", "LISTENING", "PROTOCOL_VERSION", "QUICK", "SUPPORTED_VERSIONS",
-           "Cancel", "ClientResponse", "Listening", "Notification", "Refusal", "Reply", "Request", "dispatch",
-           "encode", "handle", "parse"]
+           "Cancel", "ClientResponse", "Listening", "Notification", "Refusal", "Reply", "Request", "classify",
+           "dispatch", "encode", "parse"]
 
 log = _log.get("mcpserver.protocol")
 
-SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 
 # What kind of work a request is, which decides where a transport runs it:
 QUICK = "quick"  # answered from the registry at once: the transport's reader may answer it itself
@@ -96,14 +87,7 @@ AUTHOR = "author"  # runs the server author's code, so may take long: cancellabl
 LISTEN = "listen"  # subscriptions/listen: a stream that stays open
 _WORK = {"tools/call": AUTHOR, "prompts/get": AUTHOR, "resources/read": AUTHOR, "subscriptions/listen": LISTEN}
 
-# What a Reply says happened:
-ANSWERED = "answered"  # `response` is the answer to send
-CANCELLED = "cancelled"  # cancelled while it ran: nothing at all is sent for it
-LISTENING = "listening"  # a listen stream is open: `listening` says when it ends and what then to send
 
-# Methods whose params carry the value mirrored in Mcp-Name.
-_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
-             "tasks/update": "taskId", "tasks/cancel": "taskId"}
 # Methods of earlier revisions or retired patterns (WIRE.md §2); a legacy client learns what we speak.
 _RETIRED = {
     "initialize": "2026-07-28 has no initialize handshake: send server/discover, with _meta on every request",
@@ -211,54 +195,7 @@ class Refusal(_Message):
     reply: Reply
 
     def __new__(cls, error: ProtocolError, request_id: Any = None) -> Refusal:
-        return tuple.__new__(cls, (Reply(_error_response(request_id, error), ANSWERED, error.http_status),))
-
-
-class Reply:
-    """What happened to a request: `outcome` (ANSWERED, CANCELLED or LISTENING), the `response` to
-    send when answered, and the HTTP status the binding gives it (WIRE.md §16.9)."""
-
-    __slots__ = ("http_status", "listening", "outcome", "response", "session")
-
-    def __init__(self, response: Optional[dict[str, Any]], outcome: str = ANSWERED, http_status: int = 200,
-                 listening: Optional[Listening] = None, session: Optional[LegacySession] = None):
-        self.response = response
-        self.outcome = outcome
-        self.http_status = http_status
-        self.listening = listening
-        self.session = session  # the legacy session an initialize opened: the transport keeps it
-
-    def __repr__(self) -> str:
-        return f"Reply({self.response!r}, {self.outcome}, {self.http_status})"
-
-
-class Listening:
-    """An open subscriptions/listen stream: the transport waits on `ended` (cancelled, or the server is
-    shutting down), then sends what `close()` returns: the graceful result, or nothing once cancelled."""
-
-    __slots__ = ("_context", "_listener", "_server")
-
-    def __init__(self, server: Server, listener: Listener, context: Context):
-        self._server = server
-        self._listener = listener
-        self._context = context
-
-    @property
-    def ended(self) -> Any:
-        """A threading.Event, set when the stream is to end."""
-        return self._listener.ended
-
-    def on_end(self, callback: Callable[[], None]) -> None:
-        """Call `callback` once the stream is to end: a transport driving its streams from an event loop
-        waits with no thread; the callback may run on any thread (the one that cancelled, or shutdown's)."""
-        self._listener.on_end(callback)
-
-    def close(self) -> Reply:
-        self._server.subscriptions.close(self._listener)
-        if self._context.cancelled:
-            return Reply(None, CANCELLED)
-        result = {"_meta": {META_SUBSCRIPTION: self._context.request_id}}
-        return Reply(_success(self._context.request_id, result, self._server))
+        return tuple.__new__(cls, (Reply(error_response(request_id, error), ANSWERED, error.http_status),))
 
 
 def parse(data: bytes, max_bytes: Optional[int] = None, *, responses: bool = True) -> Message:
@@ -322,17 +259,7 @@ def encode(response: dict[str, Any]) -> bytes:
         return _json.dumps_bytes(response)
     except (TypeError, ValueError, RecursionError) as exc:
         log.error("response to id %r cannot be encoded: %s", response.get("id"), exc)
-        return _json.dumps_bytes(_error_response(response.get("id"), InternalError("Internal error")))
-
-
-def handle(message: Any, server: Server) -> Optional[dict[str, Any]]:
-    """Answer one decoded message as stdio does: the response, or None when nothing is sent."""
-    typed = classify(message)
-    if isinstance(typed, Refusal):
-        return typed.reply.response
-    if isinstance(typed, Request):
-        return dispatch(typed, server).response
-    return None
+        return _json.dumps_bytes(error_response(response.get("id"), InternalError("Internal error")))
 
 
 def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]] = None, *,
@@ -349,7 +276,7 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
     legacy_opening = headers is None and (method == "ping" or (method == "initialize"
                                                               and _legacy().opens_legacy(method, params)))
     if (peer is not None or legacy_opening) and not _is_modern(params):
-        return _dispatch_legacy(request, server, flight, peer)
+        return _legacy().dispatch(request, server, flight, peer)  # type: ignore[no-any-return]
     try:
         if headers is not None:
             _headers_present(headers, method)
@@ -362,15 +289,15 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
         result = run(server, params, context)
         if isinstance(result, Listening):
             return Reply(None, LISTENING, 200, result)
-        return Reply(_success(request_id, result, server))
+        return Reply(success(request_id, result, server))
     except ProtocolError as exc:
-        return Reply(_error_response(request_id, exc), ANSWERED, exc.http_status)
+        return Reply(error_response(request_id, exc), ANSWERED, exc.http_status)
     except Cancelled:
         return Reply(None, CANCELLED)
     except Exception:
         log.exception("internal error answering %r (id %r)", method, request_id)
         error = InternalError("Internal error")
-        return Reply(_error_response(request_id, error), ANSWERED, error.http_status)
+        return Reply(error_response(request_id, error), ANSWERED, error.http_status)
 
 
 def _is_modern(params: dict[str, Any]) -> bool:
@@ -382,90 +309,13 @@ _LEGACY_MODULE: Any = None
 
 
 def _legacy() -> Any:
-    """mcpserver._legacy, imported when a legacy client first shows up: a 2026-07-28 client's server
-    does not pay for it at start-up."""
+    """mcpserver.legacy, imported when a legacy client first shows up: a 2026-07-28 client's server does
+    not pay for it at start-up."""
     global _LEGACY_MODULE
     if _LEGACY_MODULE is None:
-        from . import _legacy as module
+        from . import legacy as module
         _LEGACY_MODULE = module
     return _LEGACY_MODULE
-
-
-def _dispatch_legacy(request: Request, server: Server, flight: Optional[Flight], peer: Optional[Peer]) -> Reply:
-    """A request of an initialize-based revision (LEGACY.md): no _meta rules, legacy methods, legacy
-    error codes, and every result shaped for the session's revision."""
-    request_id, method, params = request.id, request.method, request.params
-    try:
-        if method == "initialize":
-            if peer is not None:
-                raise InvalidRequest("Invalid Request: this session is already initialized")
-            result, session = _legacy().initialize(params, server.info, server.capabilities(), server.instructions)
-            return Reply({"jsonrpc": "2.0", "id": request_id, "result": result}, session=session)
-        if method == "ping":
-            return Reply({"jsonrpc": "2.0", "id": request_id, "result": {}})
-        if peer is None:
-            raise InvalidRequest("Invalid Request: the session is not initialized: send initialize first")
-        run = _legacy_method(method, server)
-        meta = params.get("_meta")
-        context = Context(request_id, meta if isinstance(meta, dict) else {}, flight, method, peer=peer)
-        result = run(server, params, context)
-        return Reply({"jsonrpc": "2.0", "id": request_id, "result": _legacy().shape(method, result, peer.session)})
-    except MissingClientCapability as exc:
-        if method != "tools/call":
-            return _legacy_error(request_id, InvalidRequest(f"Invalid Request: {exc.message}", data=exc.data))
-        return Reply({"jsonrpc": "2.0", "id": request_id,
-                      "result": {"content": [{"type": "text", "text": exc.message}], "isError": True}})
-    except ProtocolError as exc:
-        return _legacy_error(request_id, exc)
-    except Cancelled:
-        return Reply(None, CANCELLED)
-    except Exception:
-        log.exception("internal error answering %r (id %r)", method, request_id)
-        return _legacy_error(request_id, InternalError("Internal error"))
-
-
-def _legacy_error(request_id: Any, error: ProtocolError) -> Reply:
-    """Legacy error responses: no modern codes (-32020..-32022 do not exist there), a missing resource is
-    -32002, and the HTTP status is the binding's default, 200 (LEGACY.md §10)."""
-    response = _error_response(request_id, error)
-    if isinstance(error, ResourceMissing):
-        response["error"]["code"] = RESOURCE_NOT_FOUND
-    return Reply(response, ANSWERED, 200)
-
-
-def _legacy_method(method: str, server: Server) -> Handler:
-    entry = _LEGACY_METHODS.get(method) or (_METHODS.get(method) if method not in _MODERN_ONLY else None)
-    if entry is None:
-        raise MethodNotFound(f"Method not found: {method}")
-    capability, run = entry
-    if capability is not None and not server.offers_capability(capability):
-        raise MethodNotFound(f"Method not found: {method} (the server has no {capability})")
-    return run
-
-
-def _set_level(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    level = params.get("level")
-    levels = _legacy().LOG_LEVELS
-    if level not in levels:
-        raise InvalidParams(f"Invalid params: level must be one of {', '.join(levels)}")
-    assert context.peer is not None
-    context.peer.set_log_level(str(level))
-    return {}
-
-
-def _subscribe(server: Server, params: dict[str, Any], context: Context, subscribed: bool = True) -> dict[str, Any]:
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise InvalidParams('Invalid params: "uri" must be a string')
-    if subscribed and not server.serves(uri):
-        raise ResourceMissing("Resource not found", data={"uri": uri})
-    assert context.peer is not None
-    context.peer.subscribe(uri, subscribed)
-    return {}
-
-
-def _unsubscribe(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    return _subscribe(server, params, context, subscribed=False)
 
 
 def _readable_id(request_id: Any) -> Any:
@@ -486,7 +336,7 @@ def _header(headers: dict[str, str], name: str) -> Optional[str]:
 
 
 def _headers_present(headers: dict[str, str], method: str) -> None:
-    names = [HEADER_VERSION, HEADER_METHOD] + ([HEADER_NAME] if method in _NAMED_BY else [])
+    names = [HEADER_VERSION, HEADER_METHOD] + ([HEADER_NAME] if method in NAMED_BY else [])
     for name in names:
         if _header(headers, name) is None:
             # A client of an earlier revision sends initialize without these: tell it what we speak (WIRE.md §4).
@@ -539,7 +389,7 @@ def _headers_match(headers: dict[str, str], method: str, params: dict[str, Any],
     header_method = _header(headers, HEADER_METHOD)
     if header_method != method:
         raise _mismatch(HEADER_METHOD, str(header_method), method)
-    field = _NAMED_BY.get(method)
+    field = NAMED_BY.get(method)
     if field is not None and isinstance(params.get(field), str):
         name = _decoded(str(_header(headers, HEADER_NAME)), HEADER_NAME)
         if name != params[field]:
@@ -584,7 +434,7 @@ def _version_supported(version: str) -> None:
 
 
 def _method(method: str, server: Server) -> Handler:
-    entry = _METHODS.get(method)
+    entry = METHODS.get(method)
     if entry is None:
         if method in _RETIRED:
             raise MethodNotFound(f"Method not found: {method}",
@@ -595,316 +445,3 @@ def _method(method: str, server: Server) -> Handler:
         raise MethodNotFound(f"{capability.capitalize()} not supported",
                              data={"reason": f"Server does not support the {capability} capability"})
     return run
-
-
-# ---------------------------------------------------------------------------------------------
-# Step 8 and 9: the methods
-
-
-def _success(request_id: Any, result: dict[str, Any], server: Server) -> dict[str, Any]:
-    result.setdefault("resultType", "complete")  # an input_required round has set its own
-    if server.server_info_in_results:
-        result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: server.info}
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
-def _error_response(request_id: Any, error: ProtocolError) -> dict[str, Any]:
-    response: dict[str, Any] = {"jsonrpc": "2.0"}
-    if request_id is not None:
-        response["id"] = request_id
-    response["error"] = error.to_error()
-    return response
-
-
-def _cacheable(server: Server, result: dict[str, Any]) -> dict[str, Any]:
-    result["ttlMs"] = server.ttl_ms
-    result["cacheScope"] = server.cache_scope
-    return result
-
-
-def _discover(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": server.capabilities()}
-    if server.instructions:
-        result["instructions"] = server.instructions
-    return _cacheable(server, result)
-
-
-def _page(server: Server, params: dict[str, Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    """One page of a list; the cursor is opaque to clients and checked here."""
-    start = 0
-    cursor = params.get("cursor")
-    if cursor is not None:
-        if not isinstance(cursor, str):
-            raise InvalidParams("Invalid params: cursor must be a string")
-        start = _cursor_offset(cursor, key, len(items))
-    end = start + server.page_size
-    result: dict[str, Any] = {key: items[start:end]}
-    if end < len(items):
-        import base64
-
-        result["nextCursor"] = base64.urlsafe_b64encode(f"{key}:{end}".encode()).decode("ascii")
-    return _cacheable(server, result)
-
-
-def _cursor_offset(cursor: str, key: str, count: int) -> int:
-    try:
-        import base64
-
-        kind, _, offset = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii").partition(":")
-        start = int(offset)
-    except ValueError:  # UnicodeError and binascii.Error are ValueErrors
-        start, kind = -1, ""
-    if kind != key or not 0 < start < count:
-        raise InvalidParams("Invalid cursor")
-    return start
-
-
-def _named(method: str, params: dict[str, Any]) -> str:
-    """The name (or uri) a method acts on: the value Mcp-Name mirrors; it must be a string."""
-    field = _NAMED_BY[method]
-    value = params.get(field)
-    if not isinstance(value, str):
-        raise InvalidParams(f"Invalid params: {method} needs \"{field}\", a string")
-    return value
-
-
-def _list_tools(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    return _page(server, params, "tools", [tool.definition for tool in server.tools.values()])
-
-
-def _resumable(server: Server, params: dict[str, Any], context: Context, target: str, arguments: Any,
-               run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run the author's code for a method that may ask the client for input (MRTR, WIRE.md §14.2).
-
-    The answers come from the sealed requestState of earlier rounds (checked before anything runs:
-    a tampered, foreign or expired state is -32602) and from this round's inputResponses, of which
-    only the keys asked for last round count. If the code asks for what is not answered yet, the
-    result is input_required, with the questions and a newly sealed state.
-    """
-    def binding() -> tuple[str, str, str, str]:  # hashed only when a state is opened or sealed
-        principal = context.principal
-        who = "" if principal is None else _json.dumps([principal.subject, principal.client_id])
-        return context.method, target, arguments_digest(arguments), who
-
-    state, responses = params.get("requestState"), params.get("inputResponses")
-    pending: Optional[list[str]] = None
-    if state is not None:
-        context.answers, pending = server.sealer.open(state, binding())
-    if responses is not None:
-        if not isinstance(responses, dict):
-            raise InvalidParams("Invalid params: inputResponses must be an object of answers")
-        context.answers.update((key, answer) for key, answer in responses.items()
-                               if pending is None or key in pending)
-    try:
-        return run()
-    except InputRequired as needed:
-        return {"resultType": "input_required", "inputRequests": needed.requests,
-                "requestState": server.sealer.seal(binding(), context.answers, list(needed.requests))}
-
-
-def _call_tool(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    name = _named("tools/call", params)
-    arguments = params.get("arguments", {})
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        raise InvalidParams("Invalid params: \"arguments\" must be an object")
-    tool = server.tools.get(name)
-    if tool is None:
-        raise InvalidParams(f"Unknown tool: {name}")
-    if tool.requires_client_capabilities:
-        declared = context.client_capabilities
-        missing = {k: v for k, v in tool.requires_client_capabilities.items() if k not in declared}
-        if missing:
-            raise MissingClientCapability(f"Missing required client capability: {', '.join(missing)}",
-                                          data={"requiredCapabilities": missing})
-    if tool.task != "never" and _task_mode(tool.task, context):
-        tasks = task_manager(server)
-        return _resumable(server, params, context, name, arguments,
-                          lambda: tasks.call(context, lambda: tool.call(arguments, context if tool.takes_context
-                                                                        else None)))
-    if context.peer is not None:  # a legacy session: the tool's log records reach the client
-        with context.logs_to_client():
-            return tool.call(arguments, context if tool.takes_context else None)
-    if not tool.takes_context:
-        return tool.call(arguments)
-    return _resumable(server, params, context, name, arguments, lambda: tool.call(arguments, context))
-
-
-# -- the Tasks extension (TASKS.md) ----------------------------------------------------------------
-
-
-def _task_mode(mode: str, context: Context) -> bool:
-    """Whether a task tool's call runs as a task: whenever the request declared the extension; a
-    "required" one refuses a request that did not (-32021, TASKS.md §2); a legacy session has none."""
-    if context.peer is None and declares_tasks(context.client_capabilities):
-        return True
-    if mode == "required":
-        raise MissingClientCapability(f"Missing required client capability: the {TASKS_EXTENSION} extension "
-                                      "(this tool runs only as a task)", data=_NEEDS_TASKS)
-    return False
-
-
-_NEEDS_TASKS: dict[str, Any] = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
-
-
-def declares_tasks(capabilities: dict[str, Any]) -> bool:
-    """Whether a request's client capabilities declare the extension (the 2025-11-25 `tasks` slot does not)."""
-    extensions = capabilities.get("extensions")
-    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
-
-
-def task_manager(server: Server) -> TaskManager:
-    """The server's task manager, made (and its store opened) on first use: a server without task tools
-    never loads the store. ConfigError if the store cannot serve."""
-    def make() -> TaskManager:
-        from ._tasks import TaskManager as Manager  # imported here: only a server with task tools pays for it
-
-        return Manager(server)
-
-    return server.component("tasks", make)  # type: ignore[no-any-return]
-
-
-def _listened_tasks(server: Server, task_ids: Any, context: Context) -> list[str]:
-    """The task ids a listen stream may follow: the caller's own (others are left out of the
-    acknowledgement, so existence does not leak, TASKS.md §11); -32021 without the extension."""
-    if task_ids is None:
-        return []
-    if not declares_tasks(context.client_capabilities):
-        raise MissingClientCapability(f"Missing required client capability: the {TASKS_EXTENSION} extension",
-                                      data=_NEEDS_TASKS)
-    if not (isinstance(task_ids, list) and all(isinstance(t, str) for t in task_ids)):
-        raise InvalidParams("Invalid params: notifications.taskIds must be an array of task ids")
-    return task_manager(server).owned(task_ids, context)
-
-
-def _task_id(params: dict[str, Any], context: Context) -> str:
-    if not declares_tasks(context.client_capabilities):
-        raise MissingClientCapability(f"Missing required client capability: the {TASKS_EXTENSION} extension",
-                                      data=_NEEDS_TASKS)
-    task_id = params.get("taskId")
-    if not isinstance(task_id, str):
-        raise InvalidParams('Invalid params: "taskId" must be a string')
-    return task_id
-
-
-def _get_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    return task_manager(server).get(_task_id(params, context), context)
-
-
-def _update_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    task_id = _task_id(params, context)
-    responses = params.get("inputResponses")
-    if not isinstance(responses, dict):
-        raise InvalidParams('Invalid params: "inputResponses" must be an object of answers')
-    return task_manager(server).update(task_id, responses, context)
-
-
-def _cancel_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    return task_manager(server).cancel(_task_id(params, context), context)
-
-
-def _list_resources(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    return _page(server, params, "resources", [r.definition for r in server.resources.values()])
-
-
-def _list_templates(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    return _page(server, params, "resourceTemplates", [t.definition for t in server.resource_templates])
-
-
-def _read_resource(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    uri = _named("resources/read", params)
-
-    def read() -> dict[str, Any]:
-        try:
-            return _cacheable(server, {"contents": server.read_resource(uri, context)})
-        except ResourceNotFound:
-            raise ResourceMissing("Resource not found", data={"uri": uri}) from None
-
-    return _resumable(server, params, context, uri, None, read)
-
-
-def _list_prompts(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    return _page(server, params, "prompts", [p.definition for p in server.prompts.values()])
-
-
-def _get_prompt(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    name = _named("prompts/get", params)
-    prompt = server.prompts.get(name)
-    if prompt is None:
-        raise InvalidParams(f"Unknown prompt: {name}")
-    arguments = params.get("arguments")
-    if prompt.context_parameter is None:
-        return prompt.get(arguments)
-    return _resumable(server, params, context, name, arguments, lambda: prompt.get(arguments, context))
-
-
-def _complete(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
-    ref = params.get("ref")
-    if not isinstance(ref, dict) or ref.get("type") not in ("ref/prompt", "ref/resource"):
-        raise InvalidParams('Invalid params: "ref" must be {"type": "ref/prompt", "name": ...} or '
-                            '{"type": "ref/resource", "uri": ...}')
-    if ref["type"] == "ref/prompt":
-        name = ref.get("name")
-        prompt = server.prompts.get(name) if isinstance(name, str) else None
-        if prompt is None:
-            raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
-        return complete(prompt.completions, params)
-    template = next((t for t in server.resource_templates if t.uri_template == ref.get("uri")), None)
-    if template is None:
-        raise InvalidParams(f"Unknown resource template: {ref.get('uri')}")
-    return complete(template.completions, params)
-
-
-def _listen(server: Server, params: dict[str, Any], context: Context) -> Listening:
-    """subscriptions/listen: open the listener and acknowledge; the stream then stays open until
-    cancelled (nothing more is sent) or the server shuts down (the graceful result is the answer).
-    Notifications go out through the flight."""
-    wanted = params.get("notifications")
-    if not isinstance(wanted, dict):
-        raise InvalidParams('Invalid params: "notifications" must be an object (a SubscriptionFilter)')
-    if not context.flight.streams:  # no one would hear the stream: a caller of dispatch() without a transport
-        raise InvalidRequest("Invalid Request: subscriptions/listen needs a transport that streams notifications "
-                             "(stdio or Streamable HTTP)")
-    capabilities = server.capabilities()
-    honoured: dict[str, Any] = {key: True for key, (kind, _) in LIST_CHANGED.items()
-                                if wanted.get(key) is True and kind in capabilities}
-    uris = wanted.get("resourceSubscriptions")
-    if uris is not None and not (isinstance(uris, list) and all(isinstance(u, str) for u in uris)):
-        raise InvalidParams("Invalid params: notifications.resourceSubscriptions must be an array of URIs")
-    served = [uri for uri in uris or () if server.serves(uri)]
-    if served:
-        honoured["resourceSubscriptions"] = served
-    tasks = _listened_tasks(server, wanted.get("taskIds"), context)
-    if tasks:
-        honoured["taskIds"] = tasks
-    listener = Listener(context.request_id, {LIST_CHANGED[key][0] for key in honoured if key in LIST_CHANGED},
-                        set(served), context.flight, frozenset(tasks))
-    server.subscriptions.open(listener)
-    context.on_cancel(listener.ended.set)
-    listener.send("notifications/subscriptions/acknowledged", {"notifications": honoured})
-    return Listening(server, listener, context)
-
-
-_METHODS: dict[str, tuple[Optional[str], Handler]] = {
-    "server/discover": (None, _discover),
-    "tools/list": ("tools", _list_tools),
-    "tools/call": ("tools", _call_tool),
-    "resources/list": ("resources", _list_resources),
-    "resources/templates/list": ("resources", _list_templates),
-    "resources/read": ("resources", _read_resource),
-    "prompts/list": ("prompts", _list_prompts),
-    "prompts/get": ("prompts", _get_prompt),
-    "completion/complete": ("completions", _complete),
-    "subscriptions/listen": (None, _listen),
-    "tasks/get": (None, _get_task),
-    "tasks/update": (None, _update_task),
-    "tasks/cancel": (None, _cancel_task),
-}
-# Methods legacy sessions have no such thing as (the Tasks extension does not apply to them, TASKS.md §1).
-_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
-_LEGACY_METHODS: dict[str, tuple[Optional[str], Handler]] = {
-    "logging/setLevel": (None, _set_level),
-    "resources/subscribe": ("resources", _subscribe),
-    "resources/unsubscribe": ("resources", _unsubscribe),
-}

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
     from typing import Any, BinaryIO, Optional, Union
     Writer = Union[BinaryIO, "_FdWriter"]
 
-    from ._session import LegacyPeer
+    from .legacy import LegacyPeer
 if TYPE_CHECKING:
     import signal
 else:
@@ -274,9 +274,9 @@ class _Session:
         """A request answered here at once; an initialize makes this process a legacy session (LEGACY.md §1.1)."""
         reply = protocol.dispatch(request, self.server, peer=self.peer)
         if reply.session is not None:
-            from . import _session  # imported here: only a legacy client's process pays for it
+            from . import legacy  # imported here: only a legacy client's process pays for it
 
-            self.peer = _session.LegacyPeer(self.server, reply.session, self.write)
+            self.peer = legacy.LegacyPeer(self.server, reply.session, self.write)
             log.info("legacy session: protocol %s with %s", reply.session.revision,
                      reply.session.client_info.get("name", "an unnamed client"))
         self._answer(reply)

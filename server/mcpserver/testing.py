@@ -39,10 +39,8 @@ from typing import NamedTuple  # only tests import this module, so typing's star
 from . import protocol
 from ._context import Flight
 from ._json import THREAD_STACK_BYTES
-from ._legacy import LEGACY_VERSIONS
 from ._loader import load_target
 from ._server import Server
-from ._session import LegacyPeer
 from ._wire import (
     META_CAPABILITIES,
     META_CLIENT_INFO,
@@ -53,6 +51,7 @@ from ._wire import (
     TASKS_EXTENSION,
 )
 from .errors import ProtocolError
+from .legacy import LEGACY_VERSIONS, LegacyPeer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the package's habit: names for type checkers only

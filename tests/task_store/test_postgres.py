@@ -9,10 +9,10 @@ import subprocess
 import psycopg
 import pytest
 import test_task_store
-from mcpserver._task import StoreUnavailable, TaskLimitReached
-from mcpserver._task_open import open_task_store
-from mcpserver._task_postgres import SCHEMA_VERSION, PostgresTaskStore, redacted
 from mcpserver.errors import ConfigError
+from mcpserver.tasks._open import open_task_store
+from mcpserver.tasks._postgres import SCHEMA_VERSION, PostgresTaskStore, redacted
+from mcpserver.tasks._record import StoreUnavailable, TaskLimitReached
 from pgserver import PostgresServer
 from task_store_worker import StoreProcess, race_creates
 from test_task_store import RESULT

@@ -67,8 +67,8 @@ class StoreProcess:
 
 
 def _create_after(barrier, results, spec, count, limit):
-    from mcpserver._task import TaskLimitReached
-    from mcpserver._task_open import open_task_store
+    from mcpserver.tasks._open import open_task_store
+    from mcpserver.tasks._record import TaskLimitReached
 
     store = open_task_store(spec, max_tasks_per_owner=limit)
     created = 0
@@ -101,7 +101,7 @@ def race_creates(spec, processes=4, count=60, limit=100):
 
 
 def main():
-    from mcpserver._task_open import open_task_store
+    from mcpserver.tasks._open import open_task_store
 
     options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     try:

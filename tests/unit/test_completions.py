@@ -3,8 +3,7 @@ and the refusals (WIRE.md's CompleteRequest/CompleteResult; schema: completion.v
 
 import pytest
 from mcpserver import ConfigError, Server
-from mcpserver.protocol import handle
-from mcptest import request
+from mcptest import answer, request
 
 CITIES = [f"city{n:03}" for n in range(250)]
 
@@ -34,7 +33,7 @@ def complete(server, ref, name, value, **context):
     params = {"ref": ref, "argument": {"name": name, "value": value}}
     if context:
         params["context"] = context
-    return handle(request("completion/complete", **params), server)
+    return answer(request("completion/complete", **params), server)
 
 
 def test_at_most_100_values_go_back_with_the_total_and_has_more(server):
@@ -74,7 +73,7 @@ def test_bad_requests_are_invalid_params(server, ref, argument, context, says):
     params = {"ref": ref, "argument": argument}
     if context is not None:
         params["context"] = context
-    error = handle(request("completion/complete", **params), server)["error"]
+    error = answer(request("completion/complete", **params), server)["error"]
     assert error["code"] == -32602 and says in error["message"]
 
 
@@ -82,7 +81,7 @@ def test_the_capability_is_declared_only_when_something_completes():
     plain = Server("plain", "1.0.0")
     plain.prompt(lambda topic: topic, name="p")
     assert "completions" not in plain.capabilities()
-    error = handle(request("completion/complete", ref={"type": "ref/prompt", "name": "p"},
+    error = answer(request("completion/complete", ref={"type": "ref/prompt", "name": "p"},
                            argument={"name": "topic", "value": ""}), plain)["error"]
     assert error["code"] == -32601
 

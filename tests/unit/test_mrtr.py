@@ -7,9 +7,8 @@ import time
 
 import pytest
 from mcpserver import Context, Server, inputs
-from mcpserver.protocol import handle
 from mcpserver.testing import Client, ClientError
-from mcptest import EXAMPLES, META, StdioServer
+from mcptest import EXAMPLES, META, StdioServer, answer
 
 INTERACTIVE = os.path.join(EXAMPLES, "interactive.py")
 EVERYTHING = {"elicitation": {}, "sampling": {}, "roots": {}}
@@ -54,12 +53,12 @@ def recorded():
 
 def test_a_round_asks_and_the_retry_with_answers_completes(recorded):
     server, runs = recorded
-    first = handle(tool_call("transfer", {"amount": 5}), server)["result"]
+    first = answer(tool_call("transfer", {"amount": 5}), server)["result"]
     assert first["resultType"] == "input_required" and runs == []
     assert first["inputRequests"] == {"confirm": inputs.elicit("Transfer 5?", {
         "type": "object", "properties": {"ok": {"type": "boolean"}}})}
     assert "ttlMs" not in first and "cacheScope" not in first
-    second = handle(tool_call("transfer", {"amount": 5}, inputResponses={"confirm": accept(ok=True)},
+    second = answer(tool_call("transfer", {"amount": 5}, inputResponses={"confirm": accept(ok=True)},
                               requestState=first["requestState"]), server)["result"]
     assert second["resultType"] == "complete" and second["content"][0]["text"] == "transferred 5"
     assert runs == [(5, accept(ok=True))]
@@ -72,7 +71,7 @@ def flipped(state: str, index: int) -> str:
 
 def test_a_tampered_foreign_or_expired_state_is_refused_and_the_tool_never_runs(recorded):
     server, runs = recorded
-    state = handle(tool_call("transfer", {"amount": 5}), server)["result"]["requestState"]
+    state = answer(tool_call("transfer", {"amount": 5}), server)["result"]["requestState"]
     answers = {"confirm": accept(ok=True)}
     version, payload, mac = state.split(".")
     forged_payload = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
@@ -90,17 +89,17 @@ def test_a_tampered_foreign_or_expired_state_is_refused_and_the_tool_never_runs(
         "not a state at all": tool_call("transfer", {"amount": 5}, inputResponses=answers, requestState=42),
     }
     for what, attempt in attempts.items():
-        error = handle(attempt, server)["error"]
+        error = answer(attempt, server)["error"]
         assert error["code"] == -32602 and "requestState was refused" in error["message"], what
     other_key = Server("other", state_key="another-key")
     other_key.add_tool(server.tools["transfer"])
-    error = handle(tool_call("transfer", {"amount": 5}, inputResponses=answers, requestState=state), other_key)
+    error = answer(tool_call("transfer", {"amount": 5}, inputResponses=answers, requestState=state), other_key)
     assert "sealed with another key" in error["error"]["message"]
     quick = Server("quick", state_key="test-key", state_ttl=0.05)
     quick.add_tool(server.tools["transfer"])
-    stale = handle(tool_call("transfer", {"amount": 5}), quick)["result"]["requestState"]
+    stale = answer(tool_call("transfer", {"amount": 5}), quick)["result"]["requestState"]
     time.sleep(1.1)
-    error = handle(tool_call("transfer", {"amount": 5}, inputResponses=answers, requestState=stale), quick)["error"]
+    error = answer(tool_call("transfer", {"amount": 5}, inputResponses=answers, requestState=stale), quick)["error"]
     assert "expired" in error["message"]
     assert runs == [], "a refused state reached the tool"
 
@@ -109,8 +108,8 @@ def test_replicas_with_one_key_accept_each_others_state(recorded):
     server, runs = recorded
     replica = Server("replica", state_key="test-key")
     replica.add_tool(server.tools["transfer"])
-    state = handle(tool_call("transfer", {"amount": 7}), server)["result"]["requestState"]
-    done = handle(tool_call("transfer", {"amount": 7}, inputResponses={"confirm": accept(ok=False)},
+    state = answer(tool_call("transfer", {"amount": 7}), server)["result"]["requestState"]
+    done = answer(tool_call("transfer", {"amount": 7}, inputResponses={"confirm": accept(ok=False)},
                             requestState=state), replica)["result"]
     assert done["content"][0]["text"] == "kept"
     assert runs == [(7, accept(ok=False))]
@@ -118,15 +117,15 @@ def test_replicas_with_one_key_accept_each_others_state(recorded):
 
 def test_missing_extra_and_malformed_answers(recorded):
     server, runs = recorded
-    state = handle(tool_call("transfer", {"amount": 1}), server)["result"]["requestState"]
-    again = handle(tool_call("transfer", {"amount": 1}, inputResponses={"wrong": accept()}, requestState=state),
+    state = answer(tool_call("transfer", {"amount": 1}), server)["result"]["requestState"]
+    again = answer(tool_call("transfer", {"amount": 1}, inputResponses={"wrong": accept()}, requestState=state),
                    server)["result"]
     assert again["resultType"] == "input_required" and list(again["inputRequests"]) == ["confirm"]
-    done = handle(tool_call("transfer", {"amount": 1}, inputResponses={"confirm": accept(ok=True), "extra": 5},
+    done = answer(tool_call("transfer", {"amount": 1}, inputResponses={"confirm": accept(ok=True), "extra": 5},
                             requestState=state), server)["result"]
     assert done["content"][0]["text"] == "transferred 1"
     for bad in ([1, 2], "answers", {"confirm": "yes"}, {"confirm": {"content": {}}}):
-        error = handle(tool_call("transfer", {"amount": 1}, inputResponses=bad, requestState=state), server)
+        error = answer(tool_call("transfer", {"amount": 1}, inputResponses=bad, requestState=state), server)
         assert error["error"]["code"] == -32602, bad
     assert runs == [(1, accept(ok=True))]  # only the well-answered round got past the question
 

@@ -80,21 +80,29 @@ def test_the_public_api_is_what_all_says():
         assert hasattr(mcpserver, name), name
 
 
-# The package's layers, lowest first. A module imports only from layers below its own, never from
-# its own layer or above, so every arrow points down: transports -> protocol -> registry. Lazy
-# imports inside functions count too. __init__ is the facade and may import anything.
+# The package's layers, lowest first, by module (dotted below a folder: "tasks._store"; a folder's own name is
+# its __init__). A module imports only from layers below its own, never from its own layer or above, so every
+# arrow points down: command line -> transports -> protocol -> methods -> registry -> ground. Lazy imports
+# inside functions count too (imports for type checkers alone never run, and do not), and importing a module of
+# a folder imports the folder's __init__ first, so both must be below the importer. The root __init__ is the
+# facade and may import anything.
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
-    ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment",
-     "_malloc"),
+    ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment", "_malloc"),
     ("_httpd",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
-    ("_context", "_validate", "_jose", "_state", "_completions", "_task", "_legacy", "_pypy"),
-    ("_schema", "auth", "_subscriptions", "_task_store"),
-    ("_tools", "_resources", "_prompts", "_task_sql"),
-    ("_command", "_task_sqlite", "_task_postgres"),
-    ("_server", "_task_open"),
-    ("_loader", "_tasks"),
-    ("protocol", "_session"),
+    ("_context", "_validate", "_jose", "_state", "_completions", "_pypy"),
+    ("_schema", "auth", "_subscriptions"),
+    ("_tools", "_resources", "_prompts"),
+    ("_command",),
+    ("_server",),
+    ("_loader",),
+    # the Tasks wing: the record, the store and its backends, the runner, its methods; then the folder
+    ("tasks._record",), ("tasks._store",), ("tasks._sql",), ("tasks._sqlite", "tasks._postgres"), ("tasks._open",),
+    ("tasks._runner",), ("tasks._methods",), ("tasks",),
+    ("_methods",),  # what each method does, and the Reply
+    # the legacy era: the revisions' shaping, the sessions, its dispatch; then the folder
+    ("legacy._shaping",), ("legacy._sessions",), ("legacy._dispatch",), ("legacy",),
+    ("protocol",),
     ("stdio", "http", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
     ("_serving",),  # the MCP serving policy: the app (http) on the generic server, with auth, TLS and limits
     ("_clients", "_bundle", "_dev"),  # the command line's config shapes, bundles and dev loop, below _cli
@@ -103,45 +111,100 @@ LAYERS = (
 )
 
 
-def package_imports(source: str) -> set:
-    """The package modules a module's source imports, wherever the import statement stands."""
+def package_sources(root: str = PACKAGE_DIR) -> dict:
+    """Every module of the package by dotted name ("protocol", "tasks._store", "tasks" for its __init__),
+    the root __init__ left out."""
+    sources = {}
+    for folder, _, files in os.walk(root):
+        inside = os.path.relpath(folder, root).replace(os.sep, ".").strip(".")
+        for name in files:
+            if not name.endswith(".py") or (name == "__init__.py" and not inside):
+                continue
+            dotted = inside if name == "__init__.py" else ".".join(filter(None, [inside, name[:-3]]))
+            with open(os.path.join(folder, name), encoding="utf-8") as file:
+                sources[dotted] = file.read()
+    return sources
+
+
+def package_imports(source: str, module: str = "", folders: frozenset = frozenset()) -> set:
+    """The package modules a module's source imports (dotted), wherever the import statement stands; with a
+    folder's module, the folder's __init__ too. `folders`: the dotted names that are folders (packages), to
+    resolve relative imports from a folder's __init__ and to know what `from . import x` names."""
+    package = module if module in folders else module.rpartition(".")[0]
+    tree = ast.parse(source)
+    type_only = {id(sub) for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") ==
+                 "TYPE_CHECKING" for statement in node.body for sub in ast.walk(statement)}
     found = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found |= {node.module} if node.module else {alias.name for alias in node.names}
+    for node in ast.walk(tree):
+        if id(node) in type_only:  # for type checkers only: it never runs
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".") if package else []
+            base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+            target = ".".join(base + ([node.module] if node.module else []))
+            if node.module:
+                found.add(target)
+            for alias in node.names:  # `from . import x` and `from .folder import _module` name modules too
+                candidate = ".".join(filter(None, [target, alias.name]))
+                if not node.module or candidate in folders or target in folders:
+                    found.add(candidate if (not node.module or target in folders) else target)
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mcpserver."):
-            found.add(node.module.split(".")[1])
+            found.add(node.module[len("mcpserver."):])
         elif isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[1] for alias in node.names if alias.name.startswith("mcpserver.")}
-    return {name.split(".")[0] for name in found}
+            found |= {alias.name[len("mcpserver."):] for alias in node.names if alias.name.startswith("mcpserver.")}
+    with_folders = set()
+    for name in found - {""}:
+        parts = name.split(".")
+        with_folders |= {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
+    # A module inside a folder runs after the folder's __init__ started: its own folders are no import of its.
+    return {name for name in with_folders if not (module + ".").startswith(name + ".") or name == module}
 
 
 def layering_problems(sources: dict) -> list:
     layer = {module: index for index, modules in enumerate(LAYERS) for module in modules}
+    folders = frozenset(name.rpartition(".")[0] for name in layer if "." in name) | {
+        name for name in sources if any(other.startswith(name + ".") for other in sources)}
     problems = [f"{module} is in no layer: place it in LAYERS" for module in sources if module not in layer]
     for module, source in sources.items():
-        for imported in sorted(package_imports(source)):
+        for imported in sorted(package_imports(source, module, folders)):
+            if imported == module or (module in folders and imported.startswith(module + ".")):
+                continue  # a folder's __init__ gathers its own modules
             if module in layer and imported in layer and layer[imported] >= layer[module]:
                 problems.append(f"{module} (layer {layer[module]}) imports {imported} (layer {layer[imported]})")
     return problems
 
 
 def test_imports_only_point_down_the_layers():
-    sources = {}
-    for name in os.listdir(PACKAGE_DIR):
-        if name.endswith(".py") and name != "__init__.py":
-            with open(os.path.join(PACKAGE_DIR, name), encoding="utf-8") as file:
-                sources[name[:-3]] = file.read()
-    assert layering_problems(sources) == []
+    assert layering_problems(package_sources()) == []
+
+
+def layer_of(module: str) -> int:
+    return next(index for index, modules in enumerate(LAYERS) if module in modules)
 
 
 def test_the_layer_rule_catches_an_upward_import():
     # The circle this rule broke: the registry once imported the transports to run itself.
     assert layering_problems({"_server": "def run(self):\n    from .stdio import serve_stdio\n"}) == [
-        "_server (layer 7) imports stdio (layer 10)"]
-    assert layering_problems({"stdio": "from . import http\n"}) == ["stdio (layer 10) imports http (layer 10)"]
+        f"_server (layer {layer_of('_server')}) imports stdio (layer {layer_of('stdio')})"]
+    assert layering_problems({"stdio": "from . import http\n"}) == [
+        f"stdio (layer {layer_of('stdio')}) imports http (layer {layer_of('http')})"]
     # The generic HTTP server sits low: MCP (the app, the registry) is above it, never inside it.
-    assert layering_problems({"_httpd": "from .http import McpApp\n"}) == ["_httpd (layer 2) imports http (layer 10)"]
+    assert layering_problems({"_httpd": "from .http import McpApp\n"}) == [
+        f"_httpd (layer {layer_of('_httpd')}) imports http (layer {layer_of('http')})"]
+
+
+def test_the_layer_rule_reads_a_folders_relative_imports_and_counts_its_init():
+    # From inside a wing: `..` is the package above it; importing a wing's module runs the wing's __init__.
+    store = layer_of("tasks._store")
+    assert layering_problems({"tasks._store": "from ._runner import TaskManager\n"}) == [
+        f"tasks._store (layer {store}) imports tasks._runner (layer {layer_of('tasks._runner')})"]
+    assert layering_problems({"tasks._store": "from ..protocol import Reply\n"}) == [
+        f"tasks._store (layer {store}) imports protocol (layer {layer_of('protocol')})"]
+    methods = layer_of("_methods")
+    assert layering_problems({"_methods": "def f():\n    from .legacy import _dispatch\n"}) == [
+        f"_methods (layer {methods}) imports legacy (layer {layer_of('legacy')})",
+        f"_methods (layer {methods}) imports legacy._dispatch (layer {layer_of('legacy._dispatch')})"]
+    assert layering_problems({"tasks": "from ._store import TaskStore\n"}) == []  # a folder gathers its own
 
 
 def defined_names(statements) -> set:
@@ -179,10 +242,8 @@ def type_only_names_used_at_run_time(source: str) -> list:
 def test_names_kept_for_type_checkers_are_never_needed_at_run_time():
     # typing is not imported at run time (it costs start-up): a runtime use of one of its names would be a
     # NameError only on the code path that reaches it.
-    for name in os.listdir(PACKAGE_DIR):
-        if name.endswith(".py"):
-            with open(os.path.join(PACKAGE_DIR, name), encoding="utf-8") as file:
-                assert type_only_names_used_at_run_time(file.read()) == [], name
+    for name, source in package_sources().items():
+        assert type_only_names_used_at_run_time(source) == [], name
 
 
 def test_the_type_only_check_finds_a_runtime_use():

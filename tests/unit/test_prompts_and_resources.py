@@ -7,9 +7,8 @@ import pytest
 from mcpserver import ConfigError, Server
 from mcpserver._context import Flight
 from mcpserver._subscriptions import Listener
-from mcpserver.protocol import handle
 from mcpserver.testing import Client, ClientError
-from mcptest import request
+from mcptest import answer, request
 
 
 @pytest.fixture
@@ -59,11 +58,11 @@ def client(server):
 
 def get(server, name, arguments=None):
     params = {"name": name} if arguments is None else {"name": name, "arguments": arguments}
-    return handle(request("prompts/get", **params), server)
+    return answer(request("prompts/get", **params), server)
 
 
 def read(server, **params):
-    return handle(request("resources/read", **params), server)
+    return answer(request("resources/read", **params), server)
 
 
 def test_a_prompt_renders_with_its_defaults(server, client):
@@ -94,7 +93,7 @@ def test_bad_prompt_arguments_are_invalid_params_and_the_prompt_never_runs(serve
 @pytest.mark.parametrize("name", ["nope", 7, None])
 def test_an_unknown_or_malformed_prompt_name_is_invalid_params(server, name):
     params = {} if name is None else {"name": name}
-    assert handle(request("prompts/get", **params), server)["error"]["code"] == -32602
+    assert answer(request("prompts/get", **params), server)["error"]["code"] == -32602
 
 
 def test_a_prompt_returning_what_mcp_cannot_carry_is_the_servers_error(client):
@@ -155,8 +154,8 @@ def test_removing_a_prompt_or_a_template_takes_it_off_the_lists_and_tells_listen
     server.remove_resource_template("notes://{name}")
     assert [note["method"] for note in heard] == ["notifications/prompts/list_changed",
                                                   "notifications/resources/list_changed"]
-    assert handle(request("prompts/list"), server)["error"]["code"] == -32601  # the category is gone with it
-    assert handle(request("resources/read", uri="notes://a"), server)["error"]["code"] == -32601
+    assert answer(request("prompts/list"), server)["error"]["code"] == -32601  # the category is gone with it
+    assert answer(request("resources/read", uri="notes://a"), server)["error"]["code"] == -32601
     for remove, missing in ((server.remove_prompt, "hello"), (server.remove_resource_template, "notes://{name}")):
         with pytest.raises(KeyError):
             remove(missing)

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 from mcpserver import Server, ToolError, ToolResult, content, protocol
-from mcpserver.protocol import encode, handle
-from mcptest import META, VERSION, call, core_reply, request
+from mcpserver.protocol import encode
+from mcptest import META, VERSION, answer, call, core_reply, request
 
 HEADERS = {"mcp-protocol-version": VERSION}
 
@@ -49,7 +49,7 @@ def http_headers(method, name=None, **extra):
 
 
 def test_discover_lists_version_capabilities_instructions_and_cache_hints(server):
-    result = handle(request("server/discover"), server)["result"]
+    result = answer(request("server/discover"), server)["result"]
     assert result["supportedVersions"] == [VERSION]
     assert result["capabilities"] == {"tools": {"listChanged": True}}
     assert result["instructions"] == "Use echo."
@@ -61,7 +61,7 @@ def test_discover_lists_version_capabilities_instructions_and_cache_hints(server
 
 def test_capabilities_follow_what_is_registered():
     server = Server("empty")
-    assert handle(request("server/discover"), server)["result"]["capabilities"] == {}
+    assert answer(request("server/discover"), server)["result"]["capabilities"] == {}
 
 
 # --- §3.1 required _meta: -32602, HTTP 400 --------------------------------------------------
@@ -91,7 +91,7 @@ def test_missing_or_mistyped_meta_is_invalid_params_400(server, method, params):
 
 def test_missing_client_info_is_still_served(server):
     meta = {k: v for k, v in META.items() if k != "io.modelcontextprotocol/clientInfo"}
-    assert "result" in handle(request("tools/list", meta=meta), server)
+    assert "result" in answer(request("tools/list", meta=meta), server)
 
 
 def test_params_that_are_not_an_object_are_invalid_params(server):
@@ -119,10 +119,10 @@ def test_an_earlier_revision_is_unsupported_too(server):
 
 def test_each_request_is_judged_alone(server):
     """§2: nothing carries over; a good request does not vouch for the next one."""
-    assert "result" in handle(request("tools/list", id=1), server)
+    assert "result" in answer(request("tools/list", id=1), server)
     bad = dict(META, **{"io.modelcontextprotocol/protocolVersion": "2099-01-01"})
-    assert handle(request("tools/list", id=2, meta=bad), server)["error"]["code"] == -32022
-    assert "result" in handle(request("tools/list", id=3), server)
+    assert answer(request("tools/list", id=2, meta=bad), server)["error"]["code"] == -32022
+    assert "result" in answer(request("tools/list", id=3), server)
 
 
 # --- §7 method not found: -32601, 404 -------------------------------------------------------
@@ -196,11 +196,11 @@ def test_an_invalid_id_is_32600_and_the_error_omits_it(server, bad_id):
 
 @pytest.mark.parametrize("good_id", ["abc", "", 0, -3, 2**62])
 def test_string_and_integer_ids_are_echoed(server, good_id):
-    assert handle(request("tools/list", id=good_id), server)["id"] == good_id
+    assert answer(request("tools/list", id=good_id), server)["id"] == good_id
 
 
 def test_errors_echo_a_readable_id(server):
-    assert handle(request("nope", id="req-9"), server)["id"] == "req-9"
+    assert answer(request("nope", id="req-9"), server)["id"] == "req-9"
 
 
 # --- §8 notifications are never answered ----------------------------------------------------
@@ -209,7 +209,7 @@ def test_errors_echo_a_readable_id(server):
 @pytest.mark.parametrize("method", ["notifications/cancelled", "notifications/initialized", "whatever/else"])
 def test_notifications_are_never_answered(server, method):
     message = {"jsonrpc": "2.0", "method": method, "params": {"requestId": 1}}
-    assert core_reply(message, server) is None and handle(message, server) is None
+    assert core_reply(message, server) is None and answer(message, server) is None
     expected = protocol.Cancel if method == "notifications/cancelled" else protocol.Notification
     assert type(protocol.classify(message)) is expected
 
@@ -217,12 +217,12 @@ def test_notifications_are_never_answered(server, method):
 @pytest.mark.parametrize("params", [None, {}, {"requestId": None}, {"requestId": 1.5}, {"requestId": True}, [1]])
 def test_a_cancel_with_malformed_params_is_an_ignored_notification(server, params):
     message = {"jsonrpc": "2.0", "method": "notifications/cancelled", **({} if params is None else {"params": params})}
-    assert type(protocol.classify(message)) is protocol.Notification and handle(message, server) is None
+    assert type(protocol.classify(message)) is protocol.Notification and answer(message, server) is None
 
 
 def test_a_response_from_the_client_is_parsed_as_one_and_never_answered(server):
     response = {"jsonrpc": "2.0", "id": 4, "result": {}}
-    assert handle(response, server) is None
+    assert answer(response, server) is None
     typed = protocol.parse(json.dumps(response).encode())
     assert isinstance(typed, protocol.ClientResponse) and (typed.id, typed.result, typed.error) == (4, {}, None)
 
@@ -256,7 +256,7 @@ def test_a_message_kind_has_its_annotated_fields_in_order_and_no_other():
 
 
 def test_tools_list_is_cacheable_complete_and_ends_without_next_cursor(server):
-    result = handle(request("tools/list"), server)["result"]
+    result = answer(request("tools/list"), server)["result"]
     assert [t["name"] for t in result["tools"]] == ["echo", "fail", "crash"]
     assert result["resultType"] == "complete"
     assert "ttlMs" in result and "cacheScope" in result
@@ -264,19 +264,19 @@ def test_tools_list_is_cacheable_complete_and_ends_without_next_cursor(server):
 
 
 def test_tool_call_results_carry_no_cache_hints(server):
-    result = handle(call("echo", text="hi"), server)["result"]
+    result = answer(call("echo", text="hi"), server)["result"]
     assert result["resultType"] == "complete"
     assert "ttlMs" not in result and "cacheScope" not in result
 
 
 def test_server_info_can_be_left_out_of_results():
     quiet = Server("quiet", server_info_in_results=False)
-    assert "_meta" not in handle(request("server/discover"), quiet)["result"]
+    assert "_meta" not in answer(request("server/discover"), quiet)["result"]
 
 
 def test_cache_hints_come_from_the_server():
     server = Server("cached", ttl_ms=0, cache_scope="private")
-    result = handle(request("server/discover"), server)["result"]
+    result = answer(request("server/discover"), server)["result"]
     assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
 
 
@@ -295,7 +295,7 @@ def test_pagination_walks_every_tool_once_and_ends_without_cursor(paged):
     names, cursor, pages = [], None, 0
     while True:
         params = {} if cursor is None else {"cursor": cursor}
-        result = handle(request("tools/list", **params), paged)["result"]
+        result = answer(request("tools/list", **params), paged)["result"]
         names += [t["name"] for t in result["tools"]]
         pages += 1
         cursor = result.get("nextCursor")
@@ -333,21 +333,21 @@ def test_arguments_the_schema_rejects_are_an_is_error_result(server):
     result = reply.response["result"]
     assert result["isError"] is True and reply.http_status == 200
     assert "text: expected string, got integer" in result["content"][0]["text"]
-    result = handle(call("echo"), server)["result"]
+    result = answer(call("echo"), server)["result"]
     assert result["isError"] and "missing required property 'text'" in result["content"][0]["text"]
-    result = handle(call("echo", text="a", extra=1), server)["result"]
+    result = answer(call("echo", text="a", extra=1), server)["result"]
     assert result["isError"] and "unexpected property 'extra'" in result["content"][0]["text"]
 
 
 def test_a_reported_failure_is_an_is_error_result_with_its_message(server):
-    result = handle(call("fail", reason="disk full"), server)["result"]
+    result = answer(call("fail", reason="disk full"), server)["result"]
     assert result == {"content": [{"type": "text", "text": "cannot do it: disk full"}], "isError": True,
                       "resultType": "complete", "_meta": result["_meta"]}
 
 
 def test_an_exception_is_an_is_error_result_and_its_traceback_goes_to_the_log_only(server, caplog):
     with caplog.at_level(logging.ERROR):
-        result = handle(call("crash"), server)["result"]
+        result = answer(call("crash"), server)["result"]
     text = result["content"][0]["text"]
     assert result["isError"] is True
     assert "RuntimeError" in text and "Traceback" not in text
@@ -359,7 +359,7 @@ def test_a_tool_calling_exit_does_not_end_the_server(server):
     def leave() -> str:
         raise SystemExit(3)
 
-    assert handle(call("leave"), server)["result"]["isError"] is True
+    assert answer(call("leave"), server)["result"]["isError"] is True
 
 
 def test_an_internal_fault_outside_tools_is_32603(server, caplog):
@@ -393,7 +393,7 @@ def returns():
 
 
 def result_of(server, tool):
-    result = handle(call(tool), server)["result"]
+    result = answer(call(tool), server)["result"]
     del result["_meta"], result["resultType"]
     return result
 
@@ -520,7 +520,7 @@ def test_mcp_param_headers_must_mirror_annotated_arguments():
 
 
 def test_encoding_is_one_line_of_utf8(server):
-    data = encode(handle(call("echo", text="line1\nline2\t\u00e9\u4e2d\U0001f600"), server))
+    data = encode(answer(call("echo", text="line1\nline2\t\u00e9\u4e2d\U0001f600"), server))
     assert b"\n" not in data
     assert json.loads(data)["result"]["content"][0]["text"] == "line1\nline2\t\u00e9\u4e2d\U0001f600"
     assert "\u00e9".encode() in data  # UTF-8 as it is, not \\u escapes
@@ -543,5 +543,5 @@ def test_a_tool_needing_an_undeclared_client_capability_is_32021():
     assert error_of(reply) == {"code": -32021, "message": "Missing required client capability: sampling",
                                "data": {"requiredCapabilities": {"sampling": {}}}}
     declared = dict(META, **{"io.modelcontextprotocol/clientCapabilities": {"sampling": {}}})
-    assert handle(request("tools/call", meta=declared, name="summarise"), server)["result"]["content"][0]["text"] \
+    assert answer(request("tools/call", meta=declared, name="summarise"), server)["result"]["content"][0]["text"] \
         == "sampled"

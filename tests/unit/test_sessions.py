@@ -2,9 +2,8 @@
 process is bounded."""
 
 from mcpserver import Server
-from mcpserver._legacy import LegacySession
-from mcpserver._session import SessionTable
 from mcpserver._state import Sealer
+from mcpserver.legacy import LegacySession, SessionTable
 
 SESSION = LegacySession("2025-06-18", {"sampling": {}}, {"name": "client", "version": "1"})
 

@@ -48,11 +48,13 @@ def imported_before_the_first_answer(argv, http=False):
     process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "mcpserver", *argv],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
+        before = b""  # what stderr said up to the banner: the imports too
         if http:
             banner = b""
             while b" at http://" not in banner:
                 banner = process.stderr.readline()
                 assert banner, "the server did not start"
+                before += banner
             port = int(re.search(rb"127\.0\.0\.1:(\d+)", banner).group(1))
             import http.client  # the test's client, in the test's process
 
@@ -70,7 +72,7 @@ def imported_before_the_first_answer(argv, http=False):
     finally:
         process.kill()
         _, stderr = process.communicate(timeout=10)
-    return {match.group(1) for match in re.finditer(rb"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", stderr)}
+    return {match.group(1) for match in re.finditer(rb"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", before + stderr)}
 
 
 def names(modules):
@@ -188,3 +190,29 @@ def test_a_start_that_fails_leaves_the_collector_as_it_found_it():
         assert not gc.isenabled()  # a caller that had it off gets it back off
     finally:
         gc.enable()
+
+
+# The package's wings: a server that does not use one never imports it (docs/architecture.md).
+WINGS = ("mcpserver.tasks", "mcpserver.legacy", "mcpserver.http", "mcpserver.cli")
+
+
+@needs_importtime
+def test_a_stdio_server_answering_a_modern_call_imports_none_of_the_wings():
+    imported = names(imported_before_the_first_answer([DEMO]))
+    assert {name for name in imported if name.startswith(WINGS)} == set()
+
+
+@needs_importtime
+def test_the_control_each_wing_shows_up_where_it_is_used():
+    # HTTP serves through its wing (and its sessions through the legacy one's table); a legacy client's
+    # initialize brings the legacy wing; a task tool's call brings the tasks wing.
+    assert "mcpserver.http" in names(imported_before_the_first_answer(["--http", "--port", "0", DEMO], http=True))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server"))
+    everything = os.path.join(ROOT, "server", "examples", "everything.py")
+    initialize = line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    task_call = line(call("slow_compute", seconds=0))
+    for data, wing in ((initialize, "mcpserver.legacy"), (task_call, "mcpserver.tasks")):
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "mcpserver", everything], input=data,
+                              capture_output=True, env=env, timeout=60)
+        assert wing in names(re.findall(rb"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", done.stderr)), done.stdout

@@ -8,8 +8,7 @@ import time
 import pytest
 from mcpserver import Server
 from mcpserver._context import Flight
-from mcpserver.protocol import handle
-from mcptest import EXAMPLES, StdioServer, call, core_reply, line, request
+from mcptest import EXAMPLES, StdioServer, answer, call, core_reply, line, request
 
 NOTES = os.path.join(EXAMPLES, "notes.py")
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
@@ -137,9 +136,9 @@ def test_the_registry_changes_safely_while_requests_read_it(jitter):
 
     def read():
         while not stop.is_set():
-            answer = handle(request("tools/list"), server)
-            if "result" not in answer:
-                problems.append(answer)
+            listed = answer(request("tools/list"), server)
+            if "result" not in listed:
+                problems.append(listed)
 
     workers = [threading.Thread(target=churn)] + [threading.Thread(target=read) for _ in range(readers)]
     for worker in workers:
@@ -152,8 +151,8 @@ def test_the_registry_changes_safely_while_requests_read_it(jitter):
 
 
 def test_listen_through_dispatch_without_a_stream_is_refused_at_once():
-    """Found by make fuzz (G): with no flight to stream through, core_reply() and handle() waited forever."""
+    """Found by make fuzz (G): with no flight to stream through, dispatch() waited forever."""
     server = Server("quiet", "1.0.0", offers=["tools"])
     message = request("subscriptions/listen", id=1, notifications={"toolsListChanged": True})
-    for answer in (core_reply(message, server).response, handle(message, server)):
-        assert answer["error"]["code"] == -32600 and "needs a transport that streams" in answer["error"]["message"]
+    for response in (core_reply(message, server).response, answer(message, server)):
+        assert response["error"]["code"] == -32600 and "needs a transport that streams" in response["error"]["message"]

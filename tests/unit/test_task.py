@@ -1,4 +1,4 @@
-"""The task record and its rules (mcpserver._task): TASKS.md §4's transitions, the limits, the wire shape,
+"""The task record and its rules (mcpserver.tasks._record): TASKS.md §4's transitions, the limits, the wire shape,
 and how a dead runner is told from a live one. Pure functions: no store involved."""
 
 import dataclasses
@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from mcpserver import _task
-from mcpserver._task import (
+from mcpserver.tasks import _record
+from mcpserver.tasks._record import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -221,7 +221,7 @@ def test_a_row_holds_the_whole_record():
 def ended_process():
     """(pid, start ticks) of a process that has ended and been reaped."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    started = _task._process_start(child.pid)[1]
+    started = _record._process_start(child.pid)[1]
     child.kill()
     child.wait()
     return child.pid, started
@@ -260,4 +260,4 @@ def test_this_runner_is_made_again_after_a_fork(monkeypatch):
     other = this_runner()
     assert other.pid == me.pid + 1 and other.token != me.token and other.host == me.host
     monkeypatch.undo()
-    _task._IDENTITY[:] = [me]
+    _record._IDENTITY[:] = [me]

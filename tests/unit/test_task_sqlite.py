@@ -12,9 +12,9 @@ import subprocess
 import time
 
 import pytest
-from mcpserver._task import StoreFull, StoreUnavailable, TaskLimitReached, _process_start
-from mcpserver._task_sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteTaskStore
 from mcpserver.errors import ConfigError
+from mcpserver.tasks._record import StoreFull, StoreUnavailable, TaskLimitReached, _process_start
+from mcpserver.tasks._sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteTaskStore
 from task_store_worker import StoreProcess, race_creates
 from test_task_store import RESULT, Clock, memory_grown
 

@@ -1,4 +1,4 @@
-"""The task store's interface (mcpserver._task_store), the same for every backend: these tests run on
+"""The task store's interface (mcpserver.tasks._store), the same for every backend: these tests run on
 MemoryTaskStore and SqliteTaskStore here, and on PostgresTaskStore in tests/task_store (which imports
 them and gives `make_store` another meaning). `make_store()` opens a store; for a shared backend, a
 second call opens a second store object on the same tasks (another connection, as another process would)."""
@@ -7,7 +7,7 @@ import dataclasses
 import threading
 
 import pytest
-from mcpserver._task import (
+from mcpserver.tasks._record import (
     MAX_RESULT_BYTES,
     InvalidTransition,
     Runner,
@@ -18,7 +18,7 @@ from mcpserver._task import (
     new_task,
     this_runner,
 )
-from mcpserver._task_store import MemoryTaskStore
+from mcpserver.tasks._store import MemoryTaskStore
 
 try:
     import sqlite3  # noqa: F401  (a Python built without it: the musl-busybox lab cell)
@@ -76,7 +76,7 @@ def make_store(request, tmp_path, clock):
                 return first[0]
             store = MemoryTaskStore(**options)
         else:
-            from mcpserver._task_sqlite import SqliteTaskStore
+            from mcpserver.tasks._sqlite import SqliteTaskStore
 
             store = SqliteTaskStore(str(tmp_path / "tasks.db"), **options)
         first[:1] = first or [store]

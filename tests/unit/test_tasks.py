@@ -9,8 +9,8 @@ import time
 import pytest
 from mcpserver import Context, ProtocolError, Server, ToolError
 from mcpserver._context import Flight
-from mcpserver._task_store import MemoryTaskStore
 from mcpserver.auth import Principal
+from mcpserver.tasks._store import MemoryTaskStore
 from mcptest import (
     HAS_GUNICORN,
     META,

@@ -29,8 +29,8 @@ import time
 import weakref
 from dataclasses import dataclass
 
-from . import _log
-from ._task import (
+from .. import _log
+from ._record import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_TASKS_PER_OWNER,
     DEFAULT_POLL_INTERVAL_MS,

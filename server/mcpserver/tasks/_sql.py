@@ -14,14 +14,14 @@ Rules of this module:
 
 from __future__ import annotations
 
-from ._task import COLUMNS, StoreUnavailable, TaskRecord, from_row, to_row
-from ._task_store import ConnectionPool, TaskStore, too_many_tasks
+from ._record import COLUMNS, StoreUnavailable, TaskRecord, from_row, to_row
+from ._store import ConnectionPool, TaskStore, too_many_tasks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Callable, Optional, TypeVar
 
-    from ._task_store import Change
+    from ._store import Change
 
     T = TypeVar("T")
 

@@ -25,17 +25,17 @@ from __future__ import annotations
 import threading
 import time
 
-from . import _json, _log
-from ._context import Cancelled, Context, Flight, InputRequired
-from ._task_open import open_task_store
-from .errors import InternalError, ProtocolError
+from .. import _json, _log
+from .._context import Cancelled, Context, Flight, InputRequired
+from ..errors import InternalError, ProtocolError
+from ._open import open_task_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Callable, Optional
 
-    from ._server import Server
-    from ._task import TaskRecord
+    from .._server import Server
+    from ._record import TaskRecord
 
 __all__ = ["ANNOUNCE_AFTER", "MAX_RUNNING_TASKS", "TaskManager"]
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 
-from ._task import MAX_RESULT_BYTES, StoreFull, StoreUnavailable
-from ._task_sql import INDEXES, SqlTaskStore
-from .errors import ConfigError
+from ..errors import ConfigError
+from ._record import MAX_RESULT_BYTES, StoreFull, StoreUnavailable
+from ._sql import INDEXES, SqlTaskStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

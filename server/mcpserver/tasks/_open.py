@@ -9,8 +9,8 @@ A store that cannot serve is refused here, with a ConfigError that names it and 
 
 from __future__ import annotations
 
-from ._task_store import MemoryTaskStore, TaskStore
-from .errors import ConfigError
+from ..errors import ConfigError
+from ._store import MemoryTaskStore, TaskStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
@@ -28,9 +28,9 @@ def open_task_store(spec: Optional[Union[str, TaskStore]] = None, **options: Any
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"task store {spec!r}: give 'memory', the path of an SQLite file, or a postgresql:// URL")
     if spec.startswith(("postgresql://", "postgres://")):
-        from ._task_postgres import PostgresTaskStore
+        from ._postgres import PostgresTaskStore
 
         return PostgresTaskStore(spec, **options)
-    from ._task_sqlite import SqliteTaskStore
+    from ._sqlite import SqliteTaskStore
 
     return SqliteTaskStore(spec[len("sqlite:"):] if spec.startswith("sqlite:") else spec, **options)

@@ -16,7 +16,7 @@ Rules of this module (pure: no I/O, no state; the transport holds a session's st
 
 from __future__ import annotations
 
-from .errors import InvalidParams
+from ..errors import InvalidParams
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

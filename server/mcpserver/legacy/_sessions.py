@@ -22,16 +22,16 @@ import itertools
 import os
 import threading
 
-from . import _log
-from ._context import Cancelled, ClientRefused, Flight, Peer
-from ._legacy import LEGACY_VERSIONS, LOG_LEVELS, LegacySession, shape_notification, shape_request
-from ._subscriptions import LIST_CHANGED, Listener
+from .. import _log
+from .._context import Cancelled, ClientRefused, Flight, Peer
+from .._subscriptions import LIST_CHANGED, Listener
+from ._shaping import LEGACY_VERSIONS, LOG_LEVELS, LegacySession, shape_notification, shape_request
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Any, Callable, Optional
 
-    from ._server import Server
+    from .._server import Server
 
 __all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "DEFAULT_SESSION_TTL", "MAX_SESSION_STATES", "LegacyPeer",
            "SessionTable"]

@@ -28,8 +28,8 @@ import secrets
 import time
 from dataclasses import dataclass, field, replace
 
-from . import _json
-from .errors import InternalError, InvalidParams
+from .. import _json
+from ..errors import InternalError, InvalidParams
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

@@ -1,0 +1,43 @@
+"""The Tasks extension (io.modelcontextprotocol/tasks, spec/TASKS.md): calls a client polls, and where they live.
+
+    from mcpserver.tasks import SqliteTaskStore
+
+    server.task_store = SqliteTaskStore("tasks.db")     # or --task-store tasks.db, or postgresql://...
+
+The wing, by role (nothing outside it imports it until a task tool is called or a store is opened):
+  _record    a task's record, its pure changes (TASKS.md §4) and the errors
+  _store     TaskStore, the interface a backend implements, and MemoryTaskStore, the default
+  _sql       what the SQL stores share; _sqlite (one host), _postgres (many hosts, an optional extra)
+  _open      a store from what --task-store names
+  _runner    TaskManager: runs a task tool's call in a thread of its own, through the store
+  _methods   tasks/get, tasks/update and tasks/cancel, and how a call becomes a task
+"""
+
+from ._open import open_task_store
+from ._postgres import PostgresTaskStore
+from ._record import (
+    InvalidTransition,
+    StoreFull,
+    StoreUnavailable,
+    TaskLimitReached,
+    TaskNotFound,
+    TaskRecord,
+    TaskStoreError,
+)
+from ._sqlite import SqliteTaskStore
+from ._store import MemoryTaskStore, TaskStore
+
+__all__ = [
+    "InvalidTransition",
+    "MemoryTaskStore",
+    "PostgresTaskStore",
+    "SqliteTaskStore",
+    "StoreFull",
+    "StoreUnavailable",
+    "TaskLimitReached",
+    "TaskNotFound",
+    "TaskRecord",
+    "TaskStore",
+    "TaskStoreError",
+    "open_task_store",
+]
