@@ -2,7 +2,7 @@
 
 Two paths, each fed a batch of tools/call echo requests written ahead:
 - stdio: mcpserver.stdio.serve_stdio over in-memory streams, against the bare loop's serve().
-- HTTP: one keep-alive connection served by mcpserver's own HTTP/1.1 server (mcpserver._httpd), its
+- HTTP: one keep-alive connection served by mcpserver's own HTTP/1.1 server (mcpserver.http._server), its
   requests written ahead into an in-memory stand-in for the socket and served as one of its workers
   serves pipelined requests (screen, app, response, next request), against the bare
   ThreadingHTTPServer's handler. The stand-in lends a real file descriptor (one end of a socketpair),
@@ -34,10 +34,10 @@ import clients
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "server"))
 
-from mcpserver import _httpd  # noqa: E402
 from mcpserver import http as mcp_http  # noqa: E402
 from mcpserver import stdio as mcp_stdio  # noqa: E402
 from mcpserver._loader import load_target  # noqa: E402
+from mcpserver.http import _server as _httpd  # noqa: E402
 
 STDIO_REQUESTS = 20_000
 HTTP_REQUESTS = 5_000

@@ -68,7 +68,7 @@ import fuzz_check  # noqa: E402  the fuzzer's generators and checks make the mal
 import fuzz_drive  # noqa: E402
 import fuzz_gen  # noqa: E402
 import fuzz_known  # noqa: E402
-from mcpserver._httpd import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_REQUESTS, DEFAULT_READ_TIMEOUT  # noqa: E402
+from mcpserver.http._server import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_REQUESTS, DEFAULT_READ_TIMEOUT  # noqa: E402
 from mcpserver.legacy import LEGACY_VERSIONS  # noqa: E402
 
 TARGET = os.path.join(BENCH, "soak_server.py")

@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported w
     from ._server import Server
     from ._tools import Tool, ToolError, ToolResult
     from ._version import __version__
-    from .errors import ConfigError, ProtocolError
     from ._wire import PROTOCOL_VERSION
+    from .errors import ConfigError, ProtocolError
 
 __all__ = [
     "PROTOCOL_VERSION",

@@ -11,7 +11,7 @@ import sys
 from types import SimpleNamespace
 
 from . import _environment, _log, _pypy
-from ._init import init_if_pid1
+from ._pid1 import init_if_pid1
 from ._version import __version__
 from ._wire import PROTOCOL_VERSION
 from .errors import ConfigError
@@ -240,7 +240,7 @@ def _argparse_type(convert: Any) -> Any:
 def _parser(prog: str = "mcpserver") -> Any:
     import argparse
 
-    from ._cli import EXIT_STATUS
+    from .cli._commands import EXIT_STATUS
 
     dev = prog.endswith(" dev")
     parser = argparse.ArgumentParser(
@@ -373,12 +373,12 @@ def _started(collecting: bool, freeze: bool = True) -> None:
 
 def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
     if argv[:1] and argv[0] in SUBCOMMANDS:
-        from ._cli import main as subcommand
+        from .cli import main as subcommand
 
         _started(collecting, freeze=False)  # a short command: nothing to keep out of the way
         return subcommand(argv)
     if argv[:1] == ["dev"]:  # the options are the server's own, read by the same parsers
-        from ._dev import main as dev
+        from .cli import dev
 
         _started(collecting, freeze=False)
         return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])

@@ -53,7 +53,7 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noq
 
         return serve_stdio(server, **options)
     if transport == "http":
-        from ._serving import serve
+        from .http._serving import serve
 
         return serve(server, **options)
     raise ValueError(f"unknown transport {transport!r}; use \"stdio\" or \"http\"")

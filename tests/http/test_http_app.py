@@ -268,9 +268,9 @@ def test_oauth_and_a_static_token_together_are_refused(server):
 
 
 def test_a_quiet_listen_stream_sends_keep_alive_comments(server, monkeypatch):
-    import mcpserver.http
+    from mcpserver.http import _stream
 
-    monkeypatch.setattr(mcpserver.http, "SSE_KEEPALIVE_SECONDS", 0.05)
+    monkeypatch.setattr(_stream, "SSE_KEEPALIVE_SECONDS", 0.05)
     message = request("subscriptions/listen", "quiet", notifications={"toolsListChanged": True})
     headers = dict(mcp_headers(message), Accept="application/json, text/event-stream")
     environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/mcp", "HTTP_HOST": "127.0.0.1", "REMOTE_ADDR": "127.0.0.1",

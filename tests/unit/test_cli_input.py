@@ -83,7 +83,7 @@ def test_a_target_that_cannot_load_exits_1_from_every_command(command, tmp_path)
 
 
 def test_help_shows_the_commands_first_and_the_exit_status_table():
-    from mcpserver._cli import EXIT_STATUS
+    from mcpserver.cli import EXIT_STATUS
 
     shown = mcpserver("--help").stdout
     assert shown.startswith("usage: mcpserver call|list|config|bundle|dev")
@@ -98,7 +98,7 @@ README = os.path.join(ROOT, "README.md")
 
 @pytest.mark.skipif(not os.path.exists(README), reason="lab images carry the suites, not the README")
 def test_the_readme_shows_the_same_exit_status_table():
-    from mcpserver._cli import EXIT_STATUS
+    from mcpserver.cli import EXIT_STATUS
 
     with open(README, encoding="utf-8") as file:
         assert EXIT_STATUS in file.read()  # word for word

@@ -4,7 +4,7 @@ Its common case is one regular expression per header line; every line that fails
 the long way, to say what is wrong. These pin both paths to RFC 9112's rules."""
 
 import pytest
-from mcpserver._httpd import HttpError, parse_head
+from mcpserver.http._head import HttpError, parse_head
 
 
 def test_values_lose_the_spaces_and_tabs_around_them_and_keep_those_inside():

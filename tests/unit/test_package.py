@@ -2,13 +2,16 @@
 
 import ast
 import os
+import re
 import subprocess
 import sys
 import sysconfig
 
 import mcpserver
+import pytest
 
 PACKAGE_DIR = os.path.dirname(mcpserver.__file__)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IO_MODULES = {"socket", "select", "selectors", "subprocess", "asyncio", "http", "wsgiref", "socketserver", "ssl"}
 
 LIST_NEW_MODULES = """
@@ -89,8 +92,9 @@ def test_the_public_api_is_what_all_says():
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment", "_malloc"),
-    ("_httpd",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
-    ("_context", "_validate", "_jose", "_state", "_completions", "_pypy"),
+    ("http._head",),  # a request head, parsed: no socket, no state
+    ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
+    ("_context", "_validate", "_jose", "_state", "_completions", "_pypy", "_pid1"),
     ("_schema", "auth", "_subscriptions"),
     ("_tools", "_resources", "_prompts"),
     ("_command",),
@@ -103,10 +107,12 @@ LAYERS = (
     # the legacy era: the revisions' shaping, the sessions, its dispatch; then the folder
     ("legacy._shaping",), ("legacy._sessions",), ("legacy._dispatch",), ("legacy",),
     ("protocol",),
-    ("stdio", "http", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
-    ("_serving",),  # the MCP serving policy: the app (http) on the generic server, with auth, TLS and limits
-    ("_clients", "_bundle", "_dev"),  # the command line's config shapes, bundles and dev loop, below _cli
-    ("_init", "_run", "_cli"),
+    ("stdio", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
+    # HTTP, the MCP part: answers and streams, the legacy sessions, the app, serving it; then the folder
+    ("http._response",), ("http._stream",), ("http._sessions",), ("http._app",), ("http._serving",), ("http",),
+    ("_run",),
+    # the command line's other commands: client entries and bundles below the commands, dev beside them
+    ("cli._clients", "cli._bundle"), ("cli._commands", "cli._dev"), ("cli",),
     ("__main__",),
 )
 
@@ -189,8 +195,8 @@ def test_the_layer_rule_catches_an_upward_import():
     assert layering_problems({"stdio": "from . import http\n"}) == [
         f"stdio (layer {layer_of('stdio')}) imports http (layer {layer_of('http')})"]
     # The generic HTTP server sits low: MCP (the app, the registry) is above it, never inside it.
-    assert layering_problems({"_httpd": "from .http import McpApp\n"}) == [
-        f"_httpd (layer {layer_of('_httpd')}) imports http (layer {layer_of('http')})"]
+    assert layering_problems({"http._server": "from ._app import McpApp\n"}) == [
+        f"http._server (layer {layer_of('http._server')}) imports http._app (layer {layer_of('http._app')})"]
 
 
 def test_the_layer_rule_reads_a_folders_relative_imports_and_counts_its_init():
@@ -250,3 +256,14 @@ def test_the_type_only_check_finds_a_runtime_use():
     source = ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from typing import Any\n"
               "def f(x: Any) -> Any:\n    return x is Any\n")
     assert type_only_names_used_at_run_time(source) == ["Any"]
+
+
+@pytest.mark.skipif(not os.path.isfile(os.path.join(ROOT, "pyproject.toml")), reason="no pyproject.toml beside tests/")
+def test_every_folder_of_the_package_is_in_the_distribution():
+    # setuptools takes only the packages pyproject names: a new wing left out would be missing from every wheel.
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as file:
+        named = re.search(r'^packages = \[(.*)\]$', file.read(), re.M)
+    assert named is not None
+    folders = {"mcpserver." + name for name in package_sources() if "." not in name
+               and os.path.isdir(os.path.join(PACKAGE_DIR, name))}
+    assert set(re.findall(r'"([^"]+)"', named.group(1))) == {"mcpserver"} | folders

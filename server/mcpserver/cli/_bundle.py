@@ -20,9 +20,9 @@ import json
 import os
 import sys
 
-from . import _environment
-from ._loader import load_target_source
-from .errors import ConfigError
+from .. import _environment
+from .._loader import load_target_source
+from ..errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any, Optional
 
-    from ._server import Server
+    from .._server import Server
 
 __all__ = ["LAUNCHER", "MANIFEST_VERSION", "USER_CONFIG_ATTRIBUTE", "bundle_manifest", "write_bundle"]
 
@@ -189,12 +189,24 @@ def _tree(path: str, name: str) -> list[tuple[str, str]]:
     return found
 
 
+def _package_files() -> list[tuple[str, str]]:
+    """(path inside the package with / separators, path on disk) of every module of mcpserver, its wings' too,
+    and its type marker; compiled files and anything else left out."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = []
+    for folder, subfolders, names in os.walk(package):
+        subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
+        inside = os.path.relpath(folder, package).replace(os.sep, "/")
+        for name in sorted(names):
+            if name.endswith(".py") or name == "py.typed":
+                found.append((name if inside == "." else f"{inside}/{name}", os.path.join(folder, name)))
+    return found
+
+
 def _write_zip(output: str, manifest: dict[str, Any], files: list[tuple[str, str]], launcher: str) -> int:
     import zipfile
 
-    package = os.path.dirname(os.path.abspath(__file__))
-    entries = [("server/lib/mcpserver/" + name, os.path.join(package, name)) for name in sorted(os.listdir(package))
-               if name.endswith(".py") or name == "py.typed"]
+    entries = [("server/lib/mcpserver/" + name, path) for name, path in _package_files()]
     try:
         with zipfile.ZipFile(output, "w", _compression()) as bundle:
             bundle.writestr(_info("manifest.json"), json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ._environment import TOKEN
-from .errors import ConfigError
+from .._environment import TOKEN
+from ..errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def stdio_launch(target: str) -> dict[str, Any]:
     location, colon, attribute = target.partition(":") if not os.path.exists(target) else (target, "", "")
     resolved = os.path.abspath(location) + colon + attribute if os.path.exists(location) else target
     launch: dict[str, Any] = {"command": os.path.abspath(sys.executable), "args": ["-m", "mcpserver", resolved]}
-    server_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    server_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above mcpserver/
     if not _installed(server_dir):  # a source checkout: the interpreter must find the package too
         launch["env"] = {"PYTHONPATH": server_dir}
     return launch

@@ -15,11 +15,11 @@ import json
 import os
 import sys
 
-from . import protocol
-from ._context import Flight
-from ._loader import load_target
-from ._state import Sealer
-from ._wire import (
+from .. import protocol
+from .._context import Flight
+from .._loader import load_target
+from .._state import Sealer
+from .._wire import (
     ALL_INPUT_CAPABILITIES,
     META_CAPABILITIES,
     META_CLIENT_INFO,
@@ -27,13 +27,13 @@ from ._wire import (
     PROTOCOL_VERSION,
     TASKS_EXTENSION,
 )
-from .errors import ConfigError
+from ..errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional, TextIO
 
-    from ._server import Server
+    from .._server import Server
 
 __all__ = ["EXIT_STATUS", "main"]
 
@@ -287,7 +287,7 @@ def _config(args: Any, out: TextIO, err: TextIO) -> int:
     if not args.http:
         document = client_entry(args.client, key, launch=stdio_launch(args.target))
     else:
-        from .http import read_token_file
+        from ..http import read_token_file
 
         token = read_token_file(args.token_file) if args.token_file else None
         document = client_entry(args.client, key, url=args.http, token_env=args.token_env, token=token,

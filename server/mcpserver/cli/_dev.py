@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from ._environment import TOKEN
+from .._environment import TOKEN
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

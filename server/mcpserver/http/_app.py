@@ -44,23 +44,25 @@ import os
 import threading
 import time
 
-from . import _environment, _log, _pypy, protocol
-from ._context import Flight
-from ._server import Server
-from ._wire import HEADER_SESSION, META_VERSION, status_line
-from .errors import ConfigError, InternalError, InvalidParams, InvalidRequest
-from .legacy import LegacyPeer, SessionTable, opens_legacy
+from .. import _environment, _log, _pypy, protocol
+from .._context import Flight
+from .._server import Server
+from .._wire import status_line
+from ..errors import ConfigError, InternalError
+from ..legacy import opens_legacy
+from ._response import Refused, Response, printable, refused
+from ._sessions import Sessions, modern
+from ._stream import STREAMED, Stream
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
-    from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Union
+    from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
-    from .auth import AuthError, ResourceServer
-    StartResponse = Callable[..., Any]
-    Logged = Callable[[str], None]
+    from ..auth import AuthError, ResourceServer
+    from ._response import StartResponse
 
-__all__ = ["DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_MAX_LISTENERS_PER_PRINCIPAL", "McpApp", "Refused", "Response",
-           "create_app", "read_token_file", "resolve_token"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_MAX_LISTENERS_PER_PRINCIPAL",
+           "Admitted", "McpApp", "create_app", "is_loopback", "read_token_file", "resolve_token"]
 
 log = _log.get("mcpserver.http")
 access_log = _log.get("mcpserver.http.access")
@@ -103,7 +105,6 @@ def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
 
-_STREAMED = frozenset({"text/event-stream", "*/*"})  # an Accept with one of these takes an SSE answer
 _JSON_ANSWERABLE = frozenset({"application/json", "*/*", "application/*", ""})
 _ACCEPTED: dict[str, frozenset[str]] = {}  # Accept header -> its media types: a client sends the same one each time
 _ACCEPTED_KEPT = 64  # distinct Accept values remembered; past that the memory starts over, so no client can grow it
@@ -120,9 +121,6 @@ def _accepted(header: str) -> frozenset[str]:
     return found
 
 
-def _printable(text: Any) -> str:
-    """What a client sent, safe to put in one log line: control characters and quotes escaped."""
-    return repr(str(text))[1:-1]
 
 
 def read_token_file(path: str) -> str:
@@ -151,56 +149,13 @@ def resolve_token(token: Optional[str] = None, token_file: Optional[str] = None,
     return environ.get(TOKEN_ENVIRONMENT) or None
 
 
-class Response:
-    """One whole HTTP answer: a status code, header fields and a body."""
-
-    __slots__ = ("body", "headers", "status")
-
-    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes = b""):
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-    @classmethod
-    def plain(cls, status: int, message: str, *extra: tuple[str, str]) -> Response:
-        data = (message + "\n").encode()
-        return cls(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data))),
-                            *extra], data)
-
-    @classmethod
-    def json(cls, reply: Optional[protocol.Reply]) -> Response:
-        """A reply as HTTP: its response as JSON with the status the error carries; 202 with no body for a
-        notification (None), and for a request cancelled because its client went away (no one reads it)."""
-        if reply is None or reply.response is None:
-            return cls(202, [("Content-Type", "text/plain"), ("Content-Length", "0")])
-        data = protocol.encode(reply.response)
-        return cls(reply.http_status, [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
-                                       ("Cache-Control", "no-store")], data)
-
-    def wsgi(self) -> tuple[str, list[tuple[str, str]], bytes]:
-        """(status line, headers, body): what screen() returns to refuse."""
-        return status_line(self.status), self.headers, self.body
-
-    def send(self, start_response: StartResponse, logged: Logged) -> Iterable[bytes]:
-        status = status_line(self.status)
-        start_response(status, self.headers)
-        logged(status)
-        return [self.body] if self.body else []
 
 
-class Refused(Exception):
-    """The request ends here, answered with `response`, before any of its body is read."""
-
-    def __init__(self, response: Response):
-        super().__init__(response.status)
-        self.response = response
 
 
-def _refused(status: int, message: str, *extra: tuple[str, str]) -> Refused:
-    return Refused(Response.plain(status, message, *extra))
 
 
-class _Admitted:
+class Admitted:
     """What the checks on a request's head learned: who it is, what it accepts, how long its body is."""
 
     __slots__ = ("accepted", "length", "principal", "principal_key")
@@ -276,7 +231,7 @@ class McpApp:
         self.oauth = oauth
         self._metadata = protocol.encode(oauth.metadata) if oauth is not None else b""
         if oauth is not None:  # imported here, not per request: only servers that use OAuth pay for it
-            from . import auth
+            from .. import auth
 
             self._auth_error: type[AuthError] = auth.AuthError
         self.behind_proxy = behind_proxy
@@ -289,7 +244,7 @@ class McpApp:
             if hosts or loopback else None)
         self.max_body_bytes = max_body_bytes
         self._listens = _ListenSlots(max_listeners_per_peer, max_listeners_per_principal)
-        self.sessions = SessionTable(server, server.sealer)  # the legacy era's (LEGACY.md §4.3)
+        self.sessions = Sessions(self)  # the legacy era's (LEGACY.md §4)
 
     def _origin_allowed(self, origin: str) -> bool:
         if origin.rstrip("/") in self.allowed_origins:
@@ -307,7 +262,7 @@ class McpApp:
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
         try:
-            answer: Union[Response, _Stream] = self._answer(environ)
+            answer: Union[Response, Stream] = self._answer(environ)
         except Refused as refused:
             answer = refused.response
         return answer.send(start_response, lambda status: self._log(environ, status, started))
@@ -331,148 +286,85 @@ class McpApp:
         if not access_log.enabled(20):  # --log-level warning: the line's fields are not even gathered
             return
         access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),
-                        _printable(environ.get("REQUEST_METHOD")),
-                        _printable(environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO")),
-                        status[:3], _printable(environ.get("HTTP_MCP_METHOD", "-")),
+                        printable(environ.get("REQUEST_METHOD")),
+                        printable(environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO")),
+                        status[:3], printable(environ.get("HTTP_MCP_METHOD", "-")),
                         (time.perf_counter() - started) * 1000)
 
-    def _answer(self, environ: dict[str, Any]) -> Union[Response, _Stream]:
-        admitted: _Admitted = environ.pop(_SCREENED, None) or self._admit(environ)
+    def _answer(self, environ: dict[str, Any]) -> Union[Response, Stream]:
+        admitted: Admitted = environ.pop(_SCREENED, None) or self._admit(environ)
         session_id = environ.get("HTTP_MCP_SESSION_ID")
         if session_id is not None:
-            return self._in_session(session_id, environ, admitted)
-        message = protocol.parse(self._read_body(environ, admitted.length), responses=False)
+            return self.sessions.serve(session_id, environ, admitted)
+        message = protocol.parse(self.read_body(environ, admitted.length), responses=False)
         if isinstance(message, protocol.Refusal):
             return Response.json(message.reply)
         if not isinstance(message, protocol.Request):
             return Response.json(None)  # a notification: accepted, never answered
-        if message.method == "initialize" and opens_legacy(message.method, message.params) and not _modern(message):
-            return self._initialize(message, admitted)
-        return self._request(message, environ, admitted)
+        if message.method == "initialize" and opens_legacy(message.method, message.params) and not modern(message):
+            return self.sessions.initialize(message, admitted)
+        return self.serve_request(message, environ, admitted)
 
-    # -- the legacy era: sessions (LEGACY.md §4) ----------------------------------------------------
 
-    def _initialize(self, request: protocol.Request, admitted: _Admitted) -> Response:
-        """initialize opens a legacy session; its id (Mcp-Session-Id) carries what was negotiated."""
-        reply = protocol.dispatch(request, self.server)
-        if reply.session is None:  # refused (malformed): no session
-            return Response.json(reply)
-        try:
-            session_id = self.sessions.open(reply.session, admitted.principal_key or "")
-        except ValueError as too_large:
-            refused = InvalidParams(f"Invalid params: {too_large}")
-            return Response.json(protocol.Refusal(refused, request.id).reply)
-        response = Response.json(reply)
-        response.headers.append((HEADER_SESSION, session_id))
-        return response
 
-    def _in_session(self, session_id: str, environ: dict[str, Any], admitted: _Admitted) -> Union[Response, _Stream]:
-        method = environ.get("REQUEST_METHOD")
-        message = protocol.parse(self._read_body(environ, admitted.length)) if method == "POST" else None
-        if isinstance(message, protocol.Request) and _modern(message):  # 2026-07-28 knows no sessions: served
-            return self._request(message, environ, admitted)
-        peer = self.sessions.find(session_id, admitted.principal_key or "")
-        if peer is None:  # unknown, ended, expired, forged, or another principal's: start a new one
-            return Response.plain(404, "No such session: send initialize again, without Mcp-Session-Id")
-        if method == "DELETE":
-            self.sessions.end(session_id)
-            return Response(204, [("Content-Length", "0")])
-        if method == "GET":
-            return self._session_stream(peer, environ, admitted)
-        version = environ.get("HTTP_MCP_PROTOCOL_VERSION", "").strip(" \t")
-        if version and version != peer.session.revision:  # LEGACY.md §4.5: not the session's revision
-            refused = InvalidRequest(f"Invalid Request: MCP-Protocol-Version {_printable(version)!r} is not this "
-                                     f"session's ({peer.session.revision})")
-            return Response(400, *_json_parts(protocol.Refusal(refused).reply))
-        return self._session_message(peer, message, environ, admitted)
 
-    def _session_message(self, peer: LegacyPeer, message: Any, environ: dict[str, Any],
-                         admitted: _Admitted) -> Union[Response, _Stream]:
-        if isinstance(message, protocol.Refusal):
-            return Response.json(message.reply)
-        if isinstance(message, protocol.ClientResponse):
-            if peer.answer(message):
-                return Response.json(None)
-            return Response.plain(400, "No request of this session is waiting for that id")
-        if isinstance(message, protocol.Cancel):
-            peer.cancel(message.request_id)
-            return Response.json(None)
-        if isinstance(message, protocol.Notification):
-            if message.method == "notifications/initialized":
-                peer.initialized = True
-            return Response.json(None)
-        streams = bool(admitted.accepted & {"text/event-stream", "*/*"})
-        if message.work == protocol.AUTHOR and streams:  # it may ask the client, log or report progress
-            return _Stream(self.server, message, {}, environ, admitted.principal, peer=peer)
-        flight = Flight(principal=admitted.principal)
-        forget = peer.track(message.id, flight)  # a disconnect is not a cancel here (LEGACY.md §8)
-        try:
-            return Response.json(protocol.dispatch(message, self.server, flight=flight, peer=peer))
-        finally:
-            forget()
 
-    def _session_stream(self, peer: LegacyPeer, environ: dict[str, Any], admitted: _Admitted) -> Union[Response,
-                                                                                                       _Stream]:
-        """GET: the session's standalone stream, for what concerns no request (list changes, updates)."""
-        if admitted.accepted.isdisjoint(_STREAMED):
-            return Response.plain(406, "The standalone stream is text/event-stream; accept it")
-        try:
-            release = self._listens.take(self._peer(environ), admitted.principal_key)
-        except InternalError as full:
-            return Response.plain(503, full.message, ("Retry-After", "1"))
-        return _Stream(self.server, None, {}, environ, admitted.principal, release, peer=peer)
-
-    def _admit(self, environ: dict[str, Any]) -> _Admitted:
+    def _admit(self, environ: dict[str, Any]) -> Admitted:
         """The checks on the head, in order; Refused for the first that fails."""
         path = environ.get("PATH_INFO", "")
         if path != self.path:
             if self.oauth is not None and path in self.oauth.metadata_paths:
                 raise Refused(self._resource_metadata(environ.get("REQUEST_METHOD")))
-            raise _refused(404, f"Not found: the MCP endpoint is {self.path}")
+            raise refused(404, f"Not found: the MCP endpoint is {self.path}")
         host = _host_name(environ.get("HTTP_HOST", "")).lower()
         if not self._host_allowed(host):
-            raise _refused(403, f"Host {_printable(host)!r} is not allowed (DNS rebinding protection)")
+            raise refused(403, f"Host {printable(host)!r} is not allowed (DNS rebinding protection)")
         origin = environ.get("HTTP_ORIGIN")
         if origin is not None and not self._origin_allowed(origin):
-            raise _refused(403, f"Origin {_printable(origin)!r} is not allowed")
+            raise refused(403, f"Origin {printable(origin)!r} is not allowed")
         method = environ.get("REQUEST_METHOD")
         if method != "POST" and not (method in ("GET", "DELETE") and "HTTP_MCP_SESSION_ID" in environ):
-            raise _refused(405, "The MCP endpoint accepts POST (and, in a legacy session, GET and DELETE)",
+            raise refused(405, "The MCP endpoint accepts POST (and, in a legacy session, GET and DELETE)",
                            ("Allow", "POST"))
         if self.behind_proxy and _last(environ.get("HTTP_X_FORWARDED_PROTO", "")).lower() != "https":
-            raise _refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
+            raise refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
                            "with X-Forwarded-Proto: https")
         principal, principal_key = self._authenticate(environ)
         if method != "POST":  # a session's GET or DELETE: no body
-            return _Admitted(_accepted(environ.get("HTTP_ACCEPT", "*/*")), 0, principal, principal_key)
+            return Admitted(_accepted(environ.get("HTTP_ACCEPT", "*/*")), 0, principal, principal_key)
         if _media_type(environ.get("CONTENT_TYPE", "")) != "application/json":
-            raise _refused(415, "Send the JSON-RPC message as application/json")
+            raise refused(415, "Send the JSON-RPC message as application/json")
         accepted = _accepted(environ.get("HTTP_ACCEPT", "*/*"))
         if accepted.isdisjoint(_JSON_ANSWERABLE):
-            raise _refused(406, "Responses are application/json; accept it")
-        return _Admitted(accepted, self._declared_length(environ), principal, principal_key)
+            raise refused(406, "Responses are application/json; accept it")
+        return Admitted(accepted, self._declared_length(environ), principal, principal_key)
 
-    def _request(self, request: protocol.Request, environ: dict[str, Any],
-                 admitted: _Admitted) -> Union[Response, _Stream]:
+    def serve_request(self, request: protocol.Request, environ: dict[str, Any],
+                      admitted: Admitted) -> Union[Response, Stream]:
         headers = self._mirrored(environ)
-        streams = not admitted.accepted.isdisjoint(_STREAMED)
+        streams = not admitted.accepted.isdisjoint(STREAMED)
         if request.work == protocol.LISTEN:
             if not streams:
                 return Response.plain(406, "subscriptions/listen answers with text/event-stream; accept it")
             try:
-                release = self._listens.take(self._peer(environ), admitted.principal_key)
+                release = self.listen_slot(environ, admitted)
             except InternalError as full:
                 return Response.json(protocol.Refusal(full, request.id).reply)
-            return _Stream(self.server, request, headers, environ, admitted.principal, release)
+            return Stream(self.server, request, headers, environ, admitted.principal, release)
         flight = None
         if request.work == protocol.AUTHOR:
             if request.progress_token is not None and streams:
-                return _Stream(self.server, request, headers, environ, admitted.principal)
+                return Stream(self.server, request, headers, environ, admitted.principal)
             flight = Flight(principal=admitted.principal)  # no stream: progress cannot be sent, but a hang-up cancels
             on_disconnect = environ.get("mcpserver.on_disconnect")
             if on_disconnect is not None:
                 on_disconnect(flight.cancel)
         return Response.json(protocol.dispatch(request, self.server, headers, flight=flight))
+
+    def listen_slot(self, environ: dict[str, Any], admitted: Admitted) -> Callable[[], None]:
+        """A slot for one more open stream (listen, a session's GET), counted against its peer's and its
+        principal's bounds, and the callable that gives it back; InternalError (503) past a bound."""
+        return self._listens.take(self._peer(environ), admitted.principal_key)
 
     def _peer(self, environ: dict[str, Any]) -> str:
         """Who a per-peer bound counts: the address the nearest proxy saw when behind one, else REMOTE_ADDR."""
@@ -488,7 +380,7 @@ class McpApp:
         if self._token is None:
             if self.insecure_no_auth or is_loopback(str(environ.get("REMOTE_ADDR", ""))):
                 return None, None
-            raise _refused(403, "This server has no token, so it serves loopback clients only; set "
+            raise refused(403, "This server has no token, so it serves loopback clients only; set "
                            f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)")
         given = environ.get("HTTP_AUTHORIZATION", "")
         scheme, _, credential = given.partition(" ")
@@ -496,19 +388,19 @@ class McpApp:
 
         if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self._token):
             challenge = 'Bearer realm="mcp", error="invalid_token"' if credential.strip() else 'Bearer realm="mcp"'
-            raise _refused(401, "A valid bearer token is required", ("WWW-Authenticate", challenge))
+            raise refused(401, "A valid bearer token is required", ("WWW-Authenticate", challenge))
         return None, _STATIC_TOKEN
 
     def _authenticate_oauth(self, environ: dict[str, Any]) -> Any:
         if not (self.behind_proxy or environ.get("wsgi.url_scheme") == "https"
                 or is_loopback(str(environ.get("REMOTE_ADDR", "")))):
-            raise _refused(403, "OAuth bearer tokens are accepted over HTTPS only (serve with --tls-cert/--tls-key, "
+            raise refused(403, "OAuth bearer tokens are accepted over HTTPS only (serve with --tls-cert/--tls-key, "
                            "or say --behind-proxy when a proxy terminates TLS)")
         assert self.oauth is not None
         try:
             return self.oauth.authenticate(environ.get("HTTP_AUTHORIZATION"))
-        except self._auth_error as refused:
-            raise _refused(refused.status, refused.description, *refused.headers()) from None
+        except self._auth_error as denied:
+            raise refused(denied.status, denied.description, *denied.headers()) from None
 
     def _resource_metadata(self, method: Any) -> Response:
         """The RFC 9728 document: public, so any origin may read it (browser clients discover with it)."""
@@ -538,23 +430,23 @@ class McpApp:
         """The Content-Length, -1 when none was sent; Refused when it is not a number or too large."""
         declared = environ.get("CONTENT_LENGTH") or ""
         if declared and not (declared.isascii() and declared.isdigit()):
-            raise _refused(400, "Content-Length is not a number of bytes")
+            raise refused(400, "Content-Length is not a number of bytes")
         length = int(declared) if declared else -1
         if length > self.max_body_bytes:
             raise self._too_large()
         return length
 
-    def _read_body(self, environ: dict[str, Any], length: int) -> bytes:
+    def read_body(self, environ: dict[str, Any], length: int) -> bytes:
         stream = environ["wsgi.input"]
         body = stream.read(length) if length >= 0 else stream.read(self.max_body_bytes + 1)
         if len(body) > self.max_body_bytes:
             raise self._too_large()
         if length >= 0 and len(body) < length:
-            raise _refused(400, "The body ended before Content-Length bytes")
+            raise refused(400, "The body ended before Content-Length bytes")
         return bytes(body)
 
     def _too_large(self) -> Refused:
-        return _refused(413, f"The body is larger than {self.max_body_bytes} bytes")
+        return refused(413, f"The body is larger than {self.max_body_bytes} bytes")
 
 
 class _FoldedHeaders(dict):  # type: ignore[type-arg]
@@ -565,20 +457,8 @@ class _FoldedHeaders(dict):  # type: ignore[type-arg]
         return super().get(key.replace("_", "-"), default)
 
 
-SSE_KEEPALIVE_SECONDS = 15.0  # a comment this often on a quiet stream: proxies keep it, a gone client is noticed
-SSE_BACKLOG = 256  # notifications a stream may hold for a slow client before it keeps only the latest of each
-_SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")]
-_KEEPALIVE = b": keep-alive\n\n"
 
 
-def _modern(request: protocol.Request) -> bool:
-    meta = request.params.get("_meta")
-    return isinstance(meta, dict) and META_VERSION in meta
-
-
-def _json_parts(reply: protocol.Reply) -> tuple[list[tuple[str, str]], bytes]:
-    data = protocol.encode(reply.response or {})
-    return [("Content-Type", "application/json"), ("Content-Length", str(len(data)))], data
 
 
 def _last(value: str) -> str:
@@ -586,188 +466,6 @@ def _last(value: str) -> str:
     return value.rsplit(",", 1)[-1].strip()
 
 
-class _Stream:
-    """A request answered as an SSE stream: its notifications as they happen, then its response.
-
-    Progress streams and subscriptions/listen use it. The response commits to text/event-stream
-    with the first notification (or after SSE_KEEPALIVE_SECONDS of silence); a reply that comes
-    first goes out as plain JSON with its own status, so 400 and 404 errors are never inside a
-    stream (WIRE.md §16.7). Frames are `data: <one-line JSON>` with no event ids. Closing the
-    stream cancels the request. Past SSE_BACKLOG notifications not yet written, they are
-    coalesced (the latest progress, one list_changed per list, one updated per URI): a client that
-    never reads costs bounded memory, and a tool that reports progress faster than the stream can
-    be written (a tight loop can report 500,000 a second; measured in docs/performance.md) sends
-    its latest state, not a queue.
-
-    Two ways to be driven. Pushed (environ["mcpserver.push"]): the server calls on_ready(wake)
-    once on one of its workers, where the request runs (a progress stream's tool; a listen
-    request only opens its listener and returns), and calls next() whenever wake() was called or
-    poll_interval has passed; next() never blocks (b"" when there is nothing to send), so a quiet
-    stream holds no thread. Iterated (any other WSGI server): the request runs on a thread of its
-    own and iteration blocks until there is something to send, as today's WSGI servers expect.
-    """
-
-    probe = _KEEPALIVE  # what a server may send between pieces at any time: an SSE comment
-
-    def __init__(self, server: Server, request: Optional[protocol.Request], headers: dict[str, str],
-                 environ: dict[str, Any], principal: Any = None, on_close: Optional[Callable[[], None]] = None, *,
-                 peer: Optional[LegacyPeer] = None):
-        """`request` None: a legacy session's standalone stream (GET), which only `peer`'s session-wide
-        notifications use. With `peer` (a legacy session), a disconnect is not a cancel (LEGACY.md §8)."""
-        self._changed = threading.Condition()
-        self._pending: list[dict[str, Any]] = []
-        self._compact_at = SSE_BACKLOG
-        self._reply: Optional[protocol.Reply] = None
-        self._over = False  # answered, or cancelled
-        self._committed = False  # the status and headers went out
-        self._finished = False  # the last piece went out
-        self._closed = False
-        self._wake: Optional[Callable[[], None]] = None
-        self._on_close = on_close
-        self._begin: Callable[[int, list[tuple[str, str]]], None] = lambda status, headers: None
-        self.poll_interval = SSE_KEEPALIVE_SECONDS
-        self._last_sent = time.monotonic()
-        self._push = bool(environ.get("mcpserver.push"))
-        self._request = request
-        self._server = server
-        self._headers = headers
-        self._peer = peer
-        self.flight = Flight(self._note, principal)
-        self.flight.on_cancel(self._end)
-        on_disconnect = environ.get("mcpserver.on_disconnect")
-        if on_disconnect is not None and peer is None:
-            on_disconnect(self.flight.cancel)
-        elif on_disconnect is not None and request is None:  # the standalone stream ends with its connection
-            on_disconnect(self.close)
-
-    def send(self, start_response: StartResponse, logged: Logged) -> Iterable[bytes]:
-        def begin(status: int, headers: list[tuple[str, str]]) -> None:
-            line = status_line(status)
-            start_response(line, headers)
-            logged(line if headers is not _SSE_HEADERS else f"{status} (stream)")
-
-        self._begin = begin
-        if self._push:
-            return self
-        threading.Thread(target=self._work, name="mcpserver-stream", daemon=True).start()
-        return self._iterated()
-
-    def _work(self) -> None:
-        """Run the request; a listen request returns at once, its end answered when the listener ends."""
-        if self._request is None:  # the standalone stream: the session's notifications, until it closes
-            assert self._peer is not None
-            self._peer.attach(self._note)
-            if self._wake is not None:
-                self._wake()  # its headers go out at once: the client is waiting for them
-            return
-        if self._peer is not None:
-            forget = self._peer.track(self._request.id, self.flight)
-            try:
-                reply = protocol.dispatch(self._request, self._server, flight=self.flight, peer=self._peer)
-            finally:
-                forget()
-            self._answer(reply)
-            return
-        reply = protocol.dispatch(self._request, self._server, self._headers, flight=self.flight)
-        listening = reply.listening
-        if listening is not None:  # open until cancelled or the server stops
-            listening.on_end(lambda: self._answer(listening.close()))
-        else:
-            self._answer(reply)
-
-    def _answer(self, reply: protocol.Reply) -> None:
-        if not self.flight.finish(lambda: self._end(reply)):
-            self._end()
-
-    def _note(self, note: dict[str, Any]) -> None:
-        with self._changed:
-            self._pending.append(note)
-            if len(self._pending) > self._compact_at:  # the client is not keeping up: keep the latest of each kind
-                latest: dict[tuple[Any, ...], dict[str, Any]] = {}
-                for pending in self._pending:
-                    params = pending.get("params") or {}
-                    latest[(pending.get("method"), params.get("uri"), params.get("progressToken"))] = pending
-                self._pending = list(latest.values())
-                self._compact_at = max(SSE_BACKLOG, 2 * len(self._pending))  # amortised: never quadratic
-            self._changed.notify()
-            wake = self._wake
-        if wake is not None:
-            wake()
-
-    def _end(self, reply: Optional[protocol.Reply] = None) -> None:
-        with self._changed:
-            self._reply, self._over = reply, True
-            self._changed.notify()
-            wake = self._wake
-        if wake is not None:
-            wake()
-
-    # -- pushed -------------------------------------------------------------------------------------
-
-    def on_ready(self, wake: Callable[[], None]) -> None:
-        with self._changed:
-            self._wake = wake
-        self._work()
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self
-
-    def __next__(self) -> bytes:
-        if self._finished:
-            raise StopIteration
-        with self._changed:
-            notes, self._pending = self._pending, []
-            reply, over = self._reply, self._over
-        if not (notes or over) and time.monotonic() - self._last_sent < self.poll_interval \
-                and (self._committed or self._request is not None):
-            return b""  # woken early, or polled before the stream fell quiet for long: nothing yet
-        return self._piece(notes, reply, over)
-
-    # -- iterated -----------------------------------------------------------------------------------
-
-    def _iterated(self) -> Iterator[bytes]:
-        try:
-            while not self._finished:
-                with self._changed:
-                    if not (self._pending or self._over) and (self._committed or self._request is not None):
-                        self._changed.wait(self.poll_interval)
-                    notes, self._pending = self._pending, []
-                    reply, over = self._reply, self._over
-                yield self._piece(notes, reply, over)
-        finally:
-            self.close()
-
-    # -- both ---------------------------------------------------------------------------------------
-
-    def _piece(self, notes: list[dict[str, Any]], reply: Optional[protocol.Reply], over: bool) -> bytes:
-        """What to send next: the plain JSON answer, or SSE frames (a comment when there is nothing)."""
-        if not self._committed and over and not notes:  # answered before any notification: plain JSON
-            response = Response.json(reply)
-            self._committed = self._finished = True
-            self._begin(response.status, response.headers)
-            return response.body
-        if not self._committed:
-            self._committed = True
-            self._begin(200, _SSE_HEADERS)
-        frames = [b"data: " + protocol.encode(note) + b"\n\n" for note in notes]
-        if over:
-            self._finished = True
-            if reply is not None and reply.response is not None:
-                frames.append(b"data: " + protocol.encode(reply.response) + b"\n\n")
-        self._last_sent = time.monotonic()
-        return b"".join(frames) or _KEEPALIVE
-
-    def close(self) -> None:
-        """The response is over, or its client gone: stop the request (a no-op once answered)."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._peer is not None and self._request is None:
-            self._peer.detach()
-        if self._peer is None or self._request is None:  # a legacy call goes on without its stream
-            self.flight.cancel()
-        if self._on_close is not None:
-            self._on_close()
 
 
 def create_app(target: Union[Server, str], *, token: Optional[str] = None, token_file: Optional[str] = None,
@@ -788,7 +486,7 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
         gunicorn -w 4 'mcpserver.http:create_app("server/examples/demo.py")'
     """
     if isinstance(target, str):
-        from ._loader import load_target
+        from .._loader import load_target
 
         target = load_target(target)
     if task_store is not None:

@@ -66,11 +66,12 @@ import threading
 import time
 from collections import OrderedDict, deque
 
-from ._json import THREAD_STACK_BYTES
-from ._malloc import LARGE_BYTES, return_large_buffers
-from ._version import __version__
-from ._wire import DEFAULT_GRACE_SECONDS, HEADER_TOKEN, status_line
-from .errors import ConfigError
+from .._json import THREAD_STACK_BYTES
+from .._malloc import LARGE_BYTES, return_large_buffers
+from .._version import __version__
+from .._wire import DEFAULT_GRACE_SECONDS, status_line
+from ..errors import ConfigError
+from ._head import MAX_HEAD_BYTES, Head, HttpError, parse_head
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
@@ -103,10 +104,7 @@ DEFAULT_MAX_QUEUED = 256  # whole requests waiting for a worker; past them, 503
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # for an app without screen(): the most the server reads for it
 DEFAULT_READ_TIMEOUT = 30.0  # seconds a client may idle on keep-alive, or take to send a body
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds from a request's first byte to the end of its head
-MAX_HEAD_BYTES = 32 * 1024  # request line and header lines together; past it, 431
-MAX_HEADER_LINES = 100
 MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is skipped to keep the connection
-MAX_LENGTH_DIGITS = 15  # a Content-Length longer than this is no body anyone may send
 # After an answer that leaves a body unread: the time the client has to send a small one (which is then
 # skipped and the connection kept), or for the answer to reach it before the close.
 LINGER_SECONDS = 2.0
@@ -140,113 +138,19 @@ SCREEN, QUEUED, WORKING, WRITING, STREAM, CLOSED = "screen", "queued", "working"
 TOO_LARGE = "too large"  # not a state: what _next_step says of a head whose body exceeds max_body_bytes
 _WAITING = frozenset((HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER))  # no request in progress: reclaimable
 
-_TOKEN = re.compile(HEADER_TOKEN)
-_REQUEST_LINE = re.compile(rf"({HEADER_TOKEN}) ([!-~]+) HTTP/(1\.[01])")
-_FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
-# A whole well-formed header line: a token, a colon, the value without the spaces and tabs around it.
-_FIELD_LINE = re.compile(rf"({HEADER_TOKEN}):[ \t]*" r"((?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)[ \t]*")
 _HEAD_END = re.compile(b"\r?\n\r?\n")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _INFINITY = float("inf")
 
 
-class HttpError(Exception):
-    """A request the server answers itself, and then closes the connection."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
-class Head:
-    """A request's line and header fields, parsed and checked."""
-
-    __slots__ = ("expect_continue", "headers", "keep_alive", "length", "method", "target", "version")
-
-    def __init__(self, method: str, target: str, version: str, headers: list[tuple[str, str]], length: int,
-                 keep_alive: bool, expect_continue: bool):
-        self.method = method
-        self.target = target
-        self.version = version
-        self.headers = headers
-        self.length = length
-        self.keep_alive = keep_alive
-        self.expect_continue = expect_continue
 
 
-def parse_head(data: bytes) -> Head:
-    """Parse a request head (without its blank line); HttpError for anything RFC 9112 does not allow."""
-    text = data.decode("latin-1")
-    if text.endswith("\r"):  # the last line's CR (its LF came with the blank line)
-        text = text[:-1]
-    if "\r" in text.replace("\r\n", ""):  # a CR that ends no line
-        raise HttpError(400, "A bare CR in the request head")
-    lines = text.replace("\r\n", "\n").split("\n")
-    match = _REQUEST_LINE.fullmatch(lines[0])
-    if match is None:
-        if re.fullmatch(r"\S+ \S+ HTTP/\d\.\d", lines[0]):
-            raise HttpError(505, "Only HTTP/1.0 and HTTP/1.1 are served")
-        raise HttpError(400, "Malformed request line")
-    method, target, version = match.groups()
-    if len(lines) - 1 > MAX_HEADER_LINES:
-        raise HttpError(431, f"More than {MAX_HEADER_LINES} header lines")
-    headers: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        field = _FIELD_LINE.fullmatch(line)
-        if field is not None:  # the common case in one match; what fails it is told apart below
-            headers.append((field[1], field[2]))
-            continue
-        name, colon, value = line.partition(":")
-        if not colon or not _TOKEN.fullmatch(name):
-            raise HttpError(400, "Malformed header line" if not line[:1].isspace() else "Folded header lines are "
-                            "not accepted")
-        value = value.strip(" \t")
-        if not _FIELD_VALUE.fullmatch(value):
-            raise HttpError(400, f"Header {name} holds a control character")
-        headers.append((name, value))
-    return _framed(method, target, version, headers)
 
 
-_FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection", "expect"})
 
 
-def _framed(method: str, target: str, version: str, headers: list[tuple[str, str]]) -> Head:
-    hosts, connection, expect = 0, "", ""
-    lengths: set[str] = set()
-    encodings: list[str] = []
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered not in _FRAMING:
-            continue
-        if lowered == "host":
-            hosts += 1
-        elif lowered == "content-length":
-            lengths.update(part.strip(" \t") for part in value.split(","))
-        elif lowered == "transfer-encoding":
-            encodings.append(value)
-        elif lowered == "connection":
-            connection += "," + value.lower()
-        elif lowered == "expect":
-            expect = value.lower()
-    if hosts > 1 or (hosts == 0 and version == "1.1"):
-        raise HttpError(400, "An HTTP/1.1 request needs exactly one Host header")
-    if encodings:
-        last = encodings[-1].split(",")[-1].strip(" \t").lower()
-        if last == "chunked":
-            raise HttpError(411, "Send a Content-Length; chunked bodies are not accepted")
-        raise HttpError(501, f"Transfer-Encoding {encodings[-1]!r} is not supported")
-    length = 0
-    if lengths:
-        if len(lengths) > 1:
-            raise HttpError(400, "Content-Length headers disagree")
-        text = lengths.pop()
-        if not (text.isascii() and text.isdigit() and len(text) <= MAX_LENGTH_DIGITS):
-            raise HttpError(400, "Content-Length is not a number of bytes")
-        length = int(text)
-    tokens = {token.strip(" \t") for token in connection.split(",")}
-    keep_alive = "close" not in tokens and (version == "1.1" or "keep-alive" in tokens)
-    return Head(method, target, version, headers, length, keep_alive, expect == "100-continue")
 
 
 class _Poller:

@@ -2,7 +2,7 @@
 the generic HTTP server (_httpd) and the WSGI app (http).
 
 Rules of this module:
-- Authentication is required off loopback: a static token (resolved by http.resolve_token, as
+- Authentication is required off loopback: a static token (resolved by _app.resolve_token, as
   everywhere) or OAuth; without either the server refuses to start unless insecure_no_auth says
   something in front authenticates. OAuth off loopback also needs TLS or behind_proxy, and its
   resource URL must end with the endpoint path (else clients would look elsewhere).
@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import sys
 
-from . import _httpd, http
-from ._server import Server
-from ._wire import DEFAULT_GRACE_SECONDS
-from .errors import ConfigError
-from .http import McpApp, is_loopback, resolve_token
+from .._server import Server
+from .._wire import DEFAULT_GRACE_SECONDS
+from ..errors import ConfigError
+from . import _app, _server
+from ._app import McpApp, is_loopback, resolve_token
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
     from typing import Iterable, Optional
 
-    from .auth import ResourceServer
+    from ..auth import ResourceServer
 
 __all__ = ["serve"]
 
@@ -60,16 +60,16 @@ def _bound_listeners(server: Server, max_listeners: Optional[int], max_connectio
 def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: str = "/mcp",
           token: Optional[str] = None, token_file: Optional[str] = None, insecure_no_auth: bool = False,
           allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
-          max_body_bytes: int = http.DEFAULT_MAX_BODY_BYTES, oauth: Optional[ResourceServer] = None,
+          max_body_bytes: int = _app.DEFAULT_MAX_BODY_BYTES, oauth: Optional[ResourceServer] = None,
           behind_proxy: bool = False, tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
-          max_connections: int = _httpd.DEFAULT_MAX_CONNECTIONS, max_requests: int = _httpd.DEFAULT_MAX_REQUESTS,
-          max_queued: int = _httpd.DEFAULT_MAX_QUEUED, read_timeout: float = _httpd.DEFAULT_READ_TIMEOUT,
-          header_timeout: float = _httpd.DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS,
-          max_listeners: Optional[int] = None, max_listeners_per_peer: int = http.DEFAULT_MAX_LISTENERS_PER_PEER,
-          max_listeners_per_principal: int = http.DEFAULT_MAX_LISTENERS_PER_PRINCIPAL) -> int:
+          max_connections: int = _server.DEFAULT_MAX_CONNECTIONS, max_requests: int = _server.DEFAULT_MAX_REQUESTS,
+          max_queued: int = _server.DEFAULT_MAX_QUEUED, read_timeout: float = _server.DEFAULT_READ_TIMEOUT,
+          header_timeout: float = _server.DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS,
+          max_listeners: Optional[int] = None, max_listeners_per_peer: int = _app.DEFAULT_MAX_LISTENERS_PER_PEER,
+          max_listeners_per_principal: int = _app.DEFAULT_MAX_LISTENERS_PER_PRINCIPAL) -> int:
     """Serve `server` over Streamable HTTP until SIGTERM/SIGINT; return the exit status (0).
 
-    The token is http.resolve_token's (`token`, `token_file`, $MCPSERVER_TOKEN_FILE, $MCPSERVER_TOKEN);
+    The token is _app.resolve_token's (`token`, `token_file`, $MCPSERVER_TOKEN_FILE, $MCPSERVER_TOKEN);
     `oauth` (an mcpserver.auth.ResourceServer) takes OAuth access tokens instead. `max_listeners`
     replaces the Server's own bound on subscriptions/listen streams for this process.
     """
@@ -80,7 +80,7 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
         _check_oauth(oauth, host=host, path=path, tls=bool(tls_cert), behind_proxy=behind_proxy)
     elif not loopback and not token and not insecure_no_auth:
         raise ConfigError(f"refusing to listen on {host} without authentication: pass --token-file (or set "
-                          f"{http.TOKEN_ENVIRONMENT}), or --insecure-no-auth if something in front authenticates")
+                          f"{_app.TOKEN_ENVIRONMENT}), or --insecure-no-auth if something in front authenticates")
     _bound_listeners(server, max_listeners, max_connections)
     app = McpApp(server, path=path, token=token, allowed_origins=allowed_origins,
                  allowed_hosts=list(allowed_hosts) or None, loopback=loopback, insecure_no_auth=insecure_no_auth,
@@ -96,7 +96,7 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
         print(f"mcpserver: serving {server.name} {server.version} at {scheme}://{shown}:{bound_port}{path} ({auth})",
               file=sys.stderr, flush=True)
 
-    return _httpd.serve_app(app, host=host, port=port, banner=banner, max_connections=max_connections,
+    return _server.serve_app(app, host=host, port=port, banner=banner, max_connections=max_connections,
                             max_requests=max_requests, max_queued=max_queued, max_body_bytes=max_body_bytes,
                             read_timeout=read_timeout, header_timeout=header_timeout, grace_seconds=grace_seconds,
                             tls_cert=tls_cert, tls_key=tls_key)

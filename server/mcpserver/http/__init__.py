@@ -1,0 +1,29 @@
+"""Streamable HTTP: the WSGI app for a Server, the project's own HTTP/1.1 server, and how the two serve MCP.
+
+    gunicorn -w 4 'mcpserver.http:create_app("server/examples/demo.py")'
+
+The wing, by role:
+  _head      a request head, parsed strictly (RFC 9112): no socket, no state
+  _server    the generic HTTP/1.1 server: one event loop, a bounded pool of workers; serves any WSGI app, knows
+             no MCP (docs/adr/0004-our-own-http-server.md)
+  _response  Response and Refused: what the app answers with
+  _stream    a request answered as server-sent events (progress, subscriptions/listen, a session's GET)
+  _sessions  the legacy era's sessions over HTTP (Mcp-Session-Id, the GET stream, DELETE)
+  _app       McpApp, the WSGI app (WIRE.md §16): the checks on a request's head, then the core
+  _serving   `python -m mcpserver --http`: the app on the server, with authentication, TLS and limits
+"""
+
+from ._app import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_LISTENERS_PER_PEER,
+    DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
+    McpApp,
+    create_app,
+    is_loopback,
+    read_token_file,
+    resolve_token,
+)
+from ._response import Refused, Response
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_MAX_LISTENERS_PER_PRINCIPAL", "McpApp",
+           "Refused", "Response", "create_app", "is_loopback", "read_token_file", "resolve_token"]
