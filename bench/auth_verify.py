@@ -29,8 +29,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = ([] if os.environ.get("PYTHONPATH") else [os.path.join(ROOT, "server")]) + [os.path.join(ROOT, "tests")]
 
 from jose_keys import EC_JWK, RSA_JWK, sign  # noqa: E402
-from mcpserver import _jose  # noqa: E402
-from mcpserver.auth import Authenticator, JwtValidator, ResourceServer, StaticTokens  # noqa: E402
+from mcpserver.auth import (  # noqa: E402
+    Authenticator,
+    JwtValidator,
+    ResourceServer,
+    StaticTokens,
+    _jose,
+)
 from mcpserver.http import create_app  # noqa: E402
 
 RESOURCE = "https://mcp.example.com/mcp"

@@ -10,8 +10,8 @@ import hmac
 import json
 import secrets
 
-from mcpserver import _jose
-from mcpserver._jose import b64url_decode, b64url_encode
+from mcpserver.auth import _jose
+from mcpserver.auth._jose import b64url_decode, b64url_encode
 
 # RFC 7515 A.2 (RSA, 2048 bits) and A.3 (EC P-256). Public and private parts as the RFC prints them.
 RSA_N = ("ofgWCuLjybRlzo0tZWJjNiuSfb4p4fAkd_wWJcyQoTbji9k0l8W26mPddxHmfHQp-Vaw-4qPCJrcS2mJPMEzP1Pt0Bm4d4QlL-yRT-"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from ._completions import check_completions
 from ._context import Context
-from ._schema import context_parameter
-from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, parameters, parse_docstring
 from .errors import ConfigError, InvalidParams
+from .schema._derive import context_parameter
+from .schema._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, parameters, parse_docstring
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

@@ -18,9 +18,9 @@ import re
 
 from ._completions import check_completions
 from ._context import Context
-from ._schema import context_parameter
-from ._signature import docstring, parameters, parse_docstring
 from .errors import ConfigError
+from .schema._derive import context_parameter
+from .schema._signature import docstring, parameters, parse_docstring
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

@@ -16,13 +16,13 @@ import re
 
 from . import _environment, _json, _log
 from ._context import Cancelled, Context, InputRequired
-from ._schema import context_parameter as context_parameter_of
-from ._schema import schema_from_function
-from ._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, is_coroutine_function, parameters
-from ._validate import check_schema, quick_validator, validate
 from ._wire import HEADER_TOKEN
 from .content import ContentBlock
 from .errors import ConfigError, ProtocolError
+from .schema._derive import context_parameter as context_parameter_of
+from .schema._derive import schema_from_function
+from .schema._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, is_coroutine_function, parameters
+from .schema._validate import check_schema, quick_validator, validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

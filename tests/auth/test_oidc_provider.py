@@ -15,7 +15,6 @@ import urllib.request
 
 import pytest
 from authorization_server import RESOURCE_SERVER, RESOURCES, AuthorizationServer
-from mcpserver._jose import b64url_decode, b64url_encode
 from mcpserver.auth import (
     Authenticator,
     AuthUnavailable,
@@ -25,6 +24,7 @@ from mcpserver.auth import (
     JwtValidator,
     resource_metadata_url,
 )
+from mcpserver.auth._jose import b64url_decode, b64url_encode
 
 ALGORITHMS = {"RS256": RESOURCES["rs256"], "ES256": RESOURCES["es256"]}
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from authorization_server import CLIENT, RESOURCE_SERVER, RESOURCES, AuthorizationServer
-from mcpserver._jose import b64url_decode, b64url_encode
+from mcpserver.auth._jose import b64url_decode, b64url_encode
 from mcptest import EXAMPLES, HttpServer, call, free_port, mcp_headers
 
 ACCOUNTS = os.path.join(EXAMPLES, "accounts.py")

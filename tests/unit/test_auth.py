@@ -15,9 +15,9 @@ from mcpserver.auth import (
     AuthUnavailable,
     InsufficientScope,
     IntrospectionValidator,
-    InvalidRequest,
     InvalidToken,
     JwtValidator,
+    MalformedRequest,
     MissingToken,
     Principal,
     StaticTokens,
@@ -353,7 +353,7 @@ def test_missing_or_foreign_credentials_get_401_without_an_error_code():
 def test_malformed_bearer_headers():
     auth, counting = authenticator(StaticTokens(["tok"], scopes=["mcp:read"]))
     empty = refusal(auth, "Bearer   ")
-    assert isinstance(empty, InvalidRequest) and empty.status == 400 and 'error="invalid_request"' in \
+    assert isinstance(empty, MalformedRequest) and empty.status == 400 and 'error="invalid_request"' in \
         empty.www_authenticate
     for header in ("Bearer tok en", "Bearer tök", "Bearer " + "a" * 17_000, "Bearer a\x00b"):
         error = refusal(auth, header)

@@ -1,4 +1,4 @@
-"""mcpserver._jose: published test vectors, and every way a token or key can be wrong."""
+"""mcpserver.auth._jose: published test vectors, and every way a token or key can be wrong."""
 
 import base64
 import hashlib
@@ -25,8 +25,8 @@ from jose_keys import (
     rsa_sign_encoded,
     sign,
 )
-from mcpserver import _jose
-from mcpserver._jose import (
+from mcpserver.auth import _jose
+from mcpserver.auth._jose import (
     EcKey,
     JoseError,
     RsaKey,

@@ -7,8 +7,8 @@ import pytest
 import signatures_future
 import signatures_plain
 from mcpserver import ConfigError, Server
-from mcpserver._schema import parse_docstring, schema_from_function
-from mcpserver._validate import check_schema, validate
+from mcpserver.schema._derive import parse_docstring, schema_from_function
+from mcpserver.schema._validate import check_schema, validate
 
 # The one expected schema: every Python the lab runs asserts exactly this.
 EVERYTHING = {
@@ -192,7 +192,7 @@ def test_the_quick_validator_never_accepts_what_the_full_one_rejects():
     """quick_validator is a shortcut for common flat schemas: its True must always be validate()'s verdict."""
     import random
 
-    from mcpserver._validate import quick_validator
+    from mcpserver.schema._validate import quick_validator
 
     rng = random.Random(20261130)
     types = ["string", "integer", "number", "boolean", "null", "object", "array"]

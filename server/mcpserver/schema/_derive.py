@@ -15,7 +15,8 @@ from __future__ import annotations
 import enum
 import sys
 
-from ._context import Context
+from .._context import Context
+from ..errors import ConfigError
 from ._signature import (
     EMPTY,
     POSITIONAL_ONLY,
@@ -28,7 +29,6 @@ from ._signature import (
     parse_docstring,
 )
 from ._validate import json_type
-from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from ._json import MAX_JSON_DEPTH, PARSE_INT, nesting_depth
+from .._json import MAX_JSON_DEPTH, PARSE_INT, nesting_depth
 
 __all__ = [
     "SUPPORTED_ALGORITHMS",
