@@ -25,7 +25,7 @@ from typing import Any, Callable
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "server"), os.path.join(ROOT, "tests", "task_store")]
 
-from mcpserver.tasks._store import MemoryTaskStore, TaskStore  # noqa: E402
+from mcpserver.tasks import MemoryTaskStore, Tasks, TaskStore  # noqa: E402
 
 RESULT = {"content": [{"type": "text", "text": "The answer is 42."}]}
 
@@ -38,7 +38,7 @@ def timed(work: Callable[[], Any], count: int) -> float:
     return (time.perf_counter() - started) / count * 1e6
 
 
-def per_operation(store: TaskStore, tasks: int) -> dict[str, float]:
+def per_operation(store: Tasks, tasks: int) -> dict[str, float]:
     """Microseconds per create, finish, get and round (all three) on `store`."""
     owners = [f"owner-{n % 50}" for n in range(tasks)]  # 50 clients: below the per-owner limit
     ids: list[str] = []
@@ -60,7 +60,7 @@ def per_operation(store: TaskStore, tasks: int) -> dict[str, float]:
 
 def memory_per_task(tasks: int) -> dict[str, float]:
     """Bytes MemoryTaskStore holds per live task, working and completed (tracemalloc)."""
-    store = MemoryTaskStore(max_tasks_per_owner=tasks)
+    store = Tasks(MemoryTaskStore(max_tasks_per_owner=tasks))
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
@@ -78,7 +78,7 @@ def measure(name: str, open_store: Callable[[], TaskStore], tasks: int, rounds: 
             size: Callable[[], int] | None = None) -> dict[str, Any]:
     runs = []
     for _ in range(rounds):
-        store = open_store()
+        store = Tasks(open_store())
         try:
             runs.append(per_operation(store, tasks))
             if size is not None:

@@ -8,10 +8,10 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "unit"))
 
-from mcpserver.tasks._open import open_task_store
+from mcpserver.tasks import Tasks, open_task_store
 from task_store_worker import run
 
-store = open_task_store(os.environ["MCPSERVER_TEST_TASK_STORE"])
+store = Tasks(open_task_store(os.environ["MCPSERVER_TEST_TASK_STORE"]))
 
 
 def app(environ, start_response):

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 import test_task_store
 from mcpserver.errors import ConfigError
+from mcpserver.tasks import Tasks
 from mcpserver.tasks._open import open_task_store
 from mcpserver.tasks._postgres import SCHEMA_VERSION, PostgresTaskStore, redacted
 from mcpserver.tasks._record import StoreUnavailable, TaskLimitReached
@@ -29,7 +30,7 @@ def make_store(database, clock):
 
     def make(**options):
         options.setdefault("clock", clock)
-        opened.append(PostgresTaskStore(database, **options))
+        opened.append(Tasks(PostgresTaskStore(database, **options)))
         return opened[-1]
 
     yield make
@@ -79,7 +80,7 @@ def test_processes_creating_at_once_never_pass_the_owners_limit_together(databas
 
 
 def test_ten_thousand_tasks_from_one_client_meet_the_limit_in_bounded_space(database):
-    store = PostgresTaskStore(database)
+    store = Tasks(PostgresTaskStore(database))
     try:
         for _ in range(1000):
             store.create("one-client")
@@ -122,7 +123,7 @@ def test_an_unreachable_database_is_refused_at_open_without_its_password(tmp_pat
 def test_a_database_server_that_goes_away_gives_a_specific_error_and_is_used_again_when_back():
     server = PostgresServer(durable=True).start()  # without fsync, an immediate stop would lose the task
     try:
-        store = PostgresTaskStore(server.dsn)
+        store = Tasks(PostgresTaskStore(server.dsn))
         task_id = store.create("alice").task_id
         data = f"{server.root}/data"
         server._run([f"{server_bindir()}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"])

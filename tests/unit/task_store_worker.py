@@ -67,10 +67,10 @@ class StoreProcess:
 
 
 def _create_after(barrier, results, spec, count, limit):
-    from mcpserver.tasks._open import open_task_store
+    from mcpserver.tasks import Tasks, open_task_store
     from mcpserver.tasks._record import TaskLimitReached
 
-    store = open_task_store(spec, max_tasks_per_owner=limit)
+    store = Tasks(open_task_store(spec, max_tasks_per_owner=limit))
     created = 0
     barrier.wait(60)  # every process opened its store: now all create at once
     for _ in range(count):
@@ -101,11 +101,11 @@ def race_creates(spec, processes=4, count=60, limit=100):
 
 
 def main():
-    from mcpserver.tasks._open import open_task_store
+    from mcpserver.tasks import Tasks, open_task_store
 
     options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     try:
-        store = open_task_store(sys.argv[1], **options)
+        store = Tasks(open_task_store(sys.argv[1], **options))
     except Exception as error:
         print(json.dumps({"error": type(error).__name__, "message": str(error)}), flush=True)
         return 1

@@ -103,9 +103,9 @@ LAYERS = (
     ("_command",),
     ("_server",),
     ("_loader",),
-    # the Tasks wing: the record, the store and its backends, the runner, its methods; then the folder
+    # the Tasks wing: the record, the store and its backends, the operations over them, the runner, its methods
     ("tasks._record",), ("tasks._store",), ("tasks._sql",), ("tasks._sqlite", "tasks._postgres"), ("tasks._open",),
-    ("tasks._runner",), ("tasks._methods",), ("tasks",),
+    ("tasks._operations",), ("tasks._runner",), ("tasks._methods",), ("tasks",),
     ("_methods",),  # what each method does, and the Reply
     # the legacy era: the revisions' shaping, the sessions, its dispatch; then the folder
     ("legacy._shaping",), ("legacy._sessions",), ("legacy._dispatch",), ("legacy",),

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from mcpserver.errors import ConfigError
+from mcpserver.tasks import Tasks
 from mcpserver.tasks._record import StoreFull, StoreUnavailable, TaskLimitReached, _process_start
 from mcpserver.tasks._sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteTaskStore
 from task_store_worker import StoreProcess, race_creates
@@ -69,7 +70,8 @@ def test_a_runner_killed_mid_run_reads_failed_even_before_it_is_reaped(path):
             time.sleep(0.01)  # dead but not reaped by this process (its parent): a zombie, which os.kill(pid, 0) finds
     else:  # no /proc: the pid check alone
         runner.process.wait()
-    with SqliteTaskStore(path) as store:
+    with SqliteTaskStore(path) as opened:
+        store = Tasks(opened)
         record = store.get(task_id, "alice")
     runner.process.wait()
     runner.close()
@@ -121,7 +123,8 @@ def test_another_applications_database_and_another_schema_are_refused(path):
 
 
 def test_a_damaged_file_is_refused_at_open(path):
-    with SqliteTaskStore(path) as store:
+    with SqliteTaskStore(path) as opened:
+        store = Tasks(opened)
         for _ in range(300):
             store.finish(store.create("alice").task_id, result=RESULT)
     assert not os.path.exists(path + "-wal")  # the last connection's close checkpointed it into the file
@@ -174,8 +177,8 @@ def fill_until_full(store, text):
 
 def test_a_full_store_refuses_new_tasks_and_loses_no_result(path):
     clock = Clock()
-    store = SqliteTaskStore(path, max_bytes=512 * 1024, reserve_bytes=0, clock=clock)
-    elsewhere = SqliteTaskStore(path, clock=clock)  # another process's view
+    store = Tasks(SqliteTaskStore(path, max_bytes=512 * 1024, reserve_bytes=0, clock=clock))
+    elsewhere = Tasks(SqliteTaskStore(path, clock=clock))  # another process's view
     try:
         victim = store.create("alice", ttl_ms=None).task_id
         early = store.create("alice", ttl_ms=None).task_id
@@ -203,7 +206,7 @@ def test_a_full_store_refuses_new_tasks_and_loses_no_result(path):
 
 
 def test_the_reserve_keeps_room_for_running_tasks_to_finish(path):
-    store = SqliteTaskStore(path, max_bytes=1024 * 1024, reserve_bytes=400 * 1024)
+    store = Tasks(SqliteTaskStore(path, max_bytes=1024 * 1024, reserve_bytes=400 * 1024))
     try:
         running = [store.create("alice").task_id for _ in range(3)]
         fill_until_full(store, "x" * 60_000)
@@ -230,8 +233,8 @@ def tiny_disk(tmp_path):
 
 def test_a_real_full_disk(tiny_disk):
     path = str(tiny_disk / "tasks.db")
-    store = SqliteTaskStore(path, reserve_bytes=1024 * 1024)
-    elsewhere = SqliteTaskStore(path)
+    store = Tasks(SqliteTaskStore(path, reserve_bytes=1024 * 1024))
+    elsewhere = Tasks(SqliteTaskStore(path))
     try:
         victim = store.create("alice").task_id
         filler = tiny_disk / "filler"
@@ -257,16 +260,16 @@ def test_a_real_full_disk(tiny_disk):
 
 
 def test_writes_to_an_unwritable_store_raise_a_specific_error(path, monkeypatch):
-    store = SqliteTaskStore(path)
+    store = Tasks(SqliteTaskStore(path))
     try:
         task_id = store.create("alice").task_id
 
         def locked(*arguments):
             raise sqlite3.OperationalError("database is locked")
 
-        connection = store._pool.acquire()
-        store._pool.release(connection)
-        monkeypatch.setattr(store._pool, "acquire", lambda: _Failing(connection, locked))
+        connection = store.store._pool.acquire()
+        store.store._pool.release(connection)
+        monkeypatch.setattr(store.store._pool, "acquire", lambda: _Failing(connection, locked))
         with pytest.raises(StoreUnavailable) as refused:
             store.set_status(task_id, "working", "x")
         assert refused.value.code == -32603 and "database is locked" in refused.value.message
@@ -288,7 +291,7 @@ class _Failing:
 
 
 def test_ten_thousand_tasks_from_one_client_meet_the_limit_in_bounded_memory_and_disk(path):
-    store = SqliteTaskStore(path)
+    store = Tasks(SqliteTaskStore(path))
     try:
         created = 0
         for _ in range(1000):

@@ -7,6 +7,7 @@ import dataclasses
 import threading
 
 import pytest
+from mcpserver.tasks import Tasks
 from mcpserver.tasks._record import (
     MAX_RESULT_BYTES,
     InvalidTransition,
@@ -79,13 +80,14 @@ def make_store(request, tmp_path, clock):
             from mcpserver.tasks._sqlite import SqliteTaskStore
 
             store = SqliteTaskStore(str(tmp_path / "tasks.db"), **options)
-        first[:1] = first or [store]
-        opened.append(store)
-        return store
+        tasks = Tasks(store)
+        first[:1] = first or [tasks]
+        opened.append(tasks)
+        return tasks
 
     yield make
-    for store in opened:
-        store.close()
+    for tasks in opened:
+        tasks.close()
 
 
 def test_a_task_is_readable_at_once_by_another_store_object(make_store):
@@ -244,11 +246,11 @@ def foreign_task(owner, runner, lease_until, now):
 
 def test_a_task_whose_runner_is_gone_reads_failed_and_sweep_fails_it(make_store, clock):
     store = make_store()
-    now = store.now()
+    now = store.store.now()
     gone = foreign_task("alice", Runner(host="another-host", pid=1, started=1, token="gone"), now - 1, now)
     alive = foreign_task("alice", Runner(host="another-host", pid=2, started=1, token="alive"), now + 60_000, now)
     for record in (gone, alive):
-        store._insert(record, 100, now)
+        store.store.insert(record, 100, now)
     shown = make_store().get(gone.task_id, "alice")
     assert shown.status == "failed" and "stopped renewing its lease" in shown.status_message
     assert shown.error["code"] == -32603
@@ -262,9 +264,9 @@ def test_a_task_whose_runner_is_gone_reads_failed_and_sweep_fails_it(make_store,
 def test_heartbeat_renews_this_processs_leases_only(make_store, clock):
     store = make_store(lease_ms=10_000)
     mine = store.create("alice").task_id
-    now = store.now()
+    now = store.store.now()
     theirs = foreign_task("alice", Runner(host="another-host", pid=3, started=1, token="theirs"), now + 5000, now)
-    store._insert(theirs, 100, now)
+    store.store.insert(theirs, 100, now)
     clock.now += 8
     assert store.heartbeat() == 1
     clock.now += 8  # 16 s: mine renewed at 8 s lives to 18 s, theirs ended at 5 s
@@ -276,14 +278,14 @@ def test_heartbeat_renews_this_processs_leases_only(make_store, clock):
 def test_a_result_the_store_cannot_take_is_kept_and_saved_later(make_store, monkeypatch):
     store = make_store()
     task_id = store.create("alice").task_id
-    real_update = type(store)._update
+    real_update = type(store.store).update
 
     def refuse(self, *arguments):
         raise StoreFull("The task store is full: it could not save this (simulated)")
 
-    monkeypatch.setattr(type(store), "_update", refuse)
+    monkeypatch.setattr(type(store.store), "update", refuse)
     assert store.finish(task_id, result=RESULT) is None  # not saved, not lost
-    monkeypatch.setattr(type(store), "_update", real_update)
+    monkeypatch.setattr(type(store.store), "update", real_update)
     assert store.get(task_id, "alice").result == RESULT  # this process already shows it
     store.heartbeat()
     assert make_store().get(task_id, "alice").result == RESULT
@@ -302,7 +304,7 @@ def test_worker_side_errors_are_specific(make_store):
 # --- MemoryTaskStore's own bounds ----------------------------------------------------------------------------------
 
 def test_ten_thousand_tasks_for_one_owner_meet_the_limit_in_bounded_memory():
-    store = MemoryTaskStore()
+    store = Tasks(MemoryTaskStore())
     outcomes = []
 
     def create_all():
@@ -318,13 +320,13 @@ def test_ten_thousand_tasks_for_one_owner_meet_the_limit_in_bounded_memory():
 
 
 def test_memory_store_refuses_new_tasks_past_its_budget_but_saves_running_ones():
-    store = MemoryTaskStore(max_bytes=100_000, max_tasks=5)
+    store = Tasks(MemoryTaskStore(max_bytes=100_000, max_tasks=5))
     running = [store.create(str(n)).task_id for n in range(3)]
     for task_id in running:  # 3 x 60 KB: over the budget, saved all the same
         assert store.finish(task_id, result={"content": [{"type": "text", "text": "x" * 60_000}]}).status == "completed"
     with pytest.raises(StoreFull, match="max_bytes"):
         store.create("another")
-    small = MemoryTaskStore(max_tasks=2)
+    small = Tasks(MemoryTaskStore(max_tasks=2))
     small.create("a")
     small.create("b")
     with pytest.raises(StoreFull, match="max_tasks"):

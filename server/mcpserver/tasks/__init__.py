@@ -6,14 +6,16 @@
 
 The wing, by role (nothing outside it imports it until a task tool is called or a store is opened):
   _record    a task's record, its pure changes (TASKS.md §4) and the errors
-  _store     TaskStore, the interface a backend implements, and MemoryTaskStore, the default
+  _store     TaskStore, the interface a backend implements (seven primitives), and MemoryTaskStore, the default
   _sql       what the SQL stores share; _sqlite (one host), _postgres (many hosts, an optional extra)
   _open      a store from what --task-store names
-  _runner    TaskManager: runs a task tool's call in a thread of its own, through the store
+  _operations  Tasks: every operation on tasks, defined once over a store's primitives
+  _runner    TaskManager: runs a task tool's call in a thread of its own, through Tasks
   _methods   tasks/get, tasks/update and tasks/cancel, and how a call becomes a task
 """
 
 from ._open import open_task_store
+from ._operations import Tasks
 from ._postgres import PostgresTaskStore
 from ._record import (
     InvalidTransition,
@@ -39,5 +41,6 @@ __all__ = [
     "TaskRecord",
     "TaskStore",
     "TaskStoreError",
+    "Tasks",
     "open_task_store",
 ]

@@ -17,7 +17,7 @@ Rules of this module:
 - Every task belongs to its caller (TaskManager.owner): another principal's id is "not found".
 - At most MAX_RUNNING_TASKS run at once in a process; more wait their turn, `working`. A task still
   running when the server stops is marked failed saying so; one whose process died is marked failed
-  by the store (mcpserver._task_store).
+  by the store (mcpserver.tasks: TaskStore, through Tasks).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from .. import _json, _log
 from .._context import Cancelled, Context, Flight, InputRequired
 from ..errors import InternalError, ProtocolError
 from ._open import open_task_store
+from ._operations import Tasks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
@@ -51,10 +52,10 @@ class TaskManager:
     """The tasks of one Server: its store, the task threads, and the watch for cancels."""
 
     def __init__(self, server: Server):
-        self.store = open_task_store(server.task_store)
+        self.tasks = Tasks(open_task_store(server.task_store))
         # A change made through this process's store reaches the listeners of that task. (Changes other
         # processes of a shared store make are seen by polling tasks/get.)
-        self.store.on_change(lambda record: server.subscriptions.task_changed(record.task_id, record.detailed()))
+        self.tasks.on_change(lambda record: server.subscriptions.task_changed(record.task_id, record.detailed()))
         self._slots = threading.BoundedSemaphore(MAX_RUNNING_TASKS)
         self._lock = threading.Lock()
         self._running: dict[str, Flight] = {}  # announced and still running here: what a cancel must reach
@@ -80,7 +81,7 @@ class TaskManager:
         return task.wait_for_announcement()
 
     def announce(self, task: _TaskRun) -> TaskRecord:
-        record = self.store.create(self.owner(task.context))
+        record = self.tasks.create(self.owner(task.context))
         with self._lock:
             self._running[record.task_id] = task.flight
             if self._watcher is None:
@@ -101,7 +102,7 @@ class TaskManager:
                 running = list(self._running.items())
             for task_id, flight in running:
                 try:
-                    if self.store.cancel_requested(task_id):
+                    if self.tasks.cancel_requested(task_id):
                         flight.cancel()
                 except ProtocolError as problem:  # the store is unreachable for now: try again later
                     log.warning("cannot read task %s from the store: %s", task_id, problem.message)
@@ -112,25 +113,25 @@ class TaskManager:
     # -- the client's task methods -----------------------------------------------------------------------
 
     def get(self, task_id: str, context: Context) -> dict[str, Any]:
-        return self.store.get(task_id, self.owner(context)).detailed()
+        return self.tasks.get(task_id, self.owner(context)).detailed()
 
     def owned(self, task_ids: list[str], context: Context) -> list[str]:
         """Those of `task_ids` the caller may see."""
         owner, seen = self.owner(context), []
         for task_id in dict.fromkeys(task_ids):
             try:
-                self.store.get(task_id, owner)
+                self.tasks.get(task_id, owner)
             except ProtocolError:  # not found, or another principal's: left out
                 continue
             seen.append(task_id)
         return seen
 
     def update(self, task_id: str, responses: dict[str, Any], context: Context) -> dict[str, Any]:
-        self.store.answer(task_id, self.owner(context), responses)
+        self.tasks.answer(task_id, self.owner(context), responses)
         return {}
 
     def cancel(self, task_id: str, context: Context) -> dict[str, Any]:
-        self.store.request_cancel(task_id, self.owner(context))
+        self.tasks.request_cancel(task_id, self.owner(context))
         with self._lock:
             flight = self._running.get(task_id)
         if flight is not None:  # running here: stop it now rather than at the next look
@@ -143,7 +144,7 @@ class TaskManager:
             running, self._running = list(self._running), {}
         for task_id in running:
             try:
-                self.store.finish(task_id, error={"code": -32603, "message": "The server stopped before the task "
+                self.tasks.finish(task_id, error={"code": -32603, "message": "The server stopped before the task "
                                                                            "finished"})
             except ProtocolError:
                 pass
@@ -206,7 +207,7 @@ class _TaskRun:
         self._last_status = time.monotonic()
         shown = f"{done:g}" + (f"/{total:g}" if total is not None else "") + (f": {message}" if message else "")
         try:
-            self.manager.store.set_status(self.record.task_id, "working", shown)
+            self.manager.tasks.set_status(self.record.task_id, "working", shown)
         except ProtocolError:  # a status message is not worth failing the work for
             pass
 
@@ -214,14 +215,14 @@ class _TaskRun:
         """Input asked during the task: input_required until tasks/update has answered every key."""
         assert self.record is not None
         task_id = self.record.task_id
-        store = self.manager.store
-        record = store.need_input(task_id, requests)
+        tasks = self.manager.tasks
+        record = tasks.need_input(task_id, requests)
         answers: dict[str, Any] = {}
         while not self.flight.cancelled:
-            answers.update(store.take_answers(task_id))
+            answers.update(tasks.take_answers(task_id))
             if all(key in answers for key in requests):
                 return answers
-            record = store.wait_for_change(task_id, record.version, CANCEL_POLL) or record
+            record = tasks.wait_for_change(task_id, record.version, CANCEL_POLL) or record
         raise Cancelled(f"task {task_id} was cancelled while it waited for input")
 
     def keep_as_request(self) -> bool:
@@ -261,18 +262,18 @@ class _TaskRun:
     def _store_outcome(self, outcome: tuple[str, Any]) -> None:
         assert self.record is not None
         task_id = self.record.task_id
-        store = self.manager.store
+        tasks = self.manager.tasks
         try:
             kind, value = outcome
             if kind == "result":
-                store.finish(task_id, result={"resultType": "complete", **value})
+                tasks.finish(task_id, result={"resultType": "complete", **value})
             elif isinstance(value, Cancelled):
-                store.set_status(task_id, "cancelled", "Cancelled by tasks/cancel")
+                tasks.set_status(task_id, "cancelled", "Cancelled by tasks/cancel")
             elif isinstance(value, InputRequired):  # MRTR after the announcement cannot be answered
-                store.finish(task_id, error=InternalError("The tool asked for input the MRTR way inside a "
+                tasks.finish(task_id, error=InternalError("The tool asked for input the MRTR way inside a "
                                                           "task").to_error())
             else:
-                store.finish(task_id, error=value.to_error())
+                tasks.finish(task_id, error=value.to_error())
         except ProtocolError as problem:
             log.warning("task %s could not be recorded as ended: %s", task_id, problem.message)
         finally:

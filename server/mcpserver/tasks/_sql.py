@@ -101,7 +101,7 @@ class SqlTaskStore(TaskStore):
 
     # --- the primitives TaskStore builds on ---------------------------------------------------------------------
 
-    def _insert(self, record: TaskRecord, limit: int, now: int) -> None:
+    def insert(self, record: TaskRecord, limit: int, now: int) -> None:
         def check(connection: Any) -> None:
             if self._first(connection, _COUNT, (record.owner, now))[0] >= limit:
                 raise too_many_tasks(limit)
@@ -120,11 +120,11 @@ class SqlTaskStore(TaskStore):
 
         self._run(insert)
 
-    def _load(self, task_id: str) -> Optional[TaskRecord]:
+    def load(self, task_id: str) -> Optional[TaskRecord]:
         row = self._run(lambda c: self._first(c, f"{_SELECT} WHERE task_id = ?", (task_id,)))
         return None if row is None else from_row(row)
 
-    def _update(self, task_id: str, change: Change) -> tuple[Optional[TaskRecord], bool]:
+    def update(self, task_id: str, change: Change) -> tuple[Optional[TaskRecord], bool]:
         def update(connection: Any) -> tuple[Optional[TaskRecord], bool]:
             row = self._first(connection, f"{_SELECT} WHERE task_id = ?{self.lock_row}", (task_id,))
             if row is None:
@@ -138,16 +138,16 @@ class SqlTaskStore(TaskStore):
 
         return self._run(lambda connection: self._atomically(connection, lambda: update(connection)))
 
-    def _delete_expired(self, now: int) -> int:
+    def delete_expired(self, now: int) -> int:
         return self._run(lambda c: self._count(c, _DELETE_EXPIRED, (now,)))
 
-    def _unfinished_elsewhere(self, token: str) -> list[TaskRecord]:
+    def unfinished_elsewhere(self, token: str) -> list[TaskRecord]:
         return [from_row(row) for row in self._run(lambda c: self._rows(c, _UNFINISHED_ELSEWHERE, (token,)))]
 
-    def _extend_leases(self, token: str, until: int) -> int:
+    def extend_leases(self, token: str, until: int) -> int:
         return self._run(lambda c: self._count(c, _EXTEND_LEASES, (until, token)))
 
-    def _load_versions(self, task_ids: list[str]) -> dict[str, int]:
+    def load_versions(self, task_ids: list[str]) -> dict[str, int]:
         def load(connection: Any) -> dict[str, int]:
             found: dict[str, int] = {}
             for start in range(0, len(task_ids), _CHUNK):

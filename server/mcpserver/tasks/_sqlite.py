@@ -132,7 +132,7 @@ class SqliteTaskStore(SqlTaskStore):
 
     # --- what SqlTaskStore asks of a backend ----------------------------------------------------------------------
 
-    def _admit(self, now: int) -> None:
+    def admit(self, now: int) -> None:
         try:
             disk = os.statvfs(os.path.dirname(self.path))
         except OSError:
