@@ -13,11 +13,11 @@ from types import SimpleNamespace
 from . import _environment, _log, _pypy
 from ._pid1 import init_if_pid1
 from ._version import __version__
-from ._wire import PROTOCOL_VERSION
+from ._wire import LEGACY_VERSIONS, PROTOCOL_VERSION
 from .errors import ConfigError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, NoReturn, Optional
 
 HTTP_GROUP = "HTTP (Streamable HTTP transport)"
@@ -210,7 +210,9 @@ def _quick_parse(argv: list[str]) -> Any:
 USAGE = """mcpserver call|list|config|bundle|dev ...     (each has --help)
        mcpserver [options] TARGET                (python -m mcpserver is the same)"""
 
-COMMANDS = f"""Serve and try MCP servers (protocol {PROTOCOL_VERSION}), pure standard library.
+_LEGACY = f"{LEGACY_VERSIONS[0]} down to {LEGACY_VERSIONS[-1]}"
+COMMANDS = f"""Serve and try MCP servers (protocol {PROTOCOL_VERSION}, and {_LEGACY} for clients that open with
+initialize), pure standard library.
 
 commands:
   mcpserver call TARGET TOOL [JSON|-]     run one tool through the protocol and print its result
@@ -249,7 +251,8 @@ def _parser(prog: str = "mcpserver") -> Any:
                     "load leaves the last good server running." if dev else COMMANDS,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", metavar="TARGET", nargs="?")
-    parser.add_argument("--version", action="version", version=f"mcpserver {__version__} (protocol {PROTOCOL_VERSION})")
+    parser.add_argument("--version", action="version",
+                        version=f"mcpserver {__version__} (protocol {PROTOCOL_VERSION}; {_LEGACY} by initialize)")
     groups: dict[Optional[str], Any] = {None: parser}
     for option in OPTIONS:
         if option.group not in groups:

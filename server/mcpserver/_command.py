@@ -37,7 +37,7 @@ from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult, unexpected_failur
 from .errors import ConfigError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, ClassVar, Optional, Union
     ArgvItem = Union[str, dict[str, Any]]  # "text {placeholder}" or {"if": "prop", "args": [...]}
 if TYPE_CHECKING:

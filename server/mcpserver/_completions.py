@@ -10,7 +10,7 @@ from __future__ import annotations
 from .errors import ConfigError, InvalidParams
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Union
     Completer = Union[list[str], tuple[str, ...], Callable[[str, dict[str, str]], Any]]
 

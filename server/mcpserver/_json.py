@@ -13,7 +13,7 @@ import re
 import sys
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any
 
 # Deeper than any real MCP message (the envelope uses four levels); far below what any thread

@@ -18,7 +18,7 @@ from ._version import __version__
 from .errors import ConfigError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Optional
 
 __all__ = ["load_manifest", "load_target", "load_target_source"]

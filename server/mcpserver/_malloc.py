@@ -20,7 +20,7 @@ import os
 import sys
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Optional
 
 LARGE_BYTES = 256 * 1024  # the pinned threshold: every buffer this large is mapped, and unmapped when freed

@@ -17,7 +17,7 @@ from .schema._derive import context_parameter
 from .schema._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, parameters, parse_docstring
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
     from ._completions import Completer

@@ -23,7 +23,7 @@ from .schema._derive import context_parameter
 from .schema._signature import docstring, parameters, parse_docstring
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional, Sequence, Union
 
     from ._completions import Completer

@@ -6,7 +6,7 @@ from . import _pypy
 from ._server import Server
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Iterable, Literal, Optional, overload
 
     from .auth import ResourceServer

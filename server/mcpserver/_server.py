@@ -19,7 +19,7 @@ from ._wire import TASKS_EXTENSION
 from .errors import ConfigError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Optional, TypeVar, Union
     F = TypeVar("F", bound=Callable[..., Any])
 

@@ -22,7 +22,7 @@ from . import _environment, _json, _log
 from .errors import InvalidParams
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Optional
 
 __all__ = ["DEFAULT_STATE_TTL", "KEY_ENVIRONMENT", "Sealer", "arguments_digest"]

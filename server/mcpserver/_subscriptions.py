@@ -21,7 +21,7 @@ from ._wire import META_SUBSCRIPTION
 from .errors import InternalError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
 __all__ = ["DEFAULT_MAX_LISTENERS", "LIST_CHANGED", "Ending", "Listener", "Subscriptions"]

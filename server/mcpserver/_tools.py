@@ -25,7 +25,7 @@ from .schema._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, is
 from .schema._validate import check_schema, quick_validator, validate
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional
     Handler = Callable[[dict[str, Any], Optional[Context]], Any]
 

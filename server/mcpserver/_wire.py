@@ -7,7 +7,8 @@ instead of writing the strings again, so a name cannot drift between them.
 from __future__ import annotations
 
 PROTOCOL_VERSION = "2026-07-28"
-SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)  # the modern era's; the legacy ones are mcpserver.legacy's
+SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)  # the modern era's
+LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # by initialize (LEGACY.md), newest first
 
 # params._meta keys (WIRE.md §3)
 META_VERSION = "io.modelcontextprotocol/protocolVersion"

@@ -7,7 +7,7 @@ dict for the common cases. Each helper gives a `ContentBlock`, a dict in wire fo
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Optional, Union
 
 __all__ = ["ContentBlock", "audio", "embedded", "image", "resource_link", "text"]

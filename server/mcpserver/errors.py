@@ -8,7 +8,7 @@ must answer with (WIRE.md §7.2, §16.9), so the transport holds no table of its
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Optional
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ._wire import CAPABILITY_OF_INPUT
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Optional, Union
 
 __all__ = ["CAPABILITY", "elicit", "roots", "sample"]

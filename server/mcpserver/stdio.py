@@ -37,7 +37,7 @@ from ._server import Server
 from ._wire import DEFAULT_GRACE_SECONDS
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, BinaryIO, Optional, Union
     Writer = Union[BinaryIO, "_FdWriter"]
 

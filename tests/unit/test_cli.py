@@ -20,7 +20,8 @@ def cli(*args, cwd=None, timeout=30):
 def test_version_names_the_package_and_protocol():
     done = cli("--version")
     assert done.returncode == 0
-    assert done.stdout.strip() == f"mcpserver {__version__} (protocol 2026-07-28)"
+    said = f"mcpserver {__version__} (protocol 2026-07-28; 2025-11-25 down to 2024-11-05 by initialize)"
+    assert done.stdout.strip() == said
 
 
 def test_check_prints_what_is_advertised():

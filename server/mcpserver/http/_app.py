@@ -55,7 +55,7 @@ from ._sessions import Sessions, modern
 from ._stream import STREAMED, Stream
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
     from ..auth import AuthError, ResourceServer

@@ -74,7 +74,7 @@ from ..errors import ConfigError
 from ._head import MAX_HEAD_BYTES, Head, HttpError, parse_head
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Iterator, Optional
 if TYPE_CHECKING:
     import signal

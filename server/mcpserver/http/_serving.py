@@ -25,7 +25,7 @@ from . import _app, _server
 from ._app import McpApp, is_loopback, resolve_token
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Iterable, Optional
 
     from ..auth import ResourceServer

@@ -16,16 +16,16 @@ Rules of this module (pure: no I/O, no state; the transport holds a session's st
 
 from __future__ import annotations
 
+from .._wire import LEGACY_VERSIONS
 from ..errors import InvalidParams
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["LEGACY_VERSIONS", "LOG_LEVELS", "LegacySession", "initialize", "opens_legacy", "shape",
            "shape_notification", "shape_request"]
 
-LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # newest first
 # RFC 5424's severities, in order (LEGACY.md §6).
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 

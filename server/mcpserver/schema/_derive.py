@@ -31,7 +31,7 @@ from ._signature import (
 from ._validate import json_type
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any, Callable, Optional
 

@@ -13,7 +13,7 @@ import re
 import types
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
 __all__ = ["EMPTY", "Parameter", "cleandoc", "docstring", "is_coroutine_function", "parameters", "parse_docstring",

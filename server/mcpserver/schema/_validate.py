@@ -19,7 +19,7 @@ import re
 from ..errors import ConfigError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
 __all__ = ["MAX_ERRORS", "MAX_SCHEMA_DEPTH", "check_schema", "json_equal", "json_type", "quick_validator",

@@ -13,7 +13,7 @@ from ..errors import ConfigError
 from ._store import MemoryTaskStore, TaskStore
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Optional, Union
 
 __all__ = ["open_task_store"]

@@ -27,7 +27,7 @@ from ._record import StoreFull, StoreUnavailable
 from ._sql import INDEXES, SqlTaskStore
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, TypeVar
 
     T = TypeVar("T")

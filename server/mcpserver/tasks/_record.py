@@ -32,7 +32,7 @@ from .. import _json
 from ..errors import InternalError, InvalidParams
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Mapping, Optional, Sequence
 
 __all__ = [

@@ -32,7 +32,7 @@ from ._open import open_task_store
 from ._operations import Tasks
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
     from .._server import Server

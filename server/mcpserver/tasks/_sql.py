@@ -18,7 +18,7 @@ from ._record import COLUMNS, StoreUnavailable, TaskRecord, from_row, to_row
 from ._store import ConnectionPool, TaskStore, too_many_tasks
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional, TypeVar
 
     from ._store import Change

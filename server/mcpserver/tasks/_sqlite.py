@@ -26,7 +26,7 @@ from ._record import MAX_RESULT_BYTES, StoreFull, StoreUnavailable
 from ._sql import INDEXES, SqlTaskStore
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional, TypeVar
 
     T = TypeVar("T")

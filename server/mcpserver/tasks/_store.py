@@ -27,7 +27,7 @@ from ._record import (
 )
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
     Change = Callable[[TaskRecord], Optional[TaskRecord]]
