@@ -62,9 +62,9 @@ _OPENING = re.compile("\ufeff?" + _FENCE)
 _CLOSING = re.compile(r"(?<=[\r\n])" + _FENCE)
 _LINE_BREAK = re.compile(r"\r\n?")
 
-# What PyYAML's reader refuses (control characters, lone surrogates, U+FFFE/U+FFFF), and the three
-# characters it takes for line breaks that neither JSON nor a YAML 1.2 reader does.
-_FORBIDDEN = re.compile("[^\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# What PyYAML's reader refuses (control characters but tab and line feed, lone surrogates, U+FFFE, U+FFFF), and
+# the characters it takes for line breaks that neither JSON nor a YAML 1.2 reader does (U+0085, U+2028, U+2029).
+_FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
 
 # Where a plain scalar stops within a line: a tab (refused), ' #' (a comment), or ': ' / ':' at the end
 # (a key's end; inside a value, a mapping that is not allowed there).
