@@ -31,8 +31,9 @@ be finite, integers too long for JSON text, escapes of lone surrogates, and keys
 (`1:`, `true:`, `null:`; quote them).
 
 Cost is linear in the input: the text is bounded (MAX_FRONTMATTER_BYTES), nesting is bounded
-(MAX_DEPTH), every regex here is anchored on fixed characters and cannot backtrack on its own output, and
-strings are built by joining their pieces once.
+(MAX_DEPTH), each line is scanned a bounded number of times, every regex here is fixed characters and
+single runs of one class (nothing for the engine to retry but a run's length), and strings are built by
+joining their pieces once.
 """
 
 from __future__ import annotations
@@ -228,8 +229,8 @@ class _Parser:
                 self.not_a_key(row, col, "expected 'key: value' here")
             key, after = found
             if key in key_rows:
-                self.fail(row, f"duplicate key {key!r} (first at line {self.first_line + key_rows[key]}); YAML "
-                               "readers silently keep one of the two")
+                self.fail(row, f"duplicate key {key!r} (first at line {self.first_line + key_rows[key]}); PyYAML "
+                               "would silently keep the last")
             key_rows[key] = row
             mapping[key], row = self.value(row, after, col, depth, in_mapping=True)
             row = self.next_content(row)
@@ -563,7 +564,7 @@ class _Parser:
                 if col - key_col > MAX_KEY_CHARS:
                     self.fail(row, f"a key longer than {MAX_KEY_CHARS} characters (MAX_KEY_CHARS)")
                 if key in mapping:
-                    self.fail(key_row, f"duplicate key {key!r}; YAML readers silently keep one of the two")
+                    self.fail(key_row, f"duplicate key {key!r}; PyYAML would silently keep the last")
                 row, col = self.flow_space(row, col + 1, start)
                 if self.lines[row][col] in ",}":
                     mapping[key] = None
