@@ -86,7 +86,7 @@ def test_the_public_api_is_what_all_says():
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment",
-     "_malloc"),
+     "_malloc", "_frontmatter"),
     ("_httpd",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
     ("_context", "_validate", "_jose", "_state", "_completions", "_task", "_legacy"),
     ("_schema", "auth", "_subscriptions", "_task_store"),
