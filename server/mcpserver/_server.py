@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 from ._context import Context
+from ._middleware import MiddlewareChain
 from ._prompts import Prompt
 from ._resources import Resource, ResourceNotFound, ResourceTemplate, definition, read
 from ._state import DEFAULT_STATE_TTL, Sealer
@@ -61,6 +62,7 @@ class Server:
             raise ConfigError(f"page_size must be a positive integer, not {page_size!r}")
         self.name = name
         self.version = version
+        self.middleware = MiddlewareChain()  # @server.middleware: around every request (mcpserver._middleware)
         self.title = title
         self.instructions = instructions
         self.ttl_ms = ttl_ms

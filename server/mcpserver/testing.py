@@ -580,7 +580,8 @@ class Client:
             assert isinstance(typed, protocol.Request)
             if typed.work == protocol.AUTHOR:
                 return self._in_flight(typed, call)
-            reply = protocol.dispatch(typed, self.server, peer=self._peer)  # answered at once, as a reader does
+            flight = Flight(principal=self._principal, transport="in-process")
+            reply = protocol.dispatch(typed, self.server, flight=flight, peer=self._peer)  # at once, as a reader does
         return _result_of(protocol.encode(reply.response or {}), reply.http_status)
 
     def _with_meta(self, params: dict[str, Any], call: Call, *, token: bool) -> dict[str, Any]:
@@ -602,7 +603,8 @@ class Client:
         """Run `request` on a thread of its own with a Flight, as a transport does, while this thread takes
         what the server sends for it; the result once it is done."""
         messages: queue.Queue[tuple[str, Any]] = queue.Queue()
-        flight = Flight(lambda message: messages.put(("message", protocol.encode(message))), self._principal)
+        flight = Flight(lambda message: messages.put(("message", protocol.encode(message))), self._principal,
+                        "in-process")
         with self._lock:
             self._flights[request.id] = flight
             call.request_id = request.id
@@ -740,6 +742,7 @@ class Client:
         self.protocol_version = reply.session.revision
         self._peer = LegacyPeer(self.server, reply.session,
                                 lambda message: self.notifications.append(json.loads(protocol.encode(message))))
+        self._peer.transport = "in-process"
         initialized = protocol.parse(_encode({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         if isinstance(initialized, protocol.Notification):
             self._peer.initialized = True

@@ -70,6 +70,8 @@ class _SessionListener(Listener):
 class LegacyPeer(Peer):
     """The client of one legacy session, as its requests see it (mcpserver._context.Peer)."""
 
+    transport = "stdio"  # a session over HTTP says "http" (SessionTable)
+
     def __init__(self, server: Server, session: LegacySession, notify: Optional[Callable[[dict[str, Any]], None]],
                  answer_timeout: float = DEFAULT_ANSWER_TIMEOUT):
         self.server = server
@@ -261,6 +263,7 @@ class SessionTable:
                 info = value.get("i")
                 peer = LegacyPeer(self.server, LegacySession(value["r"], value["c"], info if isinstance(info, dict)
                                                              else {}), None)
+                peer.transport = "http"
             self._states[session_id] = peer
             reclaimed = self._reclaim_locked()
         for old in reclaimed:
