@@ -55,7 +55,8 @@ __all__ = [
 # line (python -m mcpserver) starts before the registry and the core are imported, and decides how.
 _HOMES = {
     "PROTOCOL_VERSION": "._wire", "Call": "._middleware", "Cancelled": "._context", "ConfigError": ".errors",
-    "Context": "._context", "Middleware": "._middleware", "Prompt": "._prompts", "ProtocolError": ".errors", "Resource": "._resources",
+    "Context": "._context", "Middleware": "._middleware", "Prompt": "._prompts", "ProtocolError": ".errors",
+    "Resource": "._resources",
     "ResourceNotFound": "._resources", "ResourceTemplate": "._resources", "Server": "._server", "Tool": "._tools",
     "ToolError": "._tools", "ToolResult": "._tools", "__version__": "._version", "content": None,
     "inputs": None, "load_target": "._loader", "run": "._run",
