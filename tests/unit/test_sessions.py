@@ -72,3 +72,22 @@ def test_a_client_that_refuses_the_servers_request_is_the_tools_is_error_not_a_s
             reply = protocol.dispatch(protocol.parse(call), server, flight=Flight(client), peer=peer)
         assert reply.response["result"] == {"content": [{"type": "text", "text": expected}], "isError": True}
         assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def test_a_call_with_no_stream_to_the_client_is_told_it_cannot_ask_not_cancelled(caplog):
+    """Over HTTP a POST that does not accept text/event-stream has no stream for the server's own request:
+    the tool's isError says so. It was Cancelled, which the call was not: logged as the tool's crash."""
+    server = Server("asks")
+
+    @server.tool()
+    def confirm(ctx: Context) -> str:
+        return str(ctx.elicit("Go on?"))
+
+    peer = LegacyPeer(server, LegacySession("2025-06-18", {"elicitation": {}}, {}), None)
+    call = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "confirm", "arguments": {}}}'
+    with caplog.at_level(logging.INFO, logger="mcpserver"):
+        reply = protocol.dispatch(protocol.parse(call), server, flight=Flight(), peer=peer)
+    assert reply.response["result"]["isError"] is True
+    assert reply.response["result"]["content"][0]["text"].startswith("Cannot send elicitation/create: this request "
+                                                                     "has no stream to the client")
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
