@@ -21,7 +21,7 @@ help:
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
 	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
 	@echo "make bench-compare BASE=REV   this checkout against another, pair by pair and in instructions (PAIRS=)"
-	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_ARGS=)"
+	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP, 20,000 legacy-session steps over each (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_LEGACY_STDIO=, FUZZ_LEGACY_HTTP=, FUZZ_ARGS=)"
 	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/performance.md (SOAK_MINUTES=)"
 
 $(VENV)/.installed: pyproject.toml
@@ -165,6 +165,8 @@ bench-compare:
 FUZZ_CORE ?= 1000000
 FUZZ_STDIO ?= 100000
 FUZZ_HTTP ?= 100000
+FUZZ_LEGACY_STDIO ?= 20000
+FUZZ_LEGACY_HTTP ?= 20000
 FUZZ_ARGS ?=
 SOAK_MINUTES ?= 10
 SOAK_ARGS ?=
@@ -172,7 +174,8 @@ SOAK_ARGS ?=
 .PHONY: fuzz soak
 
 fuzz: $(VENV)/.installed
-	$(PY) tests/fuzz/fuzz.py --core $(FUZZ_CORE) --stdio $(FUZZ_STDIO) --http $(FUZZ_HTTP) $(FUZZ_ARGS)
+	$(PY) tests/fuzz/fuzz.py --core $(FUZZ_CORE) --stdio $(FUZZ_STDIO) --http $(FUZZ_HTTP) \
+	  --legacy-stdio $(FUZZ_LEGACY_STDIO) --legacy-http $(FUZZ_LEGACY_HTTP) $(FUZZ_ARGS)
 
 soak: $(VENV)/.installed
 	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(SOAK_ARGS)

@@ -155,6 +155,9 @@ class LegacyPeer(Peer):
             self._waiting[request_id] = waiting
         try:
             if not flight.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}):
+                if not flight.streams:  # over HTTP, a POST that did not accept text/event-stream
+                    raise ClientRefused(f"Cannot send {method}: this request has no stream to the client "
+                                        "(over HTTP, accept text/event-stream)")
                 raise Cancelled(f"the request was cancelled before {method} could be sent")
             flight.on_cancel(waiting.arrived.set)
             arrived = waiting.arrived.wait(self.answer_timeout)
