@@ -15,7 +15,7 @@ from ._resources import Resource, ResourceNotFound, ResourceTemplate, definition
 from ._state import DEFAULT_STATE_TTL, Sealer
 from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
 from ._tools import Tool, function_tool
-from ._wire import TASKS_EXTENSION
+from ._wire import APPS_EXTENSION, SKILLS_EXTENSION, TASKS_EXTENSION
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -117,8 +117,15 @@ class Server:
             capabilities["prompts"] = {"listChanged": True}
         if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
             capabilities["completions"] = {}
+        extensions: dict[str, Any] = {}
         if any(tool.task != "never" for tool in self.tools.values()):
-            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+            extensions[TASKS_EXTENSION] = {}
+        if SKILLS_EXTENSION in self._components:
+            extensions[SKILLS_EXTENSION] = {"directoryRead": True}
+        if APPS_EXTENSION in self._components:
+            extensions[APPS_EXTENSION] = {}
+        if extensions:
+            capabilities["extensions"] = extensions
         return capabilities
 
     def shutdown(self) -> None:
@@ -274,6 +281,15 @@ class Server:
     def serves(self, uri: str) -> bool:
         """Whether a resource or a template answers for `uri`."""
         return uri in self.resources or any(t.match(uri) is not None for t in self.resource_templates)
+
+    def skills(self, path: Any, prefix: str = "") -> None:
+        """Serve the skills under the directory `path` (the Skills extension, io.modelcontextprotocol/skills):
+        every directory below it holding a SKILL.md is a skill at skill://PREFIX/<its path>, each of its files a
+        resource. ConfigError names a file that cannot be served (README "Skills")."""
+        from .skills import Catalog  # the wing loads only for a server with skills
+
+        self.offers = self.offers | {"resources"}  # the extension needs the capability, even while no skill is found
+        self.component(SKILLS_EXTENSION, lambda: Catalog(self)).add(path, prefix)
 
     # -- prompts --------------------------------------------------------------------------------
 

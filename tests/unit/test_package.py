@@ -101,7 +101,8 @@ LAYERS = (
     ("auth._jose",), ("auth._principal",), ("auth._fetch",), ("auth._validators",), ("auth._resource",), ("auth",),
     ("_tools", "_resources", "_prompts"),
     ("_command",),
-    ("skills._frontmatter",), ("skills",),  # the Skills wing
+    # the Skills wing: a SKILL.md's frontmatter, the catalog of skills (whose files are resources), its methods
+    ("skills._frontmatter",), ("skills._catalog",), ("skills._methods",), ("skills",),
     ("_server",),
     ("_loader",),
     # the Tasks wing: the record, the store and its backends, the operations over them, the runner, its methods
