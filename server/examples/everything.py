@@ -8,6 +8,7 @@ Each tool says which scenario it serves. They are fixtures: keep them out of ser
 
 import json
 import logging
+import os
 from typing import Optional
 
 from mcpserver import Context, ProtocolError, Server, ToolError, content, inputs
@@ -392,3 +393,8 @@ def contact(name: str = "", address: Optional[dict] = None, contactMethod: str =
 def test_header_params(region: str, query: str, priority: int = 0) -> str:
     """http-custom-header-server-validation: region and priority are mirrored into Mcp-Param headers."""
     return f"{query} in {region} (priority {priority})"
+
+
+# -- skills: the Skills extension's scenarios (sep-2640-*) list, read and walk the example skills -------------
+
+server.skills(os.path.join(os.path.dirname(os.path.abspath(__file__)), "skills"))

@@ -143,6 +143,10 @@ def test_everything_conforms_to_each_revision(revision):
             session.ask(method)
         session.ask("resources/read", uri="test://static-text")
         session.ask("resources/read", uri="test://template/7/data")
+        skill_files = [r["uri"] for r in session.ask("resources/list")["resources"] if r["uri"].startswith("skill://")]
+        assert "skill://tool-review/SKILL.md" in skill_files  # skills are plain resources to a legacy client
+        for uri in skill_files:
+            session.ask("resources/read", uri=uri)
         session.ask("prompts/get", name="test_prompt_with_image")
         session.ask("prompts/get", name="test_prompt_with_embedded_resource", arguments={"resourceUri": "test://x"})
         session.ask("completion/complete", ref={"type": "ref/prompt", "name": "test_prompt_with_arguments"},

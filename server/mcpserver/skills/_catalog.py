@@ -277,6 +277,11 @@ class Catalog:
         return [{"uri": child, "name": name, "mimeType": DIRECTORY_MIME_TYPE} if is_directory
                 else state.definitions[child] for child, name, is_directory in children]
 
+    @property
+    def roots(self) -> list[str]:
+        """The directories given, as absolute paths."""
+        return [os.path.abspath(root.given) for root in self._roots]
+
     def serves(self, uri: str) -> bool:
         """Whether `uri` is a file served now (after a refresh)."""
         return uri in self._state.files
