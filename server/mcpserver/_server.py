@@ -169,18 +169,26 @@ class Server:
              description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
              output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
              icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
-             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never") -> Any:
+             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
+             ui: Optional[str] = None, visibility: Optional[Iterable[str]] = None) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
         Literal, Enum, defaults) unless `input_schema` is given; its description from the docstring.
         `requires_client_capabilities`: a client that lacks one gets -32021. `task`: "optional" or
         "required" runs a call as a task the client polls (the Tasks extension; see the README).
+        `ui`: the app (server.app, registered first) a host shows its results in; `visibility`: who may
+        call it, ["model", "app"] by default, ["app"] for a tool only its app calls (MCP Apps).
         """
         def register(function: F) -> F:
+            linked = meta
+            if ui is not None or visibility is not None:
+                from ._apps import tool_meta  # MCP Apps load only for a server that links a tool to one
+
+                linked = tool_meta(meta, ui, visibility, self.resources, name or function.__name__)
             self.add_tool(function_tool(function, name=name, title=title, description=description,
                                         input_schema=input_schema, output_schema=output_schema,
-                                        annotations=annotations, icons=icons, meta=meta,
+                                        annotations=annotations, icons=icons, meta=linked,
                                         requires_client_capabilities=requires_client_capabilities, task=task))
             return function
 
@@ -240,6 +248,23 @@ class Server:
                 raise KeyError(f"no resource {uri!r}")
             self.resources = {key: resource for key, resource in self.resources.items() if key != uri}
         self.subscriptions.list_changed("resources")
+
+    def app(self, uri: str, html: Optional[str] = None, *, path: Optional[str] = None, name: Optional[str] = None,
+            title: Optional[str] = None, description: Optional[str] = None, csp: Optional[dict[str, Any]] = None,
+            permissions: Optional[Iterable[str]] = None, domain: Optional[str] = None,
+            prefers_border: Optional[bool] = None) -> Resource:
+        """Register an MCP App (io.modelcontextprotocol/ui): the HTML5 page at `uri` (ui://...), given as
+        `html` or read from the file `path` at every read, that a host shows in a sandboxed iframe for the
+        tools linked to it (`@server.tool(ui=uri)`). `csp` maps connectDomains, resourceDomains, frameDomains
+        and baseUriDomains to origins the page may reach (none by default); `permissions` names camera,
+        microphone, geolocation, clipboardWrite; `prefers_border` asks the host for a frame or none."""
+        from ._apps import app_resource  # MCP Apps load only for a server that has one
+
+        resource = self.add_resource(app_resource(uri, html, path, name=name, title=title, description=description,
+                                                  csp=csp, permissions=permissions, domain=domain,
+                                                  prefers_border=prefers_border))
+        self.component(APPS_EXTENSION, lambda: True)
+        return resource
 
     def resource_template(self, uri_template: str, *, name: Optional[str] = None, title: Optional[str] = None,
                           description: Optional[str] = None, mime_type: Optional[str] = None,

@@ -13,6 +13,7 @@ jsonschema = pytest.importorskip("jsonschema")
 REVISIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 EVERYTHING = os.path.join(EXAMPLES, "everything.py")
 INTERACTIVE = os.path.join(EXAMPLES, "interactive.py")
+DICE = os.path.join(EXAMPLES, "dice.py")
 SCHEMAS = {}
 for _revision in REVISIONS:
     with open(os.path.join(ROOT, "spec", f"schema-{_revision}.json"), encoding="utf-8") as _file:
@@ -159,12 +160,16 @@ def test_everything_conforms_to_each_revision(revision):
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
-@pytest.mark.parametrize("target", [DEMO, MOVIES], ids=["demo", "movies"])
+@pytest.mark.parametrize("target", [DEMO, MOVIES, DICE], ids=["demo", "movies", "dice"])
 def test_the_other_examples_conform_to_each_revision(revision, target):
     with StdioServer(target) as server:
         session = Session(server, revision)
         session.ask("tools/list")
-        if target == DEMO:
+        if target == DICE:  # an app: its _meta only where the revision has _meta, and no extension
+            session.ask("resources/list")
+            session.ask("resources/read", uri="ui://dice/roller")
+            session.ask("tools/call", name="roll_dice", arguments={"count": 3})
+        elif target == DEMO:
             session.ask("tools/call", name="add", arguments={"a": 1, "b": 2})  # structured content
             session.ask("tools/call", name="echo", arguments={"text": 5})  # an isError result
         else:

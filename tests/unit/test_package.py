@@ -100,7 +100,7 @@ LAYERS = (
     # OAuth, the resource server's side: JOSE, the principal and refusals, fetching, validators, the entry point
     ("auth._jose",), ("auth._principal",), ("auth._fetch",), ("auth._validators",), ("auth._resource",), ("auth",),
     ("_tools", "_resources", "_prompts"),
-    ("_command",),
+    ("_command", "_apps"),
     # the Skills wing: a SKILL.md's frontmatter, the catalog of skills (whose files are resources), its methods
     ("skills._frontmatter",), ("skills._catalog",), ("skills._methods",), ("skills",),
     ("_server",),

@@ -36,6 +36,7 @@ HEAVY = {
     "secrets": "with random and hashlib; os.urandom is enough for run marks",
     "urllib": "only to parse an Origin header or a percent-encoded path",
     "mcpserver.testing": "the in-process client (with queue and typing) is for tests: only a test imports it",
+    "mcpserver._apps": "MCP Apps: loaded by a server that registers an app or links a tool to one",
 }
 ALLOWED = {"manifest": {"subprocess"}}  # a manifest is command tools: running programs is the point
 needs_importtime = pytest.mark.skipif(sys.implementation.name != "cpython",
