@@ -2,7 +2,9 @@
 
 mcpserver._methods reaches them, on first use, for a server that serves skills; each takes the server's Catalog
 and answers from it after a refresh (the files may have changed). skills/list and skills/get are cacheable
-results (ttlMs, cacheScope); a directory listing is not. A URI that names no skill, or no directory, is -32602.
+results (ttlMs, cacheScope); so is a directory listing here, which the spec leaves a plain paginated result but
+the TypeScript SDK's SkillsClient refuses without them (a result may carry more). A URI that names no skill,
+or no directory, is -32602.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def read_directory(catalog: Catalog, server: Any, params: dict[str, Any], contex
     if children is None:
         reason = "is not a directory resource" if catalog.serves(uri) else "names no directory resource"
         raise InvalidParams(f"{uri} {reason}", data={"uri": uri})
-    return _page(server, params, "resources", children, within=uri)
+    return _cacheable(server, _page(server, params, "resources", children, within=uri))
 
 
 def _uri(params: dict[str, Any]) -> str:
