@@ -153,6 +153,27 @@ def test_logging_tool() -> str:
     return "logged to stderr"
 
 
+@server.tool()
+def test_trigger_tool_change() -> str:
+    """server-stateless (SEP-2575): adds a tool, or takes it away again, so listen streams hear tools/list_changed."""
+    if "test_added_tool" in server.tools:
+        server.remove_tool("test_added_tool")
+        return "test_added_tool removed"
+    server.tool(name="test_added_tool", description="Added by test_trigger_tool_change.")(lambda: "added")
+    return "test_added_tool added"
+
+
+@server.tool()
+def test_trigger_prompt_change() -> str:
+    """server-stateless (SEP-2575): adds a prompt, or takes it away again, so listen streams hear
+    prompts/list_changed."""
+    if "test_added_prompt" in server.prompts:
+        server.remove_prompt("test_added_prompt")
+        return "test_added_prompt removed"
+    server.prompt(name="test_added_prompt", description="Added by test_trigger_prompt_change.")(lambda: "added")
+    return "test_added_prompt added"
+
+
 # -- tools: input from the client (the input-required-result-* scenarios) ---------------------------
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

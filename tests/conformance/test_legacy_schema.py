@@ -30,6 +30,7 @@ SERVER_MESSAGE_OF = {"notifications/progress": "ProgressNotification",
                      "notifications/cancelled": "CancelledNotification",
                      "notifications/resources/updated": "ResourceUpdatedNotification",
                      "notifications/tools/list_changed": "ToolListChangedNotification",
+                     "notifications/prompts/list_changed": "PromptListChangedNotification",
                      "elicitation/create": "ElicitRequest", "sampling/createMessage": "CreateMessageRequest",
                      "roots/list": "ListRootsRequest"}
 # Where strictness is checked: the definition a value must fit, and which of its fields hold more of them.
