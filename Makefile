@@ -1,7 +1,9 @@
 # `make test` runs the host suites; `make matrix` runs them in every lab cell (see README.md). tests/bundle
 # installs the official MCP Bundle tool (npm @anthropic-ai/mcpb, pinned) into .cache/mcpb on first use;
 # tests/clients the legacy era's real clients (the TypeScript and Python SDKs' 1.x, the Inspector's CLI,
-# all pinned in tests/clients/client_tools.py) into .cache/clients, with npm and pip.
+# all pinned in tests/clients/client_tools.py) into .cache/clients, with npm and pip; tests/extensions the
+# hosts of Skills and Apps (the TypeScript SDK 2.x, ext-apps, playwright-core) into .cache/extensions, and
+# Debian's chromium with apt-get when it is missing.
 PYTHON ?= python3
 VENV ?= .venv
 EXTRAS ?= dev
@@ -32,7 +34,7 @@ $(VENV)/.installed: pyproject.toml
 
 test: $(VENV)/.installed task-store-tools pypy-tools
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
-	  tests/clients tests/fuzz tests/task_store tests/recipes tests/bench
+	  tests/clients tests/extensions tests/fuzz tests/task_store tests/recipes tests/bench
 
 # tests/task_store starts its own PostgreSQL servers from Debian's postgresql package (psycopg comes with the
 # test extra). The package starts a cluster of its own on installation; nothing uses it, so it is stopped.

@@ -115,6 +115,8 @@ OPTIONS = (
     Option("--task-store", str, "where task tools keep their tasks: memory (default, this process), the path of "
            "an SQLite file (shared by every process on the host, kept across restarts) or a postgresql:// URL",
            metavar="PATH"),
+    Option("--skills", list, "serve the skills under DIR (repeatable): each directory below it holding a SKILL.md "
+           "(the Skills extension)", metavar="DIR"),
     Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
            "second signal stops at once", metavar="SECONDS"),
     Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
@@ -281,10 +283,18 @@ def _parse(argv: list[str], prog: str = "mcpserver") -> Any:
     return args
 
 
-def _print_check(target: str) -> int:
+def _loaded(args: Any) -> Any:
+    """The server TARGET names, with the skills the command line adds."""
     from ._loader import load_target
 
-    server = load_target(target)
+    server = load_target(args.target)
+    for directory in args.skills:
+        server.skills(directory)
+    return server
+
+
+def _print_check(args: Any) -> int:
+    server = _loaded(args)
     print(f"{server.name} {server.version}: {len(server.tools)} tools, {len(server.resources)} resources, "
           f"{len(server.resource_templates)} resource templates, {len(server.prompts)} prompts")
     for tool in server.tools.values():
@@ -405,10 +415,8 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
         return 2
     try:
         if args.check:
-            return _print_check(args.target)
-        from ._loader import load_target
-
-        server = load_target(args.target)
+            return _print_check(args)
+        server = _loaded(args)
         if args.task_store is not None:
             server.task_store = args.task_store
             _open_task_store(server)

@@ -16,7 +16,7 @@ from ._resources import Resource, ResourceNotFound, ResourceTemplate, definition
 from ._state import DEFAULT_STATE_TTL, Sealer
 from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
 from ._tools import Tool, function_tool
-from ._wire import TASKS_EXTENSION
+from ._wire import APPS_EXTENSION, SKILLS_EXTENSION, TASKS_EXTENSION
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -119,8 +119,15 @@ class Server:
             capabilities["prompts"] = {"listChanged": True}
         if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
             capabilities["completions"] = {}
+        extensions: dict[str, Any] = {}
         if any(tool.task != "never" for tool in self.tools.values()):
-            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+            extensions[TASKS_EXTENSION] = {}
+        if SKILLS_EXTENSION in self._components:
+            extensions[SKILLS_EXTENSION] = {"directoryRead": True}
+        if APPS_EXTENSION in self._components:
+            extensions[APPS_EXTENSION] = {}
+        if extensions:
+            capabilities["extensions"] = extensions
         return capabilities
 
     def shutdown(self) -> None:
@@ -164,18 +171,26 @@ class Server:
              description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
              output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
              icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
-             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never") -> Any:
+             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
+             ui: Optional[str] = None, visibility: Optional[Iterable[str]] = None) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
         Literal, Enum, defaults) unless `input_schema` is given; its description from the docstring.
         `requires_client_capabilities`: a client that lacks one gets -32021. `task`: "optional" or
         "required" runs a call as a task the client polls (the Tasks extension; see the README).
+        `ui`: the app (server.app, registered first) a host shows its results in; `visibility`: who may
+        call it, ["model", "app"] by default, ["app"] for a tool only its app calls (MCP Apps).
         """
         def register(function: F) -> F:
+            linked = meta
+            if ui is not None or visibility is not None:
+                from ._apps import tool_meta  # MCP Apps load only for a server that links a tool to one
+
+                linked = tool_meta(meta, ui, visibility, self.resources, name or function.__name__)
             self.add_tool(function_tool(function, name=name, title=title, description=description,
                                         input_schema=input_schema, output_schema=output_schema,
-                                        annotations=annotations, icons=icons, meta=meta,
+                                        annotations=annotations, icons=icons, meta=linked,
                                         requires_client_capabilities=requires_client_capabilities, task=task))
             return function
 
@@ -236,6 +251,23 @@ class Server:
             self.resources = {key: resource for key, resource in self.resources.items() if key != uri}
         self.subscriptions.list_changed("resources")
 
+    def app(self, uri: str, html: Optional[str] = None, *, path: Optional[str] = None, name: Optional[str] = None,
+            title: Optional[str] = None, description: Optional[str] = None, csp: Optional[dict[str, Any]] = None,
+            permissions: Optional[Iterable[str]] = None, domain: Optional[str] = None,
+            prefers_border: Optional[bool] = None) -> Resource:
+        """Register an MCP App (io.modelcontextprotocol/ui): the HTML5 page at `uri` (ui://...), given as
+        `html` or read from the file `path` at every read, that a host shows in a sandboxed iframe for the
+        tools linked to it (`@server.tool(ui=uri)`). `csp` maps connectDomains, resourceDomains, frameDomains
+        and baseUriDomains to origins the page may reach (none by default); `permissions` names camera,
+        microphone, geolocation, clipboardWrite; `prefers_border` asks the host for a frame or none."""
+        from ._apps import app_resource  # MCP Apps load only for a server that has one
+
+        resource = self.add_resource(app_resource(uri, html, path, name=name, title=title, description=description,
+                                                  csp=csp, permissions=permissions, domain=domain,
+                                                  prefers_border=prefers_border))
+        self.component(APPS_EXTENSION, lambda: True)
+        return resource
+
     def resource_template(self, uri_template: str, *, name: Optional[str] = None, title: Optional[str] = None,
                           description: Optional[str] = None, mime_type: Optional[str] = None,
                           completions: Optional[dict[str, Any]] = None) -> Callable[[F], F]:
@@ -276,6 +308,15 @@ class Server:
     def serves(self, uri: str) -> bool:
         """Whether a resource or a template answers for `uri`."""
         return uri in self.resources or any(t.match(uri) is not None for t in self.resource_templates)
+
+    def skills(self, path: Any, prefix: str = "") -> None:
+        """Serve the skills under the directory `path` (the Skills extension, io.modelcontextprotocol/skills):
+        every directory below it holding a SKILL.md is a skill at skill://PREFIX/<its path>, each of its files a
+        resource. ConfigError names a file that cannot be served (README "Skills")."""
+        from .skills import Catalog  # the wing loads only for a server with skills
+
+        self.offers = self.offers | {"resources"}  # the extension needs the capability, even while no skill is found
+        self.component(SKILLS_EXTENSION, lambda: Catalog(self)).add(path, prefix)
 
     # -- prompts --------------------------------------------------------------------------------
 

@@ -485,6 +485,14 @@ class Client:
         call = self._call("resources/read", {"uri": uri}, progress, False, timeout)
         return ResourceResult(self._run(call), call.trace)
 
+    def list_skills(self) -> list[dict[str, Any]]:
+        """Every page of skills/list (the Skills extension): the skill entries."""
+        return self._list("skills/list", "skills")
+
+    def get_skill(self, uri: str) -> dict[str, Any]:
+        """skills/get: the entry of the skill whose SKILL.md is `uri`."""
+        return self.request("skills/get", {"uri": uri})["skill"]  # type: ignore[no-any-return]
+
     def list_prompts(self) -> list[dict[str, Any]]:
         return self._list("prompts/list", "prompts")
 

@@ -91,7 +91,7 @@ def test_the_public_api_is_what_all_says():
 # facade and may import anything.
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
-    ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_frontmatter"),
+    ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc"),
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     ("http._head",),  # a request head, parsed: no socket, no state
     ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
@@ -100,7 +100,9 @@ LAYERS = (
     # OAuth, the resource server's side: JOSE, the principal and refusals, fetching, validators, the entry point
     ("auth._jose",), ("auth._principal",), ("auth._fetch",), ("auth._validators",), ("auth._resource",), ("auth",),
     ("_tools", "_resources", "_prompts"),
-    ("_command",),
+    ("_command", "_apps"),
+    # the Skills wing: a SKILL.md's frontmatter, the catalog of skills (whose files are resources), its methods
+    ("skills._frontmatter",), ("skills._catalog",), ("skills._methods",), ("skills",),
     ("_server",),
     ("_loader",),
     # the Tasks wing: the record, the store and its backends, the operations over them, the runner, its methods
