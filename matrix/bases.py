@@ -151,7 +151,7 @@ def _bootstrap_step(cell: Cell, tag: str, mirror: str, facts: BaseFacts) -> tupl
             return None, f"no Alpine mirror configured (set {boot.mirror_env} to bootstrap it with apk.static)"
         return BaseStep(action=BaseAction.APK, image=tag, source=mirror, reason=f"apk.static from {mirror}",
                         bootstrap=boot), ""  # fmt: skip
-    # BUILDER, only reached for a Cell built by hand without `base_cell` (cells.py always sets it).
+    # BUILDER, only reached for a Cell built by hand without `base_cell` (table.py always sets it).
     return None, "a builder cell's base is had like another cell's, and none was given"
 
 

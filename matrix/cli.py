@@ -26,7 +26,7 @@ from types import FrameType
 from . import LAB_ROOT, records, report
 from .build import Unbuildable
 from .cell import availability, base_plans
-from .cells import CELLS_TOML, load_cells
+from .table import CELLS_TOML, load_cells
 from .compare import SinceLastFull, since_last_full
 from .engine import Engine
 from .errors import LabError, NothingToRun, UsageError

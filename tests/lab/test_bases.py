@@ -10,7 +10,7 @@ import pytest
 
 from matrix.bases import BaseAction, BaseFacts, bootstrap_tag, plan_base, pull_reference
 from matrix.bootstrap import apk_version, prepare_rootfs, snapshot_expired
-from matrix.cells import load_cells
+from matrix.table import load_cells
 
 CELLS = {c.name: c for c in load_cells()}
 HERE = BaseFacts(registry="no registry reachable (no such host)", debootstrap=True, root=True, env={})

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from matrix.build import STAGES, plan_build
-from matrix.cells import load_cells
+from matrix.table import load_cells
 from matrix.model import Family
 
 ROOT = Path(__file__).resolve().parents[2]

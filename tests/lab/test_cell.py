@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from matrix.build import plan_build
-from matrix.cells import parse_cells
+from matrix.table import parse_cells
 from matrix.lab import Lab, Options
 from matrix.model import Cell, CellResult, Outcome, Suite
 from matrix.outcomes import exit_code

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from matrix.cells import load_cells
+from matrix.table import load_cells
 from matrix.errors import UsageError
 from matrix.model import Cell, CellResult, Environment, Family, Outcome, PythonFrom, Suite
 from matrix.plan import (

@@ -14,7 +14,7 @@ from matrix import conformance
 from matrix.attempts import cpuinfo_reporting
 from matrix.build import BuildPlan, Unbuildable, plan_build
 from matrix.cell import availability, base_plans
-from matrix.cells import parse_cells
+from matrix.table import parse_cells
 from matrix.install import Distribution
 from matrix.lab import Lab
 from matrix.model import Outcome, Suite, SuiteResult

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from matrix.build import Images
-from matrix.cells import parse_cells
+from matrix.table import parse_cells
 from matrix.install import Distribution
 from matrix.memo import SuiteMemo
 from matrix.model import SUITES, Outcome, Suite, SuiteResult
