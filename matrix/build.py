@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .arches import ARCHES
 from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Engine
 from .errors import CellProblem
 from .model import TESTS_DIR_SUITES, Cell, Implementation, Outcome
@@ -167,6 +168,11 @@ class BuildPlan:
         )
 
     @property
+    def platform(self) -> str:
+        """docker's name of the cell's architecture, for `docker build --platform`; '' for the machine's own."""
+        return ARCHES[self.cell.arch].platform if self.cell.arch else ""
+
+    @property
     def stages(self) -> tuple[str, ...]:
         """The stages built and tagged, in order. A Python compiled in the Dockerfile's `builder` stage is
         tagged there too: the legacy builder leaves a stage that no later stage is FROM as an untagged
@@ -184,7 +190,7 @@ class BuildPlan:
 
     def tag_prefix(self, stage: str) -> str:
         """Every build of this cell's stage is tagged <prefix><hash of its inputs>."""
-        return f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-{self.cell.slug}-{stage}-"
+        return f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-{self.cell.slug}{self.cell.arch_tag}-{stage}-"
 
     def tag(self, stage: str) -> str:
         return self.tag_prefix(stage) + self.keys()[stage][:12]
@@ -330,7 +336,7 @@ class Builder:
                 raise CellProblem(Outcome.UNAVAILABLE, said)
             labels = {LABEL: "1", RUN_LABEL: self.run_id, TAG_LABEL: tag, TREE_LABEL: self.tree}
             done = self.engine.build(plan.context(stage), target=stage, tag=tag, build_args=plan.build_args,
-                                     labels=labels, log=log, timeout=BUILD_TIMEOUT)  # fmt: skip
+                                     labels=labels, log=log, timeout=BUILD_TIMEOUT, platform=plan.platform)  # fmt: skip
             if done.ok and self.engine.image_id(tag):
                 return True
             problem = self._failed[tag] = _build_problem(stage, done, log)

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 from . import LAB_ROOT, records, report
+from .arches import ARCHES, native
 from .build import Unbuildable
 from .cell import availability, base_plans
 from .table import CELLS_TOML, load_cells
@@ -119,6 +120,9 @@ def _selection_options(sel: argparse._ArgumentGroup) -> None:
     sel.add_argument("--implementation", action="append", default=[],
                      help="interpreter: " + ", ".join(i.value for i in Implementation))  # fmt: skip
     sel.add_argument("--cell", action="append", default=[], help="cell name, e.g. 'debian-*'")
+    sel.add_argument("--arch", action="append", default=[],
+                     help="architecture, by Debian's name: " + ", ".join(ARCHES) + f" (this machine's: {native()}); "
+                          "'all' for every one, the opt-in ones too (riscv64, ppc64el, armhf: emulated, long)")  # fmt: skip
     sel.add_argument("--suite", action="append", default=[], help=", ".join(s.value for s in SUITES))
     sel.add_argument("--rerun-failed", action="store_true",
                      help="only the suites that failed, errored, timed out, were flaky or were cancelled in the "
@@ -234,7 +238,7 @@ def _selection(args: argparse.Namespace) -> Selection | None:
             return None
     return Selection(
         distros=split_values(args.distro), pythons=split_values(args.python),
-        implementations=split_values(args.implementation), cells=split_values(args.cell),
+        implementations=split_values(args.implementation), cells=split_values(args.cell), arches=split_values(args.arch),
         suites=parse_suites(args.suite), only=only,
     )  # fmt: skip
 
@@ -271,6 +275,7 @@ def _list(cells: Sequence[Cell], args: argparse.Namespace) -> None:
         data = [
             {
                 "name": c.name, "family": c.family.value, "release": c.release, "python": c.python,
+                "arch": c.arch or native(), "opt_in": c.opt_in,
                 "base": c.base, "python_from": c.python_from.value, "suites": [s.value for s in c.suites],
                 "available": state != "unavailable", "checked": state != "unchecked", "detail": how,
             }
@@ -280,7 +285,7 @@ def _list(cells: Sequence[Cell], args: argparse.Namespace) -> None:
         return
     width = max(len(c.name) for c in cells)
     for cell, state, how in rows:
-        print(f"{cell.name:<{width}}  {state:<11}  {how}")
+        print(f"{cell.name:<{width}}  {cell.arch or native():<7}  {state:<11}  {how}")
 
 
 def _available(cells: Sequence[Cell], args: argparse.Namespace) -> tuple[Cell, ...]:

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,8 @@ class Engine:
     def __init__(self, docker: str = "docker", processes: Processes | None = None) -> None:
         self.docker = docker
         self.processes = processes or Processes()
+        self._platforms: dict[str, str] = {}  # image -> platform_of(image)
+        self._platforms_lock = threading.Lock()
 
     def _docker(self, args: Sequence[str], *, timeout: float | None = CLI_TIMEOUT, **kwargs: object) -> Completed:
         try:
@@ -200,8 +203,9 @@ class Engine:
         labels: Mapping[str, str],
         log: Path,
         timeout: float,
+        platform: str = "",
     ) -> Completed:
-        """Build and tag `tag`, once: a build of the same tag by another process on this host is waited for
+        """Build and tag `tag`, once (for `platform`, docker's name of an architecture, when not the engine's own): a build of the same tag by another process on this host is waited for
         (one lock per tag), and then found. `--tag` would have moved the tag and left the image it named
         dangling: two runs building one stage side by side left an 834 MB builder stage behind. A tag taken
         meanwhile through another engine client keeps its image, and the one built here is removed; a failed
@@ -210,14 +214,15 @@ class Engine:
             if self.image_id(tag) is not None:
                 return Completed(returncode=0, output=f"mcplab: {tag} was built meanwhile by another run\n")
             return self._build(context, target=target, tag=tag, build_args=build_args, labels=labels, log=log,
-                               timeout=timeout)  # fmt: skip
+                               timeout=timeout, platform=platform)  # fmt: skip
 
     def _build(self, context: bytes, *, target: str | None, tag: str, build_args: Sequence[str],
-               labels: Mapping[str, str], log: Path, timeout: float) -> Completed:  # fmt: skip
+               labels: Mapping[str, str], log: Path, timeout: float, platform: str) -> Completed:  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="mcplab-build-") as folder:
             iidfile = Path(folder) / "iid"
             # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
             argv = ["build", "--force-rm", "--iidfile", str(iidfile), *(["--target", target] if target else [])]
+            argv += ["--platform", platform] if platform else []
             argv += [*label_args(labels), *(a for arg in build_args for a in ("--build-arg", arg))]
             done = self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
             built = iidfile.read_text().strip() if done.ok and iidfile.is_file() else ""
@@ -232,8 +237,13 @@ class Engine:
             self._docker(["rmi", built])
         return done
 
-    def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float) -> Completed:
-        """tar the tree into `docker import` under `tag`; both processes are tracked."""
+    def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float,
+                      platform: str = "") -> Completed:  # fmt: skip
+        """tar the tree into `docker import` under `tag`; both processes are tracked. For another architecture
+        (`platform`, docker's name) the tree is built into an image FROM scratch instead: Debian's 20.10 engine
+        ignores `docker import --platform` and would call it its own, where a build sets what it is told."""
+        if platform:
+            return self._build_rootfs(root, tag, labels=labels, log=log, timeout=timeout, platform=platform)
         tar = self.processes.start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
         changes = [a for k, v in sorted(labels.items()) for a in ("--change", f"LABEL {k}={v}")]
         try:
@@ -242,6 +252,18 @@ class Engine:
         finally:
             self.processes.finish(tar)
         return done if tar.returncode == 0 else Completed(returncode=tar.returncode or 1, output="tar failed")
+
+    def _build_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float,
+                      platform: str) -> Completed:  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="mcplab-rootfs-", dir=root.parent) as folder:
+            # ADD unpacks a tar with its own owners (a build context's files would all become root's).
+            made = self.processes.command(["tar", "--numeric-owner", "-C", str(root), "-cf", f"{folder}/rootfs.tar",
+                                           "."], timeout=timeout, log=log)  # fmt: skip
+            if not made.ok:
+                return made
+            Path(folder, "Dockerfile").write_text('FROM scratch\nADD rootfs.tar /\nCMD ["/bin/sh"]\n')
+            argv = ["build", "--platform", platform, "--tag", tag, *label_args(labels), folder]
+            return self._docker(argv, timeout=timeout, log=log)
 
     def pull(self, ref: str, *, log: Path | None = None, timeout: float = 600.0) -> Completed:
         return self._docker(["pull", ref], timeout=timeout, log=log)
@@ -266,21 +288,38 @@ class Engine:
         return self._docker(["image", "prune", "-f", *[a for label in labels for a in ("--filter", f"label={label}")]])
 
     # -- containers --------------------------------------------------------------------------------
+    def platform_of(self, image: str) -> str:
+        """`--platform` for a container of `image` when it is built for another architecture than the engine's
+        ('linux/arm64'), else '': the engine then runs it through its own platform support, without warning
+        on every run that it does not match, and a native image runs exactly as before."""
+        with self._platforms_lock:
+            if image not in self._platforms:
+                fmt = "{{.Os}}/{{.Architecture}}"
+                own = self._docker(["version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"]).output.strip()
+                done = self._docker(["image", "inspect", "--format", fmt, image])
+                found = done.output.strip() if done.ok else own
+                self._platforms[image] = "" if found == own else found
+            return self._platforms[image]
+
+    def _container_argv(self, spec: ContainerSpec) -> list[str]:
+        platform = self.platform_of(spec.image)
+        return [*(["--platform", platform] if platform else []), *spec.argv()]
+
     def run(self, spec: ContainerSpec, *, timeout: float | None, log: Path | None = None,
             input: bytes | None = None) -> Completed:  # fmt: skip
         """`docker run` to completion. On timeout the client is killed; the container is stopped here
         too, since killing the client does not stop it."""
-        done = self._docker(["run", *spec.argv()], timeout=timeout, log=log, input=input)
+        done = self._docker(["run", *self._container_argv(spec)], timeout=timeout, log=log, input=input)
         if done.timed_out and spec.name:
             self.kill(spec.name)
         return done
 
     def start(self, spec: ContainerSpec) -> Completed:
         """`docker run -d`: the container's ID in the output."""
-        return self._docker(["run", "-d", *spec.argv()])
+        return self._docker(["run", "-d", *self._container_argv(spec)])
 
     def create(self, spec: ContainerSpec) -> Completed:
-        return self._docker(["create", *spec.argv()])
+        return self._docker(["create", *self._container_argv(spec)])
 
     def exec(self, container: str, argv: Sequence[str], *, input: bytes | None = None,
              timeout: float = CLI_TIMEOUT) -> Completed:  # fmt: skip

@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from . import arches
 from .errors import UsageError
 from .model import SUITES, Cell, CellResult, Environment, Implementation, Outcome, Suite
 
@@ -27,6 +28,7 @@ class Selection:
     pythons: tuple[str, ...] = ()
     implementations: tuple[str, ...] = ()
     cells: tuple[str, ...] = ()
+    arches: tuple[str, ...] = ()  # Debian's names; "all" is every architecture, the opt-in ones too
     suites: tuple[Suite, ...] = SUITES
     only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()  # --rerun-failed: these cells, and in each these suites
 
@@ -106,13 +108,21 @@ def _python_matches(pattern: str, cell: Cell) -> bool:
         (cell.python, bare), (cell.slug, pattern), (cell.slug.removeprefix("py"), bare)))  # fmt: skip
 
 
-def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
-    """Filter the table. Every selector value must match some cell, and together they must match one."""
+def select(cells: Sequence[Cell], selection: Selection, *, native: str = "") -> tuple[Cell, ...]:
+    """Filter the table. Every selector value must match some cell, and together they must match one. A cell that
+    is opt-in (an emulated architecture that takes long) is in only when --arch or --cell names it; `native` is
+    the machine's own architecture, which cells that name none are built for."""
+    native = native or arches.native()
+
+    def arch_matches(pattern: str, cell: Cell) -> bool:
+        return pattern == "all" or fnmatch.fnmatchcase(cell.arch or native, pattern)
+
     checks = (
         ("--distro", selection.distros, lambda p, c: fnmatch.fnmatchcase(c.family.value, p)),
         ("--python", selection.pythons, _python_matches),
         ("--implementation", selection.implementations, lambda p, c: fnmatch.fnmatchcase(c.implementation.value, p)),
         ("--cell", selection.cells, lambda p, c: fnmatch.fnmatchcase(c.name, p)),
+        ("--arch", selection.arches, arch_matches),
     )
     for option, patterns, matches in checks:
         for pattern in patterns:
@@ -121,6 +131,8 @@ def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
     chosen = tuple(
         c for c in cells if all(not patterns or any(matches(p, c) for p in patterns) for _, patterns, matches in checks)
     )
+    if not (selection.arches or selection.cells):
+        chosen = tuple(c for c in chosen if not c.opt_in)
     if selection.only:
         chosen = tuple(c for c in chosen if selection.suites_for(c.name))
     if not chosen:
@@ -135,6 +147,8 @@ def _what_exists(cells: Sequence[Cell], option: str) -> str:
         values = sorted({c.family.value for c in cells})
     elif option == "--implementation":
         values = sorted({c.implementation.value for c in cells})
+    elif option == "--arch":
+        values = ["all", *sorted({c.arch for c in cells if c.arch} | {arches.native()})]
     elif option == "--python":
         values = sorted({c.python for c in cells}, key=lambda v: tuple(int(x) for x in v.split(".")))
     else:

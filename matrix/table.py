@@ -7,8 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .arches import ARCHES
 from .errors import LabInputError
-from .model import Bootstrap, BootstrapMethod, Cell, Family, Flavour, Implementation, PythonFrom, Suite
+from .model import SUITES, Bootstrap, BootstrapMethod, Cell, Family, Flavour, Implementation, PythonFrom, Suite
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -18,7 +19,7 @@ else:  # pragma: no cover - the lab venv installs tomli below 3.11
 CELLS_TOML = Path(__file__).with_name("cells.toml")
 SCHEMA = 1
 _CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "bootstrap", "implementation", "flavour",
-              "stress"}
+              "stress", "arch", "opt_in", "suites"}
 # A variant names the cell whose images it runs, and says only how its machine differs.
 _VARIANT_KEYS = {"name", "like", "cpu_cache", "suites"}
 _CACHE_UNITS = {"KiB": 1, "MiB": 1024}
@@ -54,10 +55,10 @@ def parse_cells(data: dict[str, Any], *, source: str = "cells.toml") -> tuple[Ce
     for cell in cells:
         # Image tags are <family>:<release>-<interpreter>-...: two cells sharing them would overwrite (and
         # prune) each other's images. A variant shares its cell's on purpose: they are the same images.
-        image = f"{cell.family.value}:{cell.release}-{cell.slug}"
+        image = f"{cell.family.value}:{cell.release}-{cell.slug}{cell.arch_tag}"
         if cell.family.in_container and not cell.like and images.setdefault(image, cell.name) != cell.name:
             raise LabInputError(f"{source}: cells {images[image]!r} and {cell.name!r} would build the same images "
-                              f"({image}); give them different releases or interpreters.")
+                              f"({image}); give them different releases, interpreters or architectures.")
     return tuple(_with_base_cell(cell, cells, source) for cell in cells)
 
 
@@ -126,18 +127,10 @@ def _parse_cell(entry: Any, index: int, source: str) -> Cell:
     stress = entry.get("stress", 0)
     if not isinstance(stress, int) or isinstance(stress, bool) or stress < 0:
         raise LabInputError(f"{where}: stress must be a whole number of repetitions (0 for none), found {stress!r}.")
-    return Cell(
-        name=entry["name"],
-        family=family,
-        release=entry["release"],
-        python=python,
-        base=base,
-        python_from=python_from,
-        bootstrap=bootstrap,
-        implementation=implementation,
-        flavour=flavour,
-        stress=stress,
-    )
+    arch, opt_in = _architecture(entry, family, where)
+    return Cell(name=entry["name"], family=family, release=entry["release"], python=python, base=base,
+                python_from=python_from, bootstrap=bootstrap, implementation=implementation, flavour=flavour,
+                stress=stress, arch=arch, opt_in=opt_in, only=_suites(entry.get("suites", []), SUITES, where))
 
 
 def _parse_variant(entry: dict[str, Any], index: int, source: str, earlier: dict[str, Cell]) -> Cell:
@@ -162,16 +155,31 @@ def _parse_variant(entry: dict[str, Any], index: int, source: str, earlier: dict
     number, _, unit = str(cache).partition(" ")
     if not number.isdigit() or int(number) < 1 or unit not in _CACHE_UNITS:
         raise LabInputError(f"{where}: cpu_cache is a size like \"480 MiB\" or \"512 KiB\", found {cache!r}.")
-    names = entry.get("suites", [])
+    only = _suites(entry.get("suites", []), like.suites, where)
+    return replace(like, name=entry["name"], like=like.name, cpu_cache_kb=int(number) * _CACHE_UNITS[unit],
+                   only=only)
+
+
+def _suites(names: Any, known: tuple[Suite, ...], where: str) -> tuple[Suite, ...]:
+    """A cell's `suites`: the ones it runs, out of those that apply to it (every one when absent)."""
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise LabInputError(f"{where}: suites is a list of suite names, found {names!r}.")
     try:
-        only = tuple(Suite(n) for n in names)
+        return tuple(Suite(n) for n in names)
     except ValueError:
-        known = ", ".join(s.value for s in like.suites)
-        raise LabInputError(f"{where}: suites {names!r} names a suite that is not one of {known}.") from None
-    return replace(like, name=entry["name"], like=like.name, cpu_cache_kb=int(number) * _CACHE_UNITS[unit],
-                   only=only)
+        listed = ", ".join(s.value for s in known)
+        raise LabInputError(f"{where}: suites {names!r} names a suite that is not one of {listed}.") from None
+
+
+def _architecture(entry: dict[str, Any], family: Family, where: str) -> tuple[str, bool]:
+    arch, opt_in = entry.get("arch", ""), entry.get("opt_in", False)
+    if arch and arch not in ARCHES:
+        raise LabInputError(f"{where}: arch {arch!r} is not one of {', '.join(ARCHES)} (Debian's names).")
+    if arch and not family.in_container:
+        raise LabInputError(f"{where}: a host cell runs on this machine's own architecture; arch is for images.")
+    if not isinstance(opt_in, bool):
+        raise LabInputError(f"{where}: opt_in is true or false, found {opt_in!r}.")
+    return arch, opt_in
 
 
 def _interpreter_kind(entry: dict[str, Any], where: str) -> tuple[Implementation, Flavour]:
