@@ -62,11 +62,26 @@ def _table(**overrides: object) -> dict[str, object]:
         ({"bootstrap": {"method": "apk", "release": "v3.23"}}, "needs `release` and `mirror_env`"),
         ({"bootstrap": {"method": "debootstrap"}}, "needs `suite`"),
         ({"bootstrap": {"method": "nix"}}, "bootstrap method 'nix'"),
+        ({"arch": "x86_64"}, "arch 'x86_64' is not one of amd64, i386, arm64"),
+        ({"opt_in": "yes"}, "opt_in is true or false"),
+        ({"suites": ["unit", "gpu"]}, "names a suite that is not one of"),
     ],
 )
 def test_malformed_cells_are_refused_with_the_reason(overrides: dict[str, object], fragment: str) -> None:
     with pytest.raises(LabInputError, match=fragment.replace("(", r"\(").replace("`", "`")):
         parse_cells(_table(**overrides))
+
+
+def test_an_architecture_is_a_cell_of_its_own_with_images_of_its_own() -> None:
+    table = _table()
+    table["cell"] = [*table["cell"], {**table["cell"][0], "name": "c-s390x", "arch": "s390x"}]  # type: ignore[misc]
+    own, s390x = parse_cells(table)
+    assert (own.arch, own.arch_tag, s390x.arch, s390x.arch_tag) == ("", "", "s390x", "-s390x")
+    table["cell"] = [*table["cell"], {**table["cell"][0], "name": "c-again", "arch": "s390x"}]  # type: ignore[misc]
+    with pytest.raises(LabInputError, match="'c-s390x' and 'c-again' would build the same images"):
+        parse_cells(table)
+    with pytest.raises(LabInputError, match="a host cell runs on this machine's own architecture"):
+        parse_cells(_table(name="h", family="host", python_from="host", base="", arch="arm64"))
 
 
 def test_duplicate_names_are_refused() -> None:
