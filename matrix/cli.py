@@ -193,7 +193,7 @@ def _main(argv: list[str]) -> Ended:
     if args.merge:
         return Ended(_merge(args))
     cells = load_cells(args.cells)
-    selection = _selection(args)
+    selection = selection_of(args)
     if selection is None:
         latest = args.results / "latest"
         return Ended(Exit.PASSED, f"nothing to rerun: no suite failed, errored, timed out or was flaky in {latest}")
@@ -224,7 +224,7 @@ def _main(argv: list[str]) -> Ended:
     return Ended(_run(chosen, options, whole_table=len(chosen) == len(cells)))
 
 
-def _selection(args: argparse.Namespace) -> Selection | None:
+def selection_of(args: argparse.Namespace) -> Selection | None:
     """What the selectors ask for; None when --rerun-failed finds nothing to run again."""
     only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()
     if args.rerun_failed:

@@ -83,8 +83,38 @@ def interpreter_text(result: CellResult) -> str:
     return f"{text} {result.flavour}" if result.flavour else text
 
 
+def word_bits(maxsize: int) -> int:
+    """32 or 64: the width of a C pointer, from sys.maxsize (2**31 - 1 or 2**63 - 1)."""
+    return maxsize.bit_length() + 1 if maxsize else 0
+
+
+def arch_text(result: CellResult) -> str:
+    """ "s390x (s390x, big-endian, 64-bit)": the architecture it was built for, then what its interpreter saw."""
+    if not result.machine:
+        return result.arch or "—"
+    return f"{result.arch} ({result.machine}, {result.byteorder}-endian, {word_bits(result.maxsize)}-bit)"
+
+
+def machine_facts(result: CellResult) -> str:
+    """What the cell's interpreter said of its machine, as it said it: the proof its suites ran there."""
+    if not result.machine:
+        return ""
+    return (f"platform.machine() {result.machine}, sys.byteorder {result.byteorder}, sys.maxsize {result.maxsize} "
+            f"({word_bits(result.maxsize)}-bit)")
+
+
 def first_answer_text(result: CellResult) -> str:
     return result.first_answer.text if result.first_answer else "—"
+
+
+def reproduce_lines(results: Sequence[CellResult]) -> list[str]:
+    """Every suite that did not pass: the line that reruns only it in only its cell (pasted, the `#` leaves the
+    docker run into its image as a comment, to copy for debugging by hand)."""
+    return [s.reproduce for r in results for s in r.suites if s.reproduce]
+
+
+REPRODUCE_NOTE = ("To reproduce, each line reruns only that suite in only that cell (after the `#`: the docker run "
+                  "into the same image with the same mounts, for debugging by hand):")
 
 
 def warning_lines(results: Sequence[CellResult]) -> list[str]:
@@ -168,11 +198,11 @@ def since_lines(since: SinceLastFull | None) -> list[str]:
 def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
                 since: SinceLastFull | None = None) -> str:  # fmt: skip
     lines = [
-        "| cell | outcome | python | " + " | ".join(s.value for s in suites) + " | first answer | time | notes |",
-        "|---|---|---|" + "---|" * len(suites) + "---|---|---|",
+        "| cell | outcome | arch | python | " + " | ".join(s.value for s in suites) + " | first answer | time | notes |",
+        "|---|---|---|---|" + "---|" * len(suites) + "---|---|---|",
     ]
     for r in results:
-        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", interpreter_text(r)]
+        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", arch_text(r), interpreter_text(r)]
         row += [suite_text(r.suite(s)) for s in suites]
         row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(shorten(_why(r), 200))]
         lines.append("| " + " | ".join(row) + " |")
@@ -189,11 +219,22 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     if since is not None:
         heading, *changes = since_lines(since)
         lines += ["", heading, "", *(_md_escape(change) for change in changes)]
+    lines += _md_findings(results)
+    lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
+    return "\n".join(lines) + "\n"
+
+
+def _md_findings(results: Sequence[CellResult]) -> list[str]:
+    """The Markdown report's lists: failing tests, how to reproduce each suite that did not pass, warnings, skips."""
+    lines: list[str] = []
     failures = failure_lines(results)
     if failures:
         lines += ["", "Failing tests (a flaky suite's too, with the run they failed in):", ""]
         lines += [f"- `{r.cell}` {s.suite.value}{f' ({run})' if run else ''}: `{f.test_id}`: "
                   f"{_md_escape(shorten(f.message, 300))}" for r, s, run, f in failures]  # fmt: skip
+    again = reproduce_lines(results)
+    if again:
+        lines += ["", REPRODUCE_NOTE, "", "```sh", *again, "```"]
     warnings = warning_lines(results)
     if warnings:
         lines += ["", "Warnings (whatever the outcome):", ""]
@@ -202,8 +243,7 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     if skipped:
         lines += ["", "Skipped tests, with the reasons they gave:", ""]
         lines += [f"- {_md_escape(line)}" for line in skipped]
-    lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 FIRST_ANSWER_NOTE = (
@@ -236,9 +276,9 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
 def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
              since: SinceLastFull | None = None) -> str:  # fmt: skip
     """The plain-text table printed at the end of a run."""
-    header = ["cell", "outcome", "python", *(s.value for s in suites), "first answer", "time"]
+    header = ["cell", "outcome", "arch", "python", *(s.value for s in suites), "first answer", "time"]
     rows = [
-        [r.cell, r.outcome.value, interpreter_text(r), *(suite_text(r.suite(s)) for s in suites),
+        [r.cell, r.outcome.value, r.arch or "—", interpreter_text(r), *(suite_text(r.suite(s)) for s in suites),
          first_answer_text(r), f"{r.duration:.0f}s"]
         for r in results
     ]  # fmt: skip
@@ -253,6 +293,7 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
         out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
         out += [f"    {s.suite.value}{f' ({run})' if run else ''}: {f.test_id}: "
                 f"{f.message.splitlines()[0] if f.message else ''}" for _, s, run, f in failure_lines([r])]  # fmt: skip
+        out += [f"    {line}" for line in reproduce_lines([r])]
     out += [f"warning: {line}" for line in warning_lines(results)]
     out += [f"skipped: {line}" for line in skipped_lines(results)]
     out += since_lines(since)
@@ -327,7 +368,8 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
 
 def _html_details(r: CellResult) -> str:
     e = html.escape
-    facts = [("python", interpreter_text(r) if r.python_version else ""), ("base", r.base), ("image", r.image),
+    facts = [("arch", r.arch), ("machine", machine_facts(r)),
+             ("python", interpreter_text(r) if r.python_version else ""), ("base", r.base), ("image", r.image),
              ("first answer", _first_answer_details(r.first_answer)), ("time", f"{r.duration:.0f}s")]
     out = [f"<h3 id='d-{e(r.cell)}' class={r.outcome.value}>{e(r.cell)}: {r.outcome.value}</h3>",
            "<p>" + " · ".join(f"{k} {e(v)}" for k, v in facts if v) + "</p>"]  # fmt: skip
@@ -345,6 +387,8 @@ def _html_details(r: CellResult) -> str:
                    f"{e(used)}{e(where)} {e(s.message)}</p>")  # fmt: skip
         if s.near_limit:
             out.append(f"<p>⚠ {e(s.near_limit)}</p>")
+        if s.reproduce:
+            out.append(f"<p>reproduce:</p><pre class=again>{e(s.reproduce)}</pre>")
         if s.repetitions:
             out.append(f"<p>stress: {s.repetitions} test cases were repetitions of the concurrency tests</p>")
         for n, earlier in enumerate(s.earlier, 1):

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import LAB_ROOT, conformance, install
 from .attempts import (
+    PYTEST_MOUNT,
     Kept,
     cpuinfo_reporting,
     host_env,
@@ -39,7 +40,7 @@ from .conformance import ConformanceTool
 from .engine import Engine
 from .install import Distribution
 from .memo import SuiteMemo, files_digest, memo_key
-from .model import Cell, Suite, SuiteResult
+from .model import Cell, Outcome, Suite, SuiteResult
 from .outcomes import RETRIED, after_attempts, within_budget
 from .processes import Processes
 
@@ -92,6 +93,28 @@ class Runner:
         """Run it once; `name` is what this attempt's containers, logs and files are called."""
         raise NotImplementedError
 
+    def by_hand(self, where: Surroundings) -> str:
+        """The command that opens a shell where it ran, as it ran there: the same image, mounts and settings."""
+        raise NotImplementedError
+
+
+RERUN = "python scripts/run_matrix.py"
+
+
+def reproduce(runner: Runner, where: Surroundings, cell: str) -> str:
+    """One line: the rerun of only this suite in only this cell, then after a `#` the shell by hand."""
+    return f"{RERUN} --cell {cell} --suite {runner.suite.value}  # by hand: {runner.by_hand(where)}"
+
+
+def docker_shell(where: Surroundings, image: str, *mounts: str, env: tuple[tuple[str, str], ...] = (),
+                 user: str = "mcp") -> str:  # fmt: skip
+    """`docker run` of a shell in `image` (with its architecture's --platform, as the lab runs it)."""
+    platform = where.engine.platform_of(image)
+    parts = ["docker run --rm -it", *([f"--platform {platform}"] if platform else []), "--network none",
+             f"--user {user}", *(f"--mount {m}" for m in mounts), *(f"-e {k}={v}" for k, v in env),
+             f"--entrypoint /bin/sh {image}"]  # fmt: skip
+    return " ".join(parts)
+
 
 def _kept(where: Surroundings, result: tuple[SuiteResult, Kept | None]) -> SuiteResult:
     if result[1] is not None:
@@ -122,6 +145,12 @@ class InTestImage(Runner):
             timeout=where.timeout, logdir=where.logdir, keep=where.keep, env=dict(self.env), binds=binds,
         ))  # fmt: skip
 
+    def by_hand(self, where: Surroundings) -> str:
+        cpuinfo = where.workdir / f"cpuinfo-{self.cpu_cache_kb}KB"
+        binds = [f"type=bind,source={cpuinfo},target=/proc/cpuinfo,readonly"] if self.cpu_cache_kb else []
+        return docker_shell(where, self.image, f"type=volume,source={self.volume},target={PYTEST_MOUNT},readonly",
+                            *binds, env=self.env)  # fmt: skip
+
 
 @dataclass(frozen=True, kw_only=True)
 class InstallInImage(Runner):
@@ -144,6 +173,10 @@ class InstallInImage(Runner):
             pip_wheel=self.pip, timeout=where.timeout, logdir=where.logdir, keep=where.keep,
         ))  # fmt: skip
 
+    def by_hand(self, where: Surroundings) -> str:
+        mount = f"type=volume,source={self.volume},target={PYTEST_MOUNT},readonly"
+        return f"{docker_shell(where, self.image, mount)} (the wheel: {self.distribution.wheel})"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ImageChecks(Runner):
@@ -162,6 +195,9 @@ class ImageChecks(Runner):
                                 runtime_image=self.runtime, python_image=self.python, timeout=where.timeout,
                                 logdir=where.logdir, workdir=where.workdir)  # fmt: skip
 
+    def by_hand(self, where: Surroundings) -> str:
+        return docker_shell(where, self.runtime)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ConformanceOfImage(Runner):
@@ -176,6 +212,9 @@ class ConformanceOfImage(Runner):
                                                  run_id=where.run_id, cell=name, timeout=where.timeout,
                                                  logdir=where.logdir, workdir=where.workdir)  # fmt: skip
 
+    def by_hand(self, where: Surroundings) -> str:
+        return docker_shell(where, self.runtime)
+
 
 @dataclass(frozen=True, kw_only=True)
 class OnHost(Runner):
@@ -188,6 +227,9 @@ class OnHost(Runner):
     venv_python: Path  # a venv of the interpreter with the code copied in (named by interpreter and code)
     folder: Path  # the pytest folder (named by wheels)
     root: Path
+
+    def by_hand(self, where: Surroundings) -> str:
+        return f"cd {self.root} && PYTHONPATH={self.folder} {self.venv_python} -m pytest tests/{self.suite.value}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -369,4 +411,4 @@ def outcome_of(runner: Runner, where: Surroundings, memo: SuiteMemo, attempts: A
         done.append(within_budget(runner.attempt(where, f"{name}-run{len(done) + 1}"), runner.budget))
     result = replace(after_attempts(done), produced_by=attempts.run_id, produced_at=attempts.started)
     memo.put(runner.key, result)
-    return result
+    return result if result.outcome is Outcome.PASSED else replace(result, reproduce=reproduce(runner, where, name))

@@ -86,6 +86,9 @@ class FakeEngine(Engine):
     def references(self, repository: str) -> tuple[str, ...]:
         return tuple(ref for ref in self.present if ref.startswith(f"{repository}:"))
 
+    def platform_of(self, image: str) -> str:
+        return self.platforms.get(image, "")
+
     def build(self, context: bytes, *, target: str, tag: str, build_args: Sequence[str], labels: Mapping[str, str],
               log: Path, timeout: float, platform: str = "") -> Completed:  # fmt: skip
         self.builds.append((tag, tuple(build_args)))

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import shutil
 import threading
 from pathlib import Path
 
 import pytest
 
+from matrix import cli, report
+from matrix.bases import bootstrap_tag
 from matrix.build import plan_build
-from matrix.table import parse_cells
 from matrix.lab import Lab, Options
-from matrix.model import Cell, CellResult, Outcome, Suite
+from matrix.model import Cell, CellResult, Environment, Outcome, Suite
 from matrix.outcomes import exit_code
-from matrix.plan import Selection
+from matrix.plan import Selection, select
 from matrix.progress import Progress
 from matrix.schedule import run_matrix
+from matrix.table import parse_cells
 from matrix.wheels import FORMAT, MANIFEST
 
 from .conftest import FIXTURES, LAB_ROOT
@@ -219,3 +222,32 @@ def test_what_a_run_writes_into_the_checkout_is_ignored_by_git(tmp_path: Path) -
     others = [".venv-lab/bin/python", ".cache/conformance/node", ".cache/lab/host/py3.11/bin/python"]
     ignored = subprocess.run(["git", "-C", str(LAB_ROOT), "check-ignore", *others], capture_output=True, text=True)
     assert ignored.stdout.split() == others
+
+
+def test_a_suite_that_did_not_pass_says_the_line_that_reruns_only_it_in_only_its_cell(tmp_path: Path) -> None:
+    bootstrap = {"method": "debootstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
+    (i386,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-i386",  # type: ignore[dict-item]
+                                                  "arch": "i386", "bootstrap": bootstrap}]})  # fmt: skip
+    engine = FakeEngine(present=["debian:bookworm", bootstrap_tag(i386, "")], suites={"http": "fail"})
+    lab = a_lab(tmp_path, engine, retries=0)
+    results = run(lab, (BOOKWORM, i386))
+    result = results["fx-bookworm-i386"]
+    assert outcomes(result) == {"unit": "passed", "http": "failed", "payload": "passed"}, result.message
+    assert [s.suite for s in result.suites if s.reproduce] == [Suite.HTTP]
+    table = report.to_table(list(results.values()), suites=IN_CONTAINER)
+    markdown = report.to_markdown(list(results.values()), Environment(), suites=IN_CONTAINER)
+    for cell in (BOOKWORM, i386):
+        (line,) = [x.strip() for x in table.splitlines() if f"--cell {cell.name} " in x]
+        assert line in markdown
+        argv = shlex.split(line, comments=True)  # as a shell runs it pasted: what follows the # is a comment
+        assert argv[:2] == ["python", "scripts/run_matrix.py"]
+        selection = cli.selection_of(cli.build_parser().parse_args(argv[2:]))
+        assert selection is not None
+        assert select((BOOKWORM, i386), selection) == (cell,)
+        assert selection.suites_for(cell.name) == (Suite.HTTP,)
+        test_image = next(s.image for s in engine.runs if suite_of(s) == "http" and cell.name in s.name)
+        shell = line.partition("  # by hand: ")[2]
+        platform = "--platform linux/386 " if cell.arch else ""
+        assert shell.startswith(f"docker run --rm -it {platform}--network none --user mcp --mount type=volume,"
+                                "source=mcplab-pytest-py3.11-"), shell
+        assert shell.endswith(f",target=/opt/pytest,readonly --entrypoint /bin/sh {test_image}"), shell
