@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from . import LAB_ROOT, records, report
+from . import LAB_ROOT, history, records, report
 from .arches import ARCHES, native
 from .build import Unbuildable
 from .cell import availability, base_plans
@@ -359,13 +359,15 @@ def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, who
     folder = options.results / lab.run_id
     why_partial = f"interrupted ({lab.stop_reason})" if lab.interrupted.is_set() else lab.stop_reason
     env = environment(lab, engine_version=engine_version, partial=why_partial)
-    report.write_reports(results, env, folder, suites=options.selection.suites, since=since)
+    line = history.entry(results, run_id=lab.run_id, date=env.date, commit=env.commit)
+    flakes = history.rates(history.append(options.results, line))
+    report.write_reports(results, env, folder, suites=options.selection.suites, since=since, flakes=flakes)
     report.point(options.results / records.LATEST, folder)
     selection = options.selection
     if whole_table and not why_partial and selection.suites == SUITES and not selection.only and not options.shard:
         report.point(options.results / records.LATEST_FULL, folder)
     _prune_reports(options.results)
-    print(report.to_table(results, suites=selection.suites, since=since), end="")
+    print(report.to_table(results, suites=selection.suites, since=since, flakes=flakes), end="")
     for kept in lab.kept:
         print(kept.advice())
     print(f"reports: {folder} ({', '.join(report.REPORT_FILES)}); {options.results / records.LATEST} points there")

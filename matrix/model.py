@@ -309,6 +309,8 @@ class CellResult:
     flavour: str = ""  # "free-threaded" for a --disable-gil build
     first_answer: FirstAnswer | None = None  # start-up time, measured after the suites (startup.py)
     arch: str = ""  # the architecture it was built for (Debian's name): the cell's, else the machine's own
+    release: str = ""  # the cell's release ("bookworm"), and its interpreter in tags ("py3.11", "pypy3.11")
+    interpreter: str = ""
     # What the interpreter the suites ran on says of its machine: platform.machine(), sys.byteorder, sys.maxsize.
     machine: str = ""
     byteorder: str = ""
