@@ -207,6 +207,9 @@ def test_the_detailed_task_has_the_field_of_its_status_only():
 def test_iso_time():
     assert iso_time(0) == "1970-01-01T00:00:00.000Z"
     assert iso_time(1_785_231_000_250) == "2026-07-28T09:30:00.250Z"
+    # Past a 32-bit time_t's end (2038-01-19T03:14:07Z): the lab's i386 cell raised OverflowError here.
+    assert iso_time(2**31 * 1000) == "2038-01-19T03:14:08.000Z"
+    assert iso_time(4_102_444_800_999) == "2100-01-01T00:00:00.999Z"
 
 
 def test_a_row_holds_the_whole_record():
