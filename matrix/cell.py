@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import arches
+from . import arches, budgets
 from . import host as hostcells
 from .attempts import volume_name
 from .bases import BaseAction, Bases, BaseStep, gather_facts, plan_base
@@ -142,6 +142,8 @@ def run_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...]) -> CellR
     record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python,
                         arch=cell.arch or arches.native(), release=cell.release, interpreter=cell.slug)  # fmt: skip
     chosen = [s for s in cell.suites if s in tools.selection.suites_for(cell.name)]
+    if not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0:
+        chosen = [s for s in chosen if s in budgets.UNDER_EMULATION]
     try:
         if stopping.stop.is_set():
             result = replace(record, outcome=Outcome.CANCELLED, message=f"not run: {stopping.reason}")
@@ -174,7 +176,10 @@ def _finish(record: CellResult, cell: Cell, suites: list[SuiteResult], found: ho
 def _run_suites(tools: CellTools, cell: Cell, chosen: Sequence[Suite], say: Say,
                 runner: Callable[[Suite], Runner]) -> list[SuiteResult]:  # fmt: skip
     stopping = tools.stopping
-    results = [SuiteResult(suite=s, outcome=Outcome.NOT_RUN) for s in cell.suites if s not in chosen]
+    emulated = budgets.slowdown(cell.arch) > 1.0
+    cut = f"not run under emulation on {cell.arch} unless asked for (--suite all)" if emulated else ""
+    results = [SuiteResult(suite=s, outcome=Outcome.NOT_RUN, message=cut if s in tools.selection.suites else "")
+               for s in cell.suites if s not in chosen]  # fmt: skip
     for suite in chosen:
         if stopping.stop.is_set():
             results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {stopping.reason}"))

@@ -25,6 +25,7 @@ from types import FrameType
 
 from . import LAB_ROOT, history, records, report
 from .arches import ARCHES, native
+from .budgets import UNDER_EMULATION
 from .build import Unbuildable
 from .cell import availability, base_plans
 from .table import CELLS_TOML, load_cells
@@ -123,7 +124,9 @@ def _selection_options(sel: argparse._ArgumentGroup) -> None:
     sel.add_argument("--arch", action="append", default=[],
                      help="architecture, by Debian's name: " + ", ".join(ARCHES) + f" (this machine's: {native()}); "
                           "'all' for every one, the opt-in ones too (riscv64, ppc64el, armhf: emulated, long)")  # fmt: skip
-    sel.add_argument("--suite", action="append", default=[], help=", ".join(s.value for s in SUITES))
+    sel.add_argument("--suite", action="append", default=[],
+                     help=", ".join(s.value for s in SUITES) + "; 'all' for every one, also in an emulated cell, which "
+                          "otherwise runs only " + ", ".join(s.value for s in UNDER_EMULATION))  # fmt: skip
     sel.add_argument("--rerun-failed", action="store_true",
                      help="only the suites that failed, errored, timed out, were flaky or were cancelled in the "
                           "latest run (RESULTS/latest), in their cells")  # fmt: skip
@@ -239,7 +242,7 @@ def selection_of(args: argparse.Namespace) -> Selection | None:
     return Selection(
         distros=split_values(args.distro), pythons=split_values(args.python),
         implementations=split_values(args.implementation), cells=split_values(args.cell), arches=split_values(args.arch),
-        suites=parse_suites(args.suite), only=only,
+        suites=parse_suites(args.suite), only=only, asked=bool(args.suite),
     )  # fmt: skip
 
 

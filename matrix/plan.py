@@ -31,6 +31,7 @@ class Selection:
     arches: tuple[str, ...] = ()  # Debian's names; "all" is every architecture, the opt-in ones too
     suites: tuple[Suite, ...] = SUITES
     only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()  # --rerun-failed: these cells, and in each these suites
+    asked: bool = False  # --suite named them: an emulated cell then runs them all too (budgets.UNDER_EMULATION)
 
     def suites_for(self, cell: str) -> tuple[Suite, ...]:
         """The suites to run in that cell."""
@@ -73,7 +74,7 @@ def split_values(raw: Iterable[str]) -> tuple[str, ...]:
 
 def parse_suites(raw: Iterable[str]) -> tuple[Suite, ...]:
     values = split_values(raw)
-    if not values:
+    if not values or values == ("all",):
         return SUITES
     known = [s.value for s in SUITES]
     unknown = [v for v in values if v not in known]

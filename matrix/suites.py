@@ -311,8 +311,8 @@ class HostCell:
 
 
 def _common(cell: Cell, suite: Suite) -> dict[str, Any]:
-    return {"suite": suite, "harness": harness_digest(), "budget": budget_for(suite, kind(cell.implementation,
-                                                                                           cell.flavour))}
+    budget = budget_for(suite, kind(cell.implementation, cell.flavour), cell.arch)
+    return {"suite": suite, "harness": harness_digest(), "budget": budget}
 
 
 def suite_env(cell: Cell, suite: Suite) -> tuple[tuple[str, str], ...]:
@@ -406,6 +406,7 @@ def outcome_of(runner: Runner, where: Surroundings, memo: SuiteMemo, attempts: A
     hit = memo.get(runner.key)
     if hit is not None:
         return within_budget(hit, runner.budget)
+    where = replace(where, timeout=where.timeout * runner.budget.slowdown)  # an emulated architecture's time
     done = [within_budget(runner.attempt(where, name), runner.budget)]
     while done[-1].outcome in RETRIED and len(done) <= attempts.retries and not attempts.interrupted.is_set():
         done.append(within_budget(runner.attempt(where, f"{name}-run{len(done) + 1}"), runner.budget))

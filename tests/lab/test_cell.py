@@ -251,3 +251,32 @@ def test_a_suite_that_did_not_pass_says_the_line_that_reruns_only_it_in_only_its
         assert shell.startswith(f"docker run --rm -it {platform}--network none --user mcp --mount type=volume,"
                                 "source=mcplab-pytest-py3.11-"), shell
         assert shell.endswith(f",target=/opt/pytest,readonly --entrypoint /bin/sh {test_image}"), shell
+
+
+class RemoteFakeEngine(FakeEngine):
+    """An engine elsewhere: this machine's binfmt_misc says nothing of its kernel, so nothing is checked here."""
+
+    def endpoint(self) -> str:
+        return "tcp://127.0.0.2:2375"
+
+
+def test_an_emulated_cell_runs_fewer_suites_unless_every_one_is_asked_for_and_each_gets_its_slowdown(
+    tmp_path: Path,
+) -> None:
+    from matrix import budgets
+
+    bootstrap = {"method": "debootstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
+    (s390x,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-s390x",  # type: ignore[dict-item]
+                                                   "arch": "s390x", "bootstrap": bootstrap}]})  # fmt: skip
+    every = (*IN_CONTAINER, Suite.HOSTILE)
+    engine = RemoteFakeEngine(present=[bootstrap_tag(s390x, "")])
+    result = run(a_lab(tmp_path, engine, selection=Selection(suites=every)), (s390x,))["fx-bookworm-s390x"]
+    assert outcomes(result) == {"unit": "passed", "http": "passed", "payload": "passed"}
+    assert result.suite(Suite.HOSTILE).message == "not run under emulation on s390x unless asked for (--suite all)"
+    asked = run(a_lab(tmp_path, engine, selection=Selection(suites=every, asked=True)), (s390x,))["fx-bookworm-s390x"]
+    assert outcomes(asked)["hostile"] == "passed"
+    budget = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON, "s390x")
+    native = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON)
+    assert budget.slowdown == budgets.SLOWDOWN["s390x"] > 1.0 == native.slowdown
+    assert (budget.cpu, budget.memory) == (native.cpu * budget.slowdown, native.memory * budgets.EMULATED_MEMORY)
+    assert budgets.budget_for(Suite.UNIT, budgets.CPYTHON, "i386") == budgets.DEFAULT  # native on x86_64
