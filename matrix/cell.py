@@ -242,7 +242,9 @@ def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], c
         pytest = PytestFolder(folder=folder, volume=volume_name(folder.name, wheels), wheels=",".join(wheels),
                               pip=tools.pytest.pip(folder))  # fmt: skip
     ids = Images(**{stage: tools.engine.image_id(getattr(built, stage)) or "" for stage in STAGES})
-    where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=tools.distributions.get)
+    cut = not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0
+    where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=tools.distributions.get,
+                          left_out=budgets.LEFT_OUT_UNDER_EMULATION if cut else {})  # fmt: skip
     suites = _run_suites(tools, cell, chosen, say, lambda suite: IN_CONTAINER[suite](where, suite))
     tools.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=ids.runtime)
     found = interpreter_facts(tools, cell, built.python)

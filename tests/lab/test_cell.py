@@ -275,6 +275,8 @@ def test_an_emulated_cell_runs_fewer_suites_unless_every_one_is_asked_for_and_ea
     assert result.suite(Suite.HOSTILE).message == "not run under emulation on s390x unless asked for (--suite all)"
     asked = run(a_lab(tmp_path, engine, selection=Selection(suites=every, asked=True)), (s390x,))["fx-bookworm-s390x"]
     assert outcomes(asked)["hostile"] == "passed"
+    first, again = [s.args for s in engine.runs if s.name.endswith("-fx-bookworm-s390x-unit")]
+    assert "--ignore-glob=tests/unit/test_cli*.py" in first and "--ignore-glob=tests/unit/test_cli*.py" not in again
     budget = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON, "s390x")
     native = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON)
     assert budget.slowdown == budgets.SLOWDOWN["s390x"] > 1.0 == native.slowdown
