@@ -24,6 +24,7 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +100,8 @@ class Engine:
         self.docker = docker
         self.processes = processes or Processes()
         self._platforms: dict[str, str] = {}  # image -> platform_of(image)
-        self._platforms_lock = threading.Lock()
+        self._platforms_lock = threading.Lock()  # and the list below
+        self.abandoned: list[str] = []  # step images of builds that made no image (remove_abandoned)
 
     def _docker(self, args: Sequence[str], *, timeout: float | None = CLI_TIMEOUT, **kwargs: object) -> Completed:
         try:
@@ -227,15 +229,37 @@ class Engine:
             done = self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
             built = iidfile.read_text().strip() if done.ok and iidfile.is_file() else ""
         if not built:
-            steps = BUILD_STEP.findall(done.output)
-            if steps and not self.image_facts(steps[-1]).get("tags"):  # never a base, or anything tagged
-                self._docker(["rmi", steps[-1]])  # refused, harmlessly, while a child or a container uses it
+            made = created_steps(done.output)
+            with self._platforms_lock:
+                self.abandoned.extend(made)  # an interrupt may kill the rmi below: remove_abandoned tries again
+            if made and not self.image_facts(made[-1]).get("tags"):
+                self._docker(["rmi", made[-1]])  # refused, harmlessly, while a child or a container uses it
             return done if not done.ok else Completed(returncode=1, output=done.output + "no image ID was written\n")
         if self.image_id(tag) is None:
             self.tag(built, tag)
         elif self.image_id(tag) != built:
             self._docker(["rmi", built])
         return done
+
+    def remove_abandoned(self, *, patience: float = 20.0) -> list[str]:
+        """Remove the step images of this engine client's builds that made no image (failed, or cut short by an
+        interrupt: the legacy builder keeps every finished step as an untagged image) and that are still untagged;
+        `docker rmi` takes their untagged parents along. Tried again for `patience` seconds while the daemon, its
+        client gone, is still removing the step's container. Returns the images that went."""
+        with self._platforms_lock:
+            pending, self.abandoned = list(dict.fromkeys(self.abandoned)), []
+        gone: list[str] = []
+        deadline = time.monotonic() + patience
+        while pending:
+            for image in list(pending):
+                facts = self.image_facts(image)
+                if not facts or facts.get("tags") or self._docker(["rmi", image]).ok:
+                    pending.remove(image)
+                    gone += [image] if facts and not facts.get("tags") else []
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        return gone
 
     def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float,
                       platform: str = "") -> Completed:  # fmt: skip
@@ -399,6 +423,22 @@ _START_ONE = (
     "Run `make lab-engine` (it starts one on a Debian/Ubuntu host where you are root), or start a Docker "
     "engine and point DOCKER_HOST (or `docker context use`) at it; `--distro host` runs without one."
 )
+
+
+def created_steps(output: str) -> list[str]:
+    """The images a legacy build's steps created, in order, from its output: not the base a FROM names, nor a
+    step's image taken from the cache (another build's, which may be in use)."""
+    made, skip = [], False
+    for line in output.splitlines():
+        text = line.strip()
+        if (text.startswith("Step ") and " : FROM " in text) or text == "---> Using cache":
+            skip = True  # the next image line is the base's, or a cached step's
+            continue
+        found = BUILD_STEP.match(line)
+        if found:
+            made += [] if skip else [found.group(1)]
+            skip = False
+    return made
 
 
 @contextlib.contextmanager

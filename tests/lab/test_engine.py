@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -386,3 +387,61 @@ def test_two_builds_of_one_stage_side_by_side_leave_one_image_and_none_dangling(
         assert dangling(engine) <= before
     finally:
         engine.remove_images(tag)
+
+
+STEPS = """Step 1/6 : FROM mcplab/base:debian-bookworm-2cb81e914d28 AS python
+ ---> 0d1e5a3c7b2f
+Step 2/6 : RUN echo one > /one
+ ---> Running in 1a2b3c4d5e6f
+Removing intermediate container 1a2b3c4d5e6f
+ ---> 5c1d9e8f7a6b
+Step 3/6 : RUN echo two > /two
+ ---> Using cache
+ ---> 9f8e7d6c5b4a
+Step 4/6 : RUN sleep 600
+ ---> Running in 7e6d5c4b3a29
+"""
+
+
+def test_a_builds_created_steps_are_told_from_its_base_and_its_cached_steps() -> None:
+    from matrix.engine import created_steps
+
+    assert created_steps(STEPS) == ["5c1d9e8f7a6b"]
+
+
+def test_sigterm_during_a_build_leaves_no_untagged_image(tmp_path: Path, engine: Engine) -> None:
+    """Issue 37.6: three untagged step images stayed after a run stopped by SIGTERM mid-build. The steps are new
+    (a fresh token), so each is an image this build made; the run is stopped while the last one sleeps."""
+    token = uuid.uuid4().hex
+    dockerfile = (LAB_ROOT / "images/apt/Dockerfile").read_text().replace(
+        "FROM ${BASE} AS python\n",
+        f"FROM ${{BASE}} AS python\nRUN echo {token} > /one\nRUN echo {token} > /two\nRUN echo {token} > /three\n"
+        "RUN sleep 600\n",
+    )  # fmt: skip
+    root = make_tree(tmp_path, dockerfile=dockerfile)
+    out = tmp_path / "results"
+    proc = subprocess.Popen([*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"), "--root", str(root), "--results",
+                             str(out), "--cell", CONTAINER_CELL, "--suite", "unit"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "CI": "1"})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        log = None
+        while log is None or "RUN sleep 600" not in log.read_text():
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the build never reached its sleeping step"
+            logs = json.loads((out / "latest/results.json").read_text())["environment"]["logs"] if (
+                out / "latest/results.json").exists() else ""
+            found = Path(logs) / f"build-{CONTAINER_CELL}-python.log" if logs else None
+            log = found if found and found.exists() else None
+            time.sleep(0.5)
+        time.sleep(2)  # the sleeping step's container is running
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, output
+    from matrix.engine import created_steps
+
+    made = created_steps(log.read_text())
+    assert len(made) == 3, log.read_text()
+    assert [image for image in made if engine.image_facts(image)] == [], "the interrupted build left its steps"
