@@ -214,12 +214,28 @@ def _read(path: Path) -> bytes:
     return path.read_bytes() if path.is_file() else b""
 
 
+INCLUDE = "# include: "  # a recipe's line that stands for a fragment's lines (images/deb-src.Dockerfile)
+
+
+def read_recipe(root: Path, path: Path) -> bytes:
+    """A recipe with each `# include: images/X` line replaced by that fragment's lines, less its leading comments:
+    what two recipes share is written once, and the expanded text, which keys the python stage, is what it was
+    before the fragment was shared, so no compiled Python is built again for it. b'' when missing."""
+    lines = []
+    for line in _read(path).decode().splitlines(keepends=True):
+        if line.startswith(INCLUDE):
+            fragment = _read(root / line[len(INCLUDE) :].strip()).decode().splitlines(keepends=True)
+            line = "".join(fragment[next((i for i, f in enumerate(fragment) if not f.startswith("#")), 0) :])
+        lines.append(line)
+    return "".join(lines).encode()
+
+
 def plan_build(cell: Cell, root: Path, base_image: str, base_id: str) -> BuildPlan:
     return BuildPlan(
         cell=cell,
         base_image=base_image,
         base_id=base_id,
-        recipe=_read(root / "images" / cell.recipe / "Dockerfile"),
+        recipe=read_recipe(root, root / "images" / cell.recipe / "Dockerfile"),
         tail=_read(root / TAIL),
         code=tuple(code_files(root)),
         suites=tuple(suite_files(root)),
@@ -363,3 +379,12 @@ class Builder:
         for ref in doomed:
             self.engine.remove_images(ref)
         return doomed
+
+
+if __name__ == "__main__":  # the Dockerfile a recipe builds, by hand: python3 -m matrix.build apt-source | docker build -f -
+    import sys
+
+    from . import LAB_ROOT
+
+    sys.stdout.write((read_recipe(LAB_ROOT, LAB_ROOT / "images" / sys.argv[1] / "Dockerfile").rstrip(b"\n") + b"\n\n"
+                      + _read(LAB_ROOT / TAIL)).decode())
