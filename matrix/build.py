@@ -190,7 +190,8 @@ class BuildPlan:
 
     def tag_prefix(self, stage: str) -> str:
         """Every build of this cell's stage is tagged <prefix><hash of its inputs>."""
-        return f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-{self.cell.slug}{self.cell.arch_tag}-{stage}-"
+        cell = self.cell
+        return f"{IMAGE_REPO}/{cell.family.value}:{cell.release}-{cell.slug}{cell.arch_tag}-{stage}-"
 
     def tag(self, stage: str) -> str:
         return self.tag_prefix(stage) + self.keys()[stage][:12]
@@ -381,7 +382,7 @@ class Builder:
         return doomed
 
 
-if __name__ == "__main__":  # the Dockerfile a recipe builds, by hand: python3 -m matrix.build apt-source | docker build -f -
+if __name__ == "__main__":  # a recipe's Dockerfile, by hand: python3 -m matrix.build apt-source | docker build -f -
     import sys
 
     from . import LAB_ROOT

@@ -140,7 +140,8 @@ def run_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...]) -> CellR
         tools.progress.update(cell.name, phase)
 
     record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python,
-                        arch=cell.arch or arches.native(), release=cell.release, interpreter=cell.slug)  # fmt: skip
+                        arch=cell.arch or arches.native(), release=cell.release,
+                        interpreter=cell.slug)  # fmt: skip
     chosen = [s for s in cell.suites if s in tools.selection.suites_for(cell.name)]
     if not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0:
         chosen = [s for s in chosen if s in budgets.UNDER_EMULATION]

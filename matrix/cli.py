@@ -28,7 +28,6 @@ from .arches import ARCHES, native
 from .budgets import UNDER_EMULATION
 from .build import Unbuildable
 from .cell import availability, base_plans
-from .table import CELLS_TOML, load_cells
 from .compare import SinceLastFull, since_last_full
 from .engine import Engine
 from .errors import LabError, NothingToRun, UsageError
@@ -53,6 +52,7 @@ from .plan import (
 )
 from .progress import Progress
 from .schedule import run_matrix
+from .table import CELLS_TOML, load_cells
 
 RUN_FOLDER = re.compile(r"^\d{14}-[0-9a-f]{6}$")  # lab.Lab.run_id
 
@@ -123,7 +123,8 @@ def _selection_options(sel: argparse._ArgumentGroup) -> None:
     sel.add_argument("--cell", action="append", default=[], help="cell name, e.g. 'debian-*'")
     sel.add_argument("--arch", action="append", default=[],
                      help="architecture, by Debian's name: " + ", ".join(ARCHES) + f" (this machine's: {native()}); "
-                          "'all' for every one, the opt-in ones too (riscv64, ppc64el, armhf: emulated, long)")  # fmt: skip
+                          "'all' for every one, the opt-in ones too (riscv64, ppc64el, armhf: emulated, long)",
+                     )  # fmt: skip
     sel.add_argument("--suite", action="append", default=[],
                      help=", ".join(s.value for s in SUITES) + "; 'all' for every one, also in an emulated cell, which "
                           "otherwise runs only " + ", ".join(s.value for s in UNDER_EMULATION))  # fmt: skip
@@ -241,7 +242,8 @@ def selection_of(args: argparse.Namespace) -> Selection | None:
             return None
     return Selection(
         distros=split_values(args.distro), pythons=split_values(args.python),
-        implementations=split_values(args.implementation), cells=split_values(args.cell), arches=split_values(args.arch),
+        implementations=split_values(args.implementation), cells=split_values(args.cell),
+        arches=split_values(args.arch),
         suites=parse_suites(args.suite), only=only, asked=bool(args.suite),
     )  # fmt: skip
 

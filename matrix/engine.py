@@ -207,7 +207,8 @@ class Engine:
         timeout: float,
         platform: str = "",
     ) -> Completed:
-        """Build and tag `tag`, once (for `platform`, docker's name of an architecture, when not the engine's own): a build of the same tag by another process on this host is waited for
+        """Build and tag `tag` (for `platform`, docker's name of an architecture, when not the engine's own), once:
+        a build of the same tag by another process on this host is waited for
         (one lock per tag), and then found. `--tag` would have moved the tag and left the image it named
         dangling: two runs building one stage side by side left an 834 MB builder stage behind. A tag taken
         meanwhile through another engine client keeps its image, and the one built here is removed; a failed

@@ -193,7 +193,9 @@ def flaky_lately(flakes: Sequence[FlakeRate]) -> str:
     """The summary's line naming every suite that flaked in FLAKE_NAMED or more of its last runs, passed or not this
     time ('' when none did)."""
     named = [f.text for f in flakes if f.named]
-    return f"Flaky lately ({FLAKE_NAMED} or more of a suite's last {FLAKE_WINDOW} runs): " + "; ".join(named) if named else ""
+    if not named:
+        return ""
+    return f"Flaky lately ({FLAKE_NAMED} or more of a suite's last {FLAKE_WINDOW} runs): " + "; ".join(named)
 
 
 def flake_lines(flakes: Sequence[FlakeRate]) -> list[str]:
@@ -214,7 +216,8 @@ def since_lines(since: SinceLastFull | None) -> list[str]:
 def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
                 since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
     lines = [
-        "| cell | outcome | arch | python | " + " | ".join(s.value for s in suites) + " | first answer | time | notes |",
+        "| cell | outcome | arch | python | " + " | ".join(s.value for s in suites)
+        + " | first answer | time | notes |",
         "|---|---|---|---|" + "---|" * len(suites) + "---|---|---|",
     ]
     for r in results:
@@ -342,8 +345,9 @@ a.sq{display:inline-block;width:14px;height:14px;margin:1px;border:1px solid #8c
 a.sq.passed{background:#2da44e} a.sq.failed{background:#cf222e} a.sq.error{background:#a40e26}
 a.sq.timeout{background:#d4a72c} a.sq.flaky{background:#e16f24} a.sq.cancelled{background:#8250df}
 a.sq.unavailable{background:#eaeef2}
-svg.chart{font:11px system-ui,sans-serif} svg.chart rect{fill:#2da44e} svg.chart rect.failed,svg.chart rect.error{fill:#cf222e}
-svg.chart rect.flaky,svg.chart rect.timeout{fill:#e16f24} svg.chart rect.mem{fill:#54aeff} svg.chart rect.over{fill:#cf222e}
+svg.chart{font:11px system-ui,sans-serif} svg.chart rect{fill:#2da44e}
+svg.chart rect.failed,svg.chart rect.error{fill:#cf222e} svg.chart rect.flaky,svg.chart rect.timeout{fill:#e16f24}
+svg.chart rect.mem{fill:#54aeff} svg.chart rect.over{fill:#cf222e}
 svg.chart line.budget{stroke:#1b1f24;stroke-dasharray:2 2}
 p.lately{background:#fde2b8;padding:6px 10px;font-weight:600} details.gone{margin:16px 0}
 """
@@ -471,7 +475,8 @@ def _html_charts(ran: Sequence[CellResult], suites: Sequence[Suite]) -> str:
     longest = max(r.duration for r in ran) or 1.0
     label = 230
     time_rows = [f"<text x='{label - 6}' y='{i * _ROW + 11}' text-anchor=end>{e(r.cell)}</text>"
-                 f"<rect class={r.outcome.value} x='{label}' y='{i * _ROW + 2}' width='{r.duration / longest * _BAR:.1f}' "
+                 f"<rect class={r.outcome.value} x='{label}' y='{i * _ROW + 2}' "
+                 f"width='{r.duration / longest * _BAR:.1f}' "
                  f"height='{_ROW - 4}'><title>{e(r.cell)}: {r.duration:.0f}s</title></rect>"
                  f"<text x='{label + r.duration / longest * _BAR + 4:.1f}' y='{i * _ROW + 11}'>{r.duration:.0f}s</text>"
                  for i, r in enumerate(ran)]  # fmt: skip

@@ -134,7 +134,8 @@ def _with_pending(cells: Sequence[Cell], results: Mapping[str, CellResult], know
             reason = known.get(cell.name, "")
             outcome = Outcome.UNAVAILABLE if reason else Outcome.CANCELLED
             found = CellResult(cell=cell.name, outcome=outcome, message=reason or why, family=cell.family.value,
-                               python=cell.python, arch=cell.arch or arches.native(), release=cell.release, interpreter=cell.slug)  # fmt: skip
+                               python=cell.python, arch=cell.arch or arches.native(), release=cell.release,
+                               interpreter=cell.slug)  # fmt: skip
         out.append(found)
     return out
 

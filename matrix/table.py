@@ -1,4 +1,4 @@
-"""The cell table: read matrix/cells.toml into Cell values, refusing anything malformed with a message that says where."""
+"""The cell table: matrix/cells.toml read into Cell values, anything malformed refused with where and why."""
 
 from __future__ import annotations
 

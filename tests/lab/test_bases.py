@@ -31,7 +31,8 @@ def test_on_this_machine_debian_is_bootstrapped_and_the_rest_unavailable_with_re
             assert [s.action for s in steps] == [BaseAction.DEBOOTSTRAP, BaseAction.UNAVAILABLE], name
         else:
             assert [s.action for s in steps] == [BaseAction.UNAVAILABLE], name
-            said = f"{cell.base}: not present for {cell.arch}, not pulled" if cell.arch else f"{cell.base}: not present, no registry reachable"
+            said = (f"{cell.base}: not present for {cell.arch}, not pulled" if cell.arch
+                    else f"{cell.base}: not present, no registry reachable")  # fmt: skip
             assert steps[0].reason.startswith(said), steps[0].reason
 
 

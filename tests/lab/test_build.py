@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 from matrix.build import STAGES, plan_build, read_recipe
-from matrix.table import load_cells
 from matrix.model import Family
+from matrix.table import load_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 CELLS = {c.name: c for c in load_cells()}

@@ -11,7 +11,7 @@ import pytest
 from .conftest import LAB_ROOT
 
 sys.path.insert(0, str(LAB_ROOT / "tests" / "images"))
-from lab_checks import elf_interpreter  # noqa: E402
+from lab_checks import elf_interpreter
 
 
 def an_elf(*, wide: bool, order: str, loader: bytes) -> bytes:
@@ -23,7 +23,8 @@ def an_elf(*, wide: bool, order: str, loader: bytes) -> bytes:
     struct.pack_into(order + ("Q" if wide else "I"), data, 0x20 if wide else 0x1C, header)
     struct.pack_into(order + "HH", data, 0x36 if wide else 0x2A, phentsize, 1)
     where, size = header + phentsize, len(loader) + 1
-    phdr = struct.pack(order + "IIQQQQ", 3, 0, where, 0, 0, size) if wide else struct.pack(order + "IIIII", 3, where, 0, 0, size)
+    fields = (order + "IIQQQQ", 3, 0, where, 0, 0, size) if wide else (order + "IIIII", 3, where, 0, 0, size)
+    phdr = struct.pack(*fields)
     data[header : header + len(phdr)] = phdr
     return bytes(data)
 

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from matrix.table import load_cells
 from matrix.errors import UsageError
 from matrix.model import Cell, CellResult, Environment, Family, Outcome, PythonFrom, Suite
 from matrix.plan import (
@@ -25,6 +24,7 @@ from matrix.plan import (
     shard,
     split_values,
 )
+from matrix.table import load_cells
 
 CELLS = load_cells()
 
@@ -45,7 +45,7 @@ def test_arch_selects_by_debians_name_and_the_machines_own_for_cells_that_name_n
     assert names(on_arm) == ["ubuntu-22.04-py3.10", "ubuntu-24.04-py3.12", "ubuntu-26.04-py3.14",
                              "ubuntu-24.04-py3.12-arm64", "alpine-3.23-py3.12", "alpine-3.23-py3.12-arm64",
                              "alpine-official-py3.13", "alpine-official-py3.14"]
-    with pytest.raises(UsageError, match="--arch mips matches no cell. Known arch values: all, amd64"):
+    with pytest.raises(UsageError, match=r"--arch mips matches no cell\. Known arch values: all, amd64"):
         select(CELLS, Selection(arches=("mips",)), native="amd64")
 
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from matrix.table import load_cells, parse_cells
 from matrix.errors import LabInputError
 from matrix.model import Family, Implementation, PythonFrom, Suite
+from matrix.table import load_cells, parse_cells
 
 
 def test_shipped_table_loads_and_covers_the_matrix() -> None:
