@@ -88,8 +88,9 @@ if [ "$(id -u)" = 0 ] && is_debian_like; then
             || say "binfmt_misc cannot be mounted here: cells of other architectures will be reported unavailable"
     fi
     if [ -e /proc/sys/fs/binfmt_misc/status ] && [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
-        command -v update-binfmts >/dev/null 2>&1 && [ -e /usr/libexec/qemu-binfmt ] \
-            || apt_install qemu-user-static binfmt-support
+        if ! command -v update-binfmts >/dev/null 2>&1 || [ ! -e /usr/libexec/qemu-binfmt ]; then
+            apt_install qemu-user-static binfmt-support
+        fi
         # The package registers its handlers when binfmt-support's service starts; with no init running, do it here.
         update-binfmts --enable >/dev/null 2>&1 || true
     fi
