@@ -24,12 +24,17 @@ class Arch:
     handler: str  # qemu-user's binfmt_misc entry that runs it on another CPU
     bits: int
     big_endian: bool = False
+    # The CPU qemu-user emulates for it (QEMU_CPU), when not qemu's default. arm64: a Cortex-A72 (a Raspberry Pi 4's,
+    # the first Graviton's), where the pointer-authentication instructions trixie's binaries carry are no-ops;
+    # qemu's default "max" CPU computes QARMA for each of them: a Python start-up took 44 to 80 s instead of 4 to 8.
+    emulated_cpu: str = ""
 
 
 ARCHES: dict[str, Arch] = {a.name: a for a in (
     Arch(name="amd64", platform="linux/amd64", machine="x86_64", apk="x86_64", handler="qemu-x86_64", bits=64),
     Arch(name="i386", platform="linux/386", machine="i686", apk="x86", handler="qemu-i386", bits=32),
-    Arch(name="arm64", platform="linux/arm64", machine="aarch64", apk="aarch64", handler="qemu-aarch64", bits=64),
+    Arch(name="arm64", platform="linux/arm64", machine="aarch64", apk="aarch64", handler="qemu-aarch64", bits=64,
+         emulated_cpu="cortex-a72"),
     Arch(name="armhf", platform="linux/arm/v7", machine="armv7l", apk="armv7", handler="qemu-arm", bits=32),
     Arch(name="s390x", platform="linux/s390x", machine="s390x", apk="s390x", handler="qemu-s390x", bits=64,
          big_endian=True),
@@ -52,6 +57,16 @@ def emulated(arch: str, machine: str = "") -> bool:
     """Whether this machine needs an emulator (qemu-user through binfmt_misc) to run `arch`."""
     machine = machine or platform.machine()
     return arch not in _RUNS_NATIVELY.get(machine, (native(machine),))
+
+
+def emulator_env(platform: str, machine: str = "") -> dict[str, str]:
+    """What a container of an image of docker's `platform` ("linux/arm64") is given for the emulator that runs it
+    here: QEMU_CPU where qemu's default CPU is not the one to emulate; {} where it runs natively."""
+    # docker image inspect says linux/arm for linux/arm/v7: its variant is not in Os/Architecture
+    arch = next((a for a in ARCHES.values() if platform and (a.platform + "/").startswith(platform + "/")), None)
+    if arch is None or not arch.emulated_cpu or not emulated(arch.name, machine):
+        return {}
+    return {"QEMU_CPU": arch.emulated_cpu}
 
 
 def binfmt_problem(arch: str, machine: str = "", binfmt: Path = BINFMT) -> str:

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .arches import emulator_env
 from .errors import EngineError
 from .processes import Completed, Processes
 
@@ -328,7 +329,10 @@ class Engine:
 
     def _container_argv(self, spec: ContainerSpec) -> list[str]:
         platform = self.platform_of(spec.image)
-        return [*(["--platform", platform] if platform else []), *spec.argv()]
+        if not platform:
+            return spec.argv()
+        emulator = [a for k, v in sorted(emulator_env(platform).items()) for a in ("-e", f"{k}={v}")]
+        return ["--platform", platform, *emulator, *spec.argv()]
 
     def run(self, spec: ContainerSpec, *, timeout: float | None, log: Path | None = None,
             input: bytes | None = None) -> Completed:  # fmt: skip

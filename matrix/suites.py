@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import LAB_ROOT, conformance, install
+from .arches import emulator_env
 from .attempts import (
     PYTEST_MOUNT,
     Kept,
@@ -47,7 +48,7 @@ from .processes import Processes
 MATRIX = Path(__file__).resolve().parent
 # The code that makes and judges an attempt: a change to any of it reruns every suite it judged.
 HARNESS = tuple(MATRIX / name for name in ("suites.py", "attempts.py", "outcomes.py", "junit.py", "install.py",
-                                           "install_driver.sh", "conformance.py"))  # fmt: skip
+                                           "install_driver.sh", "conformance.py", "arches.py"))  # fmt: skip
 STRESSED = (Suite.UNIT, Suite.HTTP)  # where the concurrency tests are (tests/unit, tests/http)
 
 
@@ -110,8 +111,9 @@ def docker_shell(where: Surroundings, image: str, *mounts: str, env: tuple[tuple
                  user: str = "mcp") -> str:  # fmt: skip
     """`docker run` of a shell in `image` (with its architecture's --platform, as the lab runs it)."""
     platform = where.engine.platform_of(image)
+    emulator = tuple(emulator_env(platform).items()) if platform else ()
     parts = ["docker run --rm -it", *([f"--platform {platform}"] if platform else []), "--network none",
-             f"--user {user}", *(f"--mount {m}" for m in mounts), *(f"-e {k}={v}" for k, v in env),
+             f"--user {user}", *(f"--mount {m}" for m in mounts), *(f"-e {k}={v}" for k, v in (*emulator, *env)),
              f"--entrypoint /bin/sh {image}"]  # fmt: skip
     return " ".join(parts)
 
