@@ -206,10 +206,15 @@ def _read(path: str) -> str:
 
 def _process_start(pid: int) -> tuple[str, int]:
     """(state, start time in ticks since boot) of a process from /proc; ("", 0) where unknown."""
-    stat = _read(f"/proc/{pid}/stat")
+    return _stat_fields(_read(f"/proc/{pid}/stat"))
+
+
+def _stat_fields(stat: str) -> tuple[str, int]:
     # The command name (field 2) may hold spaces and parentheses: the fields that follow start after the last ")".
     fields = stat.rpartition(")")[2].split()
-    if len(fields) < 20 or not fields[19].isdigit():
+    # Under qemu-user (another CPU's image, emulated) a process's read of its own stat is answered by qemu: state
+    # "0" and a start time of qemu's reckoning, which no other process reads: unknown then, and the lease decides.
+    if len(fields) < 20 or not fields[19].isdigit() or not fields[0].isalpha():
         return "", 0
     return fields[0], int(fields[19])
 

@@ -264,3 +264,14 @@ def test_this_runner_is_made_again_after_a_fork(monkeypatch):
     assert other.pid == me.pid + 1 and other.token != me.token and other.host == me.host
     monkeypatch.undo()
     _task._IDENTITY[:] = [me]
+
+
+def test_a_stat_answered_by_qemu_user_says_nothing_of_when_the_process_started():
+    from mcpserver._task import _process_start, _stat_fields
+
+    state, started = _process_start(os.getpid())
+    assert state.isalpha() and started > 0  # what the kernel says, and what other processes read
+    # What a process under qemu-user reads of itself (the lab's s390x cell): state 0, qemu's own start time,
+    # 42 ticks from the kernel's; recorded as the runner's identity, it took a live runner for a dead one.
+    emulated = "813 (python3.11) 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 813765 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"
+    assert _stat_fields(emulated) == ("", 0)
