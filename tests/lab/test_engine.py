@@ -291,6 +291,7 @@ def check_report_in_chromium(results: Path) -> Path:
     data = json.loads((results / "results.json").read_text())
     for cell in data["cells"]:
         assert f'id="{cell["cell"]}"' in dom.stdout, f"{cell['cell']} missing from the rendered report"
+        assert f'<a href="#{cell["cell"]}" class="sq ' in dom.stdout, f"{cell['cell']} has no square in the grid"
     shot = results / "report.png"
     subprocess.run(headless(f"--screenshot={shot}", "--window-size=1200,900", page.as_uri(), profile=profile),
                    capture_output=True, timeout=120)  # fmt: skip
