@@ -24,9 +24,10 @@ class Arch:
     handler: str  # qemu-user's binfmt_misc entry that runs it on another CPU
     bits: int
     big_endian: bool = False
-    # The CPU qemu-user emulates for it (QEMU_CPU), when not qemu's default. arm64: a Cortex-A72 (a Raspberry Pi 4's,
-    # the first Graviton's), where the pointer-authentication instructions trixie's binaries carry are no-ops;
-    # qemu's default "max" CPU computes QARMA for each of them: a Python start-up took 44 to 80 s instead of 4 to 8.
+    # The CPU qemu-user emulates for it (QEMU_CPU, set in its bases: emulator_env), when not qemu's default. arm64: a
+    # Cortex-A72 (a Raspberry Pi 4's, the first Graviton's), where the pointer-authentication instructions trixie's
+    # binaries carry are no-ops; qemu's default "max" CPU computes QARMA for each of them: a Python start-up took
+    # 44 to 80 s instead of 4 to 8.
     emulated_cpu: str = ""
 
 
@@ -59,14 +60,12 @@ def emulated(arch: str, machine: str = "") -> bool:
     return arch not in _RUNS_NATIVELY.get(machine, (native(machine),))
 
 
-def emulator_env(platform: str, machine: str = "") -> dict[str, str]:
-    """What a container of an image of docker's `platform` ("linux/arm64") is given for the emulator that runs it
-    here: QEMU_CPU where qemu's default CPU is not the one to emulate; {} where it runs natively."""
-    # docker image inspect says linux/arm for linux/arm/v7: its variant is not in Os/Architecture
-    arch = next((a for a in ARCHES.values() if platform and (a.platform + "/").startswith(platform + "/")), None)
-    if arch is None or not arch.emulated_cpu or not emulated(arch.name, machine):
-        return {}
-    return {"QEMU_CPU": arch.emulated_cpu}
+def emulator_env(arch: str) -> dict[str, str]:
+    """The environment qemu-user reads, for an architecture whose emulated CPU is not qemu's default: a base of
+    that architecture carries it (ENV), so every build step and container of its images is emulated so, and the
+    bootstrap's second stage runs with it. Inert where the architecture runs natively: nothing else reads it."""
+    cpu = ARCHES[arch].emulated_cpu if arch else ""
+    return {"QEMU_CPU": cpu} if cpu else {}
 
 
 def binfmt_problem(arch: str, machine: str = "", binfmt: Path = BINFMT) -> str:

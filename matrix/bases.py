@@ -80,7 +80,7 @@ def bootstrap_tag(cell: Cell, mirror: str) -> str:
     assert boot is not None
     parts = (BOOTSTRAP_VERSION, boot.method.value, boot.suite, boot.release, mirror, boot.keyring, boot.script)
     # The machine's own architecture is not an input, so the bases made before cells had one keep their tags.
-    inputs = "\0".join(parts + ((cell.arch,) if cell.arch else ()))
+    inputs = "\0".join(parts + ((cell.arch, *arches.emulator_env(cell.arch).values()) if cell.arch else ()))
     digest = hashlib.sha256(inputs.encode()).hexdigest()[:12]
     return f"{BASE_REPO}:{cell.family.value}-{boot.suite or boot.release}{cell.arch_tag}-{digest}"
 

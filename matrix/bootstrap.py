@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .arches import ARCHES
+from .arches import ARCHES, emulator_env
 from .engine import Engine
 from .model import Bootstrap
 from .processes import tail
@@ -76,7 +76,8 @@ def import_rootfs(engine: Engine, root: Path, tag: str, log: Path, labels: Mappi
     """The tree as an image under `tag`, labelled as the lab's, of the architecture `arch` ('' for the machine's
     own) as `docker image inspect` tells it."""
     platform = ARCHES[arch].platform if arch else ""
-    done = engine.import_rootfs(root, tag, labels=labels, log=log, timeout=BOOTSTRAP_TIMEOUT, platform=platform)
+    done = engine.import_rootfs(root, tag, labels=labels, log=log, timeout=BOOTSTRAP_TIMEOUT, platform=platform,
+                                env=emulator_env(arch))  # fmt: skip
     if not done.ok:
         raise BootstrapFailed(f"docker import of {tag} failed: {tail(done.output, 3)}")
 
@@ -96,7 +97,8 @@ def debootstrap_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, 
             argv.append(mirror)
             if boot.script:
                 argv.append(f"/usr/share/debootstrap/scripts/{boot.script}")
-        done = engine.processes.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log)
+        env = {**os.environ, **emulator_env(boot.arch)}  # the second stage's emulated CPU (arches.py)
+        done = engine.processes.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log, env=env)
         if not done.ok:
             raise BootstrapFailed(f"debootstrap {boot.suite} failed (exit {done.returncode}); see {log}")
         notes = prepare_rootfs(target, datetime.now(timezone.utc))

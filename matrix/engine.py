@@ -29,7 +29,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .arches import emulator_env
 from .errors import EngineError
 from .processes import Completed, Processes
 
@@ -264,12 +263,14 @@ class Engine:
         return gone
 
     def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float,
-                      platform: str = "") -> Completed:  # fmt: skip
+                      platform: str = "", env: Mapping[str, str] | None = None) -> Completed:  # fmt: skip
         """tar the tree into `docker import` under `tag`; both processes are tracked. For another architecture
         (`platform`, docker's name) the tree is built into an image FROM scratch instead: Debian's 20.10 engine
-        ignores `docker import --platform` and would call it its own, where a build sets what it is told."""
+        ignores `docker import --platform` and would call it its own, where a build sets what it is told; `env` is
+        set in its image (ENV), for every stage built FROM it."""
         if platform:
-            return self._build_rootfs(root, tag, labels=labels, log=log, timeout=timeout, platform=platform)
+            return self._build_rootfs(root, tag, labels=labels, log=log, timeout=timeout, platform=platform,
+                                      env=env or {})  # fmt: skip
         tar = self.processes.start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
         changes = [a for k, v in sorted(labels.items()) for a in ("--change", f"LABEL {k}={v}")]
         try:
@@ -280,14 +281,15 @@ class Engine:
         return done if tar.returncode == 0 else Completed(returncode=tar.returncode or 1, output="tar failed")
 
     def _build_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float,
-                      platform: str) -> Completed:  # fmt: skip
+                      platform: str, env: Mapping[str, str]) -> Completed:  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="mcplab-rootfs-", dir=root.parent) as folder:
             # ADD unpacks a tar with its own owners (a build context's files would all become root's).
             made = self.processes.command(["tar", "--numeric-owner", "-C", str(root), "-cf", f"{folder}/rootfs.tar",
                                            "."], timeout=timeout, log=log)  # fmt: skip
             if not made.ok:
                 return made
-            Path(folder, "Dockerfile").write_text('FROM scratch\nADD rootfs.tar /\nCMD ["/bin/sh"]\n')
+            settings = "".join(f"ENV {k}={v}\n" for k, v in sorted(env.items()))
+            Path(folder, "Dockerfile").write_text(f'FROM scratch\nADD rootfs.tar /\n{settings}CMD ["/bin/sh"]\n')
             argv = ["build", "--platform", platform, "--tag", tag, *label_args(labels), folder]
             return self._docker(argv, timeout=timeout, log=log)
 
@@ -329,10 +331,7 @@ class Engine:
 
     def _container_argv(self, spec: ContainerSpec) -> list[str]:
         platform = self.platform_of(spec.image)
-        if not platform:
-            return spec.argv()
-        emulator = [a for k, v in sorted(emulator_env(platform).items()) for a in ("-e", f"{k}={v}")]
-        return ["--platform", platform, *emulator, *spec.argv()]
+        return ["--platform", platform, *spec.argv()] if platform else spec.argv()
 
     def run(self, spec: ContainerSpec, *, timeout: float | None, log: Path | None = None,
             input: bytes | None = None) -> Completed:  # fmt: skip

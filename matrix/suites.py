@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from . import LAB_ROOT, conformance, install
-from .arches import emulator_env
 from .attempts import (
     PYTEST_MOUNT,
     Kept,
@@ -111,9 +110,8 @@ def docker_shell(where: Surroundings, image: str, *mounts: str, env: tuple[tuple
                  user: str = "mcp") -> str:  # fmt: skip
     """`docker run` of a shell in `image` (with its architecture's --platform, as the lab runs it)."""
     platform = where.engine.platform_of(image)
-    emulator = tuple(emulator_env(platform).items()) if platform else ()
     parts = ["docker run --rm -it", *([f"--platform {platform}"] if platform else []), "--network none",
-             f"--user {user}", *(f"--mount {m}" for m in mounts), *(f"-e {k}={v}" for k, v in (*emulator, *env)),
+             f"--user {user}", *(f"--mount {m}" for m in mounts), *(f"-e {k}={v}" for k, v in env),
              f"--entrypoint /bin/sh {image}"]  # fmt: skip
     return " ".join(parts)
 

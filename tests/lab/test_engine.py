@@ -3,6 +3,7 @@ CLI, so these tests depend on nothing the server or its suites contain. Marked `
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from matrix.engine import BUILD_STEP, LABEL, TREE_LABEL, Engine
+from matrix.engine import BUILD_STEP, LABEL, TREE_LABEL, ContainerSpec, Engine
 from matrix.lab import tree_identity
 
 from .conftest import FIXTURES, LAB_ROOT
@@ -446,3 +448,32 @@ def test_sigterm_during_a_build_leaves_no_untagged_image(tmp_path: Path, engine:
     made = created_steps(log.read_text())
     assert len(made) == 3, log.read_text()
     assert [image for image in made if engine.image_facts(image)] == [], "the interrupted build left its steps"
+
+
+def test_a_tree_of_another_architecture_becomes_an_image_of_it(tmp_path: Path, engine: Engine) -> None:
+    """docker import --platform is ignored by Debian's 20.10 engine (the image says amd64): the lab builds the tree
+    FROM scratch instead, with --platform, and the base's ENV for the emulator."""
+    from matrix.engine import TAG_LABEL
+
+    tree = tmp_path / "rootfs"
+    (tree / "etc").mkdir(parents=True)
+    (tree / "etc/os-release").write_text("ID=debian\n")
+    (tree / "etc/owned").write_text("by uid 42\n")
+    os.chown(tree / "etc/owned", 42, 42)
+    tag = f"mcplab-test/rootfs:{uuid.uuid4().hex[:12]}"
+    holder = f"mcplab-test-{tag.rpartition(':')[2]}"
+    done = engine.import_rootfs(tree, tag, labels={LABEL: "1", TAG_LABEL: tag}, log=tmp_path / "log", timeout=300,
+                                platform="linux/arm64", env={"QEMU_CPU": "cortex-a72"})  # fmt: skip
+    try:
+        assert done.ok, done.output
+        facts = engine._docker(["image", "inspect", "--format", "{{.Architecture}} {{json .Config.Env}}", tag]).output
+        arch, env = facts.split(" ", 1)
+        assert arch == "arm64" and "QEMU_CPU=cortex-a72" in json.loads(env), facts
+        assert engine.platform_of(tag) == "linux/arm64"  # what its containers are run with
+        assert engine.create(ContainerSpec(image=tag, name=holder, labels={LABEL: "1"}, args=("/none",))).ok
+        with tarfile.open(fileobj=io.BytesIO(engine.copy_out(holder, "/etc/owned") or b"")) as tar:
+            assert [(m.uid, m.gid) for m in tar] == [(42, 42)]  # the tree's owners, not the build context's root
+    finally:
+        engine.remove_containers(holder)
+        engine.remove_images(tag)
+
