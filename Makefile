@@ -18,7 +18,7 @@ help:
 	@echo "make test-auth   only the OAuth suite against a real authorization server (oidc-provider; Node 22 on first use)"
 	@echo "make test-clients only the real legacy-era clients (SDKs 1.x, the Inspector; installed on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
-	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
+	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, ARCH=, SUITES=, JOBS=; ARCH=all SUITES=all: everything)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
 	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
@@ -88,6 +88,8 @@ LAB_VENV ?= .venv-lab
 LAB_PY := $(LAB_VENV)/bin/python
 DISTRO ?=
 PYTHON_VERSION ?=
+ARCH ?=
+SUITES ?=
 JOBS ?= auto
 MATRIX_ARGS ?=
 
@@ -105,7 +107,7 @@ lab-engine:
 # make exits 2 on any failure and prints its own error last; the script's own exit code is on the line above,
 # `run_matrix: exit N: ...` (CI: call the script directly).
 matrix: $(LAB_VENV)/.installed lab-engine
-	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(MATRIX_ARGS)
+	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(if $(ARCH),--arch $(ARCH)) $(if $(SUITES),--suite $(SUITES)) $(MATRIX_ARGS)
 
 test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser lab-registry)
 	$(LAB_PY) -m pytest -q -p no:cacheprovider tests/lab $(if $(ENGINE),,-m "not engine")
