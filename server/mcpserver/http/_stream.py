@@ -106,6 +106,7 @@ class Stream:
         if self._request is None:  # the standalone stream: the session's notifications, until it closes
             assert self._peer is not None
             self._peer.attach(self._note)
+            self._peer.on_close(self._end)  # the session ended (DELETE, expiry): so does its stream
             if self._wake is not None:
                 self._wake()  # its headers go out at once: the client is waiting for them
             return
@@ -212,7 +213,7 @@ class Stream:
             return
         self._closed = True
         if self._peer is not None and self._request is None:
-            self._peer.detach()
+            self._peer.detach(self._note)
         if self._peer is None or self._request is None:  # a legacy call goes on without its stream
             self.flight.cancel()
         if self._on_close is not None:
