@@ -31,6 +31,21 @@ class Event:
         return f"Event(id={self.id!r}, type={self.type!r}, message={self.message!r})"
 
 
+def parse_events(raw: bytes) -> list[Event]:
+    """The events of a whole SSE body."""
+    events, fields = [], {}
+    for line in raw.decode("utf-8").split("\n"):
+        line = line.rstrip("\r")
+        if not line:
+            if fields:
+                events.append(Event(fields))
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value[1:] if value.startswith(" ") else value
+    return events
+
+
 class SseStream:
     """An SSE response read event by event; `closed` once the server ended it."""
 
@@ -112,7 +127,11 @@ class LegacySession:
         return self.server.post(message, headers=self.headers(**extra))
 
     def ask(self, method: str, **params: Any) -> Any:
-        status, _, body = self.post({"jsonrpc": "2.0", "id": self.next_id(), "method": method, "params": params})
+        """The result of a request, answered as JSON or as a stream (its response is the last event)."""
+        status, headers, body = self.post({"jsonrpc": "2.0", "id": self.next_id(), "method": method,
+                                           "params": params})
+        if headers.get("content-type") == "text/event-stream":
+            body = parse_events(body)[-1].message
         assert status == 200 and "result" in body, (status, body)
         return body["result"]
 

@@ -29,7 +29,7 @@ import time
 from .. import _log
 from .._context import Cancelled, ClientRefused, Flight, Peer
 from .._subscriptions import LIST_CHANGED, Listener
-from ..errors import InternalError
+from ..errors import InternalError, ProtocolError
 from ._shaping import LEGACY_VERSIONS, LOG_LEVELS, LegacySession, shape_notification, shape_request
 
 TYPE_CHECKING = False
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
     from .._server import Server
+    from ..tasks._events import SessionStore
 
 __all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "DEFAULT_SESSION_TTL", "MAX_SESSION_STATES",
            "MAX_SUBSCRIPTIONS", "LegacyPeer", "SessionTable"]
@@ -96,6 +97,9 @@ class LegacyPeer(Peer):
         self._listening = False  # the listener is open in server.subscriptions: from the first channel to close()
         self._closed = False
         self.expires = float("inf")  # when the session's id stops being honoured (SessionTable sets it)
+        self.key: Optional[str] = None  # the session's key in the store that keeps it beyond this process
+        self._kept: Optional[SessionStore] = None
+        self.streams: dict[str, Any] = {}  # the transport's: over HTTP, the session's resumable SSE streams
         self._calls: dict[Any, Flight] = {}  # the client's requests in flight, for its notifications/cancelled
         if notify is not None:
             self.attach(notify)
@@ -139,6 +143,25 @@ class LegacyPeer(Peer):
             if self._listener.notify == notify:  # bound methods are made anew on each access: equal, not same
                 self._listener.notify = None
 
+    def keep_in(self, store: SessionStore, key: str) -> None:
+        """Keep the subscriptions in `store` too (under `key`), and start from what it holds: a session whose
+        living state was reclaimed, or served by another process of a shared store, keeps them."""
+        self.key, self._kept = key, store
+        try:
+            self._listener.uris = store.subscriptions(key)
+        except ProtocolError as unavailable:  # the store is down: serve the session on, from what is here
+            log.warning("a session's subscriptions cannot be read from the store: %s", unavailable.message)
+
+    def resync(self) -> None:
+        """What a client that missed session-wide notifications must re-read: every list the server offers,
+        every resource it subscribed to (sent through the session's channel)."""
+        capabilities = self.server.capabilities()
+        for kind, method in LIST_CHANGED.values():
+            if kind in capabilities:
+                self._listener.send(method)
+        for uri in sorted(self._listener.uris):
+            self._listener.send("notifications/resources/updated", {"uri": uri})
+
     def on_close(self, callback: Callable[[], None]) -> None:
         """Call `callback` once the session has ended (at once if it has)."""
         self._listener.on_end(callback)
@@ -151,6 +174,9 @@ class LegacyPeer(Peer):
                                     "resources", data={"limit": MAX_SUBSCRIPTIONS})
             # replaced, never changed: a publisher reading the set meanwhile sees it whole
             self._listener.uris = uris | {uri} if subscribed else uris - {uri}
+            kept = self._kept
+        if kept is not None and self.key is not None:
+            kept.subscribe(self.key, uri, subscribed)
 
     # -- logging ------------------------------------------------------------------------------------
 
@@ -271,38 +297,54 @@ class SessionTable:
             raise ValueError(f"the client's capabilities and info are over {MAX_CAPABILITIES_CHARS} characters")
         return sealed  # type: ignore[no-any-return]
 
+    @property
+    def store(self) -> SessionStore:
+        """Where sessions' subscriptions and streams' events are kept: the server's store (--task-store)."""
+        from ..tasks._shared import shared  # a legacy HTTP session's first use: the server's store opens
+
+        return shared(self.server).sessions
+
     def find(self, session_id: str, principal: str) -> Optional[LegacyPeer]:
         """The session's living state, made when first needed; None for an id that is not a live session
         of this caller."""
         value = self.sealer.open_value("session", session_id, MAX_CAPABILITIES_CHARS * 2)
         if value is None or value.get("w") != principal or not isinstance(value.get("c"), dict) \
-                or value.get("r") not in LEGACY_VERSIONS:
+                or value.get("r") not in LEGACY_VERSIONS or not isinstance(value.get("n"), str):
             return None
         with self._lock:
-            if session_id in self._ended:
-                return None
-            peer = self._states.pop(session_id, None)
-            if peer is None:
-                info = value.get("i")
-                peer = LegacyPeer(self.server, LegacySession(value["r"], value["c"], info if isinstance(info, dict)
-                                                             else {}), None)
-                expires = value.get("x")
-                peer.expires = expires if isinstance(expires, int) else time.time() + self.ttl
-            self._states[session_id] = peer
+            peer = None if session_id in self._ended else self._states.pop(session_id, None)
+            if peer is not None:
+                self._states[session_id] = peer  # now the most recently used
+        if peer is None:  # made outside the lock: its subscriptions may come from a database
+            info = value.get("i")
+            made = LegacyPeer(self.server, LegacySession(value["r"], value["c"], info if isinstance(info, dict)
+                                                         else {}), None)
+            expires = value.get("x")
+            made.expires = expires if isinstance(expires, int) else time.time() + self.ttl
+            made.keep_in(self.store, value["n"])
+            with self._lock:
+                if session_id in self._ended:
+                    return None
+                peer = self._states.setdefault(session_id, made)  # or the one another request made meanwhile
+        with self._lock:
             reclaimed = self._reclaim_locked()
-        for old in reclaimed:
+        for old, expired in reclaimed:
             old.close()
+            if expired and old.key is not None:
+                self.store.end(old.key)
         return peer
 
-    def _reclaim_locked(self) -> list[LegacyPeer]:
-        """Past max_states, the least recently used; and expired sessions, which find() never touches again, so
-        they drift to the front of the recency order and end there (their subscriptions with them)."""
+    def _reclaim_locked(self) -> list[tuple[LegacyPeer, bool]]:
+        """(peer, expired) to close: past max_states, the least recently used (its store keeps what it had); and
+        expired sessions, which find() never touches again, so they drift to the front of the recency order
+        and end there, their subscriptions and events with them."""
         reclaimed, now = [], time.time()
         while self._states:
-            oldest = next(iter(self._states))
-            if len(self._states) <= self.max_states and self._states[oldest].expires > now:
+            oldest = self._states[next(iter(self._states))]
+            expired = oldest.expires <= now
+            if len(self._states) <= self.max_states and not expired:
                 break
-            reclaimed.append(self._states.pop(oldest))
+            reclaimed.append((self._states.pop(next(iter(self._states))), expired))
         return reclaimed
 
     def end(self, session_id: str) -> None:
@@ -316,6 +358,9 @@ class SessionTable:
                     self._ended.pop(next(iter(self._ended)))
         if peer is not None:
             peer.close()
+        value = self.sealer.open_value("session", session_id, MAX_CAPABILITIES_CHARS * 2)
+        if value is not None and isinstance(value.get("n"), str):
+            self.store.end(value["n"])
 
     def __len__(self) -> int:
         return len(self._states)
