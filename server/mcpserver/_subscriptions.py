@@ -4,7 +4,9 @@ Rules of this module:
 - A listener names the notification types it wants; it is sent only those, each carrying
   `io.modelcontextprotocol/subscriptionId` (the listen request's id), and only after its
   acknowledgement, which names the subset the server honours.
-- At most `limit` listeners at once; beyond that a listen request is refused with a clear error.
+- At most `limit` listen streams at once; beyond that a listen request is refused with a clear error. A legacy
+  session's own listener (it hears for the whole session, stream or none) is bounded by the sessions a process
+  keeps instead (legacy MAX_SESSION_STATES), so it is opened unbounded.
 - Publishing never waits for a listener: each one's flight decides how its notification is
   carried (stdout on stdio; a coalescing buffer per SSE stream over HTTP).
 - Ending (shutdown) wakes every listen request, which then answers with its graceful result.
@@ -89,22 +91,28 @@ class Subscriptions:
         self.limit = limit
         self._lock = threading.Lock()
         self._listeners: tuple[Listener, ...] = ()  # replaced, never changed: publishers iterate without the lock
+        self._exempt: set[int] = set()  # ids of the open listeners `limit` does not count (legacy sessions')
         self._ending = False
 
-    def open(self, listener: Listener) -> None:
+    def open(self, listener: Listener, bounded: bool = True) -> None:
         with self._lock:
-            if len(self._listeners) >= self.limit:
+            if bounded and len(self._listeners) - len(self._exempt) >= self.limit:
                 raise InternalError(f"Too many subscriptions: this server serves at most {self.limit} "
                                     "subscriptions/listen streams at once", data={"limit": self.limit},
                                     http_status=503)
             self._listeners = (*self._listeners, listener)
+            if not bounded:
+                self._exempt.add(id(listener))
             ending = self._ending
         if ending:  # opened while the server shuts down: it ends at once, gracefully (outside the lock:
             listener.ended.set()  # whoever watches the end may close the listener, which takes it)
 
     def close(self, listener: Listener) -> None:
         with self._lock:
-            self._listeners = tuple(other for other in self._listeners if other is not listener)
+            kept = tuple(other for other in self._listeners if other is not listener)
+            if len(kept) < len(self._listeners):
+                self._exempt.discard(id(listener))
+            self._listeners = kept
 
     def __len__(self) -> int:
         return len(self._listeners)

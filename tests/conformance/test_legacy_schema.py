@@ -226,7 +226,7 @@ class HttpSession(Session):
             if response.getheader("Content-Type", "").startswith("text/event-stream"):
                 incoming = None
                 for raw in response:
-                    if raw.startswith(b"data: "):
+                    if raw.startswith(b"data: ") and raw[6:].strip():  # 2025-11-25's priming event has no data
                         frame = json.loads(raw[6:])
                         conforms(self.revision, frame, "JSONRPCMessage")
                         if frame.get("id") == self.next_id and "method" not in frame:

@@ -39,7 +39,7 @@ def one_session(url, number):
         "name": "delete_file", "arguments": {"path": f"/tmp/file-{number}"}}}, session_id)
     try:
         for raw in response:
-            if not raw.startswith(b"data: "):
+            if not raw.startswith(b"data: ") or not raw[6:].strip():  # the stream's priming event has no data
                 continue
             frame = json.loads(raw[6:])
             if frame.get("method") == "elicitation/create":

@@ -106,15 +106,18 @@ LAYERS = (
     ("_server",),
     ("_loader",),
     # the Tasks wing: the record, the store and its backends, the operations over them, the runner, its methods
-    ("tasks._record",), ("tasks._store",), ("tasks._sql",), ("tasks._sqlite", "tasks._postgres"), ("tasks._open",),
-    ("tasks._operations",), ("tasks._runner",), ("tasks._methods",), ("tasks",),
+    # (and what the store shares besides: legacy sessions' events, the bus)
+    ("tasks._record", "tasks._events"), ("tasks._store",), ("tasks._sql",), ("tasks._sqlite", "tasks._postgres"),
+    ("tasks._open",), ("tasks._shared",), ("tasks._operations",), ("tasks._runner",), ("tasks._methods",), ("tasks",),
     ("_methods",),  # what each method does, and the Reply
     # the legacy era: the revisions' shaping, the sessions, its dispatch; then the folder
     ("legacy._shaping",), ("legacy._sessions",), ("legacy._dispatch",), ("legacy",),
     ("protocol",),
     ("stdio", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
-    # HTTP, the MCP part: answers and streams, the legacy sessions, the app, serving it; then the folder
-    ("http._response",), ("http._stream",), ("http._sessions",), ("http._app",), ("http._serving",), ("http",),
+    # HTTP, the MCP part: answers, a legacy session's resumable channels, streams, the legacy sessions, the app,
+    # serving it; then the folder
+    ("http._response",), ("http._channel",), ("http._stream",), ("http._sessions",), ("http._app",), ("http._serving",),
+    ("http",),
     ("_run",),
     # the command line's other commands: client entries and bundles below the commands, dev beside them
     ("cli._clients", "cli._bundle"), ("cli._commands", "cli._dev"), ("cli",),

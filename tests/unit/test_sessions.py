@@ -3,10 +3,13 @@ process is bounded."""
 
 import logging
 
-from mcpserver import Context, Server, protocol
+import pytest
+from mcpserver import Context, Resource, Server, protocol
 from mcpserver._context import Flight
 from mcpserver._state import Sealer
+from mcpserver.errors import InternalError
 from mcpserver.legacy import LegacyPeer, LegacySession, SessionTable
+from mcpserver.legacy._sessions import MAX_SUBSCRIPTIONS
 
 SESSION = LegacySession("2025-06-18", {"sampling": {}}, {"name": "client", "version": "1"})
 
@@ -91,3 +94,36 @@ def test_a_call_with_no_stream_to_the_client_is_told_it_cannot_ask_not_cancelled
     assert reply.response["result"]["content"][0]["text"].startswith("Cannot send elicitation/create: this request "
                                                                      "has no stream to the client")
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def test_a_subscription_holds_without_a_channel_and_ends_with_the_session():
+    sessions = table()
+    sessions.server.add_resource(Resource("notes://a", lambda: "a"))
+    session_id = sessions.open(SESSION, "")
+    peer = sessions.find(session_id, "")
+    heard, ended = [], []
+    peer.subscribe("notes://a", True)  # before any channel: kept
+    peer.on_close(lambda: ended.append(True))
+    peer.attach(heard.append)
+    peer.detach(heard.append)  # the stream dropped: nothing is carried, the subscription stays
+    sessions.server.resource_updated("notes://a")
+    peer.attach(heard.append)
+    sessions.server.resource_updated("notes://a")
+    assert [m["params"]["uri"] for m in heard] == ["notes://a"]
+    listening = len(sessions.server.subscriptions)
+    peer.expires = 0  # its id has expired: the next request of anyone reclaims it, subscriptions and all
+    sessions.find(sessions.open(SESSION, ""), "")
+    assert ended == [True] and len(sessions.server.subscriptions) == listening - 1
+    sessions.server.resource_updated("notes://a")
+    assert len(heard) == 1
+
+
+def test_a_session_subscribes_to_a_bounded_number_of_resources():
+    peer = table().find(table().open(SESSION, ""), "")
+    for n in range(MAX_SUBSCRIPTIONS):
+        peer.subscribe(f"files://{n}", True)
+    peer.subscribe("files://0", True)  # already held: not one more
+    with pytest.raises(InternalError, match=f"at most {MAX_SUBSCRIPTIONS}"):
+        peer.subscribe("files://one-too-many", True)
+    peer.subscribe("files://0", False)
+    peer.subscribe("files://one-too-many", True)

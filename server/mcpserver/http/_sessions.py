@@ -10,25 +10,38 @@ Rules of this module:
 - The client's answers to the server's own requests (elicitation, sampling, roots) and its cancels reach the
   session's peer; a disconnect is not a cancel (LEGACY.md §8).
 - The GET stream is bounded like a listen stream: per peer and per principal.
+- Every stream of a session is resumable (mcpserver.http._channel): its events carry ids and are kept in the
+  session store, and a GET with Last-Event-ID replays what followed that event on its stream, in order, then
+  goes on with the stream where it is carried (this process), or ends for the client to poll again (another
+  process carries it). 2025-11-25 streams open with a priming event. An id that names no stream of this session
+  (another session's, forged, expired) is 400 and replays nothing. When events the client needs were dropped
+  past the store's bound it is told: a session's stream is followed by what to re-read (every list, every
+  subscribed resource); a request whose response was dropped gets an error response saying so.
 """
 
 from __future__ import annotations
+
+import threading
 
 from .. import protocol
 from .._context import Flight
 from .._wire import HEADER_SESSION, META_VERSION
 from ..errors import InternalError, InvalidParams, InvalidRequest
 from ..legacy import LegacyPeer, SessionTable
+from ._channel import SSE_RETRY_MS, Channel, frame, parse_event_id
 from ._response import Response, json_parts, printable
 from ._stream import STREAMED, Stream
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Union
+    from typing import Any, Optional, Union
 
     from ._app import Admitted, McpApp
 
-__all__ = ["Sessions", "modern"]
+__all__ = ["PRIMED", "Sessions", "modern"]
+
+PRIMED = frozenset({"2025-11-25"})  # revisions whose streams open with a priming event (an id, no data)
+_STANDALONE = "get"  # the key of a session's GET stream among its channels (the others: by stream id)
 
 
 def modern(request: protocol.Request) -> bool:
@@ -43,6 +56,7 @@ class Sessions:
     def __init__(self, app: McpApp):
         self.app = app
         self.table = SessionTable(app.server, app.server.sealer)
+        self._lock = threading.Lock()  # a session's channels
 
     def initialize(self, request: protocol.Request, admitted: Admitted) -> Response:
         """initialize opens a legacy session; its id (Mcp-Session-Id) carries what was negotiated."""
@@ -95,7 +109,8 @@ class Sessions:
             return Response.json(None)
         streams = bool(admitted.accepted & {"text/event-stream", "*/*"})
         if message.work == protocol.AUTHOR and streams:  # it may ask the client, log or report progress
-            return Stream(self.app.server, message, {}, environ, admitted.principal, peer=peer)
+            return Stream(self.app.server, message, {}, environ, admitted.principal, peer=peer,
+                          channel=self._channel(peer, message.id), prime=peer.session.revision in PRIMED)
         flight = Flight(principal=admitted.principal)
         forget = peer.track(message.id, flight)  # a disconnect is not a cancel here (LEGACY.md §8)
         try:
@@ -104,11 +119,73 @@ class Sessions:
             forget()
 
     def _stream(self, peer: LegacyPeer, environ: dict[str, Any], admitted: Admitted) -> Union[Response, Stream]:
-        """GET: the session's standalone stream, for what concerns no request (list changes, updates)."""
+        """GET: the session's standalone stream, for what concerns no request (list changes, updates); with
+        Last-Event-ID, the stream that event was on, resumed after it."""
         if admitted.accepted.isdisjoint(STREAMED):
             return Response.plain(406, "The standalone stream is text/event-stream; accept it")
+        last = environ.get("HTTP_LAST_EVENT_ID")
+        resumed = parse_event_id(last) if last is not None else None
+        replay = None if resumed is None else self.table.store.replay(peer.key or "", *resumed)
+        if last is not None and replay is None:
+            refused = InvalidRequest(f"Invalid Request: Last-Event-ID {printable(last)[:80]!r} names no event of this "
+                                     "session's streams, so nothing was replayed (an id of another session, a forged "
+                                     "one, or one whose stream has expired); open the stream without it")
+            return Response(400, *json_parts(protocol.Refusal(refused).reply))
         try:
             release = self.app.listen_slot(environ, admitted)
         except InternalError as full:
             return Response.plain(503, full.message, ("Retry-After", "1"))
-        return Stream(self.app.server, None, {}, environ, admitted.principal, release, peer=peer)
+        server, principal = self.app.server, admitted.principal
+        if resumed is None or replay is None:  # a fresh stream: what the session hears from now on
+            channel = self._standalone(peer)
+            return Stream(server, None, {}, environ, principal, release, peer=peer, channel=channel,
+                          cursor=channel.head, prime=peer.session.revision in PRIMED)
+        stream_id = resumed[0]
+        preface = [frame(f"{stream_id}-{number}", data) for number, data in replay.events]
+        carried = peer.streams.get(stream_id)
+        if replay.request_id is None:  # a GET stream: it goes on with this process's, which hears the same
+            channel = carried or self._standalone(peer)
+            cursor = replay.head if carried is not None else channel.head
+            if replay.missed:
+                peer.resync()  # into the channel, after the replay: re-read what the missed events said
+            return Stream(server, None, {}, environ, principal, release, peer=peer, channel=channel, cursor=cursor,
+                          preface=preface)
+        if carried is not None:  # a request's stream, still carried here: it goes on to its response
+            return Stream(server, None, {}, environ, principal, release, peer=peer, channel=carried,
+                          cursor=replay.head, preface=preface)
+        if replay.final and replay.missed and not (replay.events and replay.events[-1][0] == replay.head):
+            from ..tasks._events import MAX_SESSION_EVENT_BYTES, MAX_SESSION_EVENTS
+
+            lost = InternalError(f"Internal error: the response to this request was dropped from the session's "
+                                 f"event store before the client read it (it keeps {MAX_SESSION_EVENTS} events and "
+                                 f"{MAX_SESSION_EVENT_BYTES} bytes per session)")
+            preface.append(frame(f"{stream_id}-{replay.head}",
+                                 protocol.encode(protocol.Refusal(lost, replay.request_id).reply.response or {})))
+        elif not replay.final:  # another process carries it: poll again after a while (2025-11-25 SSE polling)
+            preface.append(f"retry: {SSE_RETRY_MS}\n\n".encode())
+        return Stream(server, None, {}, environ, principal, release, peer=peer, preface=preface)
+
+    def _standalone(self, peer: LegacyPeer) -> Channel:
+        """The session's GET stream in this process: made with the first GET, it carries the session's
+        notifications from then on until the session ends, whether or not a connection is reading it."""
+        with self._lock:
+            channel: Optional[Channel] = peer.streams.get(_STANDALONE)
+            made = channel is None
+            if channel is None:
+                channel = peer.streams[_STANDALONE] = Channel(self.table.store, peer.key or "")
+                peer.streams[channel.stream] = channel
+        if made:
+            peer.attach(channel.emit)
+            peer.on_close(channel.end)
+        return channel
+
+    def _channel(self, peer: LegacyPeer, request_id: Any) -> Channel:
+        """The stream a POSTed request is answered on; the session knows it by id until its response."""
+        def ended() -> None:
+            with self._lock:
+                peer.streams.pop(channel.stream, None)
+
+        channel = Channel(self.table.store, peer.key or "", request_id, on_end=ended)
+        with self._lock:
+            peer.streams[channel.stream] = channel
+        return channel

@@ -14,6 +14,9 @@ Rules of this module:
 - Session-wide notifications (list changes; updates of subscribed resources) go through `notify`,
   the session's own channel (stdout on stdio; the standalone GET stream over HTTP), shaped for the
   revision and without the modern subscription id.
+- The subscriptions are the session's, not a stream's: made before any channel exists, kept while none
+  is attached (an HTTP client's GET stream dropped), and ended with the session (close: DELETE, expiry,
+  or its living state reclaimed). At most MAX_SUBSCRIPTIONS per session.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 
 from .. import _log
 from .._context import Cancelled, ClientRefused, Flight, Peer
 from .._subscriptions import LIST_CHANGED, Listener
+from ..errors import InternalError, ProtocolError
 from ._shaping import LEGACY_VERSIONS, LOG_LEVELS, LegacySession, shape_notification, shape_request
 
 TYPE_CHECKING = False
@@ -32,14 +37,18 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
     from .._server import Server
+    from ..tasks._events import SessionStore
 
-__all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "DEFAULT_SESSION_TTL", "MAX_SESSION_STATES", "LegacyPeer",
-           "SessionTable"]
+__all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "DEFAULT_SESSION_TTL", "MAX_SESSION_STATES",
+           "MAX_SUBSCRIPTIONS", "LegacyPeer", "SessionTable"]
 
 log = _log.get("mcpserver.session")
 
 DEFAULT_ANSWER_TIMEOUT = 300.0  # seconds a tool waits for the client's answer (a person may be filling a form)
 DEFAULT_LOG_LEVEL = "info"  # before the client sets one (LEGACY.md §6 leaves it open)
+# Resources one session may subscribe to: templates match without end, and each subscription is kept for the
+# whole session, so a client could otherwise grow it without bound.
+MAX_SUBSCRIPTIONS = 1024
 
 
 class _Waiting:
@@ -51,20 +60,24 @@ class _Waiting:
 
 
 class _SessionListener(Listener):
-    """The session as a listener of the registry: every list it was told of, the URIs it subscribed."""
+    """The session as a listener of the registry: every list it was told of, and the URIs it subscribed, held
+    for the whole session; what it hears goes through `notify` when a channel carries the session's messages."""
 
-    __slots__ = ("_notify", "_session")
+    __slots__ = ("_session", "notify")
 
-    def __init__(self, session: LegacySession, kinds: set[str], notify: Callable[[dict[str, Any]], None]):
+    def __init__(self, session: LegacySession, kinds: set[str]):
         super().__init__(None, kinds, set(), Flight())
         self._session = session
-        self._notify = notify
+        self.notify: Optional[Callable[[dict[str, Any]], None]] = None  # None: no channel yet, or none now
 
     def send(self, method: str, params: Optional[dict[str, Any]] = None) -> None:
+        notify = self.notify
+        if notify is None:
+            return
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params:
             message["params"] = params
-        self._notify(shape_notification(message, self._session))
+        notify(shape_notification(message, self._session))
 
 
 class LegacyPeer(Peer):
@@ -82,7 +95,13 @@ class LegacyPeer(Peer):
         self._lock = threading.Lock()
         self._waiting: dict[str, _Waiting] = {}
         self._ids = itertools.count(1)
-        self._listener: Optional[_SessionListener] = None
+        self._listener = _SessionListener(session, {kind for kind, _ in LIST_CHANGED.values()})
+        self._listening = False  # the listener is open in server.subscriptions: from the first channel to close()
+        self._closed = False
+        self.expires = float("inf")  # when the session's id stops being honoured (SessionTable sets it)
+        self.key: Optional[str] = None  # the session's key in the store that keeps it beyond this process
+        self._kept: Optional[SessionStore] = None
+        self.streams: dict[str, Any] = {}  # the transport's: over HTTP, the session's resumable SSE streams
         self._calls: dict[Any, Flight] = {}  # the client's requests in flight, for its notifications/cancelled
         if notify is not None:
             self.attach(notify)
@@ -111,28 +130,55 @@ class LegacyPeer(Peer):
     # -- session-wide notifications -----------------------------------------------------------------
 
     def attach(self, notify: Callable[[dict[str, Any]], None]) -> None:
-        """Send list changes and subscribed updates through `notify` from now on."""
-        kinds = {kind for kind, _ in LIST_CHANGED.values()}
-        listener = _SessionListener(self.session, kinds, notify)
+        """Send list changes and subscribed updates through `notify` from now on (it replaces any other)."""
         with self._lock:
-            previous, self._listener = self._listener, listener
-            if previous is not None:
-                listener.uris = previous.uris
-        if previous is not None:
-            self.server.subscriptions.close(previous)
-        self.server.subscriptions.open(listener)
+            if self._closed:
+                return
+            self._listener.notify = notify
+            opening, self._listening = not self._listening, True
+        if opening:  # the session hears from now until it ends, whatever carries it meanwhile
+            self.server.subscriptions.open(self._listener, bounded=False)
 
-    def detach(self) -> None:
+    def detach(self, notify: Callable[[dict[str, Any]], None]) -> None:
+        """`notify` no longer carries the session's messages (its stream is gone); the subscriptions stay."""
         with self._lock:
-            listener, self._listener = self._listener, None
-        if listener is not None:
-            self.server.subscriptions.close(listener)
+            if self._listener.notify == notify:  # bound methods are made anew on each access: equal, not same
+                self._listener.notify = None
+
+    def keep_in(self, store: SessionStore, key: str) -> None:
+        """Keep the subscriptions in `store` too (under `key`), and start from what it holds: a session whose
+        living state was reclaimed, or served by another process of a shared store, keeps them."""
+        self.key, self._kept = key, store
+        try:
+            self._listener.uris = store.subscriptions(key)
+        except ProtocolError as unavailable:  # the store is down: serve the session on, from what is here
+            log.warning("a session's subscriptions cannot be read from the store: %s", unavailable.message)
+
+    def resync(self) -> None:
+        """What a client that missed session-wide notifications must re-read: every list the server offers,
+        every resource it subscribed to (sent through the session's channel)."""
+        capabilities = self.server.capabilities()
+        for kind, method in LIST_CHANGED.values():
+            if kind in capabilities:
+                self._listener.send(method)
+        for uri in sorted(self._listener.uris):
+            self._listener.send("notifications/resources/updated", {"uri": uri})
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the session has ended (at once if it has)."""
+        self._listener.on_end(callback)
 
     def subscribe(self, uri: str, subscribed: bool) -> None:
         with self._lock:
-            listener = self._listener
-            if listener is not None:
-                listener.uris = listener.uris | {uri} if subscribed else listener.uris - {uri}
+            uris = self._listener.uris
+            if subscribed and uri not in uris and len(uris) >= MAX_SUBSCRIPTIONS:
+                raise InternalError(f"Too many subscriptions: a session subscribes to at most {MAX_SUBSCRIPTIONS} "
+                                    "resources", data={"limit": MAX_SUBSCRIPTIONS})
+            # replaced, never changed: a publisher reading the set meanwhile sees it whole
+            self._listener.uris = uris | {uri} if subscribed else uris - {uri}
+            kept = self._kept
+        if kept is not None and self.key is not None:
+            kept.subscribe(self.key, uri, subscribed)
 
     # -- logging ------------------------------------------------------------------------------------
 
@@ -176,9 +222,8 @@ class LegacyPeer(Peer):
 
     def _withdraw(self, request_id: str, flight: Flight, reason: str) -> None:
         params: dict[str, Any] = {"requestId": request_id, "reason": reason}
-        if not flight.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}) \
-                and self._listener is not None:  # the call's own stream is done: the session's channel
-            self._listener.send("notifications/cancelled", params)
+        if not flight.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}):
+            self._listener.send("notifications/cancelled", params)  # the call's own stream is done: the session's
 
     @staticmethod
     def _result(method: str, response: Any) -> dict[str, Any]:
@@ -202,8 +247,14 @@ class LegacyPeer(Peer):
         return True
 
     def close(self) -> None:
-        """The session ended: stop listening, and wake every call still waiting (they see no answer)."""
-        self.detach()
+        """The session ended: stop listening (whoever watches its end is told), and wake every call still
+        waiting (they see no answer)."""
+        with self._lock:
+            self._closed, listening, self._listening = True, self._listening, False
+            self._listener.notify = None
+        if listening:
+            self.server.subscriptions.close(self._listener)
+        self._listener.ended.set()
         with self._lock:
             waiting, self._waiting = list(self._waiting.values()), {}
             calls, self._calls = list(self._calls.values()), {}
@@ -245,43 +296,64 @@ class SessionTable:
     def open(self, session: LegacySession, principal: str) -> str:
         """A new session's id. ValueError if what it would carry is too large to travel in a header."""
         value = {"r": session.revision, "c": session.client_capabilities, "i": session.client_info, "w": principal,
-                 "n": os.urandom(12).hex()}
+                 "n": os.urandom(12).hex(), "x": int(time.time() + self.ttl)}
         sealed = self.sealer.seal_value("session", value, self.ttl)
         if len(sealed) > MAX_CAPABILITIES_CHARS * 2:
             raise ValueError(f"the client's capabilities and info are over {MAX_CAPABILITIES_CHARS} characters")
         return sealed  # type: ignore[no-any-return]
+
+    @property
+    def store(self) -> SessionStore:
+        """Where sessions' subscriptions and streams' events are kept: the server's store (--task-store)."""
+        from ..tasks._shared import shared  # a legacy HTTP session's first use: the server's store opens
+
+        return shared(self.server).sessions
 
     def find(self, session_id: str, principal: str) -> Optional[LegacyPeer]:
         """The session's living state, made when first needed; None for an id that is not a live session
         of this caller."""
         value = self.sealer.open_value("session", session_id, MAX_CAPABILITIES_CHARS * 2)
         if value is None or value.get("w") != principal or not isinstance(value.get("c"), dict) \
-                or value.get("r") not in LEGACY_VERSIONS:
+                or value.get("r") not in LEGACY_VERSIONS or not isinstance(value.get("n"), str):
             return None
         with self._lock:
-            if session_id in self._ended:
-                return None
-            peer = self._states.pop(session_id, None)
-            if peer is None:
-                info = value.get("i")
-                peer = LegacyPeer(self.server, LegacySession(value["r"], value["c"], info if isinstance(info, dict)
-                                                             else {}), None)
-                peer.transport = "http"
-            self._states[session_id] = peer
+            peer = None if session_id in self._ended else self._states.pop(session_id, None)
+            if peer is not None:
+                self._states[session_id] = peer  # now the most recently used
+        if peer is None:  # made outside the lock: its subscriptions may come from a database
+            info = value.get("i")
+            made = LegacyPeer(self.server, LegacySession(value["r"], value["c"], info if isinstance(info, dict)
+                                                         else {}), None)
+            made.transport = "http"
+            expires = value.get("x")
+            made.expires = expires if isinstance(expires, int) else time.time() + self.ttl
+            made.keep_in(self.store, value["n"])
+            with self._lock:
+                if session_id in self._ended:
+                    return None
+                peer = self._states.setdefault(session_id, made)  # or the one another request made meanwhile
+        with self._lock:
             reclaimed = self._reclaim_locked()
-        for old in reclaimed:
+        for old, expired in reclaimed:
             old.close()
+            if expired and old.key is not None:
+                self.store.end(old.key)
         return peer
 
-    def _reclaim_locked(self) -> list[LegacyPeer]:
-        reclaimed = []
-        while len(self._states) > self.max_states:
-            reclaimed.append(self._states.pop(next(iter(self._states))))
+    def _reclaim_locked(self) -> list[tuple[LegacyPeer, bool]]:
+        """(peer, expired) to close: past max_states, the least recently used (its store keeps what it had); and
+        expired sessions, which find() never touches again, so they drift to the front of the recency order
+        and end there, their subscriptions and events with them."""
+        reclaimed, now = [], time.time()
+        while self._states:
+            oldest = self._states[next(iter(self._states))]
+            expired = oldest.expires <= now
+            if len(self._states) <= self.max_states and not expired:
+                break
+            reclaimed.append((self._states.pop(next(iter(self._states))), expired))
         return reclaimed
 
     def end(self, session_id: str) -> None:
-        import time
-
         with self._lock:
             peer = self._states.pop(session_id, None)
             self._ended[session_id] = time.time() + self.ttl
@@ -292,6 +364,9 @@ class SessionTable:
                     self._ended.pop(next(iter(self._ended)))
         if peer is not None:
             peer.close()
+        value = self.sealer.open_value("session", session_id, MAX_CAPABILITIES_CHARS * 2)
+        if value is not None and isinstance(value.get("n"), str):
+            self.store.end(value["n"])
 
     def __len__(self) -> int:
         return len(self._states)

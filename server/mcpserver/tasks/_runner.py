@@ -28,8 +28,8 @@ import time
 from .. import _json, _log
 from .._context import Cancelled, Context, Flight, InputRequired
 from ..errors import InternalError, ProtocolError
-from ._open import open_task_store
 from ._operations import Tasks
+from ._shared import shared
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class TaskManager:
     """The tasks of one Server: its store, the task threads, and the watch for cancels."""
 
     def __init__(self, server: Server):
-        self.tasks = Tasks(open_task_store(server.task_store))
+        self.tasks = Tasks(shared(server).store)
         # A change made through this process's store reaches the listeners of that task. (Changes other
         # processes of a shared store make are seen by polling tasks/get.)
         self.tasks.on_change(lambda record: server.subscriptions.task_changed(record.task_id, record.detailed()))

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from .. import _log
+from ._events import MemorySessionStore
 from ._record import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_TASKS_PER_OWNER,
@@ -29,6 +30,8 @@ from ._record import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
+
+    from ._events import SessionStore
 
     Change = Callable[[TaskRecord], Optional[TaskRecord]]
     Rule = Callable[[TaskRecord, int], Optional[TaskRecord]]
@@ -110,6 +113,11 @@ class TaskStore:
     def load_versions(self, task_ids: list[str]) -> dict[str, int]:
         """The version of each of these tasks that exists (one query)."""
         raise NotImplementedError
+
+    def session_store(self) -> SessionStore:
+        """Where legacy HTTP sessions keep their streams' events and subscriptions: this process's memory unless
+        the backend shares a database with other processes."""
+        return MemorySessionStore()
 
     def close(self) -> None:
         """Closes the backend's connections; by default there are none."""
