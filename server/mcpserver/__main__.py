@@ -154,6 +154,10 @@ OPTIONS = (
            metavar="FILE", group=HTTP_GROUP),
     Option("--behind-proxy", bool, "a TLS-terminating proxy is in front: requests must carry "
            "X-Forwarded-Proto: https", group=HTTP_GROUP),
+    Option("--metrics", bool, "serve Prometheus metrics on GET /metrics, authenticated as the endpoint is",
+           group=HTTP_GROUP),
+    Option("--public-metrics", bool, "serve /metrics without authentication (for a scraper that cannot send the "
+           "token; the figures name no client or tool)", group=HTTP_GROUP),
     Option("--resource", str, "this endpoint's public URL, the audience its OAuth access tokens must name",
            metavar="URL", group=OAUTH_GROUP),
     Option("--authorization-server", list, "the issuer URL of an authorization server whose tokens are accepted "
@@ -451,7 +455,8 @@ def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]
     return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
                insecure_no_auth=args.insecure_no_auth, allowed_origins=args.allow_origin,
                allowed_hosts=args.allow_host, oauth=_resource_server(args), behind_proxy=args.behind_proxy,
-               tls_cert=args.tls_cert, tls_key=args.tls_key, **limits)
+               tls_cert=args.tls_cert, tls_key=args.tls_key, metrics=args.metrics or args.public_metrics,
+               public_metrics=args.public_metrics, **limits)
 
 
 if __name__ == "__main__":

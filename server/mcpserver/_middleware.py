@@ -123,10 +123,12 @@ class MiddlewareChain:
         self._middleware: tuple[MiddlewareFunction, ...] = ()
         self.run: Optional[Callable[[Call, Handler, Any, dict[str, Any], Any], Any]] = None  # None: none
 
-    def __call__(self, middleware: MiddlewareFunction) -> MiddlewareFunction:
+    def __call__(self, middleware: MiddlewareFunction, *, outermost: bool = False) -> MiddlewareFunction:
+        """Add `middleware` inside those added before, or, `outermost`, around all of them (the server's own
+        metrics and traces: they count and time what the server's middleware refuses too)."""
         if not callable(middleware):
             raise ConfigError(f"a middleware is a callable (call, proceed) -> result, not {middleware!r}")
-        self._middleware = (*self._middleware, middleware)
+        self._middleware = (middleware, *self._middleware) if outermost else (*self._middleware, middleware)
         self.run = self._run
         return middleware
 
