@@ -249,6 +249,7 @@ class McpApp:
         self.max_body_bytes = max_body_bytes
         self._listens = _ListenSlots(max_listeners_per_peer, max_listeners_per_principal)
         self.sessions = Sessions(self)  # the legacy era's (LEGACY.md §4)
+        server.middleware.trace_if_configured()
         self.public_metrics = public_metrics
         self.metrics = None
         if metrics or metrics_dir:
