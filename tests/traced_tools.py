@@ -2,6 +2,7 @@
 `spans` tool reads back what was recorded, so a test sees a real server process's spans (tests/unit/test_tracing.py).
 `loaded` says which opentelemetry modules the process has imported (for a server that does not use them, none)."""
 
+import logging
 import sys
 
 from mcpserver import Context, Server
@@ -54,3 +55,10 @@ def spans() -> dict:
 @server.tool()
 def loaded() -> dict:
     return {"loaded": sorted(name for name in sys.modules if name.split(".")[0] == "opentelemetry")}
+
+
+@server.tool()
+def noisy() -> str:
+    """Logs through the standard logging module, as tool code does."""
+    logging.getLogger("traced_tools").warning("noisy was called")
+    return "said so"

@@ -108,6 +108,8 @@ OPTIONS = (
     Option("--log-level", str, "default: info (the HTTP access log is at info)", default="info",
            choices=("debug", "info", "warning", "error")),
     Option("--log-file", str, "append logs here instead of stderr", metavar="FILE"),
+    Option("--log-format", str, "text (default), or json: one object per line, with the request id, trace id and "
+           "principal of records made while a request is answered", default="text", choices=_log.FORMATS),
     Option("--max-concurrent", _positive, "stdio: calls that may run at once; the reader waits beyond it "
            "(default 16)", metavar="N"),
     Option("--generic-errors", bool, "tell clients only that a tool failed, with an id; the exception or the "
@@ -403,7 +405,7 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
         os.environ[_environment.GENERIC_ERRORS] = "1"
     init_if_pid1()
     try:
-        _log.configure(args.log_level, args.log_file)
+        _log.configure(args.log_level, args.log_file, args.log_format)
     except OSError as exc:
         print(f"mcpserver: cannot open the log file: {exc}", file=sys.stderr)
         return 2
@@ -417,6 +419,8 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
             server.task_store = args.task_store
             _open_task_store(server)
         _log.adopt_logging()  # the server's code imported logging: route it where the command line says
+        if args.log_format == "json":  # records made while a request is answered say which
+            server.middleware(_log.in_request, outermost=True)
         _started(collecting)
         return _serve(server, args, token, environ)
     except ConfigError as exc:
