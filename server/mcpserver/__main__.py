@@ -160,6 +160,10 @@ OPTIONS = (
            group=HTTP_GROUP),
     Option("--public-metrics", bool, "serve /metrics without authentication (for a scraper that cannot send the "
            "token; the figures name no client or tool)", group=HTTP_GROUP),
+    Option("--health", bool, "answer GET /healthz (the process serves) and /readyz (it can: the task store and "
+           "the authorization server's keys), with no token and without a worker", group=HTTP_GROUP),
+    Option("--log-health", bool, "put /healthz and /readyz in the access log (left out by default)",
+           group=HTTP_GROUP),
     Option("--resource", str, "this endpoint's public URL, the audience its OAuth access tokens must name",
            metavar="URL", group=OAUTH_GROUP),
     Option("--authorization-server", list, "the issuer URL of an authorization server whose tokens are accepted "
@@ -460,7 +464,8 @@ def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]
                insecure_no_auth=args.insecure_no_auth, allowed_origins=args.allow_origin,
                allowed_hosts=args.allow_host, oauth=_resource_server(args), behind_proxy=args.behind_proxy,
                tls_cert=args.tls_cert, tls_key=args.tls_key, metrics=args.metrics or args.public_metrics,
-               public_metrics=args.public_metrics, **limits)
+               public_metrics=args.public_metrics, health=args.health or args.log_health,
+               log_health=args.log_health, **limits)
 
 
 if __name__ == "__main__":

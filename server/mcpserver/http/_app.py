@@ -215,10 +215,12 @@ class McpApp:
                  oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                  max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
                  max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
-                 metrics: bool = False, metrics_dir: Optional[str] = None, public_metrics: bool = False):
+                 metrics: bool = False, metrics_dir: Optional[str] = None, public_metrics: bool = False,
+                 health: bool = False, log_health: bool = False):
         """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise. `metrics` serves
         GET /metrics (mcpserver.http._metrics), authenticated as the endpoint is unless `public_metrics`;
-        `metrics_dir` is the directory several processes (gunicorn's workers) combine their figures in."""
+        `metrics_dir` is the directory several processes (gunicorn's workers) combine their figures in. `health`
+        serves /healthz and /readyz to anyone (mcpserver.http._health), in the access log only with `log_health`."""
         if not path.startswith("/"):
             raise ConfigError(f"the endpoint path must start with '/', not {path!r}")
         if oauth is not None and token:
@@ -251,6 +253,12 @@ class McpApp:
         self.sessions = Sessions(self)  # the legacy era's (LEGACY.md §4)
         server.middleware.trace_if_configured()
         self.public_metrics = public_metrics
+        self.health = None
+        if health:  # the built-in server's loop answers `immediate` paths itself, without a worker
+            from ._health import Health
+
+            self.health = Health(self, log_health)
+            self.immediate = self.health.immediate()
         self.metrics = None
         if metrics or metrics_dir:
             from ._metrics import measure
@@ -294,6 +302,8 @@ class McpApp:
         self.server.shutdown()
 
     def _log(self, environ: dict[str, Any], status: str, started: float) -> None:
+        if self.health is not None and environ.get("PATH_INFO") in self.immediate:
+            return  # a probe, not a client: Health logs its answers itself, when asked to
         if self.metrics is not None and status[0] in "45":
             self.metrics.refused(status[:3])
         if not access_log.enabled(20):  # --log-level warning: the line's fields are not even gathered
@@ -325,6 +335,9 @@ class McpApp:
     def _admit(self, environ: dict[str, Any]) -> Admitted:
         """The checks on the head, in order; Refused for the first that fails."""
         path = environ.get("PATH_INFO", "")
+        if self.health is not None and path in self.immediate:  # a probe: anyone may ask, nothing is checked
+            probed = self.immediate[path](environ.get("REQUEST_METHOD", ""), environ.get("REMOTE_ADDR", "-"))
+            raise Refused(Response(int(probed[0][:3]), probed[1], probed[2]))
         scrape = path == METRICS_PATH and self.metrics is not None
         if path != self.path and not scrape:
             if self.oauth is not None and path in self.oauth.metadata_paths:
@@ -508,12 +521,13 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
                max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
                max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
                task_store: Any = None, metrics: bool = False, metrics_dir: Optional[str] = None,
-               public_metrics: bool = False) -> McpApp:
+               public_metrics: bool = False, health: bool = False, log_health: bool = False) -> McpApp:
     """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's, and
     `task_store` is where task tools keep their tasks (as --task-store: the path of an SQLite file, which
     every worker on the host shares, or a postgresql:// URL; each worker opens it when it first needs it).
     `metrics=True` serves GET /metrics; under several workers give them `metrics_dir` (or
-    $MCPSERVER_METRICS_DIR), an empty directory they share, so that any of them answers for all.
+    $MCPSERVER_METRICS_DIR), an empty directory they share, so that any of them answers for all. `health=True`
+    serves /healthz and /readyz, with no token.
 
     The token is `token`, else the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
@@ -534,4 +548,4 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
                   behind_proxy=behind_proxy, max_listeners_per_peer=max_listeners_per_peer,
                   max_listeners_per_principal=max_listeners_per_principal, metrics=metrics,
                   metrics_dir=metrics_dir or (os.environ.get(_environment.METRICS_DIR) if metrics else None),
-                  public_metrics=public_metrics)
+                  public_metrics=public_metrics, health=health, log_health=log_health)
