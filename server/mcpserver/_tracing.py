@@ -14,8 +14,8 @@ The one module that imports opentelemetry, and only once it is in use. Rules of 
   gen_ai.tool.name, gen_ai.prompt.name, mcp.resource.uri, network.transport). A JSON-RPC error or a tool's
   isError result sets the status to ERROR with error.type (the code, or tool_error).
 - It continues the caller's trace: from `_meta`'s `traceparent` (and `tracestate`, `baggage`: SEP-414, as the
-  MCP SDKs send it, in both eras and on every transport), else from the HTTP request's `traceparent` header,
-  through the globally configured propagator; else it starts a trace.
+  MCP SDKs send it, in both eras and on every transport), else from the HTTP request's `traceparent` header
+  (a 2026-07-28 request's: Call.headers), through the globally configured propagator; else it starts a trace.
 - The span is current in the thread that runs the handler, so tool code's own spans are its children; a task
   tool's thread starts with the request's context (tasks._runner copies it).
 """
