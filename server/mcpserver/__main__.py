@@ -108,6 +108,8 @@ OPTIONS = (
     Option("--log-level", str, "default: info (the HTTP access log is at info)", default="info",
            choices=("debug", "info", "warning", "error")),
     Option("--log-file", str, "append logs here instead of stderr", metavar="FILE"),
+    Option("--log-format", str, "text (default), or json: one object per line, with the request id, trace id and "
+           "principal of records made while a request is answered", default="text", choices=_log.FORMATS),
     Option("--max-concurrent", _positive, "stdio: calls that may run at once; the reader waits beyond it "
            "(default 16)", metavar="N"),
     Option("--generic-errors", bool, "tell clients only that a tool failed, with an id; the exception or the "
@@ -156,6 +158,14 @@ OPTIONS = (
            metavar="FILE", group=HTTP_GROUP),
     Option("--behind-proxy", bool, "a TLS-terminating proxy is in front: requests must carry "
            "X-Forwarded-Proto: https", group=HTTP_GROUP),
+    Option("--metrics", bool, "serve Prometheus metrics on GET /metrics, authenticated as the endpoint is",
+           group=HTTP_GROUP),
+    Option("--public-metrics", bool, "serve /metrics without authentication (for a scraper that cannot send the "
+           "token; the figures name no client or tool)", group=HTTP_GROUP),
+    Option("--health", bool, "answer GET /healthz (the process serves) and /readyz (it can: the task store and "
+           "the authorization server's keys), with no token and without a worker", group=HTTP_GROUP),
+    Option("--log-health", bool, "put /healthz and /readyz in the access log (left out by default)",
+           group=HTTP_GROUP),
     Option("--resource", str, "this endpoint's public URL, the audience its OAuth access tokens must name",
            metavar="URL", group=OAUTH_GROUP),
     Option("--authorization-server", list, "the issuer URL of an authorization server whose tokens are accepted "
@@ -409,7 +419,7 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
         os.environ[_environment.GENERIC_ERRORS] = "1"
     init_if_pid1()
     try:
-        _log.configure(args.log_level, args.log_file)
+        _log.configure(args.log_level, args.log_file, args.log_format)
     except OSError as exc:
         print(f"mcpserver: cannot open the log file: {exc}", file=sys.stderr)
         return 2
@@ -421,6 +431,8 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
             server.task_store = args.task_store
             _open_task_store(server)
         _log.adopt_logging()  # the server's code imported logging: route it where the command line says
+        if args.log_format == "json":  # records made while a request is answered say which
+            server.middleware(_log.in_request, outermost=True)
         _started(collecting)
         return _serve(server, args, token, environ)
     except ConfigError as exc:
@@ -459,7 +471,9 @@ def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]
     return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
                insecure_no_auth=args.insecure_no_auth, allowed_origins=args.allow_origin,
                allowed_hosts=args.allow_host, oauth=_resource_server(args), behind_proxy=args.behind_proxy,
-               tls_cert=args.tls_cert, tls_key=args.tls_key, **limits)
+               tls_cert=args.tls_cert, tls_key=args.tls_key, metrics=args.metrics or args.public_metrics,
+               public_metrics=args.public_metrics, health=args.health or args.log_health,
+               log_health=args.log_health, **limits)
 
 
 if __name__ == "__main__":

@@ -7,3 +7,4 @@ STATE_KEY = "MCPSERVER_STATE_KEY"  # the requestState sealing key, shared by rep
 RUN_MARK = "MCPSERVER_RUN"  # carried by every program a command tool starts, to find its leftovers
 NO_INIT = "MCPSERVER_NO_INIT"  # as PID 1, do not act as init
 GENERIC_ERRORS = "MCPSERVER_GENERIC_ERRORS"  # 1: unexpected failures reach the client as an id, their detail the log
+METRICS_DIR = "MCPSERVER_METRICS_DIR"  # create_app(metrics=True): the directory gunicorn's workers combine figures in

@@ -18,7 +18,8 @@ Rules of this module:
   gets that error, in its era's codes. The handler's own ProtocolError (an unknown tool, bad params) comes
   out of proceed() and may be caught or let through.
 - Adding to the answer: `call.add_meta(key, value)` puts a key in the result's `_meta`.
-- A middleware sees plain data, never a socket, a stream or the transport's objects. What it raises other
+- A middleware sees plain data, never a socket, a stream or the transport's objects (over HTTP, a 2026-07-28
+  request's header fields, read-only). What it raises other
   than a ProtocolError is the server's own bug: logged with its traceback, answered -32603, and the server
   serves on. Cancelled and InputRequired are how a call ends early (cancelled, input_required): they pass
   through a middleware as they do through the handler; one that catches BaseException must let them go.
@@ -27,6 +28,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import sys
 import time
 
 from .errors import ConfigError
@@ -61,10 +63,11 @@ def transport_of(headers: Optional[dict[str, str]], flight: Any, peer: Any) -> s
 class Call:
     """What a middleware sees of one request: plain data, never the transport's objects."""
 
-    __slots__ = ("_meta", "era", "method", "name", "params", "principal", "request_id", "started", "transport")
+    __slots__ = ("_meta", "era", "headers", "method", "name", "params", "principal", "request_id", "started",
+                 "transport")
 
     def __init__(self, request_id: Any, method: str, params: dict[str, Any], principal: Any, transport: str,
-                 era: str):
+                 era: str, headers: Optional[dict[str, str]] = None):
         self.request_id = request_id
         self.method = method
         self.params = params  # as the client sent them: a middleware reads, never changes them
@@ -74,6 +77,7 @@ class Call:
         self.principal = principal  # mcpserver.auth.Principal when OAuth (or StaticTokens) authenticated one, else None
         self.transport = transport  # "stdio", "http", "in-process" (mcpserver.testing), "cli" (mcpserver call)
         self.era = era  # the revision it is served in: "2026-07-28", or the legacy session's
+        self.headers = headers  # over HTTP, a 2026-07-28 request's header fields by lower-case name; else None
         self.started = time.perf_counter()
         self._meta: Optional[dict[str, Any]] = None
 
@@ -123,15 +127,29 @@ class MiddlewareChain:
         self._middleware: tuple[MiddlewareFunction, ...] = ()
         self.run: Optional[Callable[[Call, Handler, Any, dict[str, Any], Any], Any]] = None  # None: none
 
-    def __call__(self, middleware: MiddlewareFunction) -> MiddlewareFunction:
+    def __call__(self, middleware: MiddlewareFunction, *, outermost: bool = False) -> MiddlewareFunction:
+        """Add `middleware` inside those added before, or, `outermost`, around all of them (the server's own
+        metrics and traces: they count and time what the server's middleware refuses too)."""
         if not callable(middleware):
             raise ConfigError(f"a middleware is a callable (call, proceed) -> result, not {middleware!r}")
-        self._middleware = (*self._middleware, middleware)
+        self._middleware = (middleware, *self._middleware) if outermost else (*self._middleware, middleware)
         self.run = self._run
         return middleware
 
     def __len__(self) -> int:
         return len(self._middleware)
+
+    def __contains__(self, middleware: object) -> bool:
+        return middleware in self._middleware
+
+    def trace_if_configured(self) -> None:
+        """Trace every request (mcpserver._tracing), once, if the server's code has imported OpenTelemetry: a
+        server that does not use it imports nothing of it. Whoever serves calls this (stdio, the app, the client)."""
+        if "opentelemetry.trace" in sys.modules:
+            from ._tracing import traced
+
+            if traced not in self._middleware:
+                self(traced, outermost=True)
 
     def _run(self, call: Call, handler: Handler, server: Any, params: dict[str, Any], context: Any) -> Any:
         """The handler, through every middleware, outermost first; the call's _meta added to a dict result."""

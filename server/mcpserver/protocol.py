@@ -292,7 +292,7 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
             result = run(server, params, context)
         else:
             call = Call(request_id, method, params, context.principal, transport_of(headers, flight, None),
-                        meta[META_VERSION])
+                        meta[META_VERSION], headers)
             result = through(call, run, server, params, context)
         if isinstance(result, Listening):
             return Reply(None, LISTENING, 200, result)

@@ -445,6 +445,7 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
     """
     if max_concurrent < 1:
         raise ValueError(f"max_concurrent must be at least 1, not {max_concurrent!r}")
+    server.middleware.trace_if_configured()
     reader = stdin if stdin is not None else _protocol_input()
     writer = stdout if stdout is not None else _protocol_stream()
     threading.stack_size(THREAD_STACK_BYTES)

@@ -392,6 +392,7 @@ class Client:
             raise ValueError(f'era must be "modern" or "legacy", not {era!r}')
         self._owns_server = isinstance(server, str)  # loaded here: shut down here
         self.server: Server = load_target(server) if isinstance(server, str) else server
+        self.server.middleware.trace_if_configured()
         self.era = era
         self.protocol_version = revision or (PROTOCOL_VERSION if era == MODERN else LEGACY_VERSIONS[0])
         self.client_info = client_info or {"name": "mcpserver-testing", "version": "1"}

@@ -302,3 +302,29 @@ def test_the_same_under_gunicorn_with_create_app(issuer, tmp_path):
         for _ in range(4):  # whichever worker answers
             body = post_with(server, call("whoami"), token)[2]
             assert body["result"]["structuredContent"]["subject"] == "alice"
+
+
+# --- /readyz: the authorization server's keys --------------------------------------------------------------------
+
+def readiness_within(server, status, saying="", timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = server.post(method="GET", path="/readyz", headers={})
+        if (answer[0] == status and saying in answer[2].decode()) or time.monotonic() > deadline:
+            return answer[0], answer[2].decode()
+        time.sleep(0.1)
+
+
+def test_readiness_waits_for_the_authorization_servers_keys(issuer):
+    fetches = issuer.jwks_fetches
+    with oauth_server(issuer, "--health") as server:
+        assert readiness_within(server, 200) == (200, "ready\n")  # no token asked for
+        assert issuer.jwks_fetches > fetches  # fetched by the readiness check: no client had asked yet
+
+    class Nowhere:
+        issuer = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+
+    with oauth_server(Nowhere, "--health") as server:
+        status, why = readiness_within(server, 503, "keys")
+        assert status == 503 and why.startswith("not ready: the authorization server's keys are not here"), why
+        assert server.post(method="GET", path="/healthz", headers={})[0] == 200

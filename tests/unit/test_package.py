@@ -95,7 +95,9 @@ LAYERS = (
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     ("http._head",),  # a request head, parsed: no socket, no state
     ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
-    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_middleware"),
+    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1"),
+    ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
+    ("_middleware",),
     ("schema._derive", "_subscriptions"),
     # OAuth, the resource server's side: JOSE, the principal and refusals, fetching, validators, the entry point
     ("auth._jose",), ("auth._principal",), ("auth._fetch",), ("auth._validators",), ("auth._resource",), ("auth",),
@@ -114,9 +116,10 @@ LAYERS = (
     ("legacy._shaping",), ("legacy._sessions",), ("legacy._dispatch",), ("legacy",),
     ("protocol",),
     ("stdio", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
-    # HTTP, the MCP part: answers, a legacy session's resumable channels, streams, the legacy sessions, the app,
-    # serving it; then the folder
-    ("http._response",), ("http._channel",), ("http._stream",), ("http._sessions",), ("http._app",), ("http._serving",),
+    # HTTP, the MCP part: answers (and the metrics and health routes), a legacy session's resumable channels,
+    # streams, the legacy sessions, the app, serving it; then the folder
+    ("http._response", "http._metrics", "http._health"), ("http._channel",), ("http._stream",), ("http._sessions",),
+    ("http._app",), ("http._serving",),
     ("http",),
     ("_run",),
     # the command line's other commands: client entries and bundles below the commands, dev beside them

@@ -77,6 +77,7 @@ TOKEN_FILE_ENVIRONMENT = _environment.TOKEN_FILE
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 _SCREENED = "mcpserver.http.screened"  # environ key: what screen() learned, for __call__
 _STATIC_TOKEN = "static token"  # the principal key every holder of the one static token shares
+METRICS_PATH = "/metrics"  # where Prometheus looks by default
 
 
 def is_loopback(host: str) -> bool:
@@ -213,8 +214,13 @@ class McpApp:
                  loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                  max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
-                 max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL):
-        """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise."""
+                 max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
+                 metrics: bool = False, metrics_dir: Optional[str] = None, public_metrics: bool = False,
+                 health: bool = False, log_health: bool = False):
+        """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise. `metrics` serves
+        GET /metrics (mcpserver.http._metrics), authenticated as the endpoint is unless `public_metrics`;
+        `metrics_dir` is the directory several processes (gunicorn's workers) combine their figures in. `health`
+        serves /healthz and /readyz to anyone (mcpserver.http._health), in the access log only with `log_health`."""
         if not path.startswith("/"):
             raise ConfigError(f"the endpoint path must start with '/', not {path!r}")
         if oauth is not None and token:
@@ -245,6 +251,19 @@ class McpApp:
         self.max_body_bytes = max_body_bytes
         self._listens = _ListenSlots(max_listeners_per_peer, max_listeners_per_principal)
         self.sessions = Sessions(self)  # the legacy era's (LEGACY.md §4)
+        server.middleware.trace_if_configured()
+        self.public_metrics = public_metrics
+        self.health = None
+        if health:  # the built-in server's loop answers `immediate` paths itself, without a worker
+            from ._health import Health
+
+            self.health = Health(self, log_health)
+            self.immediate = self.health.immediate()
+        self.metrics = None
+        if metrics or metrics_dir:
+            from ._metrics import measure
+
+            self.metrics = measure(self, metrics_dir)
 
     def _origin_allowed(self, origin: str) -> bool:
         if origin.rstrip("/") in self.allowed_origins:
@@ -283,6 +302,10 @@ class McpApp:
         self.server.shutdown()
 
     def _log(self, environ: dict[str, Any], status: str, started: float) -> None:
+        if self.health is not None and environ.get("PATH_INFO") in self.immediate:
+            return  # a probe, not a client: Health logs its answers itself, when asked to
+        if self.metrics is not None and status[0] in "45":
+            self.metrics.refused(status[:3])
         if not access_log.enabled(20):  # --log-level warning: the line's fields are not even gathered
             return
         access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),
@@ -312,7 +335,11 @@ class McpApp:
     def _admit(self, environ: dict[str, Any]) -> Admitted:
         """The checks on the head, in order; Refused for the first that fails."""
         path = environ.get("PATH_INFO", "")
-        if path != self.path:
+        if self.health is not None and path in self.immediate:  # a probe: anyone may ask, nothing is checked
+            probed = self.immediate[path](environ.get("REQUEST_METHOD", ""), environ.get("REMOTE_ADDR", "-"))
+            raise Refused(Response(int(probed[0][:3]), probed[1], probed[2]))
+        scrape = path == METRICS_PATH and self.metrics is not None
+        if path != self.path and not scrape:
             if self.oauth is not None and path in self.oauth.metadata_paths:
                 raise Refused(self._resource_metadata(environ.get("REQUEST_METHOD")))
             raise refused(404, f"Not found: the MCP endpoint is {self.path}")
@@ -323,12 +350,12 @@ class McpApp:
         if origin is not None and not self._origin_allowed(origin):
             raise refused(403, f"Origin {printable(origin)!r} is not allowed")
         method = environ.get("REQUEST_METHOD")
+        if scrape:
+            raise Refused(self._scraped(environ, method))
         if method != "POST" and not (method in ("GET", "DELETE") and "HTTP_MCP_SESSION_ID" in environ):
             raise refused(405, "The MCP endpoint accepts POST (and, in a legacy session, GET and DELETE)",
                            ("Allow", "POST"))
-        if self.behind_proxy and _last(environ.get("HTTP_X_FORWARDED_PROTO", "")).lower() != "https":
-            raise refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
-                           "with X-Forwarded-Proto: https")
+        self._check_proxy(environ)
         principal, principal_key = self._authenticate(environ)
         if method != "POST":  # a session's GET or DELETE: no body
             return Admitted(_accepted(environ.get("HTTP_ACCEPT", "*/*")), 0, principal, principal_key)
@@ -338,6 +365,11 @@ class McpApp:
         if accepted.isdisjoint(_JSON_ANSWERABLE):
             raise refused(406, "Responses are application/json; accept it")
         return Admitted(accepted, self._declared_length(environ), principal, principal_key)
+
+    def _check_proxy(self, environ: dict[str, Any]) -> None:
+        if self.behind_proxy and _last(environ.get("HTTP_X_FORWARDED_PROTO", "")).lower() != "https":
+            raise refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
+                           "with X-Forwarded-Proto: https")
 
     def serve_request(self, request: protocol.Request, environ: dict[str, Any],
                       admitted: Admitted) -> Union[Response, Stream]:
@@ -401,6 +433,20 @@ class McpApp:
             return self.oauth.authenticate(environ.get("HTTP_AUTHORIZATION"))
         except self._auth_error as denied:
             raise refused(denied.status, denied.description, *denied.headers()) from None
+
+    def _scraped(self, environ: dict[str, Any], method: Any) -> Response:
+        """GET /metrics: authenticated as the endpoint is (Refused if not), unless the metrics are public."""
+        assert self.metrics is not None
+        if method not in ("GET", "HEAD"):
+            return Response.plain(405, "The metrics are read with GET", ("Allow", "GET, HEAD"))
+        if not self.public_metrics:
+            self._check_proxy(environ)
+            self._authenticate(environ)
+        from ._metrics import CONTENT_TYPE
+
+        body = self.metrics.render()
+        return Response(200, [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body))),
+                              ("Cache-Control", "no-store")], body if method == "GET" else b"")
 
     def _resource_metadata(self, method: Any) -> Response:
         """The RFC 9728 document: public, so any origin may read it (browser clients discover with it)."""
@@ -474,10 +520,14 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
                oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
                max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
-               task_store: Any = None) -> McpApp:
+               task_store: Any = None, metrics: bool = False, metrics_dir: Optional[str] = None,
+               public_metrics: bool = False, health: bool = False, log_health: bool = False) -> McpApp:
     """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's, and
     `task_store` is where task tools keep their tasks (as --task-store: the path of an SQLite file, which
     every worker on the host shares, or a postgresql:// URL; each worker opens it when it first needs it).
+    `metrics=True` serves GET /metrics; under several workers give them `metrics_dir` (or
+    $MCPSERVER_METRICS_DIR), an empty directory they share, so that any of them answers for all. `health=True`
+    serves /healthz and /readyz, with no token.
 
     The token is `token`, else the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
@@ -496,4 +546,6 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
     return McpApp(target, path=path, token=token, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
                   loopback=loopback, insecure_no_auth=insecure_no_auth, max_body_bytes=max_body_bytes, oauth=oauth,
                   behind_proxy=behind_proxy, max_listeners_per_peer=max_listeners_per_peer,
-                  max_listeners_per_principal=max_listeners_per_principal)
+                  max_listeners_per_principal=max_listeners_per_principal, metrics=metrics,
+                  metrics_dir=metrics_dir or (os.environ.get(_environment.METRICS_DIR) if metrics else None),
+                  public_metrics=public_metrics, health=health, log_health=log_health)

@@ -68,6 +68,8 @@ class Sessions:
         except ValueError as too_large:
             refused = InvalidParams(f"Invalid params: {too_large}")
             return Response.json(protocol.Refusal(refused, request.id).reply)
+        if self.app.metrics is not None:
+            self.app.metrics.session_opened()
         response = Response.json(reply)
         response.headers.append((HEADER_SESSION, session_id))
         return response
