@@ -21,7 +21,7 @@ from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, Optional, TypeVar, Union
+    from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar, Union
     F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["Prompt", "Resource", "ResourceNotFound", "ResourceTemplate", "Server"]
@@ -44,14 +44,16 @@ class Server:
     def __init__(self, name: str, version: str = "0.0.0", *, title: Optional[str] = None,
                  instructions: Optional[str] = None, ttl_ms: int = DEFAULT_TTL_MS, cache_scope: str = "public",
                  page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
-                 state_key: Optional[str] = None, state_ttl: float = DEFAULT_STATE_TTL,
+                 state_key: Union[str, Sequence[str], None] = None, state_ttl: float = DEFAULT_STATE_TTL,
                  max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = (), task_store: Any = None):
-        """`state_key` seals the requestState of input_required rounds (default $MCPSERVER_STATE_KEY, else
-        a key of this process only); `state_ttl` is how many seconds a client may take to answer;
-        `max_listeners` bounds the subscriptions/listen streams open at once; `offers` names categories
-        ("tools", "resources", "prompts") to declare even while they are empty, for a server that adds
-        them at run time; `task_store` keeps the tasks of task tools: None or "memory" (this process),
-        the path of an SQLite file (every process on the host, across restarts) or a postgresql:// URL."""
+        """`state_key` seals the requestState of input_required rounds and legacy session ids: a key, or keys
+        with the sealing one first, the others still opening what they sealed (default $MCPSERVER_STATE_KEY,
+        $MCPSERVER_STATE_KEYS or $MCPSERVER_STATE_KEYS_FILE, else a key of this process only); `state_ttl` is
+        how many seconds a client may take to answer; `max_listeners` bounds the subscriptions/listen streams
+        open at once; `offers` names categories ("tools", "resources", "prompts") to declare even while they
+        are empty, for a server that adds them at run time; `task_store` keeps the tasks of task tools: None
+        or "memory" (this process), the path of an SQLite file (every process on the host, across restarts)
+        or a postgresql:// URL."""
         if not isinstance(name, str) or not name:
             raise ConfigError("a server needs a non-empty name")
         if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
