@@ -117,6 +117,11 @@ OPTIONS = (
            metavar="PATH"),
     Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
            "second signal stops at once", metavar="SECONDS"),
+    Option("--max-listen-seconds", _timeout, "end each subscriptions/listen stream (and a legacy session's GET "
+           "stream) after this long with its graceful result, so the client listens again (default: no bound)",
+           metavar="SECONDS"),
+    Option("--no-listen", bool, "serve no subscriptions/listen streams, and say so in server/discover and "
+           "initialize (no listChanged, no subscribe): for a server whose lists never change"),
     Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
     Option("--host", _host, "address to bind (default 127.0.0.1)", default="127.0.0.1", metavar="HOST",
            group=HTTP_GROUP),
@@ -430,6 +435,10 @@ def _open_task_store(server: Any) -> None:
 def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]) -> int:
     from ._run import run
 
+    if args.max_listen_seconds is not None:
+        server.subscriptions.max_seconds = args.max_listen_seconds
+    if args.no_listen:
+        server.subscriptions.enabled = False
     if not args.http:
         stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
                                                        ("grace_seconds", args.grace)) if value is not None}

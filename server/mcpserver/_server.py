@@ -113,12 +113,13 @@ class Server:
         """What this server offers. A change of its lists, and resource_updated(), reach listeners that asked
         (subscriptions/listen), so listChanged and subscribe are true wherever the category exists."""
         capabilities: dict[str, Any] = {}
+        live = self.subscriptions.enabled  # without listen streams (--no-listen) no change is ever told
         if self.offers_capability("tools"):
-            capabilities["tools"] = {"listChanged": True}
+            capabilities["tools"] = {"listChanged": True} if live else {}
         if self.offers_capability("resources"):
-            capabilities["resources"] = {"subscribe": True, "listChanged": True}
+            capabilities["resources"] = {"subscribe": True, "listChanged": True} if live else {}
         if self.offers_capability("prompts"):
-            capabilities["prompts"] = {"listChanged": True}
+            capabilities["prompts"] = {"listChanged": True} if live else {}
         if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
             capabilities["completions"] = {}
         if any(tool.task != "never" for tool in self.tools.values()):

@@ -300,8 +300,8 @@ class _Session:
             try:
                 final = listening.close()
                 if final.response is not None and flight.finish(lambda: self._answer(final)):
-                    self.write({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                "params": {"requestId": request.id, "reason": "the server is shutting down"}})
+                    self.write({"jsonrpc": "2.0", "method": "notifications/cancelled",  # shutdown, or its time bound
+                                "params": {"requestId": request.id, "reason": "the server ended the subscription"}})
                 else:
                     flight.finish()
             finally:

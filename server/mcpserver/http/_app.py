@@ -474,10 +474,11 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
                oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
                max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
-               task_store: Any = None) -> McpApp:
+               task_store: Any = None, max_listen_seconds: Optional[float] = None, listen: bool = True) -> McpApp:
     """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's, and
     `task_store` is where task tools keep their tasks (as --task-store: the path of an SQLite file, which
     every worker on the host shares, or a postgresql:// URL; each worker opens it when it first needs it).
+    `max_listen_seconds` and `listen=False` are --max-listen-seconds and --no-listen.
 
     The token is `token`, else the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
@@ -491,6 +492,11 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
         target = load_target(target)
     if task_store is not None:
         target.task_store = task_store
+    if max_listen_seconds is not None:
+        if not 0 < max_listen_seconds < float("inf"):
+            raise ConfigError(f"max_listen_seconds must be a positive number of seconds, not {max_listen_seconds!r}")
+        target.subscriptions.max_seconds = max_listen_seconds
+    target.subscriptions.enabled = target.subscriptions.enabled and listen
     if oauth is None:
         token = resolve_token(token, token_file)
     return McpApp(target, path=path, token=token, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,

@@ -105,10 +105,17 @@ class Sessions:
 
     def _stream(self, peer: LegacyPeer, environ: dict[str, Any], admitted: Admitted) -> Union[Response, Stream]:
         """GET: the session's standalone stream, for what concerns no request (list changes, updates)."""
+        subscriptions = self.app.server.subscriptions
+        if not subscriptions.enabled:  # --no-listen: nothing would ever be sent on it (LEGACY.md: 405)
+            return Response.plain(405, "This server sends no notifications: there is no standalone stream",
+                                  ("Allow", "POST, DELETE"))
         if admitted.accepted.isdisjoint(STREAMED):
             return Response.plain(406, "The standalone stream is text/event-stream; accept it")
         try:
             release = self.app.listen_slot(environ, admitted)
         except InternalError as full:
             return Response.plain(503, full.message, ("Retry-After", "1"))
-        return Stream(self.app.server, None, {}, environ, admitted.principal, release, peer=peer)
+        stream = Stream(self.app.server, None, {}, environ, admitted.principal, release, peer=peer)
+        if subscriptions.max_seconds is not None:  # bounded as a listen stream is; the client opens another
+            stream.end_after(subscriptions.max_seconds)
+        return stream
