@@ -62,6 +62,14 @@ def _timeout(text: str) -> float:
     return number
 
 
+def _rate(text: str) -> str:
+    """A rate limit, checked here so a typo is refused with the others (mcpserver._ratelimit says what one is)."""
+    from ._ratelimit import Rate
+
+    Rate(text)
+    return text
+
+
 def _host(text: str) -> str:
     """An address or a host name, refused here when it is neither: else the authentication check, which
     sees anything that is not loopback as a public address, is the one that complains, and about a token."""
@@ -149,6 +157,11 @@ OPTIONS = (
            "(default 32)", metavar="N", group=HTTP_GROUP),
     Option("--max-listeners-per-principal", _positive, "subscriptions/listen streams one OAuth subject, or the "
            "holders of the static token, may hold (default 128)", metavar="N", group=HTTP_GROUP),
+    Option("--rate-limit", _rate, "requests each client may make: N/s, N/m or N/h, per OAuth subject or static token, "
+           "else per address (behind --behind-proxy, the nearest proxy's X-Forwarded-For entry); beyond, 429 with "
+           "Retry-After (default: no limit)", metavar="RATE", group=HTTP_GROUP),
+    Option("--burst", _positive, "requests a client may make at once under --rate-limit (default: its N)",
+           metavar="N", group=HTTP_GROUP),
     Option("--read-timeout", _timeout, "drop a client that idles this long on keep-alive or takes longer to send "
            "a body (default 30)", metavar="SECONDS", group=HTTP_GROUP),
     Option("--header-timeout", _timeout, "drop a client whose request head takes longer than this to arrive "
@@ -454,6 +467,7 @@ def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]
                                             ("max_listeners", args.max_listeners),
                                             ("max_listeners_per_peer", args.max_listeners_per_peer),
                                             ("max_listeners_per_principal", args.max_listeners_per_principal),
+                                            ("rate_limit", args.rate_limit), ("burst", args.burst),
                                             ("read_timeout", args.read_timeout),
                                             ("header_timeout", args.header_timeout),
                                             ("grace_seconds", args.grace)) if value is not None}

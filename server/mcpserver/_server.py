@@ -167,19 +167,29 @@ class Server:
              description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
              output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
              icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
-             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never") -> Any:
+             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
+             rate_limit: Optional[str] = None) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
         Literal, Enum, defaults) unless `input_schema` is given; its description from the docstring.
         `requires_client_capabilities`: a client that lacks one gets -32021. `task`: "optional" or
         "required" runs a call as a task the client polls (the Tasks extension; see the README).
+        `rate_limit`: "N/s", "N/m" or "N/h" calls per caller (mcpserver._ratelimit), then -32603 (HTTP 429).
         """
         def register(function: F) -> F:
-            self.add_tool(function_tool(function, name=name, title=title, description=description,
-                                        input_schema=input_schema, output_schema=output_schema,
-                                        annotations=annotations, icons=icons, meta=meta,
-                                        requires_client_capabilities=requires_client_capabilities, task=task))
+            if rate_limit is not None:  # refused before anything is registered
+                from ._ratelimit import parse_rate  # only servers with a limited tool load it
+
+                rate = parse_rate(rate_limit)
+            tool = self.add_tool(function_tool(function, name=name, title=title, description=description,
+                                               input_schema=input_schema, output_schema=output_schema,
+                                               annotations=annotations, icons=icons, meta=meta,
+                                               requires_client_capabilities=requires_client_capabilities, task=task))
+            if rate_limit is not None:
+                from ._ratelimit import tool_limits
+
+                tool_limits(self).limit(tool.name, rate)
             return function
 
         return register(fn) if fn is not None else register

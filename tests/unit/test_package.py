@@ -95,7 +95,8 @@ LAYERS = (
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     ("http._head",),  # a request head, parsed: no socket, no state
     ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
-    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_middleware", "_deadlines"),
+    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_middleware", "_deadlines",
+     "_ratelimit"),
     ("schema._derive", "_subscriptions"),
     # OAuth, the resource server's side: JOSE, the principal and refusals, fetching, validators, the entry point
     ("auth._jose",), ("auth._principal",), ("auth._fetch",), ("auth._validators",), ("auth._resource",), ("auth",),

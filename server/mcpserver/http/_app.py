@@ -50,7 +50,7 @@ from .._server import Server
 from .._wire import status_line
 from ..errors import ConfigError, InternalError
 from ..legacy import opens_legacy
-from ._response import Refused, Response, printable, refused
+from ._response import Refused, Response, json_parts, printable, refused
 from ._sessions import Sessions, modern
 from ._stream import STREAMED, Stream
 
@@ -213,8 +213,10 @@ class McpApp:
                  loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                  max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
-                 max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL):
-        """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise."""
+                 max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
+                 rate_limit: Optional[str] = None, burst: Optional[int] = None):
+        """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise. `rate_limit`
+        ("N/s", "N/m", "N/h") and `burst` bound each principal's requests, or each peer's when anonymous."""
         if not path.startswith("/"):
             raise ConfigError(f"the endpoint path must start with '/', not {path!r}")
         if oauth is not None and token:
@@ -244,6 +246,16 @@ class McpApp:
             if hosts or loopback else None)
         self.max_body_bytes = max_body_bytes
         self._listens = _ListenSlots(max_listeners_per_peer, max_listeners_per_principal)
+        self._rates: Any = None  # mcpserver._ratelimit.Buckets, imported only by a server that limits rates
+        if rate_limit is not None:
+            from .._ratelimit import Buckets, Rate
+
+            try:
+                self._rates = Buckets(Rate(rate_limit, burst))
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        elif burst is not None:
+            raise ConfigError("a burst needs a rate limit (--rate-limit N/s, N/m or N/h)")
         self.sessions = Sessions(self)  # the legacy era's (LEGACY.md §4)
 
     def _origin_allowed(self, origin: str) -> bool:
@@ -330,6 +342,8 @@ class McpApp:
             raise refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
                            "with X-Forwarded-Proto: https")
         principal, principal_key = self._authenticate(environ)
+        if self._rates is not None:  # who is counted needs authentication; the body is not waited for
+            self._limit_rate(principal_key or f"peer {self._peer(environ)}")
         if method != "POST":  # a session's GET or DELETE: no body
             return Admitted(_accepted(environ.get("HTTP_ACCEPT", "*/*")), 0, principal, principal_key)
         if _media_type(environ.get("CONTENT_TYPE", "")) != "application/json":
@@ -338,6 +352,17 @@ class McpApp:
         if accepted.isdisjoint(_JSON_ANSWERABLE):
             raise refused(406, "Responses are application/json; accept it")
         return Admitted(accepted, self._declared_length(environ), principal, principal_key)
+
+    def _limit_rate(self, key: str) -> None:
+        """Refused with 429, Retry-After and a JSON-RPC error saying why, when `key` has no token left."""
+        wait = self._rates.take(key)
+        if wait:
+            from .._ratelimit import rate_limited
+
+            limited = rate_limited(self._rates.rate, wait, "per client")
+            headers, body = json_parts(protocol.Refusal(limited).reply)
+            retry_after = str(limited.to_error()["data"]["retryAfterSeconds"])
+            raise Refused(Response(429, [*headers, ("Retry-After", retry_after)], body))
 
     def serve_request(self, request: protocol.Request, environ: dict[str, Any],
                       admitted: Admitted) -> Union[Response, Stream]:
@@ -474,7 +499,8 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
                oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
                max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
-               task_store: Any = None, max_listen_seconds: Optional[float] = None, listen: bool = True) -> McpApp:
+               task_store: Any = None, max_listen_seconds: Optional[float] = None, listen: bool = True,
+               rate_limit: Optional[str] = None, burst: Optional[int] = None) -> McpApp:
     """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's, and
     `task_store` is where task tools keep their tasks (as --task-store: the path of an SQLite file, which
     every worker on the host shares, or a postgresql:// URL; each worker opens it when it first needs it).
@@ -502,4 +528,4 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
     return McpApp(target, path=path, token=token, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
                   loopback=loopback, insecure_no_auth=insecure_no_auth, max_body_bytes=max_body_bytes, oauth=oauth,
                   behind_proxy=behind_proxy, max_listeners_per_peer=max_listeners_per_peer,
-                  max_listeners_per_principal=max_listeners_per_principal)
+                  max_listeners_per_principal=max_listeners_per_principal, rate_limit=rate_limit, burst=burst)
