@@ -113,7 +113,8 @@ LAYERS = (
     ("protocol",),
     ("stdio", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
     # HTTP, the MCP part: answers and streams, the legacy sessions, the app, serving it; then the folder
-    ("http._response",), ("http._stream",), ("http._sessions",), ("http._app",), ("http._serving",), ("http",),
+    ("http._response",), ("http._stream", "http._cors"), ("http._sessions",), ("http._app",), ("http._serving",),
+    ("http",),
     ("_run",),
     # the command line's other commands: client entries and bundles below the commands, dev beside them
     ("cli._clients", "cli._bundle"), ("cli._commands", "cli._dev"), ("cli",),

@@ -50,6 +50,7 @@ from .._server import Server
 from .._wire import status_line
 from ..errors import ConfigError, InternalError
 from ..legacy import opens_legacy
+from ._cors import Cors
 from ._response import Refused, Response, json_parts, printable, refused
 from ._sessions import Sessions, modern
 from ._stream import STREAMED, Stream
@@ -239,6 +240,7 @@ class McpApp:
         self.behind_proxy = behind_proxy
         self.insecure_no_auth = insecure_no_auth
         self.allowed_origins = {origin.rstrip("/") for origin in allowed_origins}
+        self._cors: Optional[Cors] = Cors(self.allowed_origins, path) if self.allowed_origins else None
         self.loopback = loopback
         hosts = list(allowed_hosts or ())
         self.allowed_hosts: Optional[set[str]] = (
@@ -273,6 +275,8 @@ class McpApp:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
+        if self._cors is not None:  # a browser client's answer says which page may read it
+            start_response = self._cors.wrap(environ, start_response)
         try:
             answer: Union[Response, Stream] = self._answer(environ)
         except Refused as refused:
@@ -287,7 +291,8 @@ class McpApp:
             environ[_SCREENED] = self._admit(environ)
         except Refused as refused:
             self._log(environ, status_line(refused.response.status), started)
-            return refused.response.wsgi()
+            status, headers, body = refused.response.wsgi()
+            return status, headers + self._cors.headers(environ) if self._cors is not None else headers, body
         return None
 
     def shutdown(self) -> None:
@@ -335,6 +340,10 @@ class McpApp:
         if origin is not None and not self._origin_allowed(origin):
             raise refused(403, f"Origin {printable(origin)!r} is not allowed")
         method = environ.get("REQUEST_METHOD")
+        if method == "OPTIONS" and self._cors is not None:  # a browser's preflight comes without credentials
+            preflight = self._cors.preflight(environ)
+            if preflight is not None:
+                raise Refused(preflight)
         if method != "POST" and not (method in ("GET", "DELETE") and "HTTP_MCP_SESSION_ID" in environ):
             raise refused(405, "The MCP endpoint accepts POST (and, in a legacy session, GET and DELETE)",
                            ("Allow", "POST"))
