@@ -28,6 +28,10 @@ Rules of this module:
   X-Forwarded-For entry behind a proxy) and per principal (an OAuth subject; a static token is
   one principal for everyone who holds it), below the server's own bound for all of them, so
   one client cannot take them all (-32603, HTTP 503, saying which bound).
+- CORS (mcpserver.http._cors): only origins named in allowed_origins get CORS headers; their preflight is
+  answered after the Host and Origin checks and before authentication, which a preflight cannot pass.
+- rate_limit: a token bucket per principal, or per peer when anonymous (mcpserver._ratelimit), checked on
+  the head once authentication says who it is: 429 with Retry-After and a JSON-RPC error, no body read.
 - Streams (progress, subscriptions/listen) are pushed when the server says it can drive them
   (environ["mcpserver.push"], the built-in server): then they hold no thread while they wait.
   Under any other WSGI server they are iterated, blocking, as WSGI expects.
