@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-test: $(VENV)/.installed task-store-tools pypy-tools
+test: $(VENV)/.installed task-store-tools pypy-tools lab-browser  # tests/http's CORS test loads pages in Chromium
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
 	  tests/clients tests/extensions tests/fuzz tests/task_store tests/recipes tests/bench
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported w
     from ._loader import load_target
     from ._middleware import Call, Middleware
     from ._prompts import Prompt
+    from ._ratelimit import ToolRateLimits
     from ._resources import Resource, ResourceNotFound, ResourceTemplate
     from ._run import run
     from ._server import Server
@@ -43,6 +44,7 @@ __all__ = [
     "Server",
     "Tool",
     "ToolError",
+    "ToolRateLimits",
     "ToolResult",
     "__version__",
     "content",
@@ -58,8 +60,8 @@ _HOMES = {
     "Context": "._context", "Middleware": "._middleware", "Prompt": "._prompts", "ProtocolError": ".errors",
     "Resource": "._resources",
     "ResourceNotFound": "._resources", "ResourceTemplate": "._resources", "Server": "._server", "Tool": "._tools",
-    "ToolError": "._tools", "ToolResult": "._tools", "__version__": "._version", "content": None,
-    "inputs": None, "load_target": "._loader", "run": "._run",
+    "ToolError": "._tools", "ToolRateLimits": "._ratelimit", "ToolResult": "._tools", "__version__": "._version",
+    "content": None, "inputs": None, "load_target": "._loader", "run": "._run",
 }
 
 

@@ -62,6 +62,14 @@ def _timeout(text: str) -> float:
     return number
 
 
+def _rate(text: str) -> str:
+    """A rate limit, checked here so a typo is refused with the others (mcpserver._ratelimit says what one is)."""
+    from ._ratelimit import Rate
+
+    Rate(text)
+    return text
+
+
 def _host(text: str) -> str:
     """An address or a host name, refused here when it is neither: else the authentication check, which
     sees anything that is not loopback as a public address, is the one that complains, and about a token."""
@@ -121,6 +129,11 @@ OPTIONS = (
            "(the Skills extension)", metavar="DIR"),
     Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
            "second signal stops at once", metavar="SECONDS"),
+    Option("--max-listen-seconds", _timeout, "end each subscriptions/listen stream (and a legacy session's GET "
+           "stream) after this long with its graceful result, so the client listens again (default: no bound)",
+           metavar="SECONDS"),
+    Option("--no-listen", bool, "serve no subscriptions/listen streams, and say so in server/discover and "
+           "initialize (no listChanged, no subscribe): for a server whose lists never change"),
     Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
     Option("--host", _host, "address to bind (default 127.0.0.1)", default="127.0.0.1", metavar="HOST",
            group=HTTP_GROUP),
@@ -148,6 +161,11 @@ OPTIONS = (
            "(default 32)", metavar="N", group=HTTP_GROUP),
     Option("--max-listeners-per-principal", _positive, "subscriptions/listen streams one OAuth subject, or the "
            "holders of the static token, may hold (default 128)", metavar="N", group=HTTP_GROUP),
+    Option("--rate-limit", _rate, "requests each client may make: N/s, N/m or N/h, per OAuth subject or static token, "
+           "else per address (behind --behind-proxy, the nearest proxy's X-Forwarded-For entry); beyond, 429 with "
+           "Retry-After (default: no limit)", metavar="RATE", group=HTTP_GROUP),
+    Option("--burst", _positive, "requests a client may make at once under --rate-limit (default: its N)",
+           metavar="N", group=HTTP_GROUP),
     Option("--read-timeout", _timeout, "drop a client that idles this long on keep-alive or takes longer to send "
            "a body (default 30)", metavar="SECONDS", group=HTTP_GROUP),
     Option("--header-timeout", _timeout, "drop a client whose request head takes longer than this to arrive "
@@ -450,6 +468,10 @@ def _open_task_store(server: Any) -> None:
 def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]) -> int:
     from ._run import run
 
+    if args.max_listen_seconds is not None:
+        server.subscriptions.max_seconds = args.max_listen_seconds
+    if args.no_listen:
+        server.subscriptions.enabled = False
     if not args.http:
         stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
                                                        ("grace_seconds", args.grace)) if value is not None}
@@ -465,6 +487,7 @@ def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]
                                             ("max_listeners", args.max_listeners),
                                             ("max_listeners_per_peer", args.max_listeners_per_peer),
                                             ("max_listeners_per_principal", args.max_listeners_per_principal),
+                                            ("rate_limit", args.rate_limit), ("burst", args.burst),
                                             ("read_timeout", args.read_timeout),
                                             ("header_timeout", args.header_timeout),
                                             ("grace_seconds", args.grace)) if value is not None}

@@ -299,7 +299,12 @@ def _complete(server: Server, params: dict[str, Any], context: Context) -> dict[
 def _listen(server: Server, params: dict[str, Any], context: Context) -> Listening:
     """subscriptions/listen: open the listener and acknowledge; the stream then stays open until
     cancelled (nothing more is sent) or the server shuts down (the graceful result is the answer).
-    Notifications go out through the flight."""
+    Notifications go out through the flight. Under a time bound (server.subscriptions.max_seconds) it
+    ends then as at shutdown, with the graceful result (spec #3171: the client knows to listen again)."""
+    if not server.subscriptions.enabled:
+        raise MethodNotFound("Method not found: subscriptions/listen", data={
+            "reason": "this server serves no subscriptions/listen streams: its capabilities name no list "
+                      "changes or subscriptions to listen for"})
     wanted = params.get("notifications")
     if not isinstance(wanted, dict):
         raise InvalidParams('Invalid params: "notifications" must be an object (a SubscriptionFilter)')
@@ -322,6 +327,10 @@ def _listen(server: Server, params: dict[str, Any], context: Context) -> Listeni
                         set(served), context.flight, frozenset(tasks))
     server.subscriptions.open(listener)
     context.on_cancel(listener.ended.set)
+    if server.subscriptions.max_seconds is not None:
+        from . import _deadlines
+
+        listener.on_end(_deadlines.after(server.subscriptions.max_seconds, listener.ended.set))
     listener.send("notifications/subscriptions/acknowledged", {"notifications": honoured})
     return Listening(server, listener, context)
 

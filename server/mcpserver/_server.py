@@ -21,7 +21,7 @@ from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, Optional, TypeVar, Union
+    from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar, Union
     F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["Prompt", "Resource", "ResourceNotFound", "ResourceTemplate", "Server"]
@@ -44,14 +44,16 @@ class Server:
     def __init__(self, name: str, version: str = "0.0.0", *, title: Optional[str] = None,
                  instructions: Optional[str] = None, ttl_ms: int = DEFAULT_TTL_MS, cache_scope: str = "public",
                  page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
-                 state_key: Optional[str] = None, state_ttl: float = DEFAULT_STATE_TTL,
+                 state_key: Union[str, Sequence[str], None] = None, state_ttl: float = DEFAULT_STATE_TTL,
                  max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = (), task_store: Any = None):
-        """`state_key` seals the requestState of input_required rounds (default $MCPSERVER_STATE_KEY, else
-        a key of this process only); `state_ttl` is how many seconds a client may take to answer;
-        `max_listeners` bounds the subscriptions/listen streams open at once; `offers` names categories
-        ("tools", "resources", "prompts") to declare even while they are empty, for a server that adds
-        them at run time; `task_store` keeps the tasks of task tools: None or "memory" (this process),
-        the path of an SQLite file (every process on the host, across restarts) or a postgresql:// URL."""
+        """`state_key` seals the requestState of input_required rounds and legacy session ids: a key, or keys
+        with the sealing one first, the others still opening what they sealed (default $MCPSERVER_STATE_KEY,
+        $MCPSERVER_STATE_KEYS or $MCPSERVER_STATE_KEYS_FILE, else a key of this process only); `state_ttl` is
+        how many seconds a client may take to answer; `max_listeners` bounds the subscriptions/listen streams
+        open at once; `offers` names categories ("tools", "resources", "prompts") to declare even while they
+        are empty, for a server that adds them at run time; `task_store` keeps the tasks of task tools: None
+        or "memory" (this process), the path of an SQLite file (every process on the host, across restarts)
+        or a postgresql:// URL."""
         if not isinstance(name, str) or not name:
             raise ConfigError("a server needs a non-empty name")
         if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
@@ -111,12 +113,13 @@ class Server:
         """What this server offers. A change of its lists, and resource_updated(), reach listeners that asked
         (subscriptions/listen), so listChanged and subscribe are true wherever the category exists."""
         capabilities: dict[str, Any] = {}
+        live = self.subscriptions.enabled  # without listen streams (--no-listen) no change is ever told
         if self.offers_capability("tools"):
-            capabilities["tools"] = {"listChanged": True}
+            capabilities["tools"] = {"listChanged": True} if live else {}
         if self.offers_capability("resources"):
-            capabilities["resources"] = {"subscribe": True, "listChanged": True}
+            capabilities["resources"] = {"subscribe": True, "listChanged": True} if live else {}
         if self.offers_capability("prompts"):
-            capabilities["prompts"] = {"listChanged": True}
+            capabilities["prompts"] = {"listChanged": True} if live else {}
         if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
             capabilities["completions"] = {}
         extensions: dict[str, Any] = {}
@@ -172,7 +175,8 @@ class Server:
              output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
              icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
              requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
-             ui: Optional[str] = None, visibility: Optional[Iterable[str]] = None) -> Any:
+             ui: Optional[str] = None, visibility: Optional[Iterable[str]] = None,
+             rate_limit: Optional[str] = None) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
@@ -181,17 +185,26 @@ class Server:
         "required" runs a call as a task the client polls (the Tasks extension; see the README).
         `ui`: the app (server.app, registered first) a host shows its results in; `visibility`: who may
         call it, ["model", "app"] by default, ["app"] for a tool only its app calls (MCP Apps).
+        `rate_limit`: "N/s", "N/m" or "N/h" calls per caller (mcpserver._ratelimit), then -32603 (HTTP 429).
         """
         def register(function: F) -> F:
+            if rate_limit is not None:  # refused before anything is registered
+                from ._ratelimit import parse_rate  # only servers with a limited tool load it
+
+                rate = parse_rate(rate_limit)
             linked = meta
             if ui is not None or visibility is not None:
                 from ._apps import tool_meta  # MCP Apps load only for a server that links a tool to one
 
                 linked = tool_meta(meta, ui, visibility, self.resources, name or function.__name__)
-            self.add_tool(function_tool(function, name=name, title=title, description=description,
-                                        input_schema=input_schema, output_schema=output_schema,
-                                        annotations=annotations, icons=icons, meta=linked,
-                                        requires_client_capabilities=requires_client_capabilities, task=task))
+            tool = self.add_tool(function_tool(function, name=name, title=title, description=description,
+                                               input_schema=input_schema, output_schema=output_schema,
+                                               annotations=annotations, icons=icons, meta=linked,
+                                               requires_client_capabilities=requires_client_capabilities, task=task))
+            if rate_limit is not None:
+                from ._ratelimit import tool_limits
+
+                tool_limits(self).limit(tool.name, rate)
             return function
 
         return register(fn) if fn is not None else register

@@ -95,7 +95,7 @@ LAYERS = (
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     ("http._head",),  # a request head, parsed: no socket, no state
     ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
-    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1"),
+    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit"),
     ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
     ("_middleware",),
     ("schema._derive", "_subscriptions"),
@@ -117,9 +117,9 @@ LAYERS = (
     ("protocol",),
     ("stdio", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
     # HTTP, the MCP part: answers (and the metrics and health routes), a legacy session's resumable channels,
-    # streams, the legacy sessions, the app, serving it; then the folder
-    ("http._response", "http._metrics", "http._health"), ("http._channel",), ("http._stream",), ("http._sessions",),
-    ("http._app",), ("http._serving",),
+    # streams and CORS, the legacy sessions, the app, serving it; then the folder
+    ("http._response", "http._metrics", "http._health"), ("http._channel",), ("http._stream", "http._cors"),
+    ("http._sessions",), ("http._app",), ("http._serving",),
     ("http",),
     ("_run",),
     # the command line's other commands: client entries and bundles below the commands, dev beside them

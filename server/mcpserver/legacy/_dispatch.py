@@ -112,6 +112,9 @@ def _subscribe(server: Server, params: dict[str, Any], context: Context, subscri
     uri = params.get("uri")
     if not isinstance(uri, str):
         raise InvalidParams('Invalid params: "uri" must be a string')
+    if not server.subscriptions.enabled:  # --no-listen: the capabilities said no subscribe
+        raise MethodNotFound(f"Method not found: resources/{'subscribe' if subscribed else 'unsubscribe'}",
+                             data={"reason": "this server tells no one of changes: its capabilities say so"})
     if subscribed and not server.serves(uri):
         raise ResourceMissing("Resource not found", data={"uri": uri})
     assert context.peer is not None
