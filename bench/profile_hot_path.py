@@ -38,6 +38,7 @@ from mcpserver import http as mcp_http  # noqa: E402
 from mcpserver import stdio as mcp_stdio  # noqa: E402
 from mcpserver._loader import load_target  # noqa: E402
 from mcpserver.http import _server as _httpd  # noqa: E402
+from mcpserver.http._connection import Connection  # noqa: E402
 
 STDIO_REQUESTS = 20_000
 HTTP_REQUESTS = 5_000
@@ -130,7 +131,7 @@ def http_ours(requests: bytes) -> Callable[[], bytes]:
     httpd.poller.add(lender[0].fileno(), 0)
 
     def serve(sock: Any) -> None:
-        connection = _httpd._Connection(sock, ("127.0.0.1", 0), None)
+        connection = Connection(sock, ("127.0.0.1", 0), None)
         connection.buffer += requests  # all of them already read, as pipelined requests are
         connection.state = httpd._next_step(connection) or ""
         httpd._work(connection)

@@ -93,6 +93,8 @@ LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment", "_malloc"),
     ("http._head",),  # a request head, parsed: no socket, no state
+    ("http._poller",),  # readiness: epoll, or poll() where there is none
+    ("http._connection",),  # one client connection: its socket, buffers and state
     ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
     ("_context", "_validate", "_jose", "_state", "_completions", "_pypy", "_pid1"),
     ("_schema", "auth", "_subscriptions"),

@@ -71,7 +71,28 @@ from .._malloc import LARGE_BYTES, return_large_buffers
 from .._version import __version__
 from .._wire import DEFAULT_GRACE_SECONDS, status_line
 from ..errors import ConfigError
+from ._connection import (
+    BODY,
+    CLOSED,
+    DRAIN,
+    HANDSHAKE,
+    HEAD,
+    IDLE,
+    INFINITY,
+    LINGER,
+    QUEUED,
+    SCREEN,
+    STREAM,
+    WAITING,
+    WORKING,
+    WRITING,
+    Connection,
+    pending,
+    tls_eof,
+    would_block,
+)
 from ._head import MAX_HEAD_BYTES, Head, HttpError, parse_head
+from ._poller import HUNG_UP, IN, OUT, RDHUP, Poller
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
@@ -121,115 +142,14 @@ DELIVER_WAIT = 0.01
 # has just sent its answer is handed back a moment after its client can read it and connect again.
 FULL_HOUSE_GRACE = 0.05
 SWEEP_SECONDS = 0.25  # how often the loop looks for deadlines passed (and quiet push streams to poll)
-SEND_BYTES = 1 << 20  # the most one send() is given, so one slow reader's megabytes do not hold the loop
-RECV_BYTES = 65536
 SERVER_HEADER = f"mcpserver/{__version__}"
 
-# Event bits, the same for epoll and poll on Linux. PyPy's select module has no EPOLLRDHUP: Linux's value.
-_IN, _OUT, _ERR, _HUP = 0x001, 0x004, 0x008, 0x010
-_RDHUP = getattr(select, "EPOLLRDHUP", 0x2000)
-_ONESHOT = getattr(select, "EPOLLONESHOT", 1 << 30)
-_HUNG_UP = _ERR | _HUP
 _WAKEUP_FD = -1  # the key, among the replaced signal handlers, of the wakeup fd that was set before
 
-# A connection's states. The loop owns it in all but SCREEN, QUEUED and WORKING.
-HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER = "handshake", "idle", "head", "body", "drain", "linger"
-SCREEN, QUEUED, WORKING, WRITING, STREAM, CLOSED = "screen", "queued", "working", "writing", "stream", "closed"
 TOO_LARGE = "too large"  # not a state: what _next_step says of a head whose body exceeds max_body_bytes
-_WAITING = frozenset((HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER))  # no request in progress: reclaimable
 
 _HEAD_END = re.compile(b"\r?\n\r?\n")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_INFINITY = float("inf")
-
-
-
-
-
-
-
-
-
-
-
-
-class _Poller:
-    """Readiness for the loop: epoll with EPOLLONESHOT, so a connection reports once per arming and
-    falls silent when a worker takes it; else poll(), with that emulated. Any thread may arm a
-    connection; with poll() the change is handed to the loop, which applies it before it polls."""
-
-    def __init__(self, wake: Callable[[], None]):
-        self._epoll = select.epoll() if hasattr(select, "epoll") else None
-        self._poll = None if self._epoll is not None else select.poll()
-        self._wake = wake
-        self._lock = threading.Lock()
-        self._changes: list[tuple[int, int]] = []  # poll(): (fd, mask) to apply on the loop; mask 0 forgets
-        self._persistent: set[int] = set()
-        self.loop_thread: Optional[int] = None
-
-    def watch(self, fd: int, mask: int) -> None:
-        """Report `fd` for every event of `mask` until forgotten (the listening socket, the wake pipe)."""
-        self._persistent.add(fd)
-        if self._epoll is not None:
-            self._epoll.register(fd, mask)
-        else:
-            assert self._poll is not None
-            self._poll.register(fd, mask)
-
-    def add(self, fd: int, mask: int) -> None:
-        """A new connection (the loop accepts them)."""
-        if self._epoll is not None:
-            self._epoll.register(fd, mask | _HUNG_UP | _ONESHOT)
-        else:
-            self.arm(fd, mask)
-
-    def arm(self, fd: int, mask: int) -> None:
-        """Report the next event of `mask` on `fd`, and a hang-up, once."""
-        if self._epoll is not None:
-            try:
-                self._epoll.modify(fd, mask | _HUNG_UP | _ONESHOT)
-            except OSError:  # closed meanwhile (a hang-up the loop acted on)
-                pass
-        elif threading.get_ident() == self.loop_thread:
-            assert self._poll is not None
-            self._poll.register(fd, mask | _HUNG_UP)
-        else:
-            with self._lock:
-                self._changes.append((fd, mask | _HUNG_UP))
-            self._wake()
-
-    def forget(self, fd: int) -> None:
-        """Before `fd` is closed: on the loop (poll()), or on any thread (epoll)."""
-        self._persistent.discard(fd)
-        try:
-            if self._epoll is not None:
-                self._epoll.unregister(fd)
-            else:
-                assert self._poll is not None
-                with self._lock:  # an arming still queued must not reach the next connection given this fd
-                    self._changes = [change for change in self._changes if change[0] != fd]
-                self._poll.unregister(fd)
-        except (OSError, KeyError):
-            pass
-
-    @property
-    def closes_anywhere(self) -> bool:
-        """Whether any thread may forget and close a connection (else the loop must)."""
-        return self._epoll is not None
-
-    def poll(self, timeout: float) -> list[tuple[int, int]]:
-        if self._epoll is not None:
-            return self._epoll.poll(timeout)
-        assert self._poll is not None
-        with self._lock:
-            changes, self._changes = self._changes, []
-        for fd, mask in changes:
-            self._poll.register(fd, mask)
-        events = self._poll.poll(timeout * 1000)
-        for fd, _ in events:
-            if fd not in self._persistent:  # EPOLLONESHOT's silence until the next arming
-                self._poll.unregister(fd)
-        return events
 
 
 def _print_exception() -> None:
@@ -310,108 +230,6 @@ class _Input:
         return iter(self.readline, b"")
 
 
-class _Connection:
-    """One client connection: its socket, what it has sent, where it stands. Its `lock` orders the
-    moves between the loop and a worker (state and arming together) and what both may write."""
-
-    __slots__ = ("address", "after", "broken", "buffer", "callbacks", "chunked", "deadline", "environ", "fd", "gone",
-                 "head", "head_sent", "interval", "keep_alive", "lock", "out", "peer_done", "poll_at", "probed",
-                 "ready", "response", "retry", "searched", "sent", "skip", "sock", "started", "state", "stream",
-                 "tls", "waiting_since", "want")
-
-    def __init__(self, sock: socket.socket, address: Any, tls: Any):
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.address = address
-        self.tls = tls  # the ssl.SSLContext to wrap with, taken now: a SIGHUP reload is for connections after it
-        self.lock = threading.Lock()
-        self.buffer = bytearray()
-        self.state = HANDSHAKE if tls is not None else IDLE
-        self.deadline = _INFINITY
-        self.waiting_since = time.monotonic()
-        self.head: Optional[Head] = None
-        self.environ: Optional[dict[str, Any]] = None
-        self.callbacks: list[Callable[[], None]] = []  # the running request's on_disconnect callbacks
-        self.gone = False  # the client hung up
-        self.peer_done = False  # the client sent its FIN: it may still read, but sends no more requests
-        self.probed = False  # a half-close was probed; only a hang-up is watched for now
-        self.started = False  # the running request's response began to go out
-        self.keep_alive = False
-        self.response: dict[str, Any] = {}  # what start_response was given
-        self.stream: Any = None  # a push stream's result iterable
-        self.head_sent = False
-        self.chunked = False
-        self.out = bytearray()  # what the loop still has to write, from `sent` on
-        self.sent = 0
-        self.want = _OUT  # what a write that would block waits for: _OUT, or _IN (TLS wants to read first)
-        self.broken = False  # a push stream whose on_ready failed
-        self.interval = _INFINITY  # a push stream's poll_interval
-        self.retry = 0  # TLS: the length of a write to repeat as it was (OpenSSL wants the same buffer)
-        self.after = IDLE  # where a connection goes once `out` is written: IDLE, CLOSED or LINGER
-        self.skip = 0  # DRAIN: body bytes still to skip
-        self.searched = 0  # how much of the buffer was searched for a head's end already
-        self.poll_at = _INFINITY
-        self.ready = False  # a push stream asked to be pumped
-        sock.setblocking(False)
-        # Without TCP_NODELAY keep-alive requests stall ~40 ms each: Nagle meets delayed ACK (23 vs 3,000 req/s).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def receive(self, would_block: tuple[type[BaseException], ...],
-                tls_eof: tuple[type[BaseException], ...]) -> tuple[bytes, bool]:
-        """What has arrived, without waiting (b"" if nothing), and whether the client sent its FIN.
-        OSError when the connection broke."""
-        chunks: list[bytes] = []
-        total = 0
-        # A body still on its way is asked for whole (at most 1 MiB a call): fewer calls for large ones.
-        missing = self.head.length - len(self.buffer) if self.head is not None else 0
-        size = min(max(missing, RECV_BYTES), 16 * RECV_BYTES)
-        while total < 16 * RECV_BYTES:  # then the loop serves others; level-triggered, it comes back
-            try:
-                chunk = self.sock.recv(size)
-            except would_block:
-                break
-            except tls_eof:
-                return b"".join(chunks), True
-            if not chunk:
-                return b"".join(chunks), True
-            chunks.append(chunk)
-            total += len(chunk)
-            if len(chunk) < size and not (self.tls is not None and _pending(self.sock)):
-                break
-        return b"".join(chunks), False
-
-    def send_some(self, data: Any, would_block: tuple[type[BaseException], ...]) -> int:
-        """Send what the socket takes now of `data` (a TLS write that must be repeated is, with the same
-        length); OSError when the connection broke."""
-        size = self.retry or min(len(data), SEND_BYTES)
-        try:
-            sent = self.sock.send(data[:size])
-        except would_block as blocked:
-            self.retry = size if self.tls is not None else 0
-            self.want = _IN if type(blocked).__name__ == "SSLWantReadError" else _OUT
-            return 0
-        self.retry = 0
-        return sent
-
-
-def _pending(sock: Any) -> int:
-    return int(sock.pending())
-
-
-def _tls_eof() -> tuple[type[BaseException], ...]:
-    """The errors a TLS read ends with when the peer closed (none without the ssl module loaded)."""
-    ssl = sys.modules.get("ssl")
-    return (ssl.SSLZeroReturnError, ssl.SSLEOFError) if ssl is not None else ()
-
-
-def _would_block(tls: bool) -> tuple[type[BaseException], ...]:
-    if not tls:
-        return (BlockingIOError, InterruptedError)
-    import ssl
-
-    return (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
-
-
 def _unquote(path: str) -> str:
     if "%" not in path:
         return path
@@ -464,16 +282,16 @@ class _Server:
         self.read_timeout = read_timeout
         self.header_timeout = header_timeout
         self.sweep_seconds = min(SWEEP_SECONDS, read_timeout / 4, header_timeout / 4)
-        self.would_block = _would_block(tls is not None)
-        self.tls_eof = _tls_eof() if tls is not None else ()
+        self.would_block = would_block(tls is not None)
+        self.tls_eof = tls_eof() if tls is not None else ()
         self.stopping = threading.Event()
         self.reload: Optional[tuple[str, Optional[str]]] = None  # (certificate, key) a SIGHUP asked to load
         self.lock = threading.Lock()  # the tables below, and the wake-up flag
-        self.connections: dict[int, _Connection] = {}  # by fd
-        self.waiting: OrderedDict[_Connection, None] = OrderedDict()  # reclaimable, longest-waiting first
-        self.writers: OrderedDict[_Connection, None] = OrderedDict()  # slow readers, longest-stalled first
-        self._ready: list[_Connection] = []  # push streams that called wake()
-        self._closing: list[_Connection] = []  # poll(): closes asked for off the loop
+        self.connections: dict[int, Connection] = {}  # by fd
+        self.waiting: OrderedDict[Connection, None] = OrderedDict()  # reclaimable, longest-waiting first
+        self.writers: OrderedDict[Connection, None] = OrderedDict()  # slow readers, longest-stalled first
+        self._ready: list[Connection] = []  # push streams that called wake()
+        self._closing: list[Connection] = []  # poll(): closes asked for off the loop
         self._admissions: deque[tuple[socket.socket, Any, float]] = deque()  # newcomers waiting for a place
         self._woken = False
         self._accept_paused = False
@@ -482,9 +300,9 @@ class _Server:
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
-        self.poller = _Poller(self.wake)
-        self.poller.watch(self.listener.fileno(), _IN)
-        self.poller.watch(self._wake_read, _IN)
+        self.poller = Poller(self.wake)
+        self.poller.watch(self.listener.fileno(), IN)
+        self.poller.watch(self._wake_read, IN)
         self.workers = _Workers(max_requests, max_queued, self._work)
 
     # -- waking the loop --------------------------------------------------------------------------------
@@ -503,7 +321,7 @@ class _Server:
             self._woken = True
         self.poke()
 
-    def _ready_now(self, conn: _Connection) -> None:
+    def _ready_now(self, conn: Connection) -> None:
         """A push stream's wake(): pump it on the loop soon (from any thread)."""
         with self.lock:
             if conn.ready:
@@ -523,7 +341,7 @@ class _Server:
         sweep_at, stop_at = 0.0, None
         while True:
             now = time.monotonic()
-            timeout = max(0.0, min(sweep_at - now, self._admissions[0][2] - now if self._admissions else _INFINITY))
+            timeout = max(0.0, min(sweep_at - now, self._admissions[0][2] - now if self._admissions else INFINITY))
             for fd, events in self.poller.poll(0.0 if self._ready else timeout):
                 try:
                     self._event(fd, events)
@@ -553,7 +371,7 @@ class _Server:
         else:
             _print_exception()
 
-    def _drop(self, conn: _Connection) -> None:
+    def _drop(self, conn: Connection) -> None:
         """The server's own bug while serving `conn`: logged, and that connection closed."""
         _print_exception()
         self._close(conn)
@@ -568,7 +386,7 @@ class _Server:
                 self._accept()
             return
         state = conn.state
-        if state in _WAITING:
+        if state in WAITING:
             self._readable(conn)
         elif state == WORKING:
             self._watched(conn, events)
@@ -601,7 +419,7 @@ class _Server:
         """Deadlines: close what waited too long; poll push streams that have been quiet."""
         if self._accept_paused and not self.stopping.is_set():
             self._accept_paused = False
-            self.poller.watch(self.listener.fileno(), _IN)
+            self.poller.watch(self.listener.fileno(), IN)
         with self.lock:
             connections = list(self.connections.values())
         for conn in connections:
@@ -609,7 +427,7 @@ class _Server:
             if state == STREAM:
                 if now >= conn.poll_at:
                     self._pump(conn)
-            elif (state in _WAITING or state == WRITING) and now >= conn.deadline:
+            elif (state in WAITING or state == WRITING) and now >= conn.deadline:
                 if state == HEAD and conn.buffer:
                     self._answer_and_close(conn, _refusal(408, f"The request head took longer than "
                                                                f"{self.header_timeout:g} s"))
@@ -663,7 +481,7 @@ class _Server:
 
     def _open(self, sock: socket.socket, address: Any) -> None:
         try:
-            conn = _Connection(sock, address, self.tls)
+            conn = Connection(sock, address, self.tls)
         except OSError:  # gone before it was set up
             sock.close()
             return
@@ -680,9 +498,9 @@ class _Server:
             return now + LINGER_SECONDS
         if state in (IDLE, BODY, WRITING):
             return now + self.read_timeout
-        return _INFINITY
+        return INFINITY
 
-    def _enter(self, conn: _Connection, state: str, mask: Optional[int] = _IN, new: bool = False) -> None:
+    def _enter(self, conn: Connection, state: str, mask: Optional[int] = IN, new: bool = False) -> None:
         """Hand `conn` to the loop in `state` (from the loop, or from the worker that had it), watched for
         `mask` (None: the caller arms it)."""
         now = time.monotonic()
@@ -691,7 +509,7 @@ class _Server:
                 return
             conn.deadline = self._deadline(state, now)
             with self.lock:
-                if state in _WAITING:
+                if state in WAITING:
                     if conn not in self.waiting:
                         conn.waiting_since = now
                         self.waiting[conn] = None
@@ -705,20 +523,20 @@ class _Server:
                 newcomers = bool(self._admissions)
             conn.state = state
             if new:
-                self.poller.add(conn.fd, _IN if mask is None else mask)
+                self.poller.add(conn.fd, IN if mask is None else mask)
             elif mask is not None:
                 self.poller.arm(conn.fd, mask)
-        if newcomers and (state in _WAITING or state == WRITING):
+        if newcomers and (state in WAITING or state == WRITING):
             self.wake()  # a newcomer waits for a place, and this one can now be reclaimed
 
-    def _take(self, conn: _Connection, state: str) -> None:
+    def _take(self, conn: Connection, state: str) -> None:
         """The loop gives `conn` to a worker (SCREEN or QUEUED): it no longer waits."""
         with conn.lock:
             conn.state = state
             with self.lock:
                 self.waiting.pop(conn, None)
 
-    def _close(self, conn: _Connection) -> None:
+    def _close(self, conn: Connection) -> None:
         if not self.poller.closes_anywhere and threading.get_ident() != self.poller.loop_thread:
             with self.lock:
                 self._closing.append(conn)
@@ -745,7 +563,7 @@ class _Server:
         if newcomers:
             self.wake()
 
-    def _hung_up(self, conn: _Connection) -> None:
+    def _hung_up(self, conn: Connection) -> None:
         """The client is gone: tell whoever asked, and close unless a worker still has the connection."""
         with conn.lock:
             conn.gone = True
@@ -761,7 +579,7 @@ class _Server:
 
     # -- reading, on the loop ---------------------------------------------------------------------------
 
-    def _readable(self, conn: _Connection) -> None:
+    def _readable(self, conn: Connection) -> None:
         if conn.state == HANDSHAKE:
             self._handshake(conn)
             return
@@ -774,21 +592,21 @@ class _Server:
             if eof:
                 self._close(conn)
             else:
-                self.poller.arm(conn.fd, _IN)
+                self.poller.arm(conn.fd, IN)
             return
         if conn.state == DRAIN:
             taken = min(conn.skip, len(data))
             conn.skip -= taken
             data = data[taken:]
             if conn.skip:
-                self._close(conn) if eof else self.poller.arm(conn.fd, _IN)
+                self._close(conn) if eof else self.poller.arm(conn.fd, IN)
                 return
             conn.state, conn.deadline = IDLE, time.monotonic() + self.read_timeout
         conn.buffer += data
         conn.peer_done = conn.peer_done or eof
         self._advance(conn)
 
-    def _advance(self, conn: _Connection) -> None:
+    def _advance(self, conn: Connection) -> None:
         """What the buffer holds decides: wait for more, refuse, or hand the request to a worker."""
         try:
             step = self._next_step(conn)
@@ -814,9 +632,9 @@ class _Server:
         elif conn.state == IDLE and conn.buffer:
             self._enter(conn, HEAD)  # its first byte: the head's deadline starts now
         else:
-            self.poller.arm(conn.fd, _IN)
+            self.poller.arm(conn.fd, IN)
 
-    def _next_step(self, conn: _Connection) -> Optional[str]:
+    def _next_step(self, conn: Connection) -> Optional[str]:
         """SCREEN or QUEUED when a request can go to a worker, BODY while its body is on the way, None
         while its head is; HttpError for a head the server refuses itself."""
         if conn.head is None:
@@ -841,14 +659,14 @@ class _Server:
                 return TOO_LARGE
         return QUEUED if len(conn.buffer) >= conn.head.length else BODY
 
-    def _handshake(self, conn: _Connection) -> None:
+    def _handshake(self, conn: Connection) -> None:
         import ssl
 
         if not isinstance(conn.sock, ssl.SSLSocket):
             try:
                 first = conn.sock.recv(1, socket.MSG_PEEK)
             except self.would_block:
-                self.poller.arm(conn.fd, _IN)
+                self.poller.arm(conn.fd, IN)
                 return
             except OSError:
                 first = b""
@@ -867,10 +685,10 @@ class _Server:
         try:
             tls_sock.do_handshake()
         except ssl.SSLWantReadError:
-            self.poller.arm(conn.fd, _IN)
+            self.poller.arm(conn.fd, IN)
             return
         except ssl.SSLWantWriteError:
-            self.poller.arm(conn.fd, _OUT)
+            self.poller.arm(conn.fd, OUT)
             return
         except OSError:  # ssl.SSLError included: a failed handshake
             self._close(conn)
@@ -880,21 +698,21 @@ class _Server:
 
     # -- a request on a worker, watched by the loop -----------------------------------------------------
 
-    def _watch(self, conn: _Connection, callback: Callable[[], None]) -> None:
+    def _watch(self, conn: Connection, callback: Callable[[], None]) -> None:
         """environ["mcpserver.on_disconnect"]: the first callback starts the loop's watch on the socket."""
         with conn.lock:
             if not conn.gone:
                 conn.callbacks.append(callback)
                 if len(conn.callbacks) == 1 and conn.state == WORKING:
-                    self.poller.arm(conn.fd, 0 if conn.probed else _RDHUP)
+                    self.poller.arm(conn.fd, 0 if conn.probed else RDHUP)
                 return
         callback()
 
-    def _watched(self, conn: _Connection, events: int) -> None:
-        if events & _HUNG_UP:
+    def _watched(self, conn: Connection, events: int) -> None:
+        if events & HUNG_UP:
             self._hung_up(conn)
             return
-        if not events & _RDHUP:
+        if not events & RDHUP:
             return
         # A FIN: the client sends no more, yet may still read. An interim 100 (RFC 9110 §15.2, skipped by
         # every client) is something a peer that is really gone answers with an RST: the watch sees that.
@@ -906,7 +724,7 @@ class _Server:
                 self._send_quietly(conn, _CONTINUE)
             self.poller.arm(conn.fd, 0)
 
-    def _send_quietly(self, conn: _Connection, data: bytes) -> None:
+    def _send_quietly(self, conn: Connection, data: bytes) -> None:
         """A few bytes into an empty send buffer, from the loop: it takes them, or the client is gone."""
         try:
             conn.sock.send(data)
@@ -915,7 +733,7 @@ class _Server:
 
     # -- writing, on the loop ---------------------------------------------------------------------------
 
-    def _flush(self, conn: _Connection) -> bool:
+    def _flush(self, conn: Connection) -> bool:
         """Write what the socket takes of `out`; True once all of it is written. OSError if the client is gone."""
         out = conn.out
         view = memoryview(out)
@@ -933,19 +751,19 @@ class _Server:
         conn.out, conn.sent = bytearray(), 0
         return True
 
-    def _queue(self, conn: _Connection, data: bytes) -> None:
+    def _queue(self, conn: Connection, data: bytes) -> None:
         if conn.sent:
             del conn.out[:conn.sent]
             conn.sent = 0
         conn.out += data
 
-    def _writable(self, conn: _Connection, events: int) -> None:
-        if events & _HUNG_UP:
+    def _writable(self, conn: Connection, events: int) -> None:
+        if events & HUNG_UP:
             self._close(conn)
         else:
             self._write_out(conn, conn.after)
 
-    def _write_out(self, conn: _Connection, after: str) -> None:
+    def _write_out(self, conn: Connection, after: str) -> None:
         """Write `out`, then go where `after` says; what the socket does not take now, the loop writes
         as the client reads (from the loop, or from a worker that goes free)."""
         try:
@@ -961,7 +779,7 @@ class _Server:
             conn.after = after
             self._enter(conn, WRITING, conn.want)
 
-    def _then(self, conn: _Connection, after: str) -> None:
+    def _then(self, conn: Connection, after: str) -> None:
         """Where a connection goes once its response is out (on the loop)."""
         self._request_done(conn)
         if after == CLOSED or (after == IDLE and (conn.gone or self.stopping.is_set())):
@@ -976,13 +794,13 @@ class _Server:
             self._enter(conn, IDLE, None)
             self._advance(conn)  # a pipelined request may be in the buffer already: it arms what it needs
 
-    def _request_done(self, conn: _Connection) -> None:
+    def _request_done(self, conn: Connection) -> None:
         with conn.lock:
             conn.callbacks = []
             conn.head = conn.environ = None
             conn.started = False
 
-    def _answer_and_close(self, conn: _Connection, data: bytes) -> None:
+    def _answer_and_close(self, conn: Connection, data: bytes) -> None:
         """A response the server writes itself, then a lingering close (loop or worker)."""
         self._request_done(conn)
         conn.out, conn.sent = bytearray(data), 0
@@ -990,7 +808,7 @@ class _Server:
 
     # -- push streams, on the loop ----------------------------------------------------------------------
 
-    def _pump(self, conn: _Connection) -> None:
+    def _pump(self, conn: Connection) -> None:
         """Ask a push stream for its next piece, unless its client has not taken the last one yet."""
         if conn.broken:
             self._close(conn)
@@ -1009,7 +827,7 @@ class _Server:
                 return
             self._stream_send(conn, self._stream_head(conn) + (_chunk(piece) if conn.chunked else piece))
 
-    def _stream_head(self, conn: _Connection) -> bytes:
+    def _stream_head(self, conn: Connection) -> bytes:
         if conn.head_sent:
             return b""
         conn.head_sent = True
@@ -1019,21 +837,21 @@ class _Server:
             conn.started = True
         return data
 
-    def _stream_send(self, conn: _Connection, data: bytes) -> None:
+    def _stream_send(self, conn: Connection, data: bytes) -> None:
         self._queue(conn, data)
         try:
             done = self._flush(conn)
         except OSError:
             self._hung_up(conn)
             return
-        self.poller.arm(conn.fd, (0 if done else conn.want) | (0 if conn.probed else _RDHUP))
+        self.poller.arm(conn.fd, (0 if done else conn.want) | (0 if conn.probed else RDHUP))
 
-    def _stream_event(self, conn: _Connection, events: int) -> None:
-        if events & _HUNG_UP:
+    def _stream_event(self, conn: Connection, events: int) -> None:
+        if events & HUNG_UP:
             self._hung_up(conn)
             return
         probe = b""
-        if events & _RDHUP and not conn.probed:  # a half-close: find out whether the client still reads
+        if events & RDHUP and not conn.probed:  # a half-close: find out whether the client still reads
             conn.probed = conn.peer_done = True
             if not conn.head_sent:
                 probe = _CONTINUE if conn.head is not None and conn.head.version == "1.1" else b""
@@ -1043,7 +861,7 @@ class _Server:
         if not conn.out and conn.state == STREAM:
             self._pump(conn)  # it was held back while the client had not taken the last piece
 
-    def _stream_over(self, conn: _Connection) -> None:
+    def _stream_over(self, conn: Connection) -> None:
         data = self._stream_head(conn) + (b"0\r\n\r\n" if conn.chunked else b"")
         stream, conn.stream = conn.stream, None
         _close_result(stream)
@@ -1052,7 +870,7 @@ class _Server:
 
     # -- on a worker ------------------------------------------------------------------------------------
 
-    def _work(self, conn: _Connection) -> None:
+    def _work(self, conn: Connection) -> None:
         """A worker's job: screen and run the connection's request, and the next ones it has sent already."""
         try:
             step: Optional[str] = conn.state
@@ -1064,7 +882,7 @@ class _Server:
         except Exception:  # the server's own bug: the connection goes, the worker stays
             self._drop(conn)
 
-    def _screen(self, conn: _Connection) -> Optional[str]:
+    def _screen(self, conn: Connection) -> Optional[str]:
         assert self.screen is not None and conn.head is not None
         head = conn.head
         environ = conn.environ = self._environ(conn, head)
@@ -1086,14 +904,14 @@ class _Server:
         self._enter(conn, BODY)
         return None
 
-    def _body_soon(self, conn: _Connection, length: int) -> bool:
+    def _body_soon(self, conn: Connection, length: int) -> bool:
         """Whether the whole body is in, reading on while it keeps coming within DELIVER_WAIT: an accepted
         body that streams in (some of it came with the head) needs no hand-off to the loop and back; one
         that has not started, or stalls, is the loop's, so a slow body never holds a worker."""
         if not conn.buffer:
             return length <= 0
         while len(conn.buffer) < length and not conn.peer_done:
-            if not (conn.tls is not None and _pending(conn.sock)) and not self._readable_soon(conn):
+            if not (conn.tls is not None and pending(conn.sock)) and not self._readable_soon(conn):
                 return False
             try:
                 data, eof = conn.receive(self.would_block, self.tls_eof)
@@ -1109,7 +927,7 @@ class _Server:
         headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
         return status_line(413), headers, body
 
-    def _refused(self, conn: _Connection, head: Head, refusal: Any) -> Optional[str]:
+    def _refused(self, conn: Connection, head: Head, refusal: Any) -> Optional[str]:
         """Answer what screen() said; the body is not waited for: skipped if small, else the connection closes."""
         status, headers, body = refusal
         unread = head.length - len(conn.buffer)
@@ -1124,7 +942,7 @@ class _Server:
         after = (DRAIN if unread > 0 else IDLE) if keep else (LINGER if unread > 0 else CLOSED)
         return self._deliver(conn, [data, body if head.method != "HEAD" else b""], after)
 
-    def _respond(self, conn: _Connection) -> Optional[str]:
+    def _respond(self, conn: Connection) -> Optional[str]:
         """Run the app for the request and start its response."""
         head = conn.head
         assert head is not None
@@ -1156,7 +974,7 @@ class _Server:
             return None
         return self._write(conn, head, result, keep)
 
-    def _failed(self, conn: _Connection) -> Optional[str]:
+    def _failed(self, conn: Connection) -> Optional[str]:
         """The app raised: say so where it logs, and answer 500 if nothing of the response went out yet."""
         _print_exception()
         if conn.started:
@@ -1165,7 +983,7 @@ class _Server:
             self._answer_and_close(conn, _refusal(500, "Internal server error"))
         return None
 
-    def _write(self, conn: _Connection, head: Head, result: Iterable[bytes], keep: bool) -> Optional[str]:
+    def _write(self, conn: Connection, head: Head, result: Iterable[bytes], keep: bool) -> Optional[str]:
         try:
             chunks = iter(result)
             first = next(chunks, b"")  # start_response has been called once the first piece exists
@@ -1195,7 +1013,7 @@ class _Server:
             _close_result(result)
         return self._after(conn, after)
 
-    def _deliver(self, conn: _Connection, parts: list[bytes], after: str) -> Optional[str]:
+    def _deliver(self, conn: Connection, parts: list[bytes], after: str) -> Optional[str]:
         """Send a whole response: what the socket takes now, the rest by the loop (the worker goes free)."""
         with conn.lock:
             conn.started = True
@@ -1220,22 +1038,22 @@ class _Server:
             return None
         return self._after(conn, after)
 
-    def _writable_soon(self, conn: _Connection) -> bool:
+    def _writable_soon(self, conn: Connection) -> bool:
         """Whether the socket takes more within DELIVER_WAIT: a client that reads at once costs no hand-off
         (never on the loop, which must not wait)."""
-        return self._ready_soon(conn, select.POLLIN if conn.want == _IN else select.POLLOUT)
+        return self._ready_soon(conn, select.POLLIN if conn.want == IN else select.POLLOUT)
 
-    def _readable_soon(self, conn: _Connection) -> bool:
+    def _readable_soon(self, conn: Connection) -> bool:
         return self._ready_soon(conn, select.POLLIN)
 
-    def _ready_soon(self, conn: _Connection, event: int) -> bool:
+    def _ready_soon(self, conn: Connection, event: int) -> bool:
         if threading.get_ident() == self.poller.loop_thread:
             return False
         poll = select.poll()
         poll.register(conn.fd, event)
         return bool(poll.poll(DELIVER_WAIT * 1000))
 
-    def _after(self, conn: _Connection, after: str) -> Optional[str]:
+    def _after(self, conn: Connection, after: str) -> Optional[str]:
         """The response is out (on the worker): the next request, here if it has come, else to the loop."""
         if threading.get_ident() == self.poller.loop_thread:  # the server's own answer, from the loop
             self._then(conn, after)
@@ -1272,9 +1090,9 @@ class _Server:
         worker, nor at the connection bound, where a newcomer may need that connection's place."""
         return not (self.workers.waiting or self._admissions or len(self.connections) >= self.max_connections)
 
-    def _linger(self, conn: _Connection) -> None:
+    def _linger(self, conn: Connection) -> None:
         """Wait a moment for a keep-alive client's next request, so it needs no hand-off to the loop and back."""
-        if conn.tls is None or not _pending(conn.sock):
+        if conn.tls is None or not pending(conn.sock):
             poll = select.poll()
             poll.register(conn.fd, select.POLLIN)
             if not poll.poll(KEEP_ALIVE_LINGER * 1000):
@@ -1287,7 +1105,7 @@ class _Server:
         conn.buffer += data
         conn.peer_done = conn.peer_done or eof
 
-    def _send_blocking(self, conn: _Connection, data: bytes) -> None:
+    def _send_blocking(self, conn: Connection, data: bytes) -> None:
         """Send all of `data` from a worker, waiting while the socket is full; socket.timeout after
         read_timeout without progress."""
         view, sent = memoryview(data), 0
@@ -1302,20 +1120,20 @@ class _Server:
             if left <= 0:
                 raise socket.timeout("the client stopped reading")
             poll = select.poll()
-            poll.register(conn.fd, select.POLLIN if conn.want == _IN else select.POLLOUT)
+            poll.register(conn.fd, select.POLLIN if conn.want == IN else select.POLLOUT)
             poll.poll(left * 1000)
 
-    def _push(self, conn: _Connection, result: Any, keep: bool) -> None:
+    def _push(self, conn: Connection, result: Any, keep: bool) -> None:
         """Hand a push stream to the loop, then give it this worker for its own work."""
         interval = getattr(result, "poll_interval", None)
-        conn.interval = float(interval) if interval else _INFINITY
+        conn.interval = float(interval) if interval else INFINITY
         conn.poll_at = time.monotonic() + conn.interval
         conn.stream, conn.keep_alive, conn.head_sent, conn.chunked = result, keep, False, False
         with conn.lock:
             if conn.state == CLOSED:
                 return
             conn.state = STREAM
-            self.poller.arm(conn.fd, 0 if conn.probed else _RDHUP)
+            self.poller.arm(conn.fd, 0 if conn.probed else RDHUP)
         try:
             result.on_ready(lambda: self._ready_now(conn))
         except Exception:
@@ -1323,7 +1141,7 @@ class _Server:
             conn.broken = True
             self._ready_now(conn)
 
-    def _environ(self, conn: _Connection, head: Head) -> dict[str, Any]:
+    def _environ(self, conn: Connection, head: Head) -> dict[str, Any]:
         path, _, query = head.target.partition("?")
         if path.startswith(("http://", "https://")):  # absolute-form: what a proxy sends
             path = "/" + path.split("://", 1)[1].partition("/")[2]
@@ -1409,7 +1227,7 @@ def _refuse_newcomer(sock: socket.socket, plain: bool) -> None:
     sock.close()
 
 
-def _shut_writing(conn: _Connection) -> None:
+def _shut_writing(conn: Connection) -> None:
     """The answer is out: a FIN after it, while what the client still sends is read and dropped (closing
     with unread data would send an RST, which can destroy the answer before the client reads it)."""
     try:
