@@ -93,9 +93,13 @@ LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
     ("errors", "_json", "_version", "content", "_signature", "inputs", "_log", "_environment", "_malloc"),
     ("http._head",),  # a request head, parsed: no socket, no state
+    # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (http._server builds it)
     ("http._poller",),  # readiness: epoll, or poll() where there is none
     ("http._connection",),  # one client connection: its socket, buffers and state
-    ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
+    ("http._writing",),  # a response going out; the bytes the server writes itself
+    ("http._reading", "http._pushing"),  # a request coming in; push streams
+    ("http._working", "http._accepting", "http._loop"),  # the workers; the door; the loop thread
+    ("http._server",),  # the roles built and joined, serve_app
     ("_context", "_validate", "_jose", "_state", "_completions", "_pypy", "_pid1"),
     ("_schema", "auth", "_subscriptions"),
     ("_tools", "_resources", "_prompts"),

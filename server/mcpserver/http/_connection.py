@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server
     from ._head import Head
 
 __all__ = ["BODY", "CLOSED", "DRAIN", "HANDSHAKE", "HEAD", "IDLE", "INFINITY", "LINGER", "QUEUED", "RECV_BYTES",
-           "SCREEN", "SEND_BYTES", "STREAM", "WAITING", "WORKING", "WRITING", "Connection", "pending", "tls_eof",
-           "would_block"]
+           "SCREEN", "SEND_BYTES", "STREAM", "WAITING", "WORKING", "WRITING", "Connection", "close_result",
+           "pending", "print_exception", "tls_eof", "would_block"]
 
 SEND_BYTES = 1 << 20  # the most one send() is given, so one slow reader's megabytes do not hold the loop
 RECV_BYTES = 65536
@@ -121,6 +121,30 @@ class Connection:
             return 0
         self.retry = 0
         return sent
+
+    def request_done(self) -> None:
+        """The response is out: forget its request (its callbacks, head and environ)."""
+        with self.lock:
+            self.callbacks = []
+            self.head = self.environ = None
+            self.started = False
+
+
+def close_result(result: Any) -> None:
+    """WSGI: a result iterable's close(), if it has one, once it is done with (or its connection is)."""
+    close = getattr(result, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:
+            print_exception()
+
+
+def print_exception() -> None:
+    """An app's exception, or the server's own bug: the traceback to stderr, where the app logs."""
+    import traceback  # only when something went wrong: not at start-up
+
+    traceback.print_exc()
 
 
 def pending(sock: Any) -> int:
