@@ -94,7 +94,13 @@ LAYERS = (
     ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc"),
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     ("http._head",),  # a request head, parsed: no socket, no state
-    ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
+    # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (http._server builds it)
+    ("http._poller",),  # readiness: epoll, or poll() where there is none
+    ("http._connection",),  # one client connection: its socket, buffers and state
+    ("http._writing",),  # a response going out; the bytes the server writes itself
+    ("http._reading", "http._pushing"),  # a request coming in; push streams
+    ("http._working", "http._accepting", "http._loop"),  # the workers; the door; the loop thread
+    ("http._server",),  # the roles built and joined, serve_app
     ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit"),
     ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
     ("_middleware",),
