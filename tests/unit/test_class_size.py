@@ -8,8 +8,9 @@ import mcpserver
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(mcpserver.__file__))
 MAX_METHODS = 25
-# The test client: one method per kind of request a test may send, so tests read like the protocol.
-EXCEPTIONS = frozenset({"mcpserver.testing.Client"})
+# The test client: one method per kind of request a test may send, so tests read like the protocol. The
+# frontmatter parser: one method per production of the YAML subset it reads, all over the same cursor.
+EXCEPTIONS = frozenset({"mcpserver.testing.Client", "mcpserver.skills._frontmatter._Parser"})
 # Temporary, each with the reason; the last test fails once an entry is no longer needed.
 BEING_SPLIT: dict = {}
 
