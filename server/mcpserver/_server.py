@@ -87,6 +87,8 @@ class Server:
         self.prompts: dict[str, Prompt] = {}
         self.task_store = task_store
         self._components: dict[str, Any] = {}
+        # Reentrant: a component may need another while it is made (the task manager, the store it shares).
+        self._making = threading.RLock()
 
     def __repr__(self) -> str:
         return f"Server({self.name!r}, {self.version!r}, tools={list(self.tools)})"
@@ -146,9 +148,11 @@ class Server:
 
     def component(self, key: str, make: Callable[[], Any]) -> Any:
         """A part of this server made once, when first needed (the task manager and its store)."""
-        with self._lock:
+        with self._making:
             if key not in self._components:
-                self._components[key] = make()
+                made = make()
+                with self._lock:
+                    self._components[key] = made
             return self._components[key]
 
     # -- tools ----------------------------------------------------------------------------------
