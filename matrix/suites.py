@@ -34,7 +34,7 @@ from .attempts import (
     run_in_container,
     run_on_host,
 )
-from .budgets import DRIVER_ENV, Budget, budget_for, kind
+from .budgets import DRIVER_ENV, Budget, budget_for, kind, timeout_share
 from .build import Images, digest, suite_files
 from .conformance import ConformanceTool
 from .engine import Engine
@@ -409,7 +409,8 @@ def outcome_of(runner: Runner, where: Surroundings, memo: SuiteMemo, attempts: A
     hit = memo.get(runner.key)
     if hit is not None:
         return within_budget(hit, runner.budget)
-    where = replace(where, timeout=where.timeout * runner.budget.slowdown)  # an emulated architecture's time
+    # an emulated architecture's time; a suite that runs another's tests too (install) has its share
+    where = replace(where, timeout=where.timeout * runner.budget.slowdown * timeout_share(runner.suite))
     done = [within_budget(runner.attempt(where, name), runner.budget)]
     while done[-1].outcome in RETRIED and len(done) <= attempts.retries and not attempts.interrupted.is_set():
         done.append(within_budget(runner.attempt(where, f"{name}-run{len(done) + 1}"), runner.budget))

@@ -55,6 +55,7 @@ class FakeEngine(Engine):
         self.free_threaded = free_threaded
         self.runs: list[ContainerSpec] = []  # every `docker run`, in order
         self.inputs: dict[str, bytes] = {}  # container name -> what its stdin was given
+        self.timeouts: dict[str, float | None] = {}  # container name -> the timeout it was run under
         self.builds: list[tuple[str, tuple[str, ...]]] = []  # (tag, build args) of every build
         self.live: dict[str, dict[str, object]] = {}  # container name -> labels, files, state
         self.built: list[str] = []
@@ -106,6 +107,7 @@ class FakeEngine(Engine):
     def run(self, spec: ContainerSpec, *, timeout: float | None, log: Path | None = None,
             input: bytes | None = None) -> Completed:  # fmt: skip
         self.runs.append(spec)
+        self.timeouts[spec.name] = timeout
         if input is not None:
             self.inputs[spec.name] = input
         if spec.args[:2] == ("-c", FACTS_PROBE):  # what the interpreter is
