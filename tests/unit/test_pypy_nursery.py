@@ -14,11 +14,12 @@ import shutil
 import subprocess
 import sys
 
+import mcpserver
 import pytest
 from mcptest import call, line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SERVER_DIR = os.path.join(ROOT, "server")
+PACKAGE_DIR = os.path.dirname(os.path.abspath(mcpserver.__file__))  # the copy under test: the lab may install it
 BOUND = 4 * 2**20
 MIB = 2**20
 
@@ -80,11 +81,17 @@ def cpuinfo(cache_kb: int) -> str:
 
 
 def on_cpu(tmp_path, cache_kb, argv, env=None, stdin=b""):
-    """Run argv where /proc/cpuinfo reports `cache_kb`, in a mount namespace of its own."""
+    """Run argv where /proc/cpuinfo reports `cache_kb`, in a mount namespace of its own, importing the mcpserver
+    these tests import: the source tree's, or in the lab's install suite the installed copy, whose site-packages
+    (another interpreter's, with pytest in it) PyPy is not shown."""
     fake = tmp_path / f"cpuinfo-{cache_kb}"
     fake.write_text(cpuinfo(cache_kb))
+    path = tmp_path / "path"
+    if not path.exists():
+        path.mkdir()
+        (path / "mcpserver").symlink_to(PACKAGE_DIR)
     script = 'mount --bind "$0" /proc/cpuinfo && exec "$@"'
-    environment = dict(without_setting(), PYTHONPATH=SERVER_DIR, **(env or {}))
+    environment = dict(without_setting(), PYTHONPATH=str(path), **(env or {}))
     return subprocess.run([UNSHARE, "--mount", "sh", "-c", script, str(fake), *argv], input=stdin,
                           capture_output=True, env=environment, timeout=120)  # fmt: skip
 
