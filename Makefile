@@ -1,7 +1,9 @@
 # `make test` runs the host suites; `make matrix` runs them in every lab cell (see README.md). tests/bundle
 # installs the official MCP Bundle tool (npm @anthropic-ai/mcpb, pinned) into .cache/mcpb on first use;
 # tests/clients the legacy era's real clients (the TypeScript and Python SDKs' 1.x, the Inspector's CLI,
-# all pinned in tests/clients/client_tools.py) into .cache/clients, with npm and pip.
+# all pinned in tests/clients/client_tools.py) into .cache/clients, with npm and pip; tests/extensions the
+# hosts of Skills and Apps (the TypeScript SDK 2.x, ext-apps, playwright-core) into .cache/extensions, and
+# Debian's chromium with apt-get when it is missing.
 PYTHON ?= python3
 VENV ?= .venv
 EXTRAS ?= dev
@@ -16,12 +18,12 @@ help:
 	@echo "make test-auth   only the OAuth suite against a real authorization server (oidc-provider; Node 22 on first use)"
 	@echo "make test-clients only the real legacy-era clients (SDKs 1.x, the Inspector; installed on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
-	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, JOBS=)"
+	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, ARCH=, SUITES=, JOBS=; ARCH=all SUITES=all: everything)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
 	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
 	@echo "make bench-compare BASE=REV   this checkout against another, pair by pair and in instructions (PAIRS=)"
-	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_ARGS=)"
+	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP, 20,000 legacy-session steps over each (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_LEGACY_STDIO=, FUZZ_LEGACY_HTTP=, FUZZ_ARGS=)"
 	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/performance.md (SOAK_MINUTES=)"
 
 $(VENV)/.installed: pyproject.toml
@@ -30,9 +32,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-test: $(VENV)/.installed task-store-tools pypy-tools
+test: $(VENV)/.installed task-store-tools pypy-tools lab-browser  # tests/http's CORS test loads pages in Chromium
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
-	  tests/clients tests/fuzz tests/task_store tests/recipes tests/bench
+	  tests/clients tests/extensions tests/fuzz tests/task_store tests/recipes tests/bench
 
 # tests/task_store starts its own PostgreSQL servers from Debian's postgresql package (psycopg comes with the
 # test extra). The package starts a cluster of its own on installation; nothing uses it, so it is stopped.
@@ -86,6 +88,8 @@ LAB_VENV ?= .venv-lab
 LAB_PY := $(LAB_VENV)/bin/python
 DISTRO ?=
 PYTHON_VERSION ?=
+ARCH ?=
+SUITES ?=
 JOBS ?= auto
 MATRIX_ARGS ?=
 
@@ -103,7 +107,7 @@ lab-engine:
 # make exits 2 on any failure and prints its own error last; the script's own exit code is on the line above,
 # `run_matrix: exit N: ...` (CI: call the script directly).
 matrix: $(LAB_VENV)/.installed lab-engine
-	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(MATRIX_ARGS)
+	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(if $(ARCH),--arch $(ARCH)) $(if $(SUITES),--suite $(SUITES)) $(MATRIX_ARGS)
 
 test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser lab-registry)
 	$(LAB_PY) -m pytest -q -p no:cacheprovider tests/lab $(if $(ENGINE),,-m "not engine")
@@ -165,6 +169,8 @@ bench-compare:
 FUZZ_CORE ?= 1000000
 FUZZ_STDIO ?= 100000
 FUZZ_HTTP ?= 100000
+FUZZ_LEGACY_STDIO ?= 20000
+FUZZ_LEGACY_HTTP ?= 20000
 FUZZ_ARGS ?=
 SOAK_MINUTES ?= 10
 SOAK_ARGS ?=
@@ -172,7 +178,8 @@ SOAK_ARGS ?=
 .PHONY: fuzz soak
 
 fuzz: $(VENV)/.installed
-	$(PY) tests/fuzz/fuzz.py --core $(FUZZ_CORE) --stdio $(FUZZ_STDIO) --http $(FUZZ_HTTP) $(FUZZ_ARGS)
+	$(PY) tests/fuzz/fuzz.py --core $(FUZZ_CORE) --stdio $(FUZZ_STDIO) --http $(FUZZ_HTTP) \
+	  --legacy-stdio $(FUZZ_LEGACY_STDIO) --legacy-http $(FUZZ_LEGACY_HTTP) $(FUZZ_ARGS)
 
 soak: $(VENV)/.installed
 	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(SOAK_ARGS)

@@ -53,7 +53,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-instructions", action="store_true", help="skip the cachegrind counts")
     parser.add_argument("--only", metavar="WORDS", help="only the metrics whose name contains WORDS")
     parser.add_argument("--python", default=sys.executable, help="the interpreter both checkouts run on")
+    parser.add_argument("--candidate-target", metavar="TARGET", default=systems.DEMO,
+                        help="what the candidate serves (default demo.py): a target with the same echo tool and "
+                             "something the baseline lacks, e.g. bench/demo_middleware.py")
+    parser.add_argument("--candidate-options", metavar="WORDS", default="",
+                        help="options only the candidate's servers get, e.g. '--metrics': what a feature costs")
     return parser
+
+
+# folder -> (the target it serves, the options only it gets): the candidate's, set by run(); else demo.py alone
+_SERVED: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def served(folder: str) -> tuple[str, tuple[str, ...]]:
+    return _SERVED.get(folder, (systems.DEMO, ()))
 
 
 def server_folder(baseline: str, scratch: str) -> tuple[str, str]:
@@ -80,14 +93,16 @@ def compile_bytecode(python: str, folder: str) -> None:
 
 
 def stdio_system(python: str, folder: str, key: str) -> systems.System:
-    return systems.System(key, f"mcpserver from {folder}", "stdio", (python, "-m", "mcpserver", systems.DEMO),
+    target, options = served(folder)
+    return systems.System(key, f"mcpserver from {folder}", "stdio", (python, "-m", "mcpserver", *options, target),
                           server_dir=folder)
 
 
 def http_system(python: str, folder: str, key: str) -> systems.System:
+    target, options = served(folder)
     return systems.System(key, f"mcpserver --http from {folder}", "http",
-                          (python, "-m", "mcpserver", "--http", "--port", "0", "--log-level", "warning",
-                           systems.DEMO), server_dir=folder)
+                          (python, "-m", "mcpserver", "--http", "--port", "0", "--log-level", "warning", *options,
+                           target), server_dir=folder)
 
 
 def _on_stdio(system: systems.System, log_dir: str, run: Callable[[measure.StdioSession], float],
@@ -171,31 +186,37 @@ def instructions(python: str, folder: str, argv: list[str], stdin: bytes, answer
     return int(found.group(1).replace(b",", b""))
 
 
-# python -m mcpserver demo.py, ending at the end of its own shutdown: the finalization that follows (the
-# interpreter's last collection) is no part of a start-up to the first answer.
-_TO_THE_ANSWER = ["-c", "import atexit, os, runpy, sys; atexit.register(os._exit, 0); "
-                  f"sys.argv = ['mcpserver', {systems.DEMO!r}]; runpy.run_module('mcpserver', run_name='__main__')"]
+def _to_the_answer(folder: str) -> list[str]:
+    """python -m mcpserver demo.py, ending at the end of its own shutdown: the finalization that follows (the
+    interpreter's last collection) is no part of a start-up to the first answer."""
+    target, options = served(folder)
+    return ["-c", "import atexit, os, runpy, sys; atexit.register(os._exit, 0); "
+            f"sys.argv = ['mcpserver', *{list(options)!r}, {target!r}]; runpy.run_module('mcpserver', "
+            "run_name='__main__')"]
 
 
 def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float]]:
-    server = ["-m", "mcpserver", systems.DEMO]
+    def server(folder: str) -> list[str]:
+        target, options = served(folder)
+        return ["-m", "mcpserver", *options, target]
+
     count = args.pipelined
     modern = b"".join(clients.echo_line(i) for i in range(1, count + 1))
     opening = clients.encode(clients.legacy_initialize(0)) + b"\n" + clients.encode(clients.INITIALIZED) + b"\n"
     legacy = b"".join(clients.legacy_echo_line(i) for i in range(1, count + 1))
 
     def start_up(folder: str) -> float:  # to the first answer; the interpreter's own exit is left out
-        return instructions(args.python, folder, _TO_THE_ANSWER, clients.echo_line(1))
+        return instructions(args.python, folder, _to_the_answer(folder), clients.echo_line(1))
 
     def whole(folder: str) -> float:  # echo REQUEST | server: start, answer, exit
-        return instructions(args.python, folder, server, clients.echo_line(1))
+        return instructions(args.python, folder, server(folder), clients.echo_line(1))
 
     def per_request(folder: str) -> float:
-        return (instructions(args.python, folder, server, modern) - whole(folder)) / (count - 1)
+        return (instructions(args.python, folder, server(folder), modern) - whole(folder)) / (count - 1)
 
     def per_legacy_request(folder: str) -> float:
-        opened = instructions(args.python, folder, server, opening, b'"protocolVersion"')
-        return (instructions(args.python, folder, server, opening + legacy) - opened) / count
+        opened = instructions(args.python, folder, server(folder), opening, b'"protocolVersion"')
+        return (instructions(args.python, folder, server(folder), opening + legacy) - opened) / count
 
     def http_per_request(folder: str) -> float:
         few, many = 10, 10 + count // 4
@@ -239,6 +260,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         base_dir, base_name = server_folder(args.baseline, scratch)
         cand_dir = os.path.abspath(args.candidate)
+        _SERVED[cand_dir] = (os.path.abspath(args.candidate_target), tuple(args.candidate_options.split()))
         for folder in (base_dir, cand_dir):
             compile_bytecode(args.python, folder)
         log_dir = os.path.join(scratch, "logs")

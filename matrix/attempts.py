@@ -143,10 +143,12 @@ def run_in_container(
     keep: bool = False,
     env: Mapping[str, str] | None = None,
     binds: tuple[tuple[str, str], ...] = (),
+    extra: tuple[str, ...] = (),
 ) -> tuple[SuiteResult, Kept | None]:
-    """Run tests/<suite> in a fresh container. Returns the result and, when kept for debugging, the
-    container."""
-    command = (*PYTEST_IN_IMAGE, f"tests/{suite.value}", *PYTEST_ARGS, f"--junitxml={junit_in_container(suite)}")
+    """Run tests/<suite> in a fresh container (`extra`: more of pytest's arguments). Returns the result and, when
+    kept for debugging, the container."""
+    command = (*PYTEST_IN_IMAGE, f"tests/{suite.value}", *PYTEST_ARGS, *extra,
+               f"--junitxml={junit_in_container(suite)}")  # fmt: skip
     spec = suite_spec(run_id=run_id, cell=cell, suite=suite, image=image, volume=volume, env=env, command=command)
     spec = replace(spec, binds=binds)
     attempt = container_attempt(engine, spec, suite, timeout=timeout, log=logdir / f"{cell}-{suite.value}.log")

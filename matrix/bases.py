@@ -17,9 +17,10 @@ import os
 import shutil
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import arches
 from .bootstrap import BootstrapFailed, apk_base, debootstrap_base
 from .engine import TAG_LABEL, Engine
 from .errors import CellProblem, EngineError
@@ -59,6 +60,7 @@ class BaseFacts:
     root: bool = False  # debootstrap needs root
     keyrings: frozenset[str] = frozenset()  # keyring files that exist
     store: bool = False  # an image store (--registry, --cache-dir) may hold bases made elsewhere
+    arch: str = field(default_factory=arches.native)  # this machine's own architecture (Debian's name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,9 +79,10 @@ def bootstrap_tag(cell: Cell, mirror: str) -> str:
     boot = cell.bootstrap
     assert boot is not None
     parts = (BOOTSTRAP_VERSION, boot.method.value, boot.suite, boot.release, mirror, boot.keyring, boot.script)
-    inputs = "\0".join(parts)
+    # The machine's own architecture is not an input, so the bases made before cells had one keep their tags.
+    inputs = "\0".join(parts + ((cell.arch, *arches.emulator_env(cell.arch).values()) if cell.arch else ()))
     digest = hashlib.sha256(inputs.encode()).hexdigest()[:12]
-    return f"{BASE_REPO}:{cell.family.value}-{boot.suite or boot.release}-{digest}"
+    return f"{BASE_REPO}:{cell.family.value}-{boot.suite or boot.release}{cell.arch_tag}-{digest}"
 
 
 def keyring_for(boot: Bootstrap, env: Mapping[str, str]) -> str:
@@ -109,7 +112,9 @@ def plan_base(cell: Cell, facts: BaseFacts) -> tuple[BaseStep, ...]:
         return plan_base(cell.base_cell, facts)
     if facts.engine:
         return (BaseStep(action=BaseAction.UNAVAILABLE, image="", reason=f"{cell.base}: {facts.engine}"),)
-    if cell.base in facts.present:
+    # `debian:bookworm` here is this machine's own architecture's, and pulling another's would take its tag.
+    foreign = bool(cell.arch) and cell.arch != facts.arch
+    if cell.base in facts.present and not foreign:
         return (BaseStep(action=BaseAction.PRESENT, image=cell.base, reason=f"{cell.base} present"),)
     boot = cell.bootstrap
     mirror = mirror_for(boot, env) if boot else ""
@@ -120,8 +125,10 @@ def plan_base(cell: Cell, facts: BaseFacts) -> tuple[BaseStep, ...]:
     steps: list[BaseStep] = []
     if tag and facts.store:
         steps.append(BaseStep(action=BaseAction.FETCH, image=tag, reason=f"fetched {tag} from the image store"))
-    reasons = ["not present"]
-    if facts.registry:
+    reasons = [f"not present for {cell.arch}" if foreign else "not present"]
+    if foreign:
+        reasons.append(f"not pulled (a pull for {cell.arch} would retag this machine's own {cell.base})")
+    elif facts.registry:
         reasons.append(facts.registry)
     else:
         source = pull_reference(cell.base, env.get(REGISTRY_MIRROR_ENV, ""))
@@ -142,16 +149,16 @@ def _bootstrap_step(cell: Cell, tag: str, mirror: str, facts: BaseFacts) -> tupl
         why = _debootstrap_blocker(cell, boot, mirror, facts)
         if why:
             return None, why
-        recipe = replace(boot, keyring=keyring_for(boot, env))
-        where = mirror or "debootstrap's default mirror"
-        return BaseStep(action=BaseAction.DEBOOTSTRAP, image=tag, source=mirror, reason=f"debootstrapped from {where}",
+        recipe = replace(boot, keyring=keyring_for(boot, env), arch=cell.arch)
+        where = (f"for {cell.arch} " if cell.arch else "") + "from " + (mirror or "debootstrap's default mirror")
+        return BaseStep(action=BaseAction.DEBOOTSTRAP, image=tag, source=mirror, reason=f"debootstrapped {where}",
                         bootstrap=recipe), ""  # fmt: skip
     if boot.method is BootstrapMethod.APK:
         if not mirror:
             return None, f"no Alpine mirror configured (set {boot.mirror_env} to bootstrap it with apk.static)"
         return BaseStep(action=BaseAction.APK, image=tag, source=mirror, reason=f"apk.static from {mirror}",
-                        bootstrap=boot), ""  # fmt: skip
-    # BUILDER, only reached for a Cell built by hand without `base_cell` (cells.py always sets it).
+                        bootstrap=replace(boot, arch=cell.arch)), ""  # fmt: skip
+    # BUILDER, only reached for a Cell built by hand without `base_cell` (table.py always sets it).
     return None, "a builder cell's base is had like another cell's, and none was given"
 
 

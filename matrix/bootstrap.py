@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .arches import ARCHES, emulator_env
 from .engine import Engine
 from .model import Bootstrap
 from .processes import tail
@@ -71,9 +72,12 @@ def prepare_rootfs(root: Path, now: datetime) -> list[str]:
     return notes
 
 
-def import_rootfs(engine: Engine, root: Path, tag: str, log: Path, labels: Mapping[str, str]) -> None:
-    """The tree as an image under `tag`, labelled as the lab's."""
-    done = engine.import_rootfs(root, tag, labels=labels, log=log, timeout=BOOTSTRAP_TIMEOUT)
+def import_rootfs(engine: Engine, root: Path, tag: str, log: Path, labels: Mapping[str, str], arch: str = "") -> None:
+    """The tree as an image under `tag`, labelled as the lab's, of the architecture `arch` ('' for the machine's
+    own) as `docker image inspect` tells it."""
+    platform = ARCHES[arch].platform if arch else ""
+    done = engine.import_rootfs(root, tag, labels=labels, log=log, timeout=BOOTSTRAP_TIMEOUT, platform=platform,
+                                env=emulator_env(arch))  # fmt: skip
     if not done.ok:
         raise BootstrapFailed(f"docker import of {tag} failed: {tail(done.output, 3)}")
 
@@ -83,7 +87,9 @@ def debootstrap_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, 
     """A Debian or Ubuntu base from `mirror` (debootstrap's default when ''), imported as `tag`."""
     target = Path(tempfile.mkdtemp(prefix=f"debootstrap-{boot.suite}-", dir=workdir))
     try:
-        argv = ["debootstrap", "--variant=minbase"]
+        # For another architecture debootstrap runs the second stage in the tree itself, through the kernel's
+        # binfmt_misc emulator where this machine needs one (cell.known_unavailable checked it is registered).
+        argv = ["debootstrap", "--variant=minbase", *([f"--arch={boot.arch}"] if boot.arch else [])]
         if boot.keyring:
             argv.append(f"--keyring={boot.keyring}")
         argv += [boot.suite, str(target)]
@@ -91,13 +97,14 @@ def debootstrap_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, 
             argv.append(mirror)
             if boot.script:
                 argv.append(f"/usr/share/debootstrap/scripts/{boot.script}")
-        done = engine.processes.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log)
+        env = {**os.environ, **emulator_env(boot.arch)}  # the second stage's emulated CPU (arches.py)
+        done = engine.processes.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log, env=env)
         if not done.ok:
             raise BootstrapFailed(f"debootstrap {boot.suite} failed (exit {done.returncode}); see {log}")
         notes = prepare_rootfs(target, datetime.now(timezone.utc))
         with open(log, "a", encoding="utf-8") as sink:
             sink.writelines(f"mcplab: {n}\n" for n in notes)
-        import_rootfs(engine, target, tag, log, labels)
+        import_rootfs(engine, target, tag, log, labels, boot.arch)
     finally:
         remove_tree(target)
 
@@ -119,7 +126,7 @@ def apk_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir:
              labels: Mapping[str, str]) -> None:  # fmt: skip
     """Alpine's minirootfs from apk.static: fetch apk-tools-static from the mirror's index, then let it
     install alpine-base into an empty root, imported as `tag`."""
-    arch = os.uname().machine
+    arch = ARCHES[boot.arch].apk if boot.arch else os.uname().machine
     repo = f"{mirror}/{boot.release}/main"
     target = Path(tempfile.mkdtemp(prefix=f"apk-{boot.release}-", dir=workdir))
     tools = Path(tempfile.mkdtemp(prefix="apk-tools-", dir=workdir))
@@ -145,7 +152,7 @@ def apk_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir:
         if not done.ok:
             raise BootstrapFailed(f"apk.static failed (exit {done.returncode}); see {log}")
         (target / "etc/apk/repositories").write_text(f"{repo}\n{mirror}/{boot.release}/community\n")
-        import_rootfs(engine, target, tag, log, labels)
+        import_rootfs(engine, target, tag, log, labels, boot.arch)
     except OSError as exc:
         raise BootstrapFailed(f"Alpine bootstrap from {mirror} failed: {exc}") from exc
     finally:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from . import arches
 from .model import CellResult, Flavour, Implementation, Suite
 
 MB = 1_000_000  # decimal, as the payload suite sizes its payloads (tests/payload/payloads.py: "5MB")
@@ -29,6 +30,7 @@ class Budget:
     memory_text: str = ""  # how the memory budget is stated, when not as plain megabytes
     scope: str = ""  # the kind of interpreter it is for, when not for every kind
     assumes: str = ""  # what it assumes of that kind's interpreters (ASSUMES)
+    slowdown: float = 1.0  # an emulated architecture's (SLOWDOWN): the suite's timeout is that many times as long
 
     def __post_init__(self) -> None:
         if not self.memory_text:
@@ -75,6 +77,34 @@ BUDGETS: Mapping[Suite, Mapping[str, Budget]] = {
 }
 
 
+# Emulated architectures (qemu-user, where this machine cannot run them itself) are slower, each by its own measure:
+# the unit suite's wall time in the emulated cell over the native cell of the same Debian release and Python, on
+# this machine kind (README's lab section has the runs). A suite's timeout and CPU budget scale by its
+# architecture's; nothing is scaled where the architecture runs natively (i386 on x86_64, or arm64 on an arm64
+# runner). riscv64, ppc64el and armhf are opt-in and were not measured: they take the slowest measured factor.
+# s390x: 979 s for the whole unit suite against bookworm's native 168 s (load 5 to 7 on 2 cores); arm64: as emulated
+# since QEMU_CPU (arches.py), measured by the cold run README's lab section gives.
+SLOWDOWN: Mapping[str, float] = {"arm64": 6.0, "s390x": 6.0}
+# qemu-user keeps a translation cache of its own in every emulated process: the payload suite's peak memory (page
+# cache included) in the arm64 and s390x cells over their native cells'.
+EMULATED_MEMORY = 2.0
+# What runs under emulation unless every suite is asked for (--suite all, SUITES=all in make): the hostile and
+# install suites add an hour of emulated CPU between arm64 and s390x and test nothing the others do not about byte
+# order or word size; the i386 cell, native, runs every suite.
+UNDER_EMULATION = (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD, Suite.IMAGES, Suite.CONFORMANCE)
+# ... and of those, the unit suite leaves out the command line's tests (pytest --ignore-glob): they start
+# `python -m mcpserver` and its commands dozens of times, over a minute each under qemu-user, and test argument
+# parsing and files, which no byte order or word size changes. --suite all runs them too.
+LEFT_OUT_UNDER_EMULATION: Mapping[Suite, tuple[str, ...]] = {Suite.UNIT: ("tests/unit/test_cli*.py",)}
+
+
+def slowdown(arch: str) -> float:
+    """How many times slower a suite runs in a cell of `arch` on this machine (1.0 where it runs natively)."""
+    if not arch or not arches.emulated(arch):
+        return 1.0
+    return SLOWDOWN.get(arch, max(SLOWDOWN.values()))
+
+
 def kind(implementation: Implementation, flavour: Flavour) -> str:
     """The kind of interpreter a cell promises, as budgets tell them apart."""
     if implementation is Implementation.PYPY:
@@ -91,6 +121,13 @@ def kind_of(result: CellResult) -> str:
     return FREE_THREADED if result.flavour else CPYTHON
 
 
-def budget_for(suite: Suite, of: str = CPYTHON) -> Budget:
+def budget_for(suite: Suite, of: str = CPYTHON, arch: str = "") -> Budget:
+    """The budget of a suite for a kind of interpreter, on `arch` ('' for the machine's own): scaled when emulated."""
     found = BUDGETS.get(suite, {}).get(of)
-    return replace(found, scope=of, assumes=ASSUMES.get(of, "")) if found else DEFAULT
+    budget = replace(found, scope=of, assumes=ASSUMES.get(of, "")) if found else DEFAULT
+    factor = slowdown(arch)
+    if factor == 1.0:
+        return budget
+    emulated = f"{budget.memory_text} x {EMULATED_MEMORY:g} emulated on {arch}"
+    return replace(budget, memory=int(budget.memory * EMULATED_MEMORY), cpu=budget.cpu * factor,
+                   memory_text=emulated, slowdown=factor)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .arches import ARCHES
 from .engine import LABEL, RUN_LABEL, TAG_LABEL, TREE_LABEL, Engine
 from .errors import CellProblem
 from .model import TESTS_DIR_SUITES, Cell, Implementation, Outcome
@@ -167,6 +168,11 @@ class BuildPlan:
         )
 
     @property
+    def platform(self) -> str:
+        """docker's name of the cell's architecture, for `docker build --platform`; '' for the machine's own."""
+        return ARCHES[self.cell.arch].platform if self.cell.arch else ""
+
+    @property
     def stages(self) -> tuple[str, ...]:
         """The stages built and tagged, in order. A Python compiled in the Dockerfile's `builder` stage is
         tagged there too: the legacy builder leaves a stage that no later stage is FROM as an untagged
@@ -184,7 +190,8 @@ class BuildPlan:
 
     def tag_prefix(self, stage: str) -> str:
         """Every build of this cell's stage is tagged <prefix><hash of its inputs>."""
-        return f"{IMAGE_REPO}/{self.cell.family.value}:{self.cell.release}-{self.cell.slug}-{stage}-"
+        cell = self.cell
+        return f"{IMAGE_REPO}/{cell.family.value}:{cell.release}-{cell.slug}{cell.arch_tag}-{stage}-"
 
     def tag(self, stage: str) -> str:
         return self.tag_prefix(stage) + self.keys()[stage][:12]
@@ -208,12 +215,28 @@ def _read(path: Path) -> bytes:
     return path.read_bytes() if path.is_file() else b""
 
 
+INCLUDE = "# include: "  # a recipe's line that stands for a fragment's lines (images/deb-src.Dockerfile)
+
+
+def read_recipe(root: Path, path: Path) -> bytes:
+    """A recipe with each `# include: images/X` line replaced by that fragment's lines, less its leading comments:
+    what two recipes share is written once, and the expanded text, which keys the python stage, is what it was
+    before the fragment was shared, so no compiled Python is built again for it. b'' when missing."""
+    lines = []
+    for line in _read(path).decode().splitlines(keepends=True):
+        if line.startswith(INCLUDE):
+            fragment = _read(root / line[len(INCLUDE) :].strip()).decode().splitlines(keepends=True)
+            line = "".join(fragment[next((i for i, f in enumerate(fragment) if not f.startswith("#")), 0) :])
+        lines.append(line)
+    return "".join(lines).encode()
+
+
 def plan_build(cell: Cell, root: Path, base_image: str, base_id: str) -> BuildPlan:
     return BuildPlan(
         cell=cell,
         base_image=base_image,
         base_id=base_id,
-        recipe=_read(root / "images" / cell.recipe / "Dockerfile"),
+        recipe=read_recipe(root, root / "images" / cell.recipe / "Dockerfile"),
         tail=_read(root / TAIL),
         code=tuple(code_files(root)),
         suites=tuple(suite_files(root)),
@@ -330,7 +353,7 @@ class Builder:
                 raise CellProblem(Outcome.UNAVAILABLE, said)
             labels = {LABEL: "1", RUN_LABEL: self.run_id, TAG_LABEL: tag, TREE_LABEL: self.tree}
             done = self.engine.build(plan.context(stage), target=stage, tag=tag, build_args=plan.build_args,
-                                     labels=labels, log=log, timeout=BUILD_TIMEOUT)  # fmt: skip
+                                     labels=labels, log=log, timeout=BUILD_TIMEOUT, platform=plan.platform)  # fmt: skip
             if done.ok and self.engine.image_id(tag):
                 return True
             problem = self._failed[tag] = _build_problem(stage, done, log)
@@ -357,3 +380,12 @@ class Builder:
         for ref in doomed:
             self.engine.remove_images(ref)
         return doomed
+
+
+if __name__ == "__main__":  # a recipe's Dockerfile, by hand: python3 -m matrix.build apt-source | docker build -f -
+    import sys
+
+    from . import LAB_ROOT
+
+    sys.stdout.write((read_recipe(LAB_ROOT, LAB_ROOT / "images" / sys.argv[1] / "Dockerfile").rstrip(b"\n") + b"\n\n"
+                      + _read(LAB_ROOT / TAIL)).decode())

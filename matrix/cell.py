@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from . import arches, budgets
 from . import host as hostcells
 from .attempts import volume_name
 from .bases import BaseAction, Bases, BaseStep, gather_facts, plan_base
@@ -78,7 +79,7 @@ def known_unavailable(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env
     from exactly these inputs (build.Unbuildable). A run and --list ask the same."""
     if cell.family is Family.HOST:
         return "" if hostcells.find_interpreter(cell.python, env) else f"no python{cell.python} on PATH or in pyenv"
-    unseen = unseen_cpuinfo(cell, engine)
+    unseen = unseen_cpuinfo(cell, engine) or missing_emulator(cell, engine)
     if unseen:
         return unseen
     steps = plans.get(cell.name, ())
@@ -94,6 +95,13 @@ def unseen_cpuinfo(cell: Cell, engine: Engine) -> str:
         return ""
     return (f"its containers are shown a CPU cache of {cell.cpu_cache_kb} KB through a /proc/cpuinfo made on this "
             f"machine and bind-mounted, which the engine at {engine.endpoint()} cannot see")
+
+
+def missing_emulator(cell: Cell, engine: Engine) -> str:
+    """Why a cell of another architecture cannot run here ('' when it can, or it is of the machine's own): read
+    from this machine's binfmt_misc, which a local engine's containers share; a remote engine's kernel is not
+    seen from here, and its build says so if it cannot."""
+    return arches.binfmt_problem(cell.arch) if cell.arch and engine.is_local() else ""
 
 
 def _builder_plan(cell: Cell, steps: tuple[BaseStep, ...], engine: Engine, root: Path) -> BuildPlan | None:
@@ -131,8 +139,12 @@ def run_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...]) -> CellR
     def say(phase: str) -> None:
         tools.progress.update(cell.name, phase)
 
-    record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python)
+    record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python,
+                        arch=cell.arch or arches.native(), release=cell.release,
+                        interpreter=cell.slug)  # fmt: skip
     chosen = [s for s in cell.suites if s in tools.selection.suites_for(cell.name)]
+    if not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0:
+        chosen = [s for s in chosen if s in budgets.UNDER_EMULATION]
     try:
         if stopping.stop.is_set():
             result = replace(record, outcome=Outcome.CANCELLED, message=f"not run: {stopping.reason}")
@@ -158,13 +170,17 @@ def _finish(record: CellResult, cell: Cell, suites: list[SuiteResult], found: ho
     order = {s: i for i, s in enumerate(cell.suites)}
     ordered = tuple(sorted(suites, key=lambda s: order[s.suite]))
     return replace(record, outcome=cell_outcome(ordered), suites=ordered, python_version=found.version,
-                   implementation=found.implementation, flavour=found.flavour, **fields)  # type: ignore[arg-type]
+                   implementation=found.implementation, flavour=found.flavour, machine=found.machine,
+                   byteorder=found.byteorder, maxsize=found.maxsize, **fields)  # type: ignore[arg-type]
 
 
 def _run_suites(tools: CellTools, cell: Cell, chosen: Sequence[Suite], say: Say,
                 runner: Callable[[Suite], Runner]) -> list[SuiteResult]:  # fmt: skip
     stopping = tools.stopping
-    results = [SuiteResult(suite=s, outcome=Outcome.NOT_RUN) for s in cell.suites if s not in chosen]
+    emulated = budgets.slowdown(cell.arch) > 1.0
+    cut = f"not run under emulation on {cell.arch} unless asked for (--suite all)" if emulated else ""
+    results = [SuiteResult(suite=s, outcome=Outcome.NOT_RUN, message=cut if s in tools.selection.suites else "")
+               for s in cell.suites if s not in chosen]  # fmt: skip
     for suite in chosen:
         if stopping.stop.is_set():
             results.append(SuiteResult(suite=suite, outcome=Outcome.CANCELLED, message=f"not run: {stopping.reason}"))
@@ -212,7 +228,7 @@ def _host_cell(tools: CellTools, cell: Cell, chosen: Sequence[Suite], record: Ce
 
 def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], chosen: Sequence[Suite],
                     record: CellResult, say: Say) -> CellResult:  # fmt: skip
-    unseen = unseen_cpuinfo(cell, tools.engine)
+    unseen = unseen_cpuinfo(cell, tools.engine) or missing_emulator(cell, tools.engine)
     if unseen:
         raise CellProblem(Outcome.UNAVAILABLE, unseen)
     say("base")
@@ -227,7 +243,9 @@ def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], c
         pytest = PytestFolder(folder=folder, volume=volume_name(folder.name, wheels), wheels=",".join(wheels),
                               pip=tools.pytest.pip(folder))  # fmt: skip
     ids = Images(**{stage: tools.engine.image_id(getattr(built, stage)) or "" for stage in STAGES})
-    where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=tools.distributions.get)
+    cut = not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0
+    where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=tools.distributions.get,
+                          left_out=budgets.LEFT_OUT_UNDER_EMULATION if cut else {})  # fmt: skip
     suites = _run_suites(tools, cell, chosen, say, lambda suite: IN_CONTAINER[suite](where, suite))
     tools.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=ids.runtime)
     found = interpreter_facts(tools, cell, built.python)
@@ -238,7 +256,8 @@ def interpreter_facts(tools: CellTools, cell: Cell, image: str) -> hostcells.Fac
     """What the interpreter in an image says it is (3.9.2; CPython; free-threaded), asked once per image ID
     and remembered."""
     image_id = tools.engine.image_id(image) or image
-    remembered = tools.cache / "interpreters" / (image_id.replace(":", "_") + ".json")
+    # "-2": what the machine says joined the facts; those remembered before are asked again.
+    remembered = tools.cache / "interpreters" / (image_id.replace(":", "_") + "-2.json")
     if remembered.is_file():
         return hostcells.Facts.parse(remembered.read_text())
     spec = ContainerSpec(image=image, entrypoint=cell.interpreter, args=("-c", hostcells.FACTS_PROBE), remove=True,

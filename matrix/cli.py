@@ -23,10 +23,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from . import LAB_ROOT, records, report
+from . import LAB_ROOT, history, records, report
+from .arches import ARCHES, native
+from .budgets import UNDER_EMULATION
 from .build import Unbuildable
 from .cell import availability, base_plans
-from .cells import CELLS_TOML, load_cells
 from .compare import SinceLastFull, since_last_full
 from .engine import Engine
 from .errors import LabError, NothingToRun, UsageError
@@ -51,6 +52,7 @@ from .plan import (
 )
 from .progress import Progress
 from .schedule import run_matrix
+from .table import CELLS_TOML, load_cells
 
 RUN_FOLDER = re.compile(r"^\d{14}-[0-9a-f]{6}$")  # lab.Lab.run_id
 
@@ -119,7 +121,13 @@ def _selection_options(sel: argparse._ArgumentGroup) -> None:
     sel.add_argument("--implementation", action="append", default=[],
                      help="interpreter: " + ", ".join(i.value for i in Implementation))  # fmt: skip
     sel.add_argument("--cell", action="append", default=[], help="cell name, e.g. 'debian-*'")
-    sel.add_argument("--suite", action="append", default=[], help=", ".join(s.value for s in SUITES))
+    sel.add_argument("--arch", action="append", default=[],
+                     help="architecture, by Debian's name: " + ", ".join(ARCHES) + f" (this machine's: {native()}); "
+                          "'all' for every one, the opt-in ones too (riscv64, ppc64el, armhf: emulated, long)",
+                     )  # fmt: skip
+    sel.add_argument("--suite", action="append", default=[],
+                     help=", ".join(s.value for s in SUITES) + "; 'all' for every one, also in an emulated cell, which "
+                          "otherwise runs only " + ", ".join(s.value for s in UNDER_EMULATION))  # fmt: skip
     sel.add_argument("--rerun-failed", action="store_true",
                      help="only the suites that failed, errored, timed out, were flaky or were cancelled in the "
                           "latest run (RESULTS/latest), in their cells")  # fmt: skip
@@ -189,7 +197,7 @@ def _main(argv: list[str]) -> Ended:
     if args.merge:
         return Ended(_merge(args))
     cells = load_cells(args.cells)
-    selection = _selection(args)
+    selection = selection_of(args)
     if selection is None:
         latest = args.results / "latest"
         return Ended(Exit.PASSED, f"nothing to rerun: no suite failed, errored, timed out or was flaky in {latest}")
@@ -220,7 +228,7 @@ def _main(argv: list[str]) -> Ended:
     return Ended(_run(chosen, options, whole_table=len(chosen) == len(cells)))
 
 
-def _selection(args: argparse.Namespace) -> Selection | None:
+def selection_of(args: argparse.Namespace) -> Selection | None:
     """What the selectors ask for; None when --rerun-failed finds nothing to run again."""
     only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()
     if args.rerun_failed:
@@ -235,7 +243,8 @@ def _selection(args: argparse.Namespace) -> Selection | None:
     return Selection(
         distros=split_values(args.distro), pythons=split_values(args.python),
         implementations=split_values(args.implementation), cells=split_values(args.cell),
-        suites=parse_suites(args.suite), only=only,
+        arches=split_values(args.arch),
+        suites=parse_suites(args.suite), only=only, asked=bool(args.suite),
     )  # fmt: skip
 
 
@@ -271,6 +280,7 @@ def _list(cells: Sequence[Cell], args: argparse.Namespace) -> None:
         data = [
             {
                 "name": c.name, "family": c.family.value, "release": c.release, "python": c.python,
+                "arch": c.arch or native(), "opt_in": c.opt_in,
                 "base": c.base, "python_from": c.python_from.value, "suites": [s.value for s in c.suites],
                 "available": state != "unavailable", "checked": state != "unchecked", "detail": how,
             }
@@ -280,7 +290,7 @@ def _list(cells: Sequence[Cell], args: argparse.Namespace) -> None:
         return
     width = max(len(c.name) for c in cells)
     for cell, state, how in rows:
-        print(f"{cell.name:<{width}}  {state:<11}  {how}")
+        print(f"{cell.name:<{width}}  {cell.arch or native():<7}  {state:<11}  {how}")
 
 
 def _available(cells: Sequence[Cell], args: argparse.Namespace) -> tuple[Cell, ...]:
@@ -354,13 +364,15 @@ def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, who
     folder = options.results / lab.run_id
     why_partial = f"interrupted ({lab.stop_reason})" if lab.interrupted.is_set() else lab.stop_reason
     env = environment(lab, engine_version=engine_version, partial=why_partial)
-    report.write_reports(results, env, folder, suites=options.selection.suites, since=since)
+    line = history.entry(results, run_id=lab.run_id, date=env.date, commit=env.commit)
+    flakes = history.rates(history.append(options.results, line))
+    report.write_reports(results, env, folder, suites=options.selection.suites, since=since, flakes=flakes)
     report.point(options.results / records.LATEST, folder)
     selection = options.selection
     if whole_table and not why_partial and selection.suites == SUITES and not selection.only and not options.shard:
         report.point(options.results / records.LATEST_FULL, folder)
     _prune_reports(options.results)
-    print(report.to_table(results, suites=selection.suites, since=since), end="")
+    print(report.to_table(results, suites=selection.suites, since=since, flakes=flakes), end="")
     for kept in lab.kept:
         print(kept.advice())
     print(f"reports: {folder} ({', '.join(report.REPORT_FILES)}); {options.results / records.LATEST} points there")

@@ -1,6 +1,7 @@
-"""The conformance suite (issue 17): the official suite's required profile, from the host, against the cell's
-own server serving examples/everything.py over HTTP; scripts/conformance.py runs it and writes one JUnit
-testcase per scenario, so the verdict is judged like every other suite's.
+"""The conformance suite (issue 17): the official suite, from the host, against the cell's own server serving
+examples/everything.py over HTTP; scripts/conformance.py runs its sets (the required profiles, the extensions'
+scenarios, the older revisions') and writes one JUnit testcase per scenario with its checks' counts (one that
+exercised nothing is skipped, saying so), so the verdict is judged like every other suite's.
 
 A container cell's server binds 0.0.0.0 inside its container with --insecure-no-auth (the suite sends no
 token) and its port is published on the engine's loopback only; --allow-host and --allow-origin name the

@@ -23,6 +23,8 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +99,9 @@ class Engine:
     def __init__(self, docker: str = "docker", processes: Processes | None = None) -> None:
         self.docker = docker
         self.processes = processes or Processes()
+        self._platforms: dict[str, str] = {}  # image -> platform_of(image)
+        self._platforms_lock = threading.Lock()  # and the list below
+        self.abandoned: list[str] = []  # step images of builds that made no image (remove_abandoned)
 
     def _docker(self, args: Sequence[str], *, timeout: float | None = CLI_TIMEOUT, **kwargs: object) -> Completed:
         try:
@@ -200,8 +205,10 @@ class Engine:
         labels: Mapping[str, str],
         log: Path,
         timeout: float,
+        platform: str = "",
     ) -> Completed:
-        """Build and tag `tag`, once: a build of the same tag by another process on this host is waited for
+        """Build and tag `tag` (for `platform`, docker's name of an architecture, when not the engine's own), once:
+        a build of the same tag by another process on this host is waited for
         (one lock per tag), and then found. `--tag` would have moved the tag and left the image it named
         dangling: two runs building one stage side by side left an 834 MB builder stage behind. A tag taken
         meanwhile through another engine client keeps its image, and the one built here is removed; a failed
@@ -210,21 +217,24 @@ class Engine:
             if self.image_id(tag) is not None:
                 return Completed(returncode=0, output=f"mcplab: {tag} was built meanwhile by another run\n")
             return self._build(context, target=target, tag=tag, build_args=build_args, labels=labels, log=log,
-                               timeout=timeout)  # fmt: skip
+                               timeout=timeout, platform=platform)  # fmt: skip
 
     def _build(self, context: bytes, *, target: str | None, tag: str, build_args: Sequence[str],
-               labels: Mapping[str, str], log: Path, timeout: float) -> Completed:  # fmt: skip
+               labels: Mapping[str, str], log: Path, timeout: float, platform: str) -> Completed:  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="mcplab-build-") as folder:
             iidfile = Path(folder) / "iid"
             # --force-rm: a failed step's container goes too (the legacy builder keeps it otherwise).
             argv = ["build", "--force-rm", "--iidfile", str(iidfile), *(["--target", target] if target else [])]
+            argv += ["--platform", platform] if platform else []
             argv += [*label_args(labels), *(a for arg in build_args for a in ("--build-arg", arg))]
             done = self._docker([*argv, "-"], input=context, timeout=timeout, log=log)
             built = iidfile.read_text().strip() if done.ok and iidfile.is_file() else ""
         if not built:
-            steps = BUILD_STEP.findall(done.output)
-            if steps and not self.image_facts(steps[-1]).get("tags"):  # never a base, or anything tagged
-                self._docker(["rmi", steps[-1]])  # refused, harmlessly, while a child or a container uses it
+            made = created_steps(done.output)
+            with self._platforms_lock:
+                self.abandoned.extend(made)  # an interrupt may kill the rmi below: remove_abandoned tries again
+            if made and not self.image_facts(made[-1]).get("tags"):
+                self._docker(["rmi", made[-1]])  # refused, harmlessly, while a child or a container uses it
             return done if not done.ok else Completed(returncode=1, output=done.output + "no image ID was written\n")
         if self.image_id(tag) is None:
             self.tag(built, tag)
@@ -232,8 +242,35 @@ class Engine:
             self._docker(["rmi", built])
         return done
 
-    def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float) -> Completed:
-        """tar the tree into `docker import` under `tag`; both processes are tracked."""
+    def remove_abandoned(self, *, patience: float = 20.0) -> list[str]:
+        """Remove the step images of this engine client's builds that made no image (failed, or cut short by an
+        interrupt: the legacy builder keeps every finished step as an untagged image) and that are still untagged;
+        `docker rmi` takes their untagged parents along. Tried again for `patience` seconds while the daemon, its
+        client gone, is still removing the step's container. Returns the images that went."""
+        with self._platforms_lock:
+            pending, self.abandoned = list(dict.fromkeys(self.abandoned)), []
+        gone: list[str] = []
+        deadline = time.monotonic() + patience
+        while pending:
+            for image in list(pending):
+                facts = self.image_facts(image)
+                if not facts or facts.get("tags") or self._docker(["rmi", image]).ok:
+                    pending.remove(image)
+                    gone += [image] if facts and not facts.get("tags") else []
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        return gone
+
+    def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float,
+                      platform: str = "", env: Mapping[str, str] | None = None) -> Completed:  # fmt: skip
+        """tar the tree into `docker import` under `tag`; both processes are tracked. For another architecture
+        (`platform`, docker's name) the tree is built into an image FROM scratch instead: Debian's 20.10 engine
+        ignores `docker import --platform` and would call it its own, where a build sets what it is told; `env` is
+        set in its image (ENV), for every stage built FROM it."""
+        if platform:
+            return self._build_rootfs(root, tag, labels=labels, log=log, timeout=timeout, platform=platform,
+                                      env=env or {})  # fmt: skip
         tar = self.processes.start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
         changes = [a for k, v in sorted(labels.items()) for a in ("--change", f"LABEL {k}={v}")]
         try:
@@ -242,6 +279,19 @@ class Engine:
         finally:
             self.processes.finish(tar)
         return done if tar.returncode == 0 else Completed(returncode=tar.returncode or 1, output="tar failed")
+
+    def _build_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float,
+                      platform: str, env: Mapping[str, str]) -> Completed:  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="mcplab-rootfs-", dir=root.parent) as folder:
+            # ADD unpacks a tar with its own owners (a build context's files would all become root's).
+            made = self.processes.command(["tar", "--numeric-owner", "-C", str(root), "-cf", f"{folder}/rootfs.tar",
+                                           "."], timeout=timeout, log=log)  # fmt: skip
+            if not made.ok:
+                return made
+            settings = "".join(f"ENV {k}={v}\n" for k, v in sorted(env.items()))
+            Path(folder, "Dockerfile").write_text(f'FROM scratch\nADD rootfs.tar /\n{settings}CMD ["/bin/sh"]\n')
+            argv = ["build", "--platform", platform, "--tag", tag, *label_args(labels), folder]
+            return self._docker(argv, timeout=timeout, log=log)
 
     def pull(self, ref: str, *, log: Path | None = None, timeout: float = 600.0) -> Completed:
         return self._docker(["pull", ref], timeout=timeout, log=log)
@@ -266,21 +316,38 @@ class Engine:
         return self._docker(["image", "prune", "-f", *[a for label in labels for a in ("--filter", f"label={label}")]])
 
     # -- containers --------------------------------------------------------------------------------
+    def platform_of(self, image: str) -> str:
+        """`--platform` for a container of `image` when it is built for another architecture than the engine's
+        ('linux/arm64'), else '': the engine then runs it through its own platform support, without warning
+        on every run that it does not match, and a native image runs exactly as before."""
+        with self._platforms_lock:
+            if image not in self._platforms:
+                fmt = "{{.Os}}/{{.Architecture}}"
+                own = self._docker(["version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"]).output.strip()
+                done = self._docker(["image", "inspect", "--format", fmt, image])
+                found = done.output.strip() if done.ok else own
+                self._platforms[image] = "" if found == own else found
+            return self._platforms[image]
+
+    def _container_argv(self, spec: ContainerSpec) -> list[str]:
+        platform = self.platform_of(spec.image)
+        return ["--platform", platform, *spec.argv()] if platform else spec.argv()
+
     def run(self, spec: ContainerSpec, *, timeout: float | None, log: Path | None = None,
             input: bytes | None = None) -> Completed:  # fmt: skip
         """`docker run` to completion. On timeout the client is killed; the container is stopped here
         too, since killing the client does not stop it."""
-        done = self._docker(["run", *spec.argv()], timeout=timeout, log=log, input=input)
+        done = self._docker(["run", *self._container_argv(spec)], timeout=timeout, log=log, input=input)
         if done.timed_out and spec.name:
             self.kill(spec.name)
         return done
 
     def start(self, spec: ContainerSpec) -> Completed:
         """`docker run -d`: the container's ID in the output."""
-        return self._docker(["run", "-d", *spec.argv()])
+        return self._docker(["run", "-d", *self._container_argv(spec)])
 
     def create(self, spec: ContainerSpec) -> Completed:
-        return self._docker(["create", *spec.argv()])
+        return self._docker(["create", *self._container_argv(spec)])
 
     def exec(self, container: str, argv: Sequence[str], *, input: bytes | None = None,
              timeout: float = CLI_TIMEOUT) -> Completed:  # fmt: skip
@@ -360,6 +427,22 @@ _START_ONE = (
     "Run `make lab-engine` (it starts one on a Debian/Ubuntu host where you are root), or start a Docker "
     "engine and point DOCKER_HOST (or `docker context use`) at it; `--distro host` runs without one."
 )
+
+
+def created_steps(output: str) -> list[str]:
+    """The images a legacy build's steps created, in order, from its output: not the base a FROM names, nor a
+    step's image taken from the cache (another build's, which may be in use)."""
+    made, skip = [], False
+    for line in output.splitlines():
+        text = line.strip()
+        if (text.startswith("Step ") and " : FROM " in text) or text == "---> Using cache":
+            skip = True  # the next image line is the base's, or a cached step's
+            continue
+        found = BUILD_STEP.match(line)
+        if found:
+            made += [] if skip else [found.group(1)]
+            skip = False
+    return made
 
 
 @contextlib.contextmanager

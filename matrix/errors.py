@@ -25,8 +25,9 @@ class UsageError(LabError):
     exit_code = Exit.USAGE
 
 
-class ConfigError(LabError):
-    """cells.toml (or another input file) is malformed."""
+class LabInputError(LabError):
+    """A file the lab reads is malformed: the cell table (cells.toml), or an earlier run's results.json. Not the
+    server's mcpserver.errors.ConfigError, which is about a user's server."""
 
     exit_code = Exit.USAGE
 

@@ -65,7 +65,8 @@ FACTS_PROBE = (
     "import json, platform, sys, sysconfig; pypy = getattr(sys, 'pypy_version_info', None); "
     "print(json.dumps({'version': platform.python_version(), 'implementation': platform.python_implementation() "
     "+ (' %d.%d.%d' % tuple(pypy[:3]) if pypy else ''), "
-    "'free_threaded': bool(sysconfig.get_config_var('Py_GIL_DISABLED'))}))"
+    "'free_threaded': bool(sysconfig.get_config_var('Py_GIL_DISABLED')), 'machine': platform.machine(), "
+    "'byteorder': sys.byteorder, 'maxsize': sys.maxsize}))"
 )
 
 
@@ -76,13 +77,18 @@ class Facts:
     version: str = ""  # 3.11.17
     implementation: str = ""  # "CPython", "PyPy 7.3.19"
     flavour: str = ""  # "free-threaded" for a --disable-gil build
+    # Its machine as it sees it: what an architecture cell shows ran there, not only that it was asked to.
+    machine: str = ""  # platform.machine()
+    byteorder: str = ""  # sys.byteorder
+    maxsize: int = 0  # sys.maxsize: 2**31 - 1 on a 32-bit build
 
     @classmethod
     def parse(cls, output: str) -> Facts:
         try:
             data = json.loads(output.strip().splitlines()[-1])
             return cls(version=str(data["version"]), implementation=str(data["implementation"]),
-                       flavour="free-threaded" if data["free_threaded"] else "")  # fmt: skip
+                       flavour="free-threaded" if data["free_threaded"] else "", machine=str(data["machine"]),
+                       byteorder=str(data["byteorder"]), maxsize=int(data["maxsize"]))  # fmt: skip
         except (ValueError, KeyError, IndexError, TypeError):
             return cls()
 

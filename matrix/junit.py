@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .model import CellResult, Outcome, Skip, TestFailure
+from .model import CellResult, Outcome, Skip, SuiteResult, TestFailure
 
 MESSAGE_LIMIT = 2000  # characters of a failure's message kept in results (the full text is in junit.xml)
 DETAILS_LIMIT = 8000
@@ -80,6 +80,27 @@ def parse(text: str) -> JunitCounts:
                        skips=tuple(skips), repetitions=repetitions)  # fmt: skip
 
 
+def _suite_named(results: Sequence[CellResult], name: str) -> tuple[CellResult | None, SuiteResult | None]:
+    """The cell and the suite of a <testsuite name="CELL/SUITE"> (or name="CELL")."""
+    cell, _, suite = name.rpartition("/") if "/" in name else (name, "", "")
+    found = next((r for r in results if r.cell == cell), None)
+    return found, next((s for s in found.suites if s.suite.value == suite), None) if found else None
+
+
+def _properties(element: ET.Element, cell: CellResult | None, suite: SuiteResult | None) -> None:
+    """What CI tools show beside a suite: the architecture and what its interpreter saw of it, and for a suite
+    that did not pass, the line that reproduces it."""
+    facts = {"arch": cell.arch, "machine": cell.machine, "byteorder": cell.byteorder,
+             "maxsize": str(cell.maxsize or "")} if cell else {}  # fmt: skip
+    facts["reproduce"] = suite.reproduce if suite else ""
+    properties = ET.Element("properties")
+    for key, value in facts.items():
+        if value:
+            ET.SubElement(properties, "property", name=key, value=value)
+    if len(properties):
+        element.insert(0, properties)
+
+
 def merged(results: Sequence[CellResult]) -> bytes:
     """One <testsuites> with a <testsuite name="CELL/SUITE"> per suite that was meant to run.
 
@@ -122,6 +143,8 @@ def merged(results: Sequence[CellResult]) -> bytes:
             else:
                 element.set("errors", "1")
                 ET.SubElement(case, "error", message=f"{suite.outcome.value}: {suite.message}").text = suite.log_tail
+    for element in out:
+        _properties(element, *_suite_named(results, element.get("name", "")))
     ET.indent(out)
     data: bytes = ET.tostring(out, encoding="utf-8", xml_declaration=True)
     return data

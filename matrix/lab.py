@@ -159,6 +159,7 @@ class Lab:
         names = self.engine.container_names(ids) if self.kept else {}
         kept = {k.container for k in self.kept}
         removed = self.engine.remove_containers(*[i for i in ids if names.get(i) not in kept])
+        self.engine.remove_abandoned()  # after the containers: a killed build's step images are gone only then
         shutil.rmtree(self.workdir, ignore_errors=True)
         return removed
 

@@ -107,6 +107,7 @@ class Bootstrap:
     keyring: str = ""
     keyring_env: str = ""  # an environment variable that, when set, names the keyring file instead
     script: str = ""
+    arch: str = ""  # debootstrap --arch / apk.static's index: the cell's architecture ('' for the machine's own)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,12 +127,21 @@ class Cell:
     like: str = ""  # the cell whose images it runs
     cpu_cache_kb: int = 0  # the cache size its containers' /proc/cpuinfo reports (0: the machine's own)
     only: tuple[Suite, ...] = ()  # the suites it runs, when not every one that applies
+    # The architecture it is built for, by Debian's name (arches.py); '' for the machine's own. A cell that names one
+    # has images of its own (their tags say it), even where it is the machine's own.
+    arch: str = ""
+    opt_in: bool = False  # run only when --arch or --cell names it (emulated architectures that take long)
 
     @property
     def suites(self) -> tuple[Suite, ...]:
         """The suites that apply to this cell; host cells have no image to check."""
         applies = SUITES if self.family.in_container else tuple(s for s in SUITES if s.for_hosts)
         return tuple(s for s in applies if s in self.only) if self.only else applies
+
+    @property
+    def arch_tag(self) -> str:
+        """What its image tags say of its architecture: '-arm64' for a cell that names one, '' otherwise."""
+        return f"-{self.arch}" if self.arch else ""
 
     @property
     def compiles_python(self) -> bool:
@@ -240,6 +250,9 @@ class SuiteResult:
     over_budget: str = ""  # which budget (budgets.py) its usage broke, and by how much: a failure
     near_limit: str = ""  # its peak came within budgets.NEAR_LIMIT of the memory limit: a warning, even on a pass
     earlier: tuple[EarlierAttempt, ...] = ()  # the attempts before this one that did not pass (--retries)
+    # One did not pass: the command that reruns only it in only its cell, and after a `#` (so a pasted line runs the
+    # rerun alone) the `docker run` into the same image with the same mounts, for debugging by hand.
+    reproduce: str = ""
 
     @property
     def counts(self) -> str:
@@ -295,6 +308,13 @@ class CellResult:
     implementation: str = ""  # as the interpreter names itself: "CPython", "PyPy 7.3.19"
     flavour: str = ""  # "free-threaded" for a --disable-gil build
     first_answer: FirstAnswer | None = None  # start-up time, measured after the suites (startup.py)
+    arch: str = ""  # the architecture it was built for (Debian's name): the cell's, else the machine's own
+    release: str = ""  # the cell's release ("bookworm"), and its interpreter in tags ("py3.11", "pypy3.11")
+    interpreter: str = ""
+    # What the interpreter the suites ran on says of its machine: platform.machine(), sys.byteorder, sys.maxsize.
+    machine: str = ""
+    byteorder: str = ""
+    maxsize: int = 0
 
     def suite(self, name: Suite) -> SuiteResult | None:
         return next((s for s in self.suites if s.suite is name), None)

@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from . import arches
 from .errors import UsageError
 from .model import SUITES, Cell, CellResult, Environment, Implementation, Outcome, Suite
 
@@ -27,8 +28,10 @@ class Selection:
     pythons: tuple[str, ...] = ()
     implementations: tuple[str, ...] = ()
     cells: tuple[str, ...] = ()
+    arches: tuple[str, ...] = ()  # Debian's names; "all" is every architecture, the opt-in ones too
     suites: tuple[Suite, ...] = SUITES
     only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()  # --rerun-failed: these cells, and in each these suites
+    asked: bool = False  # --suite named them: an emulated cell then runs them all too (budgets.UNDER_EMULATION)
 
     def suites_for(self, cell: str) -> tuple[Suite, ...]:
         """The suites to run in that cell."""
@@ -71,7 +74,7 @@ def split_values(raw: Iterable[str]) -> tuple[str, ...]:
 
 def parse_suites(raw: Iterable[str]) -> tuple[Suite, ...]:
     values = split_values(raw)
-    if not values:
+    if not values or values == ("all",):
         return SUITES
     known = [s.value for s in SUITES]
     unknown = [v for v in values if v not in known]
@@ -106,13 +109,21 @@ def _python_matches(pattern: str, cell: Cell) -> bool:
         (cell.python, bare), (cell.slug, pattern), (cell.slug.removeprefix("py"), bare)))  # fmt: skip
 
 
-def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
-    """Filter the table. Every selector value must match some cell, and together they must match one."""
+def select(cells: Sequence[Cell], selection: Selection, *, native: str = "") -> tuple[Cell, ...]:
+    """Filter the table. Every selector value must match some cell, and together they must match one. A cell that
+    is opt-in (an emulated architecture that takes long) is in only when --arch or --cell names it; `native` is
+    the machine's own architecture, which cells that name none are built for."""
+    native = native or arches.native()
+
+    def arch_matches(pattern: str, cell: Cell) -> bool:
+        return pattern == "all" or fnmatch.fnmatchcase(cell.arch or native, pattern)
+
     checks = (
         ("--distro", selection.distros, lambda p, c: fnmatch.fnmatchcase(c.family.value, p)),
         ("--python", selection.pythons, _python_matches),
         ("--implementation", selection.implementations, lambda p, c: fnmatch.fnmatchcase(c.implementation.value, p)),
         ("--cell", selection.cells, lambda p, c: fnmatch.fnmatchcase(c.name, p)),
+        ("--arch", selection.arches, arch_matches),
     )
     for option, patterns, matches in checks:
         for pattern in patterns:
@@ -121,6 +132,7 @@ def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
     chosen = tuple(
         c for c in cells if all(not patterns or any(matches(p, c) for p in patterns) for _, patterns, matches in checks)
     )
+    chosen = tuple(c for c in chosen if not c.opt_in or _named(c, selection, native))
     if selection.only:
         chosen = tuple(c for c in chosen if selection.suites_for(c.name))
     if not chosen:
@@ -130,11 +142,21 @@ def select(cells: Sequence[Cell], selection: Selection) -> tuple[Cell, ...]:
     return chosen
 
 
+def _named(cell: Cell, selection: Selection, native: str) -> bool:
+    """Whether an opt-in cell was asked for by name: its architecture (a glob that is not '*', or 'all'), or the
+    cell itself, exactly (a glob such as 'debian-*' does not start a riscv64 cell's hours under emulation)."""
+    arch = cell.arch or native
+    by_arch = any(p == "all" or (p != "*" and fnmatch.fnmatchcase(arch, p)) for p in selection.arches)
+    return by_arch or cell.name in selection.cells
+
+
 def _what_exists(cells: Sequence[Cell], option: str) -> str:
     if option == "--distro":
         values = sorted({c.family.value for c in cells})
     elif option == "--implementation":
         values = sorted({c.implementation.value for c in cells})
+    elif option == "--arch":
+        values = ["all", *sorted({c.arch for c in cells if c.arch} | {arches.native()})]
     elif option == "--python":
         values = sorted({c.python for c in cells}, key=lambda v: tuple(int(x) for x in v.split(".")))
     else:

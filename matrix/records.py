@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import LabInputError
 from .model import (
     SUITES,
     CellResult,
@@ -56,9 +56,9 @@ def from_json(
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{source} is not JSON ({exc}); was the run that wrote it cut short?") from exc
+        raise LabInputError(f"{source} is not JSON ({exc}); was the run that wrote it cut short?") from exc
     if data.get("schema") not in READABLE:
-        raise ConfigError(f"{source} has schema {data.get('schema')!r}; this lab reads {SCHEMA!r}.")
+        raise LabInputError(f"{source} has schema {data.get('schema')!r}; this lab reads {SCHEMA!r}.")
     results = tuple(_cell_from(c) for c in data["cells"])
     env = Environment(**{**data["environment"], "dirty": tuple(data["environment"].get("dirty", ()))})
     return results, env, tuple(Suite(s) for s in data.get("suites", SUITES))
@@ -118,7 +118,7 @@ def results_file(directory: Path) -> Path:
     runs = sorted(p for p in directory.glob("*/results.json") if not p.parent.is_symlink())
     if runs:
         return runs[-1]
-    raise ConfigError(f"{directory} holds no results.json; --merge takes folders written by run_matrix.py.")
+    raise LabInputError(f"{directory} holds no results.json; --merge takes folders written by run_matrix.py.")
 
 
 def read_results(directory: Path) -> tuple[tuple[CellResult, ...], Environment, tuple[Suite, ...]]:

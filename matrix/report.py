@@ -18,6 +18,7 @@ from pathlib import Path
 from . import junit
 from .budgets import ASSUMES, CPYTHON, budget_for, kind_of, megabytes
 from .compare import SinceLastFull
+from .history import FLAKE_NAMED, FLAKE_WINDOW, FlakeRate
 from .model import (
     SUITES,
     CellResult,
@@ -83,8 +84,38 @@ def interpreter_text(result: CellResult) -> str:
     return f"{text} {result.flavour}" if result.flavour else text
 
 
+def word_bits(maxsize: int) -> int:
+    """32 or 64: the width of a C pointer, from sys.maxsize (2**31 - 1 or 2**63 - 1)."""
+    return maxsize.bit_length() + 1 if maxsize else 0
+
+
+def arch_text(result: CellResult) -> str:
+    """ "s390x (s390x, big-endian, 64-bit)": the architecture it was built for, then what its interpreter saw."""
+    if not result.machine:
+        return result.arch or "—"
+    return f"{result.arch} ({result.machine}, {result.byteorder}-endian, {word_bits(result.maxsize)}-bit)"
+
+
+def machine_facts(result: CellResult) -> str:
+    """What the cell's interpreter said of its machine, as it said it: the proof its suites ran there."""
+    if not result.machine:
+        return ""
+    return (f"platform.machine() {result.machine}, sys.byteorder {result.byteorder}, sys.maxsize {result.maxsize} "
+            f"({word_bits(result.maxsize)}-bit)")
+
+
 def first_answer_text(result: CellResult) -> str:
     return result.first_answer.text if result.first_answer else "—"
+
+
+def reproduce_lines(results: Sequence[CellResult]) -> list[str]:
+    """Every suite that did not pass: the line that reruns only it in only its cell (pasted, the `#` leaves the
+    docker run into its image as a comment, to copy for debugging by hand)."""
+    return [s.reproduce for r in results for s in r.suites if s.reproduce]
+
+
+REPRODUCE_NOTE = ("To reproduce, each line reruns only that suite in only that cell (after the `#`: the docker run "
+                  "into the same image with the same mounts, for debugging by hand):")
 
 
 def warning_lines(results: Sequence[CellResult]) -> list[str]:
@@ -158,6 +189,23 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def flaky_lately(flakes: Sequence[FlakeRate]) -> str:
+    """The summary's line naming every suite that flaked in FLAKE_NAMED or more of its last runs, passed or not this
+    time ('' when none did)."""
+    named = [f.text for f in flakes if f.named]
+    if not named:
+        return ""
+    return f"Flaky lately ({FLAKE_NAMED} or more of a suite's last {FLAKE_WINDOW} runs): " + "; ".join(named)
+
+
+def flake_lines(flakes: Sequence[FlakeRate]) -> list[str]:
+    """The flake history section: each suite that flaked in its last runs, and how often."""
+    if not flakes:
+        return []
+    return [f"Flake history (each suite's last {FLAKE_WINDOW} runs, from history.jsonl; every other suite: none):",
+            *(f"- {f.text}" for f in flakes)]
+
+
 def since_lines(since: SinceLastFull | None) -> list[str]:
     """The "since the last full run" section as lines of text ([] when there was no earlier full run)."""
     if since is None:
@@ -166,19 +214,21 @@ def since_lines(since: SinceLastFull | None) -> list[str]:
 
 
 def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
-                since: SinceLastFull | None = None) -> str:  # fmt: skip
+                since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
     lines = [
-        "| cell | outcome | python | " + " | ".join(s.value for s in suites) + " | first answer | time | notes |",
-        "|---|---|---|" + "---|" * len(suites) + "---|---|---|",
+        "| cell | outcome | arch | python | " + " | ".join(s.value for s in suites)
+        + " | first answer | time | notes |",
+        "|---|---|---|---|" + "---|" * len(suites) + "---|---|---|",
     ]
     for r in results:
-        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", interpreter_text(r)]
+        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", arch_text(r), interpreter_text(r)]
         row += [suite_text(r.suite(s)) for s in suites]
         row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(shorten(_why(r), 200))]
         lines.append("| " + " | ".join(row) + " |")
     tally = counts(results)
     summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
     lines += ["", f"{len(results)} cells: {summary}."]
+    lines += ["", flaky_lately(flakes)] if flaky_lately(flakes) else []
     usage = usage_rows(results, suites)
     if usage:
         lines += ["", USAGE_NOTE, "", "| cell | " + " | ".join(s.value for s in suites) + " |",
@@ -189,11 +239,23 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     if since is not None:
         heading, *changes = since_lines(since)
         lines += ["", heading, "", *(_md_escape(change) for change in changes)]
+    lines += _md_findings(results)
+    lines += ["", *flake_lines(flakes)] if flakes else []
+    lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
+    return "\n".join(lines) + "\n"
+
+
+def _md_findings(results: Sequence[CellResult]) -> list[str]:
+    """The Markdown report's lists: failing tests, how to reproduce each suite that did not pass, warnings, skips."""
+    lines: list[str] = []
     failures = failure_lines(results)
     if failures:
         lines += ["", "Failing tests (a flaky suite's too, with the run they failed in):", ""]
         lines += [f"- `{r.cell}` {s.suite.value}{f' ({run})' if run else ''}: `{f.test_id}`: "
                   f"{_md_escape(shorten(f.message, 300))}" for r, s, run, f in failures]  # fmt: skip
+    again = reproduce_lines(results)
+    if again:
+        lines += ["", REPRODUCE_NOTE, "", "```sh", *again, "```"]
     warnings = warning_lines(results)
     if warnings:
         lines += ["", "Warnings (whatever the outcome):", ""]
@@ -202,8 +264,7 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     if skipped:
         lines += ["", "Skipped tests, with the reasons they gave:", ""]
         lines += [f"- {_md_escape(line)}" for line in skipped]
-    lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 FIRST_ANSWER_NOTE = (
@@ -234,11 +295,11 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
-             since: SinceLastFull | None = None) -> str:  # fmt: skip
+             since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
     """The plain-text table printed at the end of a run."""
-    header = ["cell", "outcome", "python", *(s.value for s in suites), "first answer", "time"]
+    header = ["cell", "outcome", "arch", "python", *(s.value for s in suites), "first answer", "time"]
     rows = [
-        [r.cell, r.outcome.value, interpreter_text(r), *(suite_text(r.suite(s)) for s in suites),
+        [r.cell, r.outcome.value, r.arch or "—", interpreter_text(r), *(suite_text(r.suite(s)) for s in suites),
          first_answer_text(r), f"{r.duration:.0f}s"]
         for r in results
     ]  # fmt: skip
@@ -253,9 +314,11 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
         out.append(f"{r.cell}: {r.outcome.value}: {_why(r)}")
         out += [f"    {s.suite.value}{f' ({run})' if run else ''}: {f.test_id}: "
                 f"{f.message.splitlines()[0] if f.message else ''}" for _, s, run, f in failure_lines([r])]  # fmt: skip
+        out += [f"    {line}" for line in reproduce_lines([r])]
     out += [f"warning: {line}" for line in warning_lines(results)]
     out += [f"skipped: {line}" for line in skipped_lines(results)]
     out += since_lines(since)
+    out += [flaky_lately(flakes)] if flaky_lately(flakes) else []
     return "\n".join(out) + "\n"
 
 
@@ -274,6 +337,19 @@ details{margin:6px 0 12px} summary{cursor:pointer;font-weight:600}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:360px;white-space:pre-wrap}
 td.why{color:#57606a;font-size:12px;max-width:420px}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px;border:1px solid #d0d7de}
+.panels,.charts{display:flex;flex-wrap:wrap;gap:16px;margin:12px 0}
+.panel{border:1px solid #d0d7de;padding:4px 10px} .panel h3,.charts h3{margin:4px 0;font-size:14px}
+table.grid{margin:0} table.grid th,table.grid td{border:none;padding:1px 3px;font-size:12px;text-align:center}
+table.grid th:first-child{text-align:right}
+a.sq{display:inline-block;width:14px;height:14px;margin:1px;border:1px solid #8c959f;vertical-align:middle}
+a.sq.passed{background:#2da44e} a.sq.failed{background:#cf222e} a.sq.error{background:#a40e26}
+a.sq.timeout{background:#d4a72c} a.sq.flaky{background:#e16f24} a.sq.cancelled{background:#8250df}
+a.sq.unavailable{background:#eaeef2}
+svg.chart{font:11px system-ui,sans-serif} svg.chart rect{fill:#2da44e}
+svg.chart rect.failed,svg.chart rect.error{fill:#cf222e} svg.chart rect.flaky,svg.chart rect.timeout{fill:#e16f24}
+svg.chart rect.mem{fill:#54aeff} svg.chart rect.over{fill:#cf222e}
+svg.chart line.budget{stroke:#1b1f24;stroke-dasharray:2 2}
+p.lately{background:#fde2b8;padding:6px 10px;font-weight:600} details.gone{margin:16px 0}
 """
 
 
@@ -282,34 +358,64 @@ def _css(suite: SuiteResult | None) -> str:
 
 
 def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
-            since: SinceLastFull | None = None) -> str:  # fmt: skip
-    """One self-contained page: inline CSS, no scripts, no external assets. Every row links to that
-    cell's details, which every cell has."""
+            since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
+    """One self-contained page: inline CSS and SVG, no scripts, no external assets. At the top the shape of the
+    matrix (a square per cell, linking to its row) and the charts; then the cells that ran, the unavailable ones
+    folded with their reasons, and every cell's details."""
     e = html.escape
     tally = counts(results)
+    ran = [r for r in results if r.outcome is not Outcome.UNAVAILABLE]
+    lately = flaky_lately(flakes)
     head = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         "<title>mcpserver lab matrix</title><style>" + _CSS + "</style></head><body>",
         "<h1>mcpserver lab matrix</h1>",
         f"<div class=env>{len(results)} cells: " + e(", ".join(f"{n} {k}" for k, n in tally.items() if n)) + "<br>"
         + "<br>".join(e(line) for line in provenance(env)) + "</div>",
+        f"<p class=lately>{e(lately)}</p>" if lately else "",
         "<div class=legend>"
         + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN)
-        + "</div><br>",
-        "<table><tr><th>cell</th><th>outcome</th><th>python</th>"
-        + "".join(f"<th>{e(s.value)}</th>" for s in suites)
-        + "<th>first answer</th><th>time</th><th>why</th></tr>",
+        + "</div>",
+        _html_grid(results), _html_charts(ran, suites),
     ]  # fmt: skip
-    body = []
-    for r in results:
+    body = [_html_table(ran, suites), f"<p class=env>{e(FIRST_ANSWER_NOTE)}</p>", _html_unavailable(results)]
+    body += _html_sections(results, suites, since, flakes)
+    details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
+    return "\n".join(head + body + details) + "\n</body></html>\n"
+
+
+def _html_table(ran: Sequence[CellResult], suites: Sequence[Suite]) -> str:
+    """The cells that ran, a row each; every row links to its details."""
+    e = html.escape
+    rows = ["<table><tr><th>cell</th><th>outcome</th><th>arch</th><th>python</th>"
+            + "".join(f"<th>{e(s.value)}</th>" for s in suites) + "<th>first answer</th><th>time</th><th>why</th></tr>"]
+    for r in ran:
         cells = "".join(f"<td class='s {_css(r.suite(s))}'>{e(suite_text(r.suite(s)))}</td>" for s in suites)
-        body.append(
+        rows.append(
             f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td>"
-            f"<td class={r.outcome.value} title='{e(_why(r))}'>{r.outcome.value}</td>"
+            f"<td class={r.outcome.value} title='{e(_why(r))}'>{r.outcome.value}</td><td>{e(arch_text(r))}</td>"
             f"<td>{e(interpreter_text(r))}</td>{cells}<td class=s>{e(first_answer_text(r))}</td>"
             f"<td>{r.duration:.0f}s</td><td class=why>{e(shorten(_why(r), 160))}</td></tr>"
         )
-    body.append(f"</table><p class=env>{e(FIRST_ANSWER_NOTE)}</p>")
+    return "\n".join(rows) + "</table>"
+
+
+def _html_unavailable(results: Sequence[CellResult]) -> str:
+    """The cells this machine cannot have, folded into one section: what most of a page was before."""
+    e = html.escape
+    gone = [r for r in results if r.outcome is Outcome.UNAVAILABLE]
+    if not gone:
+        return ""
+    rows = "".join(f"<tr id='{e(r.cell)}'><td><a href='#d-{e(r.cell)}'>{e(r.cell)}</a></td><td>{e(r.arch)}</td>"
+                   f"<td class=why>{e(r.message)}</td></tr>" for r in gone)  # fmt: skip
+    return (f"<details class=gone><summary>{len(gone)} unavailable cells, with their reasons</summary><table><tr>"
+            f"<th>cell</th><th>arch</th><th>why it cannot run here</th></tr>{rows}</table></details>")
+
+
+def _html_sections(results: Sequence[CellResult], suites: Sequence[Suite], since: SinceLastFull | None,
+                   flakes: Sequence[FlakeRate]) -> list[str]:  # fmt: skip
+    e = html.escape
+    body = []
     usage = usage_rows(results, suites)
     if usage:
         body.append(f"<h2>Peak memory and CPU time</h2><p class=env>{e(USAGE_NOTE)}</p><table><tr><th>cell</th>"
@@ -317,17 +423,97 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         body += ["<tr>" + "".join(f"<td{' class=s' if i else ''}>{e(c)}</td>" for i, c in enumerate(row)) + "</tr>"
                  for row in usage]  # fmt: skip
         body.append("</table>" + "".join(f"<p class=env>{e(line)}</p>" for line in assumption_lines(results)))
-    if since is not None:
-        heading, *changes = since_lines(since)
+    again = reproduce_lines(results)
+    if again:
+        body.append(f"<h2>Reproduce</h2><p class=env>{e(REPRODUCE_NOTE)}</p><pre class=again>"
+                    + "\n".join(e(line) for line in again) + "</pre>")  # fmt: skip
+    for heading, *lines in (section for section in (since_lines(since), flake_lines(flakes)) if section):
         body.append(f"<h2>{e(heading.rstrip(':'))}</h2><ul>"
-                    + "".join(f"<li>{e(c.removeprefix('- '))}</li>" for c in changes) + "</ul>")  # fmt: skip
-    details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
-    return "\n".join(head + body + details) + "\n</body></html>\n"
+                    + "".join(f"<li>{e(c.removeprefix('- '))}</li>" for c in lines) + "</ul>")  # fmt: skip
+    return body
+
+
+def _version_order(slug: str) -> tuple[int, ...]:
+    """py3.9 < py3.13 < py3.13t < pypy3.11: columns by interpreter, then by version."""
+    numbers = slug.lstrip("pyth").rstrip("t").split(".")
+    return (slug.startswith("pypy"), *(int(n) for n in numbers if n.isdigit()), slug.endswith("t"))
+
+
+def _html_grid(results: Sequence[CellResult]) -> str:
+    """The shape of the matrix: a panel per architecture, rows by distribution and release, columns by Python,
+    a coloured square per cell (variants share their cell's place), each linking to its row."""
+    e = html.escape
+    panels = []
+    for arch in sorted({r.arch for r in results}, key=lambda a: (a != results[0].arch, a)):
+        mine = [r for r in results if r.arch == arch]
+        rows = sorted({(r.family, r.release) for r in mine})
+        columns = sorted({r.interpreter for r in mine}, key=_version_order)
+        head = "<tr><th></th>" + "".join(f"<th>{e(c.removeprefix('py') if c.startswith('py3') else c)}</th>"
+                                         for c in columns) + "</tr>"  # fmt: skip
+        body = []
+        for family, release in rows:
+            squares = ["".join(f"<a href='#{e(r.cell)}' class='sq {r.outcome.value}' title='{e(r.cell)}: "
+                               f"{r.outcome.value}'></a>" for r in mine
+                               if (r.family, r.release, r.interpreter) == (family, release, c))
+                       for c in columns]  # fmt: skip
+            name = family if family == release else f"{family} {release}"
+            body.append(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{sq}</td>" for sq in squares) + "</tr>")
+        panels.append(f"<div class=panel><h3>{e(arch or '?')}</h3><table class=grid>{head}{''.join(body)}</table>"
+                      "</div>")
+    return "<div class=panels>" + "".join(panels) + "</div>"
+
+
+_BAR, _ROW = 360, 14  # the charts' bar length and row height, in pixels
+
+
+def _html_charts(ran: Sequence[CellResult], suites: Sequence[Suite]) -> str:
+    """Inline SVG: each cell's time, and each suite's peak memory against its budget (a dashed line at the budget;
+    a bar past it is over)."""
+    e = html.escape
+    if not ran:
+        return ""
+    longest = max(r.duration for r in ran) or 1.0
+    label = 230
+    time_rows = [f"<text x='{label - 6}' y='{i * _ROW + 11}' text-anchor=end>{e(r.cell)}</text>"
+                 f"<rect class={r.outcome.value} x='{label}' y='{i * _ROW + 2}' "
+                 f"width='{r.duration / longest * _BAR:.1f}' "
+                 f"height='{_ROW - 4}'><title>{e(r.cell)}: {r.duration:.0f}s</title></rect>"
+                 f"<text x='{label + r.duration / longest * _BAR + 4:.1f}' y='{i * _ROW + 11}'>{r.duration:.0f}s</text>"
+                 for i, r in enumerate(ran)]  # fmt: skip
+    times = (f"<svg class=chart width='{label + _BAR + 60}' height='{len(ran) * _ROW + 4}' role=img>"
+             f"<title>each cell's time</title>{''.join(time_rows)}</svg>")
+    return (f"<div class=charts><div><h3>time per cell</h3>{times}</div><div><h3>peak memory per suite, against its "
+            f"budget</h3>{_memory_chart(ran, suites, label)}</div></div>")
+
+
+def _memory_chart(ran: Sequence[CellResult], suites: Sequence[Suite], label: int) -> str:
+    e = html.escape
+    width = 64  # a suite's share of a row: its budget is at 4/5 of it, so what goes past shows
+    parts = [f"<text x='{label + i * width + width / 2}' y='10' text-anchor=middle>{e(s.value)}</text>"
+             for i, s in enumerate(suites)]  # fmt: skip
+    for row, r in enumerate(ran, 1):
+        y = row * _ROW
+        parts.append(f"<text x='{label - 6}' y='{y + 11}' text-anchor=end>{e(r.cell)}</text>")
+        for i, s in enumerate(suites):
+            found = r.suite(s)
+            if found is None or not found.usage.measured_by:
+                continue
+            budget = budget_for(s, kind_of(r) or CPYTHON)
+            share = min(found.usage.peak_memory / budget.memory, 1.25)
+            x = label + i * width
+            over = " over" if found.over_budget else ""
+            parts.append(f"<rect class='mem{over}' x='{x}' y='{y + 2}' width='{share * 0.8 * width:.1f}' "
+                         f"height='{_ROW - 4}'><title>{e(r.cell)} {s.value}: {usage_text(found)} of "
+                         f"{e(budget.memory_text)}</title></rect><line class=budget x1='{x + 0.8 * width}' "
+                         f"x2='{x + 0.8 * width}' y1='{y}' y2='{y + _ROW}'/>")  # fmt: skip
+    return (f"<svg class=chart width='{label + len(suites) * width}' height='{(len(ran) + 1) * _ROW + 4}' role=img>"
+            f"<title>each suite's peak memory against its budget</title>{''.join(parts)}</svg>")
 
 
 def _html_details(r: CellResult) -> str:
     e = html.escape
-    facts = [("python", interpreter_text(r) if r.python_version else ""), ("base", r.base), ("image", r.image),
+    facts = [("arch", r.arch), ("machine", machine_facts(r)),
+             ("python", interpreter_text(r) if r.python_version else ""), ("base", r.base), ("image", r.image),
              ("first answer", _first_answer_details(r.first_answer)), ("time", f"{r.duration:.0f}s")]
     out = [f"<h3 id='d-{e(r.cell)}' class={r.outcome.value}>{e(r.cell)}: {r.outcome.value}</h3>",
            "<p>" + " · ".join(f"{k} {e(v)}" for k, v in facts if v) + "</p>"]  # fmt: skip
@@ -345,6 +531,8 @@ def _html_details(r: CellResult) -> str:
                    f"{e(used)}{e(where)} {e(s.message)}</p>")  # fmt: skip
         if s.near_limit:
             out.append(f"<p>⚠ {e(s.near_limit)}</p>")
+        if s.reproduce:
+            out.append(f"<p>reproduce:</p><pre class=again>{e(s.reproduce)}</pre>")
         if s.repetitions:
             out.append(f"<p>stress: {s.repetitions} test cases were repetitions of the concurrency tests</p>")
         for n, earlier in enumerate(s.earlier, 1):
@@ -388,13 +576,14 @@ def write_reports(
     suites: Sequence[Suite] = SUITES,
     summary: bool = True,
     since: SinceLastFull | None = None,
+    flakes: Sequence[FlakeRate] = (),
 ) -> dict[str, Path]:
     """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set."""
     files = {
         "results.json": to_json(results, env, suites=suites).encode(),
-        "matrix.md": to_markdown(results, env, suites=suites, since=since).encode(),
+        "matrix.md": to_markdown(results, env, suites=suites, since=since, flakes=flakes).encode(),
         "junit.xml": junit.merged(results),
-        "report.html": to_html(results, env, suites=suites, since=since).encode(),
+        "report.html": to_html(results, env, suites=suites, since=since, flakes=flakes).encode(),
     }
     written = {}
     for name, data in files.items():

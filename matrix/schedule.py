@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from . import arches
 from . import host as hostcells
 from .bases import BaseStep
 from .cell import base_plans, known_unavailable, run_cell
@@ -133,7 +134,8 @@ def _with_pending(cells: Sequence[Cell], results: Mapping[str, CellResult], know
             reason = known.get(cell.name, "")
             outcome = Outcome.UNAVAILABLE if reason else Outcome.CANCELLED
             found = CellResult(cell=cell.name, outcome=outcome, message=reason or why, family=cell.family.value,
-                               python=cell.python)  # fmt: skip
+                               python=cell.python, arch=cell.arch or arches.native(), release=cell.release,
+                               interpreter=cell.slug)  # fmt: skip
         out.append(found)
     return out
 

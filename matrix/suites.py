@@ -25,6 +25,7 @@ from typing import Any
 
 from . import LAB_ROOT, conformance, install
 from .attempts import (
+    PYTEST_MOUNT,
     Kept,
     cpuinfo_reporting,
     host_env,
@@ -39,14 +40,14 @@ from .conformance import ConformanceTool
 from .engine import Engine
 from .install import Distribution
 from .memo import SuiteMemo, files_digest, memo_key
-from .model import Cell, Suite, SuiteResult
+from .model import Cell, Outcome, Suite, SuiteResult
 from .outcomes import RETRIED, after_attempts, within_budget
 from .processes import Processes
 
 MATRIX = Path(__file__).resolve().parent
 # The code that makes and judges an attempt: a change to any of it reruns every suite it judged.
 HARNESS = tuple(MATRIX / name for name in ("suites.py", "attempts.py", "outcomes.py", "junit.py", "install.py",
-                                           "install_driver.sh", "conformance.py"))  # fmt: skip
+                                           "install_driver.sh", "conformance.py", "arches.py"))  # fmt: skip
 STRESSED = (Suite.UNIT, Suite.HTTP)  # where the concurrency tests are (tests/unit, tests/http)
 
 
@@ -92,6 +93,28 @@ class Runner:
         """Run it once; `name` is what this attempt's containers, logs and files are called."""
         raise NotImplementedError
 
+    def by_hand(self, where: Surroundings) -> str:
+        """The command that opens a shell where it ran, as it ran there: the same image, mounts and settings."""
+        raise NotImplementedError
+
+
+RERUN = "python scripts/run_matrix.py"
+
+
+def reproduce(runner: Runner, where: Surroundings, cell: str) -> str:
+    """One line: the rerun of only this suite in only this cell, then after a `#` the shell by hand."""
+    return f"{RERUN} --cell {cell} --suite {runner.suite.value}  # by hand: {runner.by_hand(where)}"
+
+
+def docker_shell(where: Surroundings, image: str, *mounts: str, env: tuple[tuple[str, str], ...] = (),
+                 user: str = "mcp") -> str:  # fmt: skip
+    """`docker run` of a shell in `image` (with its architecture's --platform, as the lab runs it)."""
+    platform = where.engine.platform_of(image)
+    parts = ["docker run --rm -it", *([f"--platform {platform}"] if platform else []), "--network none",
+             f"--user {user}", *(f"--mount {m}" for m in mounts), *(f"-e {k}={v}" for k, v in env),
+             f"--entrypoint /bin/sh {image}"]  # fmt: skip
+    return " ".join(parts)
+
 
 def _kept(where: Surroundings, result: tuple[SuiteResult, Kept | None]) -> SuiteResult:
     if result[1] is not None:
@@ -107,6 +130,7 @@ class InTestImage(Runner):
     volume: str = field(metadata=DECLARED)  # the pytest folder's volume, named by its exact wheels
     env: tuple[tuple[str, str], ...] = field(metadata=DECLARED)  # suite_env
     cpu_cache_kb: int = field(metadata=DECLARED)  # the cache /proc/cpuinfo reports in it (0: this machine's)
+    left_out: tuple[str, ...] = field(metadata=DECLARED)  # test files not run (pytest --ignore-glob), under emulation
     image: str  # the tag that names image_id
     folder: Path  # what the volume is filled from
 
@@ -120,7 +144,14 @@ class InTestImage(Runner):
         return _kept(where, run_in_container(
             where.engine, run_id=where.run_id, cell=name, suite=self.suite, image=self.image, volume=self.volume,
             timeout=where.timeout, logdir=where.logdir, keep=where.keep, env=dict(self.env), binds=binds,
+            extra=tuple(f"--ignore-glob={glob}" for glob in self.left_out),
         ))  # fmt: skip
+
+    def by_hand(self, where: Surroundings) -> str:
+        cpuinfo = where.workdir / f"cpuinfo-{self.cpu_cache_kb}KB"
+        binds = [f"type=bind,source={cpuinfo},target=/proc/cpuinfo,readonly"] if self.cpu_cache_kb else []
+        return docker_shell(where, self.image, f"type=volume,source={self.volume},target={PYTEST_MOUNT},readonly",
+                            *binds, env=self.env)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,6 +175,10 @@ class InstallInImage(Runner):
             pip_wheel=self.pip, timeout=where.timeout, logdir=where.logdir, keep=where.keep,
         ))  # fmt: skip
 
+    def by_hand(self, where: Surroundings) -> str:
+        mount = f"type=volume,source={self.volume},target={PYTEST_MOUNT},readonly"
+        return f"{docker_shell(where, self.image, mount)} (the wheel: {self.distribution.wheel})"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ImageChecks(Runner):
@@ -162,6 +197,9 @@ class ImageChecks(Runner):
                                 runtime_image=self.runtime, python_image=self.python, timeout=where.timeout,
                                 logdir=where.logdir, workdir=where.workdir)  # fmt: skip
 
+    def by_hand(self, where: Surroundings) -> str:
+        return docker_shell(where, self.runtime)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ConformanceOfImage(Runner):
@@ -176,6 +214,9 @@ class ConformanceOfImage(Runner):
                                                  run_id=where.run_id, cell=name, timeout=where.timeout,
                                                  logdir=where.logdir, workdir=where.workdir)  # fmt: skip
 
+    def by_hand(self, where: Surroundings) -> str:
+        return docker_shell(where, self.runtime)
+
 
 @dataclass(frozen=True, kw_only=True)
 class OnHost(Runner):
@@ -188,6 +229,9 @@ class OnHost(Runner):
     venv_python: Path  # a venv of the interpreter with the code copied in (named by interpreter and code)
     folder: Path  # the pytest folder (named by wheels)
     root: Path
+
+    def by_hand(self, where: Surroundings) -> str:
+        return f"cd {self.root} && PYTHONPATH={self.folder} {self.venv_python} -m pytest tests/{self.suite.value}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -253,6 +297,7 @@ class ContainerCell:
     ids: Images
     pytest: PytestFolder | None
     distribution: Callable[[], Distribution]  # built once per run; DistributionError when it cannot be
+    left_out: Mapping[Suite, tuple[str, ...]] = field(default_factory=dict)  # budgets.LEFT_OUT_UNDER_EMULATION
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,8 +314,8 @@ class HostCell:
 
 
 def _common(cell: Cell, suite: Suite) -> dict[str, Any]:
-    return {"suite": suite, "harness": harness_digest(), "budget": budget_for(suite, kind(cell.implementation,
-                                                                                           cell.flavour))}
+    budget = budget_for(suite, kind(cell.implementation, cell.flavour), cell.arch)
+    return {"suite": suite, "harness": harness_digest(), "budget": budget}
 
 
 def suite_env(cell: Cell, suite: Suite) -> tuple[tuple[str, str], ...]:
@@ -283,8 +328,8 @@ def suite_env(cell: Cell, suite: Suite) -> tuple[tuple[str, str], ...]:
 def _in_test_image(at: ContainerCell, suite: Suite) -> Runner:
     assert at.pytest is not None
     return InTestImage(**_common(at.cell, suite), image_id=at.ids.test, volume=at.pytest.volume,
-                       env=suite_env(at.cell, suite), cpu_cache_kb=at.cell.cpu_cache_kb, image=at.images.test,
-                       folder=at.pytest.folder)  # fmt: skip
+                       env=suite_env(at.cell, suite), cpu_cache_kb=at.cell.cpu_cache_kb,
+                       left_out=at.left_out.get(suite, ()), image=at.images.test, folder=at.pytest.folder)  # fmt: skip
 
 
 def _install_in_image(at: ContainerCell, suite: Suite) -> Runner:
@@ -364,9 +409,10 @@ def outcome_of(runner: Runner, where: Surroundings, memo: SuiteMemo, attempts: A
     hit = memo.get(runner.key)
     if hit is not None:
         return within_budget(hit, runner.budget)
+    where = replace(where, timeout=where.timeout * runner.budget.slowdown)  # an emulated architecture's time
     done = [within_budget(runner.attempt(where, name), runner.budget)]
     while done[-1].outcome in RETRIED and len(done) <= attempts.retries and not attempts.interrupted.is_set():
         done.append(within_budget(runner.attempt(where, f"{name}-run{len(done) + 1}"), runner.budget))
     result = replace(after_attempts(done), produced_by=attempts.run_id, produced_at=attempts.started)
     memo.put(runner.key, result)
-    return result
+    return result if result.outcome is Outcome.PASSED else replace(result, reproduce=reproduce(runner, where, name))

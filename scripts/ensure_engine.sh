@@ -78,6 +78,27 @@ else
     say "Docker engine answers after ${waited}s (server $(docker version --format '{{.Server.Version}}'))"
 fi
 
+# Cells of another architecture run under qemu-user through the kernel's binfmt_misc: Debian's qemu-user-static
+# registers its handlers with the F flag (the kernel opens the emulator once, so containers need none of their own),
+# through binfmt-support. Where that cannot be had (not root, a kernel without binfmt_misc) those cells are
+# reported unavailable with the reason, never failed, so this only says so.
+if [ "$(id -u)" = 0 ] && is_debian_like; then
+    if [ ! -e /proc/sys/fs/binfmt_misc/status ]; then
+        mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null \
+            || say "binfmt_misc cannot be mounted here: cells of other architectures will be reported unavailable"
+    fi
+    if [ -e /proc/sys/fs/binfmt_misc/status ] && [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+        if ! command -v update-binfmts >/dev/null 2>&1 || [ ! -e /usr/libexec/qemu-binfmt ]; then
+            apt_install qemu-user-static binfmt-support
+        fi
+        # The package registers its handlers when binfmt-support's service starts; with no init running, do it here.
+        update-binfmts --enable >/dev/null 2>&1 || true
+    fi
+else
+    [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] \
+        || say "qemu-user-static is not registered in binfmt_misc (needs root): cells of other architectures will be reported unavailable"
+fi
+
 # debootstrap makes Debian/Ubuntu bases when no registry can be reached; without it those cells are
 # reported unavailable, so install it where we can and otherwise just say so.
 if ! command -v debootstrap >/dev/null 2>&1; then

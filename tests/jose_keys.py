@@ -95,12 +95,30 @@ def encode_part(value):
     return b64url_encode(value if isinstance(value, bytes) else json.dumps(value).encode())
 
 
-def sign(claims, header=None, *, alg="ES256", kid=None, ec_d=EC_D):
-    """A compact JWS of `claims` (a dict or raw bytes) under `header` (default: alg and kid)."""
+def rsa_keypair(bits):
+    """A fresh RSA key of exactly `bits` bits, e = 65537: (n, d) in base64url like RSA_N and RSA_D. For keys
+    too weak for an issuer to publish (no RFC prints a test key under 2048 bits)."""
+    half = bits // 2
+
+    def prime():
+        while True:  # Fermat's test: a random odd number that passes four bases is prime for any test's purpose
+            candidate = secrets.randbits(half) | 3 << (half - 2) | 1  # two top bits: p*q has all `bits`
+            if (candidate - 1) % 65537 and all(pow(base, candidate - 1, candidate) == 1 for base in (2, 3, 5, 7)):
+                return candidate
+
+    p, q = prime(), prime()
+    d = pow(65537, -1, (p - 1) * (q - 1))
+    return tuple(b64url_encode(value.to_bytes((value.bit_length() + 7) // 8, "big")) for value in (p * q, d))
+
+
+def sign(claims, header=None, *, alg="ES256", kid=None, ec_d=EC_D, rsa=(RSA_N, RSA_D)):
+    """A compact JWS of `claims` (a dict or raw bytes) under `header` (default: alg and kid); `rsa` is the
+    (n, d) that signs RS256."""
     header = dict(header if header is not None else {"alg": alg, **({"kid": kid} if kid else {})})
     signing_input = f"{encode_part(header)}.{encode_part(claims)}".encode()
     if header.get("alg") == "RS256":
-        signature = rsa_sign_encoded(pkcs1_sha256_block(signing_input))
+        size = (number(rsa[0]).bit_length() + 7) // 8
+        signature = rsa_sign_encoded(pkcs1_sha256_block(signing_input, size), *rsa)
     elif header.get("alg") == "ES256":
         signature = ecdsa_sign(signing_input, ec_d)
     else:

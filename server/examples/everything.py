@@ -8,6 +8,7 @@ Each tool says which scenario it serves. They are fixtures: keep them out of ser
 
 import json
 import logging
+import os
 from typing import Optional
 
 from mcpserver import Context, ProtocolError, Server, ToolError, content, inputs
@@ -150,6 +151,27 @@ def test_logging_tool() -> str:
     """Logs to the server's stderr only: no notifications/message without _meta logLevel."""
     logging.getLogger("mcpserver.examples").info("test_logging_tool ran")
     return "logged to stderr"
+
+
+@server.tool()
+def test_trigger_tool_change() -> str:
+    """server-stateless (SEP-2575): adds a tool, or takes it away again, so listen streams hear tools/list_changed."""
+    if "test_added_tool" in server.tools:
+        server.remove_tool("test_added_tool")
+        return "test_added_tool removed"
+    server.tool(name="test_added_tool", description="Added by test_trigger_tool_change.")(lambda: "added")
+    return "test_added_tool added"
+
+
+@server.tool()
+def test_trigger_prompt_change() -> str:
+    """server-stateless (SEP-2575): adds a prompt, or takes it away again, so listen streams hear
+    prompts/list_changed."""
+    if "test_added_prompt" in server.prompts:
+        server.remove_prompt("test_added_prompt")
+        return "test_added_prompt removed"
+    server.prompt(name="test_added_prompt", description="Added by test_trigger_prompt_change.")(lambda: "added")
+    return "test_added_prompt added"
 
 
 # -- tools: input from the client (the input-required-result-* scenarios) ---------------------------
@@ -392,3 +414,8 @@ def contact(name: str = "", address: Optional[dict] = None, contactMethod: str =
 def test_header_params(region: str, query: str, priority: int = 0) -> str:
     """http-custom-header-server-validation: region and priority are mirrored into Mcp-Param headers."""
     return f"{query} in {region} (priority {priority})"
+
+
+# -- skills: the Skills extension's scenarios (sep-2640-*) list, read and walk the example skills -------------
+
+server.skills(os.path.join(os.path.dirname(os.path.abspath(__file__)), "skills"))

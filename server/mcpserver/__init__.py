@@ -18,7 +18,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported w
     from . import content, inputs
     from ._context import Cancelled, Context
     from ._loader import load_target
+    from ._middleware import Call, Middleware
     from ._prompts import Prompt
+    from ._ratelimit import ToolRateLimits
     from ._resources import Resource, ResourceNotFound, ResourceTemplate
     from ._run import run
     from ._server import Server
@@ -29,9 +31,11 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported w
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "Call",
     "Cancelled",
     "ConfigError",
     "Context",
+    "Middleware",
     "Prompt",
     "ProtocolError",
     "Resource",
@@ -40,6 +44,7 @@ __all__ = [
     "Server",
     "Tool",
     "ToolError",
+    "ToolRateLimits",
     "ToolResult",
     "__version__",
     "content",
@@ -51,11 +56,12 @@ __all__ = [
 # Where each public name lives (None: a submodule). `import mcpserver` imports none of them, so the command
 # line (python -m mcpserver) starts before the registry and the core are imported, and decides how.
 _HOMES = {
-    "PROTOCOL_VERSION": "._wire", "Cancelled": "._context", "ConfigError": ".errors", "Context": "._context",
-    "Prompt": "._prompts", "ProtocolError": ".errors", "Resource": "._resources",
+    "PROTOCOL_VERSION": "._wire", "Call": "._middleware", "Cancelled": "._context", "ConfigError": ".errors",
+    "Context": "._context", "Middleware": "._middleware", "Prompt": "._prompts", "ProtocolError": ".errors",
+    "Resource": "._resources",
     "ResourceNotFound": "._resources", "ResourceTemplate": "._resources", "Server": "._server", "Tool": "._tools",
-    "ToolError": "._tools", "ToolResult": "._tools", "__version__": "._version", "content": None,
-    "inputs": None, "load_target": "._loader", "run": "._run",
+    "ToolError": "._tools", "ToolRateLimits": "._ratelimit", "ToolResult": "._tools", "__version__": "._version",
+    "content": None, "inputs": None, "load_target": "._loader", "run": "._run",
 }
 
 

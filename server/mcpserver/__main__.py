@@ -62,6 +62,14 @@ def _timeout(text: str) -> float:
     return number
 
 
+def _rate(text: str) -> str:
+    """A rate limit, checked here so a typo is refused with the others (mcpserver._ratelimit says what one is)."""
+    from ._ratelimit import Rate
+
+    Rate(text)
+    return text
+
+
 def _host(text: str) -> str:
     """An address or a host name, refused here when it is neither: else the authentication check, which
     sees anything that is not loopback as a public address, is the one that complains, and about a token."""
@@ -108,6 +116,8 @@ OPTIONS = (
     Option("--log-level", str, "default: info (the HTTP access log is at info)", default="info",
            choices=("debug", "info", "warning", "error")),
     Option("--log-file", str, "append logs here instead of stderr", metavar="FILE"),
+    Option("--log-format", str, "text (default), or json: one object per line, with the request id, trace id and "
+           "principal of records made while a request is answered", default="text", choices=_log.FORMATS),
     Option("--max-concurrent", _positive, "stdio: calls that may run at once; the reader waits beyond it "
            "(default 16)", metavar="N"),
     Option("--generic-errors", bool, "tell clients only that a tool failed, with an id; the exception or the "
@@ -115,8 +125,15 @@ OPTIONS = (
     Option("--task-store", str, "where task tools keep their tasks: memory (default, this process), the path of "
            "an SQLite file (shared by every process on the host, kept across restarts) or a postgresql:// URL",
            metavar="PATH"),
+    Option("--skills", list, "serve the skills under DIR (repeatable): each directory below it holding a SKILL.md "
+           "(the Skills extension)", metavar="DIR"),
     Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
            "second signal stops at once", metavar="SECONDS"),
+    Option("--max-listen-seconds", _timeout, "end each subscriptions/listen stream (and a legacy session's GET "
+           "stream) after this long with its graceful result, so the client listens again (default: no bound)",
+           metavar="SECONDS"),
+    Option("--no-listen", bool, "serve no subscriptions/listen streams, and say so in server/discover and "
+           "initialize (no listChanged, no subscribe): for a server whose lists never change"),
     Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
     Option("--host", _host, "address to bind (default 127.0.0.1)", default="127.0.0.1", metavar="HOST",
            group=HTTP_GROUP),
@@ -144,6 +161,11 @@ OPTIONS = (
            "(default 32)", metavar="N", group=HTTP_GROUP),
     Option("--max-listeners-per-principal", _positive, "subscriptions/listen streams one OAuth subject, or the "
            "holders of the static token, may hold (default 128)", metavar="N", group=HTTP_GROUP),
+    Option("--rate-limit", _rate, "requests each client may make: N/s, N/m or N/h, per OAuth subject or static token, "
+           "else per address (behind --behind-proxy, the nearest proxy's X-Forwarded-For entry); beyond, 429 with "
+           "Retry-After (default: no limit)", metavar="RATE", group=HTTP_GROUP),
+    Option("--burst", _positive, "requests a client may make at once under --rate-limit (default: its N)",
+           metavar="N", group=HTTP_GROUP),
     Option("--read-timeout", _timeout, "drop a client that idles this long on keep-alive or takes longer to send "
            "a body (default 30)", metavar="SECONDS", group=HTTP_GROUP),
     Option("--header-timeout", _timeout, "drop a client whose request head takes longer than this to arrive "
@@ -154,6 +176,14 @@ OPTIONS = (
            metavar="FILE", group=HTTP_GROUP),
     Option("--behind-proxy", bool, "a TLS-terminating proxy is in front: requests must carry "
            "X-Forwarded-Proto: https", group=HTTP_GROUP),
+    Option("--metrics", bool, "serve Prometheus metrics on GET /metrics, authenticated as the endpoint is",
+           group=HTTP_GROUP),
+    Option("--public-metrics", bool, "serve /metrics without authentication (for a scraper that cannot send the "
+           "token; the figures name no client or tool)", group=HTTP_GROUP),
+    Option("--health", bool, "answer GET /healthz (the process serves) and /readyz (it can: the task store and "
+           "the authorization server's keys), with no token and without a worker", group=HTTP_GROUP),
+    Option("--log-health", bool, "put /healthz and /readyz in the access log (left out by default)",
+           group=HTTP_GROUP),
     Option("--resource", str, "this endpoint's public URL, the audience its OAuth access tokens must name",
            metavar="URL", group=OAUTH_GROUP),
     Option("--authorization-server", list, "the issuer URL of an authorization server whose tokens are accepted "
@@ -281,10 +311,18 @@ def _parse(argv: list[str], prog: str = "mcpserver") -> Any:
     return args
 
 
-def _print_check(target: str) -> int:
+def _loaded(args: Any) -> Any:
+    """The server TARGET names, with the skills the command line adds."""
     from ._loader import load_target
 
-    server = load_target(target)
+    server = load_target(args.target)
+    for directory in args.skills:
+        server.skills(directory)
+    return server
+
+
+def _print_check(args: Any) -> int:
+    server = _loaded(args)
     print(f"{server.name} {server.version}: {len(server.tools)} tools, {len(server.resources)} resources, "
           f"{len(server.resource_templates)} resource templates, {len(server.prompts)} prompts")
     for tool in server.tools.values():
@@ -399,20 +437,20 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
         os.environ[_environment.GENERIC_ERRORS] = "1"
     init_if_pid1()
     try:
-        _log.configure(args.log_level, args.log_file)
+        _log.configure(args.log_level, args.log_file, args.log_format)
     except OSError as exc:
         print(f"mcpserver: cannot open the log file: {exc}", file=sys.stderr)
         return 2
     try:
         if args.check:
-            return _print_check(args.target)
-        from ._loader import load_target
-
-        server = load_target(args.target)
+            return _print_check(args)
+        server = _loaded(args)
         if args.task_store is not None:
             server.task_store = args.task_store
             _open_task_store(server)
         _log.adopt_logging()  # the server's code imported logging: route it where the command line says
+        if args.log_format == "json":  # records made while a request is answered say which
+            server.middleware(_log.in_request, outermost=True)
         _started(collecting)
         return _serve(server, args, token, environ)
     except ConfigError as exc:
@@ -430,6 +468,10 @@ def _open_task_store(server: Any) -> None:
 def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]) -> int:
     from ._run import run
 
+    if args.max_listen_seconds is not None:
+        server.subscriptions.max_seconds = args.max_listen_seconds
+    if args.no_listen:
+        server.subscriptions.enabled = False
     if not args.http:
         stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
                                                        ("grace_seconds", args.grace)) if value is not None}
@@ -445,13 +487,16 @@ def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]
                                             ("max_listeners", args.max_listeners),
                                             ("max_listeners_per_peer", args.max_listeners_per_peer),
                                             ("max_listeners_per_principal", args.max_listeners_per_principal),
+                                            ("rate_limit", args.rate_limit), ("burst", args.burst),
                                             ("read_timeout", args.read_timeout),
                                             ("header_timeout", args.header_timeout),
                                             ("grace_seconds", args.grace)) if value is not None}
     return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
                insecure_no_auth=args.insecure_no_auth, allowed_origins=args.allow_origin,
                allowed_hosts=args.allow_host, oauth=_resource_server(args), behind_proxy=args.behind_proxy,
-               tls_cert=args.tls_cert, tls_key=args.tls_key, **limits)
+               tls_cert=args.tls_cert, tls_key=args.tls_key, metrics=args.metrics or args.public_metrics,
+               public_metrics=args.public_metrics, health=args.health or args.log_health,
+               log_health=args.log_health, **limits)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,8 @@ CANCEL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is cancelle
 _LINE_END = re.compile(rb"[\r\n]")
 _CHUNK = 65536
 _SERVER_MARK = os.urandom(6).hex()
-_WITHHELD = (_environment.TOKEN, _environment.STATE_KEY)  # from every program's environment
+# from every program's environment: the secrets, and where the state keys' file is
+_WITHHELD = (_environment.TOKEN, _environment.STATE_KEY, _environment.STATE_KEYS, _environment.STATE_KEYS_FILE)
 
 
 class CommandSpec:

@@ -85,11 +85,13 @@ _ANSWER_KEYS = {"elicitation/create": ("action",), "sampling/createMessage": ("r
 class Flight:
     """The transport's handle on one request: where its notifications go, and its cancel flag."""
 
-    __slots__ = ("_callbacks", "_emit", "_event", "_lock", "cancelled", "done", "last_progress", "principal")
+    __slots__ = ("_callbacks", "_emit", "_event", "_lock", "cancelled", "done", "last_progress", "principal",
+                 "transport")
 
-    def __init__(self, emit: Optional[Emit] = None, principal: Any = None):
+    def __init__(self, emit: Optional[Emit] = None, principal: Any = None, transport: str = ""):
         self._emit = emit
         self.principal = principal  # who the transport authenticated (mcpserver.auth.Principal), if it did
+        self.transport = transport  # who made it, when dispatch cannot tell (the test client, mcpserver call)
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], None]] = []
         self.cancelled = False

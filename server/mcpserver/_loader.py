@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["load_manifest", "load_target", "load_target_source"]
 
 # userConfig: what `mcpserver bundle` asks the user for at install time (docs/clients.md); serving ignores it.
-_MANIFEST_KEYS = {"$schema", "name", "version", "title", "instructions", "ttlMs", "cacheScope", "tools", "userConfig"}
+_MANIFEST_KEYS = {"$schema", "name", "version", "title", "instructions", "ttlMs", "cacheScope", "tools", "skills",
+                  "userConfig"}
 
 
 def load_target(target: str) -> Server:
@@ -118,7 +119,7 @@ def _manifest_server(manifest: Any, path: str) -> Server:
 
     where = f"manifest {path}"
     _only_keys(manifest, _MANIFEST_KEYS, where)
-    if not isinstance(manifest.get("tools"), list):
+    if not isinstance(manifest.get("tools", [] if "skills" in manifest else None), list):
         raise ConfigError(f"{where}: \"tools\" must be an array of command tools")
     server = Server(manifest.get("name") or os.path.splitext(os.path.basename(path))[0],
                     str(manifest.get("version", __version__)), title=manifest.get("title"),
@@ -127,7 +128,7 @@ def _manifest_server(manifest: Any, path: str) -> Server:
     base_dir = os.path.dirname(os.path.abspath(path))
     keywords = {key: keyword for keyword, key in TOOL_OPTIONS.items() if key is not None}
     keywords.update({key: keyword for keyword, (key, _) in CommandSpec.OPTIONS.items()})
-    for index, entry in enumerate(manifest["tools"]):
+    for index, entry in enumerate(manifest.get("tools", [])):
         _only_keys(entry, {"name", "command", *keywords}, f"{where}, tools[{index}]")
         if "name" not in entry or "command" not in entry:
             raise ConfigError(f"{where}, tools[{index}]: every tool needs \"name\" and \"command\"")
@@ -135,7 +136,21 @@ def _manifest_server(manifest: Any, path: str) -> Server:
         if isinstance(options.get("cwd"), str):
             options["cwd"] = os.path.join(base_dir, options["cwd"])
         server.add_tool(command_tool(entry["name"], entry["command"], base_dir=base_dir, **options))
+    _manifest_skills(server, manifest.get("skills", []), base_dir, where)
     return server
+
+
+def _manifest_skills(server: Server, skills: Any, base_dir: str, where: str) -> None:
+    """"skills": directories, relative to the manifest, each a string or {"path": DIR, "prefix": PREFIX}."""
+    if not isinstance(skills, list):
+        raise ConfigError(f"{where}: \"skills\" must be an array of directories")
+    for index, entry in enumerate(skills):
+        if isinstance(entry, str):
+            entry = {"path": entry}
+        _only_keys(entry, {"path", "prefix"}, f"{where}, skills[{index}]")
+        if not isinstance(entry.get("path"), str) or not isinstance(entry.get("prefix", ""), str):
+            raise ConfigError(f"{where}, skills[{index}]: \"path\" is a directory and \"prefix\" a string")
+        server.skills(os.path.join(base_dir, entry["path"]), entry.get("prefix", ""))
 
 
 def _only_keys(entry: Any, allowed: set[str], where: str) -> None:

@@ -8,7 +8,8 @@ Rules of this module:
 - The list methods, server/discover and resources/read are cacheable (ttlMs, cacheScope).
 - The author's code that may ask the client for input runs through `_resumable` (MRTR: WIRE.md §14.2).
 - The Tasks wing's methods (tasks/get, tasks/update, tasks/cancel) and how a task tool's call becomes a
-  task live in mcpserver.tasks, imported only when first used. The legacy era reuses these handlers for
+  task live in mcpserver.tasks, the Skills wing's (skills/list, skills/get, resources/directory/read) in
+  mcpserver.skills, each imported only when first used. The legacy era reuses these handlers for
   the methods the two eras share (mcpserver.legacy).
 """
 
@@ -21,10 +22,11 @@ from ._resources import ResourceNotFound
 from ._server import Server
 from ._state import arguments_digest
 from ._subscriptions import LIST_CHANGED, Listener
-from ._wire import META_SERVER_INFO, META_SUBSCRIPTION, SUPPORTED_VERSIONS
+from ._wire import META_SERVER_INFO, META_SUBSCRIPTION, SKILLS_EXTENSION, SUPPORTED_VERSIONS
 from .errors import (
     InvalidParams,
     InvalidRequest,
+    MethodNotFound,
     MissingClientCapability,
     ProtocolError,
     ResourceMissing,
@@ -128,6 +130,22 @@ def _of_tasks(name: str) -> Handler:
         return getattr(_tasks(), name)(server, params, context)
 
     return run
+
+
+def _of_skills(name: str) -> Handler:
+    """A method of the Skills extension, in mcpserver.skills (imported then): -32601 from a server without skills."""
+    def run(server: Server, params: dict[str, Any], context: Context) -> Any:
+        catalog = server.component(SKILLS_EXTENSION, lambda: _serves_no_skills(context.method))
+        from .skills import _methods as skills
+
+        return getattr(skills, name)(catalog, server, params, context)
+
+    return run
+
+
+def _serves_no_skills(method: str) -> Any:
+    raise MethodNotFound(f"Method not found: {method}", data={"reason": f"this server serves no skills (the "
+                                                                          f"{SKILLS_EXTENSION} extension)"})
 
 
 def _discover(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -281,7 +299,12 @@ def _complete(server: Server, params: dict[str, Any], context: Context) -> dict[
 def _listen(server: Server, params: dict[str, Any], context: Context) -> Listening:
     """subscriptions/listen: open the listener and acknowledge; the stream then stays open until
     cancelled (nothing more is sent) or the server shuts down (the graceful result is the answer).
-    Notifications go out through the flight."""
+    Notifications go out through the flight. Under a time bound (server.subscriptions.max_seconds) it
+    ends then as at shutdown, with the graceful result (spec #3171: the client knows to listen again)."""
+    if not server.subscriptions.enabled:
+        raise MethodNotFound("Method not found: subscriptions/listen", data={
+            "reason": "this server serves no subscriptions/listen streams: its capabilities name no list "
+                      "changes or subscriptions to listen for"})
     wanted = params.get("notifications")
     if not isinstance(wanted, dict):
         raise InvalidParams('Invalid params: "notifications" must be an object (a SubscriptionFilter)')
@@ -304,6 +327,10 @@ def _listen(server: Server, params: dict[str, Any], context: Context) -> Listeni
                         set(served), context.flight, frozenset(tasks))
     server.subscriptions.open(listener)
     context.on_cancel(listener.ended.set)
+    if server.subscriptions.max_seconds is not None:
+        from . import _deadlines
+
+        listener.on_end(_deadlines.after(server.subscriptions.max_seconds, listener.ended.set))
     listener.send("notifications/subscriptions/acknowledged", {"notifications": honoured})
     return Listening(server, listener, context)
 
@@ -321,7 +348,12 @@ METHODS: dict[str, tuple[Optional[str], Handler]] = {
     "tasks/get": (None, _of_tasks("get_task")),
     "tasks/update": (None, _of_tasks("update_task")),
     "tasks/cancel": (None, _of_tasks("cancel_task")),
+    "skills/list": (None, _of_skills("list_skills")),
+    "skills/get": (None, _of_skills("get_skill")),
+    "resources/directory/read": (None, _of_skills("read_directory")),
 }
 
-# Methods legacy sessions have no such thing as (the Tasks extension does not apply to them, TASKS.md §1).
-MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
+# Methods legacy sessions have no such thing as: extensions are 2026-07-28's (TASKS.md §1; no legacy schema has
+# `extensions`, LEGACY.md §3), so there skill files are plain resources.
+MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel",
+                         "skills/list", "skills/get", "resources/directory/read"})

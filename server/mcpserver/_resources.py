@@ -50,7 +50,7 @@ class Resource:
 
     def __init__(self, uri: str, reader: Callable[[], ResourceContent], *, name: Optional[str] = None,
                  title: Optional[str] = None, description: Optional[str] = None, mime_type: Optional[str] = None,
-                 annotations: Optional[dict[str, Any]] = None):
+                 annotations: Optional[dict[str, Any]] = None, meta: Optional[dict[str, Any]] = None):
         if not isinstance(uri, str) or ":" not in uri:
             raise ConfigError(f"resource URI {uri!r} needs a scheme (e.g. file:///..., docs://...)")
         self.uri = uri
@@ -59,7 +59,7 @@ class Resource:
         self.context_parameter = context_parameter(reader, f"resource {uri!r}")
         self.definition = definition(uri=uri, name=name or getattr(reader, "__name__", uri), title=title,
                                      description=description or _summary(reader), mimeType=mime_type,
-                                     annotations=annotations)
+                                     annotations=annotations, _meta=meta)
 
     def read(self, context: Optional[Context] = None) -> list[dict[str, Any]]:
         return contents(self.uri, _call(self.reader, {}, self.context_parameter, context), self.mime_type)

@@ -30,7 +30,9 @@ def run(server: Server, transport: Literal["http"], *, host: str = ..., port: in
         tls_key: Optional[str] = ..., max_connections: int = ..., max_requests: int = ..., max_queued: int = ...,
         read_timeout: float = ..., header_timeout: float = ..., grace_seconds: float = ...,
         max_listeners: Optional[int] = ..., max_listeners_per_peer: int = ...,
-        max_listeners_per_principal: int = ...) -> int: ...
+        max_listeners_per_principal: int = ..., metrics: bool = ..., public_metrics: bool = ...,
+        health: bool = ..., log_health: bool = ..., rate_limit: Optional[str] = ...,
+        burst: Optional[int] = ...) -> int: ...
 
 
 def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noqa: F811
@@ -41,8 +43,8 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noq
     host, port, path, token, token_file, insecure_no_auth, allowed_origins, allowed_hosts,
     max_body_bytes, oauth (an mcpserver.auth.ResourceServer), behind_proxy, tls_cert, tls_key,
     max_connections, max_requests, max_queued, read_timeout, header_timeout, grace_seconds,
-    max_listeners, max_listeners_per_peer, max_listeners_per_principal; README.md's security table
-    gives their defaults).
+    max_listeners, max_listeners_per_peer, max_listeners_per_principal, metrics, public_metrics, health,
+    log_health, rate_limit, burst; README.md's security table gives their defaults).
 
         if __name__ == "__main__":
             sys.exit(mcpserver.run(server))

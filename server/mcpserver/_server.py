@@ -10,17 +10,18 @@ from __future__ import annotations
 import threading
 
 from ._context import Context
+from ._middleware import MiddlewareChain
 from ._prompts import Prompt
 from ._resources import Resource, ResourceNotFound, ResourceTemplate, definition, read
 from ._state import DEFAULT_STATE_TTL, Sealer
 from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
 from ._tools import Tool, function_tool
-from ._wire import TASKS_EXTENSION
+from ._wire import APPS_EXTENSION, SKILLS_EXTENSION, TASKS_EXTENSION
 from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, Optional, TypeVar, Union
+    from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar, Union
     F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["Prompt", "Resource", "ResourceNotFound", "ResourceTemplate", "Server"]
@@ -43,14 +44,16 @@ class Server:
     def __init__(self, name: str, version: str = "0.0.0", *, title: Optional[str] = None,
                  instructions: Optional[str] = None, ttl_ms: int = DEFAULT_TTL_MS, cache_scope: str = "public",
                  page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
-                 state_key: Optional[str] = None, state_ttl: float = DEFAULT_STATE_TTL,
+                 state_key: Union[str, Sequence[str], None] = None, state_ttl: float = DEFAULT_STATE_TTL,
                  max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = (), task_store: Any = None):
-        """`state_key` seals the requestState of input_required rounds (default $MCPSERVER_STATE_KEY, else
-        a key of this process only); `state_ttl` is how many seconds a client may take to answer;
-        `max_listeners` bounds the subscriptions/listen streams open at once; `offers` names categories
-        ("tools", "resources", "prompts") to declare even while they are empty, for a server that adds
-        them at run time; `task_store` keeps the tasks of task tools: None or "memory" (this process),
-        the path of an SQLite file (every process on the host, across restarts) or a postgresql:// URL."""
+        """`state_key` seals the requestState of input_required rounds and legacy session ids: a key, or keys
+        with the sealing one first, the others still opening what they sealed (default $MCPSERVER_STATE_KEY,
+        $MCPSERVER_STATE_KEYS or $MCPSERVER_STATE_KEYS_FILE, else a key of this process only); `state_ttl` is
+        how many seconds a client may take to answer; `max_listeners` bounds the subscriptions/listen streams
+        open at once; `offers` names categories ("tools", "resources", "prompts") to declare even while they
+        are empty, for a server that adds them at run time; `task_store` keeps the tasks of task tools: None
+        or "memory" (this process), the path of an SQLite file (every process on the host, across restarts)
+        or a postgresql:// URL."""
         if not isinstance(name, str) or not name:
             raise ConfigError("a server needs a non-empty name")
         if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
@@ -61,6 +64,7 @@ class Server:
             raise ConfigError(f"page_size must be a positive integer, not {page_size!r}")
         self.name = name
         self.version = version
+        self.middleware = MiddlewareChain()  # @server.middleware: around every request (mcpserver._middleware)
         self.title = title
         self.instructions = instructions
         self.ttl_ms = ttl_ms
@@ -109,16 +113,24 @@ class Server:
         """What this server offers. A change of its lists, and resource_updated(), reach listeners that asked
         (subscriptions/listen), so listChanged and subscribe are true wherever the category exists."""
         capabilities: dict[str, Any] = {}
+        live = self.subscriptions.enabled  # without listen streams (--no-listen) no change is ever told
         if self.offers_capability("tools"):
-            capabilities["tools"] = {"listChanged": True}
+            capabilities["tools"] = {"listChanged": True} if live else {}
         if self.offers_capability("resources"):
-            capabilities["resources"] = {"subscribe": True, "listChanged": True}
+            capabilities["resources"] = {"subscribe": True, "listChanged": True} if live else {}
         if self.offers_capability("prompts"):
-            capabilities["prompts"] = {"listChanged": True}
+            capabilities["prompts"] = {"listChanged": True} if live else {}
         if any(p.completions for p in self.prompts.values()) or any(t.completions for t in self.resource_templates):
             capabilities["completions"] = {}
+        extensions: dict[str, Any] = {}
         if any(tool.task != "never" for tool in self.tools.values()):
-            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+            extensions[TASKS_EXTENSION] = {}
+        if SKILLS_EXTENSION in self._components:
+            extensions[SKILLS_EXTENSION] = {"directoryRead": True}
+        if APPS_EXTENSION in self._components:
+            extensions[APPS_EXTENSION] = {}
+        if extensions:
+            capabilities["extensions"] = extensions
         return capabilities
 
     def shutdown(self) -> None:
@@ -162,19 +174,37 @@ class Server:
              description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
              output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
              icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
-             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never") -> Any:
+             requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
+             ui: Optional[str] = None, visibility: Optional[Iterable[str]] = None,
+             rate_limit: Optional[str] = None) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
         Literal, Enum, defaults) unless `input_schema` is given; its description from the docstring.
         `requires_client_capabilities`: a client that lacks one gets -32021. `task`: "optional" or
         "required" runs a call as a task the client polls (the Tasks extension; see the README).
+        `ui`: the app (server.app, registered first) a host shows its results in; `visibility`: who may
+        call it, ["model", "app"] by default, ["app"] for a tool only its app calls (MCP Apps).
+        `rate_limit`: "N/s", "N/m" or "N/h" calls per caller (mcpserver._ratelimit), then -32603 (HTTP 429).
         """
         def register(function: F) -> F:
-            self.add_tool(function_tool(function, name=name, title=title, description=description,
-                                        input_schema=input_schema, output_schema=output_schema,
-                                        annotations=annotations, icons=icons, meta=meta,
-                                        requires_client_capabilities=requires_client_capabilities, task=task))
+            if rate_limit is not None:  # refused before anything is registered
+                from ._ratelimit import parse_rate  # only servers with a limited tool load it
+
+                rate = parse_rate(rate_limit)
+            linked = meta
+            if ui is not None or visibility is not None:
+                from ._apps import tool_meta  # MCP Apps load only for a server that links a tool to one
+
+                linked = tool_meta(meta, ui, visibility, self.resources, name or function.__name__)
+            tool = self.add_tool(function_tool(function, name=name, title=title, description=description,
+                                               input_schema=input_schema, output_schema=output_schema,
+                                               annotations=annotations, icons=icons, meta=linked,
+                                               requires_client_capabilities=requires_client_capabilities, task=task))
+            if rate_limit is not None:
+                from ._ratelimit import tool_limits
+
+                tool_limits(self).limit(tool.name, rate)
             return function
 
         return register(fn) if fn is not None else register
@@ -234,6 +264,23 @@ class Server:
             self.resources = {key: resource for key, resource in self.resources.items() if key != uri}
         self.subscriptions.list_changed("resources")
 
+    def app(self, uri: str, html: Optional[str] = None, *, path: Optional[str] = None, name: Optional[str] = None,
+            title: Optional[str] = None, description: Optional[str] = None, csp: Optional[dict[str, Any]] = None,
+            permissions: Optional[Iterable[str]] = None, domain: Optional[str] = None,
+            prefers_border: Optional[bool] = None) -> Resource:
+        """Register an MCP App (io.modelcontextprotocol/ui): the HTML5 page at `uri` (ui://...), given as
+        `html` or read from the file `path` at every read, that a host shows in a sandboxed iframe for the
+        tools linked to it (`@server.tool(ui=uri)`). `csp` maps connectDomains, resourceDomains, frameDomains
+        and baseUriDomains to origins the page may reach (none by default); `permissions` names camera,
+        microphone, geolocation, clipboardWrite; `prefers_border` asks the host for a frame or none."""
+        from ._apps import app_resource  # MCP Apps load only for a server that has one
+
+        resource = self.add_resource(app_resource(uri, html, path, name=name, title=title, description=description,
+                                                  csp=csp, permissions=permissions, domain=domain,
+                                                  prefers_border=prefers_border))
+        self.component(APPS_EXTENSION, lambda: True)
+        return resource
+
     def resource_template(self, uri_template: str, *, name: Optional[str] = None, title: Optional[str] = None,
                           description: Optional[str] = None, mime_type: Optional[str] = None,
                           completions: Optional[dict[str, Any]] = None) -> Callable[[F], F]:
@@ -274,6 +321,15 @@ class Server:
     def serves(self, uri: str) -> bool:
         """Whether a resource or a template answers for `uri`."""
         return uri in self.resources or any(t.match(uri) is not None for t in self.resource_templates)
+
+    def skills(self, path: Any, prefix: str = "") -> None:
+        """Serve the skills under the directory `path` (the Skills extension, io.modelcontextprotocol/skills):
+        every directory below it holding a SKILL.md is a skill at skill://PREFIX/<its path>, each of its files a
+        resource. ConfigError names a file that cannot be served (README "Skills")."""
+        from .skills import Catalog  # the wing loads only for a server with skills
+
+        self.offers = self.offers | {"resources"}  # the extension needs the capability, even while no skill is found
+        self.component(SKILLS_EXTENSION, lambda: Catalog(self)).add(path, prefix)
 
     # -- prompts --------------------------------------------------------------------------------
 

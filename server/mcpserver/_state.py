@@ -8,6 +8,11 @@ Rules of this module:
   refused before any code of the server's author runs.
 - The key is $MCPSERVER_STATE_KEY (shared by replicas, so two gunicorn workers or two containers
   accept each other's state), or a random key per process, said once in the log.
+- Keys rotate: $MCPSERVER_STATE_KEYS (comma-separated) or $MCPSERVER_STATE_KEYS_FILE (one a line, `#`
+  comments) is an ordered list. The first seals; every one of them opens, so replicas that already have
+  a new key and replicas that do not yet seal with it honour each other's states (docs/sessions.md
+  says in which order to roll it out). A retired key opens nothing: what it sealed is refused as sealed
+  with another key. One of the three variables, not two: which one would win is a guess.
 - The format is `v1.<payload>.<mac>`, both base64url without padding; the payload is JSON and
   carries no secret (the client may read it: it holds the client's own earlier answers).
 """
@@ -19,13 +24,13 @@ import threading
 import time
 
 from . import _environment, _json, _log
-from .errors import InvalidParams
+from .errors import ConfigError, InvalidParams
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any, Mapping, Optional, Sequence, Union
 
-__all__ = ["DEFAULT_STATE_TTL", "KEY_ENVIRONMENT", "Sealer", "arguments_digest"]
+__all__ = ["DEFAULT_STATE_TTL", "KEY_ENVIRONMENT", "Sealer", "arguments_digest", "keys_from_environment"]
 
 log = _log.get("mcpserver.state")
 
@@ -56,34 +61,76 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-class Sealer:
-    """Seals and opens requestState with one key."""
+def keys_from_environment(environ: Optional[Mapping[str, str]] = None) -> tuple[str, ...]:
+    """The state keys the environment names, the sealing one first; () when it names none. ConfigError
+    when two of the variables are set, a list holds an empty key, or the file cannot be read or is empty."""
+    environ = os.environ if environ is None else environ
+    given = [name for name in (_environment.STATE_KEY, _environment.STATE_KEYS, _environment.STATE_KEYS_FILE)
+             if environ.get(name)]
+    if len(given) > 1:
+        raise ConfigError(f"set one of {' and '.join(given)}, not both: which would seal is a guess")
+    if not given:
+        return ()
+    value = environ[given[0]]
+    if given[0] == _environment.STATE_KEY:
+        return (value,)
+    if given[0] == _environment.STATE_KEYS:
+        keys = [key.strip() for key in value.split(",")]
+        if not all(keys):
+            raise ConfigError(f"{_environment.STATE_KEYS} has an empty key: give keys separated by single commas")
+        return tuple(keys)
+    try:
+        with open(value, encoding="utf-8") as file:
+            keys = [line.strip() for line in file if line.strip() and not line.lstrip().startswith("#")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {_environment.STATE_KEYS_FILE} {value}: {exc}") from None
+    if not keys:
+        raise ConfigError(f"{_environment.STATE_KEYS_FILE} {value} holds no key (one a line, the sealing one first)")
+    return tuple(keys)
 
-    def __init__(self, key: Optional[str] = None, ttl: float = DEFAULT_STATE_TTL):
-        self._secret = key if key is not None else os.environ.get(KEY_ENVIRONMENT)
-        self._key: Optional[bytes] = None
+
+class Sealer:
+    """Seals requestState with one key, and opens it with any of the keys it holds (rotation)."""
+
+    def __init__(self, key: Union[str, Sequence[str], None] = None, ttl: float = DEFAULT_STATE_TTL):
+        """`key`: one key, or keys with the sealing one first; None reads the environment."""
+        if key is None:
+            self._secrets = keys_from_environment()
+        else:
+            self._secrets = (key,) if isinstance(key, str) else tuple(key)
+            if not self._secrets or not all(isinstance(one, str) and one for one in self._secrets):
+                raise ConfigError(f"a state key is a non-empty string, or a list of them: not {key!r}")
+        self._keys: tuple[bytes, ...] = ()
         self._lock = threading.Lock()
         self.ttl = ttl
 
-    def _mac(self, body: str) -> bytes:
+    def _mac(self, body: str, key: Optional[bytes] = None) -> bytes:
+        """The MAC with `key`, by default the sealing key."""
         import hashlib
         import hmac
 
-        return hmac.new(self._mac_key(), body.encode("ascii", "replace"), hashlib.sha256).digest()
+        return hmac.new(key or self._mac_keys()[0], body.encode("ascii", "replace"), hashlib.sha256).digest()
 
-    def _mac_key(self) -> bytes:
+    def _verifies(self, given: bytes, body: str) -> bool:
+        """Whether `given` is the MAC of `body` under any key held: the sealing one, or one being rotated out."""
+        import hmac
+
+        return any(hmac.compare_digest(given, self._mac(body, key)) for key in self._mac_keys())
+
+    def _mac_keys(self) -> tuple[bytes, ...]:
         import hashlib
         import secrets
 
         with self._lock:
-            if self._key is None:
-                if self._secret:
-                    self._key = hashlib.sha256(b"mcpserver requestState\0" + self._secret.encode()).digest()
+            if not self._keys:
+                if self._secrets:
+                    self._keys = tuple(hashlib.sha256(b"mcpserver requestState\0" + secret.encode()).digest()
+                                       for secret in self._secrets)
                 else:
-                    self._key = secrets.token_bytes(32)
+                    self._keys = (secrets.token_bytes(32),)
                     log.warning("requestState is sealed with a key of this process only: another process will "
                                 "refuse it; set %s to share one key between replicas", KEY_ENVIRONMENT)
-            return self._key
+            return self._keys
 
     def seal(self, binding: tuple[str, str, str, str], answers: dict[str, Any], pending: list[str]) -> str:
         """`binding`: (method, target, arguments digest, principal: "" when none)."""
@@ -104,9 +151,7 @@ class Sealer:
             given = _unb64(mac)
         except (ValueError, TypeError):
             raise _refused("it is not a state this server issued") from None
-        import hmac
-
-        if not body.startswith(_VERSION + ".") or not hmac.compare_digest(given, self._mac(body)):
+        if not body.startswith(_VERSION + ".") or not self._verifies(given, body):
             raise _refused("its seal does not verify (tampered, or sealed with another key)")
         try:
             payload = _json.loads(_unb64(body[len(_VERSION) + 1:]).decode("utf-8"))
@@ -138,11 +183,8 @@ class Sealer:
         if not isinstance(sealed, str) or len(sealed) > max_chars or sealed.count(".") != 2:
             return None
         body, _, mac = sealed.rpartition(".")
-        import hmac
-
         try:
-            verified = body.startswith(_VERSION + ".") and hmac.compare_digest(_unb64(mac),
-                                                                                self._mac(kind + chr(0) + body))
+            verified = body.startswith(_VERSION + ".") and self._verifies(_unb64(mac), kind + chr(0) + body)
             payload = _json.loads(_unb64(body[len(_VERSION) + 1:]).decode("utf-8")) if verified else None
         except (ValueError, TypeError):
             return None

@@ -89,12 +89,16 @@ class Subscriptions:
 
     def __init__(self, limit: int = DEFAULT_MAX_LISTENERS):
         self.limit = limit
+        self.max_seconds: Optional[float] = None  # a listen stream then ends gracefully (--max-listen-seconds)
+        self.enabled = True  # False: no listen streams, and no one is told of changes (--no-listen)
         self._lock = threading.Lock()
         self._listeners: tuple[Listener, ...] = ()  # replaced, never changed: publishers iterate without the lock
         self._exempt: set[int] = set()  # ids of the open listeners `limit` does not count (legacy sessions')
         self._ending = False
 
     def open(self, listener: Listener, bounded: bool = True) -> None:
+        if not self.enabled:  # a legacy session's listener: it hears nothing, as the capabilities said
+            return
         with self._lock:
             if bounded and len(self._listeners) - len(self._exempt) >= self.limit:
                 raise InternalError(f"Too many subscriptions: this server serves at most {self.limit} "

@@ -15,7 +15,7 @@ import os
 import re
 
 from . import _environment, _json, _log
-from ._context import Cancelled, Context, InputRequired
+from ._context import Cancelled, ClientRefused, Context, InputRequired
 from ._wire import HEADER_TOKEN
 from .content import ContentBlock
 from .errors import ConfigError, ProtocolError
@@ -178,7 +178,7 @@ class Tool:
                 raise exc if isinstance(exc, Cancelled) else Cancelled(str(exc)) from exc
             if isinstance(exc, (InputRequired, ProtocolError)):  # the context's: ask the client, or refuse
                 raise
-            if isinstance(exc, ToolError):
+            if isinstance(exc, (ToolError, ClientRefused)):  # worded for the client: the client's own refusal too
                 return error_result(str(exc) or f"Tool {self.name} failed")
             # KeyboardInterrupt, CancelledError, SystemExit... raised by tool code are the tool's failure:
             # the server's own signals never reach a tool as exceptions.

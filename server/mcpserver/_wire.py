@@ -29,6 +29,8 @@ HEADER_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 
 # Extensions (the capability key a client declares in clientCapabilities.extensions, per request).
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+SKILLS_EXTENSION = "io.modelcontextprotocol/skills"  # SEP-2640: skills/list, skills/get, resources/directory/read
+APPS_EXTENSION = "io.modelcontextprotocol/ui"  # SEP-1865, MCP Apps: ui:// resources tools link to
 
 # Client capabilities a server may ask for input through (WIRE.md §14.2).
 CAPABILITY_OF_INPUT = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling",

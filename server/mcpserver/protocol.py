@@ -44,6 +44,7 @@ from operator import itemgetter
 from . import _json, _log
 from ._context import Cancelled, Context, Flight, Peer
 from ._methods import ANSWERED, CANCELLED, LISTENING, METHODS, NAMED_BY, Listening, Reply, error_response, success
+from ._middleware import Call, transport_of
 from ._server import Server
 from ._wire import (
     HEADER_METHOD,
@@ -286,7 +287,13 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
         _version_supported(meta[META_VERSION])
         run = _method(method, server)
         context = Context(request_id, meta, flight, method)
-        result = run(server, params, context)
+        through = server.middleware.run  # None without middleware: then nothing more is done per request
+        if through is None:
+            result = run(server, params, context)
+        else:
+            call = Call(request_id, method, params, context.principal, transport_of(headers, flight, None),
+                        meta[META_VERSION], headers)
+            result = through(call, run, server, params, context)
         if isinstance(result, Listening):
             return Reply(None, LISTENING, 200, result)
         return Reply(success(request_id, result, server))

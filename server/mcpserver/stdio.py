@@ -283,8 +283,9 @@ class _Session:
 
     def _listen(self, request: protocol.Request) -> None:
         """A subscriptions/listen stream: outside the slots for calls (the server's listener limit bounds
-        these), and no thread waits for it: its end calls back. It ends when cancelled, or at shutdown with
-        its graceful result, followed by notifications/cancelled for its id (WIRE.md §14.1)."""
+        these), and no thread waits for it: its end calls back. It ends when cancelled, or at shutdown or its
+        time bound (--max-listen-seconds) with its graceful result, followed by notifications/cancelled for
+        its id (WIRE.md §14.1)."""
         flight = Flight(self.write)
         with self._lock:
             self._flights.setdefault(request.id, []).append(flight)
@@ -300,8 +301,8 @@ class _Session:
             try:
                 final = listening.close()
                 if final.response is not None and flight.finish(lambda: self._answer(final)):
-                    self.write({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                "params": {"requestId": request.id, "reason": "the server is shutting down"}})
+                    self.write({"jsonrpc": "2.0", "method": "notifications/cancelled",  # shutdown, or its time bound
+                                "params": {"requestId": request.id, "reason": "the server ended the subscription"}})
                 else:
                     flight.finish()
             finally:
@@ -445,6 +446,7 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
     """
     if max_concurrent < 1:
         raise ValueError(f"max_concurrent must be at least 1, not {max_concurrent!r}")
+    server.middleware.trace_if_configured()
     reader = stdin if stdin is not None else _protocol_input()
     writer = stdout if stdout is not None else _protocol_stream()
     threading.stack_size(THREAD_STACK_BYTES)

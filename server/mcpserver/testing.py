@@ -392,6 +392,7 @@ class Client:
             raise ValueError(f'era must be "modern" or "legacy", not {era!r}')
         self._owns_server = isinstance(server, str)  # loaded here: shut down here
         self.server: Server = load_target(server) if isinstance(server, str) else server
+        self.server.middleware.trace_if_configured()
         self.era = era
         self.protocol_version = revision or (PROTOCOL_VERSION if era == MODERN else LEGACY_VERSIONS[0])
         self.client_info = client_info or {"name": "mcpserver-testing", "version": "1"}
@@ -484,6 +485,14 @@ class Client:
                       timeout: Optional[float] = None) -> ResourceResult:
         call = self._call("resources/read", {"uri": uri}, progress, False, timeout)
         return ResourceResult(self._run(call), call.trace)
+
+    def list_skills(self) -> list[dict[str, Any]]:
+        """Every page of skills/list (the Skills extension): the skill entries."""
+        return self._list("skills/list", "skills")
+
+    def get_skill(self, uri: str) -> dict[str, Any]:
+        """skills/get: the entry of the skill whose SKILL.md is `uri`."""
+        return self.request("skills/get", {"uri": uri})["skill"]  # type: ignore[no-any-return]
 
     def list_prompts(self) -> list[dict[str, Any]]:
         return self._list("prompts/list", "prompts")
@@ -580,7 +589,8 @@ class Client:
             assert isinstance(typed, protocol.Request)
             if typed.work == protocol.AUTHOR:
                 return self._in_flight(typed, call)
-            reply = protocol.dispatch(typed, self.server, peer=self._peer)  # answered at once, as a reader does
+            flight = Flight(principal=self._principal, transport="in-process")
+            reply = protocol.dispatch(typed, self.server, flight=flight, peer=self._peer)  # at once, as a reader does
         return _result_of(protocol.encode(reply.response or {}), reply.http_status)
 
     def _with_meta(self, params: dict[str, Any], call: Call, *, token: bool) -> dict[str, Any]:
@@ -602,7 +612,8 @@ class Client:
         """Run `request` on a thread of its own with a Flight, as a transport does, while this thread takes
         what the server sends for it; the result once it is done."""
         messages: queue.Queue[tuple[str, Any]] = queue.Queue()
-        flight = Flight(lambda message: messages.put(("message", protocol.encode(message))), self._principal)
+        flight = Flight(lambda message: messages.put(("message", protocol.encode(message))), self._principal,
+                        "in-process")
         with self._lock:
             self._flights[request.id] = flight
             call.request_id = request.id
@@ -740,6 +751,7 @@ class Client:
         self.protocol_version = reply.session.revision
         self._peer = LegacyPeer(self.server, reply.session,
                                 lambda message: self.notifications.append(json.loads(protocol.encode(message))))
+        self._peer.transport = "in-process"
         initialized = protocol.parse(_encode({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         if isinstance(initialized, protocol.Notification):
             self._peer.initialized = True

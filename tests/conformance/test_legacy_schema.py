@@ -13,6 +13,7 @@ jsonschema = pytest.importorskip("jsonschema")
 REVISIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 EVERYTHING = os.path.join(EXAMPLES, "everything.py")
 INTERACTIVE = os.path.join(EXAMPLES, "interactive.py")
+DICE = os.path.join(EXAMPLES, "dice.py")
 SCHEMAS = {}
 for _revision in REVISIONS:
     with open(os.path.join(ROOT, "spec", f"schema-{_revision}.json"), encoding="utf-8") as _file:
@@ -29,6 +30,7 @@ SERVER_MESSAGE_OF = {"notifications/progress": "ProgressNotification",
                      "notifications/cancelled": "CancelledNotification",
                      "notifications/resources/updated": "ResourceUpdatedNotification",
                      "notifications/tools/list_changed": "ToolListChangedNotification",
+                     "notifications/prompts/list_changed": "PromptListChangedNotification",
                      "elicitation/create": "ElicitRequest", "sampling/createMessage": "CreateMessageRequest",
                      "roots/list": "ListRootsRequest"}
 # Where strictness is checked: the definition a value must fit, and which of its fields hold more of them.
@@ -143,6 +145,10 @@ def test_everything_conforms_to_each_revision(revision):
             session.ask(method)
         session.ask("resources/read", uri="test://static-text")
         session.ask("resources/read", uri="test://template/7/data")
+        skill_files = [r["uri"] for r in session.ask("resources/list")["resources"] if r["uri"].startswith("skill://")]
+        assert "skill://tool-review/SKILL.md" in skill_files  # skills are plain resources to a legacy client
+        for uri in skill_files:
+            session.ask("resources/read", uri=uri)
         session.ask("prompts/get", name="test_prompt_with_image")
         session.ask("prompts/get", name="test_prompt_with_embedded_resource", arguments={"resourceUri": "test://x"})
         session.ask("completion/complete", ref={"type": "ref/prompt", "name": "test_prompt_with_arguments"},
@@ -155,12 +161,16 @@ def test_everything_conforms_to_each_revision(revision):
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
-@pytest.mark.parametrize("target", [DEMO, MOVIES], ids=["demo", "movies"])
+@pytest.mark.parametrize("target", [DEMO, MOVIES, DICE], ids=["demo", "movies", "dice"])
 def test_the_other_examples_conform_to_each_revision(revision, target):
     with StdioServer(target) as server:
         session = Session(server, revision)
         session.ask("tools/list")
-        if target == DEMO:
+        if target == DICE:  # an app: its _meta only where the revision has _meta, and no extension
+            session.ask("resources/list")
+            session.ask("resources/read", uri="ui://dice/roller")
+            session.ask("tools/call", name="roll_dice", arguments={"count": 3})
+        elif target == DEMO:
             session.ask("tools/call", name="add", arguments={"a": 1, "b": 2})  # structured content
             session.ask("tools/call", name="echo", arguments={"text": 5})  # an isError result
         else:

@@ -15,6 +15,7 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spec_fixtur
 with open(os.path.join(SPEC, "schema-2026-07-28.json"), encoding="utf-8") as _file:
     SCHEMA = json.load(_file)
 DEFINITIONS = set(SCHEMA["$defs"])
+DICE = os.path.join(ROOT, "server", "examples", "dice.py")
 
 RESULT_OF = {
     "server/discover": "DiscoverResult", "tools/list": "ListToolsResult", "tools/call": "CallToolResult",
@@ -92,6 +93,9 @@ def success_paths(target):
                 request("resources/list"), request("resources/templates/list"),
                 request("resources/read", uri="movies://catalogue"), request("resources/read", uri="movies://films/m1"),
                 request("prompts/list"), request("prompts/get", name="recommend", arguments={"mood": "sleepy"})]
+    if target == DICE:
+        return [request("server/discover"), request("tools/list"), request("resources/list"),
+                request("resources/read", uri="ui://dice/roller"), call("roll_dice", count=3), call("roll_history")]
     return [request("server/discover"), request("tools/list"), call("git_status"), call("git_log", max_count=3),
             call("git_diff", staged=True)]
 
@@ -105,7 +109,7 @@ EXAMPLE_ERRORS = {
 }
 
 
-@pytest.mark.parametrize("target", [DEMO, MOVIES, GIT], ids=["demo", "movies", "git"])
+@pytest.mark.parametrize("target", [DEMO, MOVIES, GIT, DICE], ids=["demo", "movies", "git", "dice"])
 def test_every_stdio_response_of_every_example_conforms(target):
     with StdioServer(target) as server:
         for message in success_paths(target):

@@ -37,3 +37,22 @@ def test_the_readme_counts_the_tasks_scenarios_the_suite_lists():
     module = importlib.util.module_from_spec(script)
     script.loader.exec_module(module)
     assert sorted(module.TASKS) == sorted(listed)  # make conformance runs every one the suite lists
+
+
+def test_every_extension_scenario_the_suite_lists_is_run_and_the_readme_counts_each_set():
+    node, entry = suite()
+    done = subprocess.run([node, entry, "list", "--server"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    extensions = set(re.findall(r"^\s+- (\S+) \[extension\]$", done.stdout, re.MULTILINE))
+    script = importlib.util.spec_from_file_location("conformance_script", os.path.join(ROOT, "scripts",
+                                                                                        "conformance.py"))
+    module = importlib.util.module_from_spec(script)
+    script.loader.exec_module(module)
+    assert extensions == set(module.TASKS) | set(module.SKILLS)  # none left out, none made up
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
+        readme = file.read()
+    rows = re.findall(r"^\| (.+?) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|(?: \d+ \|){4}$", readme, re.MULTILINE)
+    assert len(rows) == 8, rows  # the conformance table: a row for each set
+    for name, scenarios, passed, failed, unexercised in rows:
+        assert int(scenarios) == int(passed) + int(failed) + int(unexercised), name
+    assert sum(int(row[1]) for row in rows if "Skills" in row[0]) == len(module.SKILLS)

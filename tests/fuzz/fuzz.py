@@ -1,7 +1,8 @@
 """make fuzz: millions of structure-aware and byte-mutated JSON-RPC messages through the protocol core and
 through live stdio and HTTP servers, judged message by message.
 
-    python tests/fuzz/fuzz.py                      # the full run: 1,000,000 core, 100,000 stdio, 100,000 HTTP
+    python tests/fuzz/fuzz.py                      # the full run: 1,000,000 core, 100,000 stdio, 100,000 HTTP,
+                                                   # 20,000 legacy-session steps over each of stdio and HTTP
     python tests/fuzz/fuzz.py --core 20000 --stdio 0 --http 0 --seed 7
     python tests/fuzz/fuzz.py --replay tests/fuzz/corpus/*.json
 
@@ -13,7 +14,9 @@ official schema rejects, a server that dies or hangs, one HTTP request answered 
 takes far longer than linear time in its size (the budget is a multiple of the cost of echoing as many
 bytes, measured in the same run). The scaling check then times each long repetitive shape at doubling
 sizes against the same reference. Each distinct failure is minimised, saved to the corpus directory
-and printed with its seed; known ones (fuzz_known.py) are reported but do not fail the run.
+and printed with its seed; known ones (fuzz_known.py) are reported but do not fail the run. The legacy
+streams (fuzz_legacy.py) drive initialize-based sessions step by step, with their own oracle; a finding
+there depends on the session's state, so it is saved as found, not minimised.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import fuzz_check  # noqa: E402
 import fuzz_drive  # noqa: E402
 import fuzz_gen  # noqa: E402
 import fuzz_known  # noqa: E402
+import fuzz_legacy  # noqa: E402
 from fuzz_drive import Finding  # noqa: E402
 
 DEFAULT_CORPUS = os.path.join(ROOT, ".cache", "fuzz", "corpus")
@@ -350,7 +354,7 @@ class Sandbox:
 # Live servers
 
 
-LIVE_EXCLUDED = ("raises", "returns", "prints", "reads_stdin", "spawns_child", "mark")
+LIVE_EXCLUDED = ("raises", "returns", "prints", "reads_stdin", "spawns_child", "mark", "asks_client")
 
 
 def probes() -> list[fuzz_gen.Message]:
@@ -443,6 +447,38 @@ def run_live(run: Run, transport: str, count: int, large: float, sandbox: Sandbo
     run.seconds[transport] = time.perf_counter() - started
 
 
+def run_legacy(run: Run, transport: str, count: int) -> None:
+    """`count` steps of legacy sessions through a live server (transport: legacy-stdio or legacy-http)."""
+    if count <= 0:
+        return
+    module = fuzz_server()
+    started = time.perf_counter()
+    target = fuzz_gen.Target.of(module.server, exclude=LIVE_EXCLUDED)
+    generator = fuzz_legacy.LegacyGen(target, http=transport == "legacy-http")
+    driver: Any = (fuzz_legacy.LegacyStdio(fail_on_purpose=module.FAIL_ON_PURPOSE) if transport == "legacy-stdio"
+                   else fuzz_legacy.LegacyHttp(fail_on_purpose=module.FAIL_ON_PURPOSE, gen_target=target))
+    last_report = time.monotonic()
+
+    def record(index: int, step: fuzz_legacy.Step, findings: list[Finding]) -> None:
+        nonlocal last_report
+        family = step.family if step.verb == "POST" else step.verb
+        run.families[transport][family] += 1
+        run.messages[transport] += 1
+        run.record(transport, index, fuzz_gen.Message(step.data, None, f"legacy:{family}:{step.session}"), findings)
+        if time.monotonic() - last_report > 30:
+            last_report = time.monotonic()
+            print(f"{transport}: {run.messages[transport]:,} steps, {driver.sessions:,} sessions", flush=True)
+
+    try:
+        fuzz_legacy.drive(driver, generator, run.seed, count, record)
+        run.notes.append(f"{transport}: {driver.sessions:,} sessions; the server's own requests answered "
+                         + ", ".join(f"{how} {n:,}" for how, n in sorted(driver.asked.items()))
+                         + f"; server restarted {driver.restarts} times")
+    finally:
+        driver.stop()
+    run.seconds[transport] = time.perf_counter() - started
+
+
 # ---------------------------------------------------------------------------------------------
 # Super-linear shapes
 
@@ -508,7 +544,7 @@ def minimise_all(run: Run, seconds: float, sandbox: Sandbox) -> None:
         for (transport, _), occurrence in sorted(run.failures.items(), key=lambda item: item[0]):
             base = transport.split("-")[0]
             finding, original = occurrence.finding, occurrence.message
-            if finding.kind == "superlinear":
+            if finding.kind == "superlinear" or base == "legacy":  # a legacy step needs its session's history
                 continue
             if base == "core":
                 driver: Any = sandbox if finding.kind == "slow" else core
@@ -618,7 +654,7 @@ def replay(path: str, drivers: dict[str, Any]) -> list[Finding]:
 
 def report(run: Run, started: float) -> int:
     print("\n== fuzz run, seed", run.seed, f"({time.perf_counter() - started:.0f} s)")
-    for transport in ("core", "stdio", "http"):
+    for transport in ("core", "stdio", "http", "legacy-stdio", "legacy-http"):
         if run.messages[transport]:
             seconds = run.seconds.get(transport, 0.0)
             print(f"{transport}: {run.messages[transport]:,} messages in {seconds:.0f} s "
@@ -652,6 +688,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--core", type=int, default=1_000_000, help="messages through the core")
     parser.add_argument("--stdio", type=int, default=100_000, help="messages through a live stdio server")
     parser.add_argument("--http", type=int, default=100_000, help="messages through a live HTTP server")
+    parser.add_argument("--legacy-stdio", type=int, default=20_000, help="legacy-session steps over live stdio")
+    parser.add_argument("--legacy-http", type=int, default=20_000, help="legacy-session steps over live HTTP")
     parser.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)), help="core workers")
     parser.add_argument("--large", type=float, default=0.002, help="share of strings from 64 KB to 1 MB")
     parser.add_argument("--sample-every", type=int, default=25, help="validate every Nth core answer against "
@@ -669,7 +707,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     print(f"fuzz: seed {seed} (rerun with --seed {seed}); core {args.core:,}, stdio {args.stdio:,}, "
-          f"http {args.http:,}", flush=True)
+          f"http {args.http:,}, legacy stdio {args.legacy_stdio:,}, legacy http {args.legacy_http:,}", flush=True)
     run = Run(seed)
     started = time.perf_counter()
     workdir = os.path.join(ROOT, ".cache", "fuzz")
@@ -682,6 +720,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     run_core(run, args.core, args.jobs, args.large, args.sample_every, workdir, set(skipped))
     run_live(run, "stdio", args.stdio, args.large, sandbox, skipped)
     run_live(run, "http", args.http, args.large, sandbox, skipped)
+    run_legacy(run, "legacy-stdio", args.legacy_stdio)
+    run_legacy(run, "legacy-http", args.legacy_http)
     transports = [t for t in args.scaling.split(",") if t]
     if transports:
         sizes = [1000]

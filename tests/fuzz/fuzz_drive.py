@@ -555,6 +555,7 @@ class _Live:
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.budget = Budget(slack=1.0)
         self.triage: Triage = None
+        self.env: Optional[dict[str, str]] = None  # the server's environment (None: this process's)
         self.start()
 
     def start(self) -> None:
@@ -571,7 +572,7 @@ class LiveStdio(_Live):
         self.stop()
         self.restarts += 1
         self.process = subprocess.Popen(server_command(self.target), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, bufsize=0)
+                                        stderr=subprocess.PIPE, bufsize=0, env=self.env)
         self.answers: queue.Queue[Optional[bytes]] = queue.Queue()
         self.stderr = _Stderr(self.process.stderr)
         self.writes: queue.Queue[Optional[bytes]] = queue.Queue()
@@ -849,7 +850,8 @@ class LiveHttp(_Live):
         self.stop()
         self.restarts += 1
         self.process = subprocess.Popen(server_command(self.target, "--http", "--port", "0"),
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        env=self.env)
         self.stderr = _Stderr(self.process.stderr)
         text, found = self.stderr.until(" at http://", 30)
         line = self.stderr.lines[self.stderr.consumed - 1] if found else ""

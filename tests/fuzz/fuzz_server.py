@@ -34,7 +34,7 @@ EXAMPLES = os.path.join(ROOT, "server", "examples")
 # Tools the generator never calls in-process (they touch the process's own stdin or stderr), and the
 # ones it never calls at all (the fuzzer's sentinel).
 TOUCHES_PROCESS = ("reads_stdin", "spawns_child")
-NOT_FUZZED = ("mark",)
+NOT_FUZZED = ("mark", "asks_client")
 # Tools that fail on purpose: their tracebacks in the log are expected, not findings.
 FAIL_ON_PURPOSE = ("raises", "returns")
 
@@ -259,6 +259,19 @@ def progress_steps(steps: int = 3, ctx: Context = None) -> str:  # type: ignore[
     for step in range(1, max(0, min(steps, 200)) + 1):
         ctx.progress(step, steps, f"step {step}")
     return f"{steps} steps"
+
+
+@server.tool()
+def asks_client(kind: Literal["elicit", "sample", "roots"] = "elicit", ctx: Context = None) -> str:  # type: ignore[assignment]
+    """Asks the client (in a legacy session, a request of the server's own) and says what came back. Only the
+    legacy streams call it: a 2026-07-28 call of it is input_required, not the complete result they judge."""
+    if kind == "elicit":
+        answer: Any = ctx.elicit("Go on?", {"type": "object", "properties": {"ok": {"type": "boolean"}}})
+    elif kind == "sample":
+        answer = ctx.sample([{"role": "user", "content": {"type": "text", "text": "hi"}}], 10)
+    else:
+        answer = ctx.roots()
+    return repr(answer)[:200]
 
 
 @server.tool()

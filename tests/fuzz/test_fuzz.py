@@ -87,6 +87,17 @@ def test_live_stream(transport, sandbox):
     assert not _unknown(run)
 
 
+@pytest.mark.parametrize("transport", ["legacy-stdio", "legacy-http"])
+def test_legacy_sessions(transport):
+    """LIVE_COUNT steps of initialize-based sessions (fuzz_legacy.py) through a real server process: every
+    request answered once, every refusal a documented one, the server's own requests answered right and
+    wrong, and the server serving after each step."""
+    run = fuzz.Run(SEED)
+    fuzz.run_legacy(run, transport, LIVE_COUNT)
+    assert run.messages[transport] == LIVE_COUNT
+    assert not _unknown(run)
+
+
 def _open_bug(signature: str):
     label = fuzz_known.known(signature)
     return [pytest.mark.xfail(strict=True, reason=f"{label} (open, fuzz_known.py)")] if label else []

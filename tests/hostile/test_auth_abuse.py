@@ -16,8 +16,10 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from jose_keys import EC_JWK, RSA_JWK, ec_keypair, sign
-from mcpserver.auth import Authenticator, AuthUnavailable, InvalidToken, JwtValidator, fetch_json
+from jose_keys import EC_JWK, EC_Y, RSA_JWK, ec_keypair, number, rsa_keypair, sign
+from mcpserver.auth import Authenticator, AuthUnavailable, InvalidToken, JwtValidator, _jose, fetch_json
+from mcpserver.auth._jose import b64url_encode
+from mcpserver.auth._principal import DEFAULT_REFRESH_FLOOR
 from mcptest import DEMO, HttpServer, free_port, mcp_headers, request
 
 try:
@@ -37,8 +39,10 @@ class AuthorizationServer:
     def __init__(self):
         self.keys = [RSA_JWK, EC_JWK]
         self.slow = None
+        self.failing = False  # the key set answered 500
         self.active = {}
         self.jwks_fetches = 0
+        self.paths = []  # of every GET, in order
         self.introspections = 0
         self.stopped = threading.Event()
         owner = self
@@ -59,12 +63,16 @@ class AuthorizationServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def get(self, handler):
+        self.paths.append(handler.path)
         if handler.path == "/.well-known/oauth-authorization-server":
             self.send(handler, {"issuer": self.issuer, "jwks_uri": self.issuer + "/jwks",
                                 "introspection_endpoint": self.issuer + "/introspect"})
         elif handler.path == "/jwks":
             self.jwks_fetches += 1
-            self.send(handler, {"keys": list(self.keys)}, self.slow)
+            if self.failing:
+                handler.send_error(500)
+            else:
+                self.send(handler, {"keys": list(self.keys)}, self.slow)
         else:
             handler.send_error(404)
 
@@ -205,17 +213,99 @@ def test_unknown_kids_do_not_queue_behind_a_slow_fetch(authorization_server):
     assert authorization_server.jwks_fetches == 2
 
 
-def test_a_key_rotated_in_while_the_refresh_floor_holds_is_503_with_retry_after_not_401(authorization_server):
+# --- kids the key set lacks: 401 (RFC 6750 §3.1) once a fetch says so, 503 only while none can be fetched -------
+
+class Clock:
+    def __init__(self):
+        self.now = time.time()
+
+    def __call__(self):
+        return self.now
+
+
+def test_unknown_kids_after_a_fetch_are_401_until_the_next_is_due_and_fetches_stay_rate_limited(authorization_server):
+    issuer, clock = authorization_server.issuer, Clock()
+    check = JwtValidator(issuer=issuer, audience=RESOURCE, clock=clock)
+    check(token(RESOURCE, issuer))
+    for attempt in range(30):  # an attacker's random kids: the first one's fetch answers for all of them
+        clock.now += 1
+        with pytest.raises(InvalidToken, match="no key has the id"):
+            check(token(RESOURCE, issuer, kid=f"random-{attempt}"))
+    assert authorization_server.jwks_fetches == 2
+    d2, jwk2 = ec_keypair()
+    authorization_server.keys = [EC_JWK, dict(jwk2, kid="ec-2")]  # rotated in while the floor holds: not seen yet
+    with pytest.raises(InvalidToken, match="no key has the id 'ec-2'"):
+        check(token(RESOURCE, issuer, kid="ec-2", ec_d=d2))
+    assert authorization_server.jwks_fetches == 2
+    clock.now += DEFAULT_REFRESH_FLOOR  # the floor ends: the next unknown kid is looked for, and found
+    assert check(token(RESOURCE, issuer, kid="ec-2", ec_d=d2)).subject == "alice"
+    assert authorization_server.jwks_fetches == 3
+
+
+def test_a_kid_whose_key_the_issuer_published_unusable_is_401_at_once_without_a_fetch(authorization_server):
+    weak_n, weak_d = rsa_keypair(1024)
+    dropped = {
+        "rsa-1024": ({"kty": "RSA", "kid": "rsa-1024", "n": weak_n, "e": "AQAB"}, "1024 bits"),
+        "ec-enc": (dict(EC_JWK, kid="ec-enc", use="enc"), "for 'enc', not for signatures"),
+        "ec-off-curve": (dict(EC_JWK, kid="ec-off-curve", y=b64url_encode((number(EC_Y) ^ 1).to_bytes(32, "big"))),
+                         "not on P-256"),
+        "ec-x-is-p": (dict(EC_JWK, kid="ec-x-is-p", x=b64url_encode(_jose.P.to_bytes(32, "big"))), "not on P-256"),
+    }
+    authorization_server.keys = [RSA_JWK, EC_JWK, *(jwk for jwk, _ in dropped.values())]
+    issuer = authorization_server.issuer
+    check = JwtValidator(issuer=issuer, audience=RESOURCE)
+    check(token(RESOURCE, issuer))
+    for kid, (_, why) in dropped.items():  # validly signed where the key allows it: refused for the key's flaw
+        claims = {"iss": issuer, "aud": RESOURCE, "sub": "alice", "exp": int(time.time()) + 300}
+        rsa = {"alg": "RS256", "rsa": (weak_n, weak_d)} if kid == "rsa-1024" else {}
+        forged = sign(claims, kid=kid, **rsa)
+        with pytest.raises(InvalidToken, match=f"the key '{kid}' is not usable: .*{why}"):
+            check(forged)
+    assert authorization_server.jwks_fetches == 1  # the set has these kids: fetching it again would not help
+
+
+def test_a_path_traversal_kid_is_401_and_never_part_of_a_request(authorization_server):
+    issuer = authorization_server.issuer
+    check = JwtValidator(issuer=issuer, audience=RESOURCE)
+    check(token(RESOURCE, issuer))
+    for kid in ("../../../../etc/passwd", "../jwks", "/.well-known/oauth-authorization-server", "..%2f..%2fjwks",
+                "jwks?kid=ec-1", "http://127.0.0.1:1/jwks", "..\\..\\jwks"):
+        with pytest.raises(InvalidToken, match="no key has the id"):
+            check(token(RESOURCE, issuer, kid=kid))
+    assert authorization_server.paths == ["/.well-known/oauth-authorization-server", "/jwks", "/jwks"]
+
+
+def test_an_unknown_kid_is_503_only_while_the_key_set_cannot_be_fetched(authorization_server):
+    issuer, clock = authorization_server.issuer, Clock()
+    check = JwtValidator(issuer=issuer, audience=RESOURCE, clock=clock)
+    check(token(RESOURCE, issuer))
+    authorization_server.failing = True
+    with pytest.raises(AuthUnavailable, match="answered 500"):
+        check(token(RESOURCE, issuer, kid="new-1"))
+    clock.now += 20
+    with pytest.raises(AuthUnavailable, match="could not be fetched again") as refused:
+        check(token(RESOURCE, issuer, kid="new-2"))
+    assert refused.value.headers() == [("Retry-After", str(int(DEFAULT_REFRESH_FLOOR) - 20))]
+    assert check(token(RESOURCE, issuer)).subject == "alice"  # the keys it has still serve
+    assert authorization_server.jwks_fetches == 2
+    authorization_server.failing = False
+    clock.now += DEFAULT_REFRESH_FLOOR
+    with pytest.raises(InvalidToken, match="no key has the id 'new-2'"):
+        check(token(RESOURCE, issuer, kid="new-2"))
+    assert authorization_server.jwks_fetches == 3
+
+
+def test_a_key_rotated_in_while_the_refresh_floor_holds_is_401_through_the_server(authorization_server):
     issuer = authorization_server.issuer
     d2, jwk2 = ec_keypair()
     with resource_server(issuer) as server:
         assert post(server, token(server.url, issuer))[0] == 200
         status, headers, _ = post(server, token(server.url, issuer, kid="ec-2", ec_d=d2))
-        assert status == 401 and "invalid_token" in headers["www-authenticate"]  # fetched again: it has no ec-2
+        assert status == 401 and 'error="invalid_token"' in headers["www-authenticate"]  # fetched: it has no ec-2
         authorization_server.keys = [EC_JWK, dict(jwk2, kid="ec-2")]  # ... until now
         status, headers, _ = post(server, token(server.url, issuer, kid="ec-2", ec_d=d2))
-    # A 401 would tell the client to throw away a good token; the floor says when the keys are fetched again.
-    assert status == 503 and 1 <= int(headers["retry-after"]) <= 60
+        # A fetch less than a minute ago did not have it: invalid, like any unknown key, until the floor ends
+        assert status == 401 and 'error="invalid_token"' in headers["www-authenticate"]
     assert authorization_server.jwks_fetches == 2
 
 

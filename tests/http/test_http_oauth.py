@@ -241,10 +241,10 @@ def test_a_key_rotated_in_at_the_issuer_is_picked_up_at_once(issuer):
             rotated = sign(claims(issuer, server), kid="ec-2", ec_d=new_d)
             assert post_with(server, call("whoami"), rotated)[0] == 200
             assert issuer.jwks_fetches == fetched + 1
-            for attempt in range(5):  # random kids right after: not asking the issuer again, 503 until it may
+            for attempt in range(5):  # random kids right after: the keys just fetched lack them, so 401
                 stranger = sign(claims(issuer, server), kid=f"random-{attempt}", ec_d=new_d)
                 status, headers, _ = post_with(server, call("whoami"), stranger)
-                assert status == 503 and 0 < int(headers["retry-after"]) <= 60
+                assert status == 401 and 'error="invalid_token"' in headers["www-authenticate"]
             assert issuer.jwks_fetches == fetched + 1
         finally:
             issuer.keys = [RSA_JWK, EC_JWK]
@@ -302,3 +302,29 @@ def test_the_same_under_gunicorn_with_create_app(issuer, tmp_path):
         for _ in range(4):  # whichever worker answers
             body = post_with(server, call("whoami"), token)[2]
             assert body["result"]["structuredContent"]["subject"] == "alice"
+
+
+# --- /readyz: the authorization server's keys --------------------------------------------------------------------
+
+def readiness_within(server, status, saying="", timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = server.post(method="GET", path="/readyz", headers={})
+        if (answer[0] == status and saying in answer[2].decode()) or time.monotonic() > deadline:
+            return answer[0], answer[2].decode()
+        time.sleep(0.1)
+
+
+def test_readiness_waits_for_the_authorization_servers_keys(issuer):
+    fetches = issuer.jwks_fetches
+    with oauth_server(issuer, "--health") as server:
+        assert readiness_within(server, 200) == (200, "ready\n")  # no token asked for
+        assert issuer.jwks_fetches > fetches  # fetched by the readiness check: no client had asked yet
+
+    class Nowhere:
+        issuer = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+
+    with oauth_server(Nowhere, "--health") as server:
+        status, why = readiness_within(server, 503, "keys")
+        assert status == 503 and why.startswith("not ready: the authorization server's keys are not here"), why
+        assert server.post(method="GET", path="/healthz", headers={})[0] == 200

@@ -72,14 +72,19 @@ class Cell:
 
 
 def elf_interpreter(data: bytes) -> str:
-    """The PT_INTERP of a 64-bit little-endian ELF file: the loader the kernel starts it with ('' if static)."""
-    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
-        raise ValueError("not a 64-bit little-endian ELF file")
-    (phoff,) = struct.unpack_from("<Q", data, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    """The PT_INTERP of an ELF file, 32- or 64-bit, either byte order (the lab's i386 and armhf cells are 32-bit,
+    s390x big-endian): the loader the kernel starts it with ('' if static)."""
+    if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
+        raise ValueError("not an ELF file")
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    (phoff,) = struct.unpack_from(order + ("Q" if wide else "I"), data, 0x20 if wide else 0x1C)
+    phentsize, phnum = struct.unpack_from(order + "HH", data, 0x36 if wide else 0x2A)
     for index in range(phnum):
-        # Elf64_Phdr: p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, ...
-        p_type, _, offset, _, _, size = struct.unpack_from("<IIQQQQ", data, phoff + index * phentsize)
+        at = phoff + index * phentsize
+        if wide:  # Elf64_Phdr: p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, ...
+            p_type, _, offset, _, _, size = struct.unpack_from(order + "IIQQQQ", data, at)
+        else:  # Elf32_Phdr: p_type, p_offset, p_vaddr, p_paddr, p_filesz, ...
+            p_type, offset, _, _, size = struct.unpack_from(order + "IIIII", data, at)
         if p_type == 3:  # PT_INTERP
             return data[offset : offset + size].rstrip(b"\0").decode()
     return ""

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from matrix.arches import ARCHES
 from matrix.attempts import MEASURE, USAGE_FILE
 from matrix.engine import ContainerSpec, ContainerState, Engine
 from matrix.host import FACTS_PROBE
@@ -57,6 +58,7 @@ class FakeEngine(Engine):
         self.builds: list[tuple[str, tuple[str, ...]]] = []  # (tag, build args) of every build
         self.live: dict[str, dict[str, object]] = {}  # container name -> labels, files, state
         self.built: list[str] = []
+        self.platforms: dict[str, str] = {}  # tag -> the --platform it was built with ('' for none)
         self.started = threading.Event()  # set when a hanging suite has started
         self._killed = threading.Event()
 
@@ -84,9 +86,13 @@ class FakeEngine(Engine):
     def references(self, repository: str) -> tuple[str, ...]:
         return tuple(ref for ref in self.present if ref.startswith(f"{repository}:"))
 
+    def platform_of(self, image: str) -> str:
+        return self.platforms.get(image, "")
+
     def build(self, context: bytes, *, target: str, tag: str, build_args: Sequence[str], labels: Mapping[str, str],
-              log: Path, timeout: float) -> Completed:  # fmt: skip
+              log: Path, timeout: float, platform: str = "") -> Completed:  # fmt: skip
         self.builds.append((tag, tuple(build_args)))
+        self.platforms[tag] = platform
         if target in self.broken_stages:
             log.write_text("Step 2/5 : RUN exit 3\ndeliberately broken build\n")
             return Completed(returncode=1, output="Step 2/5 : RUN exit 3\ndeliberately broken build\n")
@@ -103,8 +109,10 @@ class FakeEngine(Engine):
         if input is not None:
             self.inputs[spec.name] = input
         if spec.args[:2] == ("-c", FACTS_PROBE):  # what the interpreter is
+            arch = next((a for a in ARCHES.values() if a.platform == self.platforms.get(spec.image)), ARCHES["amd64"])
             facts = {"version": self.python_version, "implementation": self.implementation,
-                     "free_threaded": self.free_threaded}  # fmt: skip
+                     "free_threaded": self.free_threaded, "machine": arch.machine,
+                     "byteorder": "big" if arch.big_endian else "little", "maxsize": 2 ** (arch.bits - 1) - 1}
             return Completed(returncode=0, output=json.dumps(facts) + "\n")
         if spec.entrypoint == "/bin/sh" and spec.args[2] == "probe":  # the first answer's measurement
             samples = {"server": [50.0, 60.0, 55.0], "bare": [20.0, 25.0, 22.0]}

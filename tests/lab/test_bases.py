@@ -10,10 +10,10 @@ import pytest
 
 from matrix.bases import BaseAction, BaseFacts, bootstrap_tag, plan_base, pull_reference
 from matrix.bootstrap import apk_version, prepare_rootfs, snapshot_expired
-from matrix.cells import load_cells
+from matrix.table import load_cells
 
 CELLS = {c.name: c for c in load_cells()}
-HERE = BaseFacts(registry="no registry reachable (no such host)", debootstrap=True, root=True, env={})
+HERE = BaseFacts(registry="no registry reachable (no such host)", debootstrap=True, root=True, env={}, arch="amd64")
 UBUNTU_KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
 
 
@@ -31,7 +31,9 @@ def test_on_this_machine_debian_is_bootstrapped_and_the_rest_unavailable_with_re
             assert [s.action for s in steps] == [BaseAction.DEBOOTSTRAP, BaseAction.UNAVAILABLE], name
         else:
             assert [s.action for s in steps] == [BaseAction.UNAVAILABLE], name
-            assert steps[0].reason.startswith(f"{cell.base}: not present, no registry reachable"), steps[0].reason
+            said = (f"{cell.base}: not present for {cell.arch}, not pulled" if cell.arch
+                    else f"{cell.base}: not present, no registry reachable")  # fmt: skip
+            assert steps[0].reason.startswith(said), steps[0].reason
 
 
 def test_unavailable_reasons_say_what_to_set() -> None:
@@ -126,6 +128,25 @@ def test_alpine_bootstraps_from_a_configured_mirror() -> None:
 def test_missing_tools_make_debian_unavailable_with_the_reason(facts: BaseFacts, fragment: str) -> None:
     steps = plan_base(CELLS["debian-bookworm-py3.11"], facts)
     assert steps[-1].action is BaseAction.UNAVAILABLE and fragment in steps[-1].reason
+
+
+def test_another_architecture_never_takes_the_machines_own_base_and_has_a_base_of_its_own() -> None:
+    arm = CELLS["debian-trixie-py3.13-arm64"]
+    facts = replace(HERE, present=frozenset({"debian:trixie"}), registry="")
+    steps = plan_base(arm, facts)
+    assert [s.action for s in steps] == [BaseAction.DEBOOTSTRAP, BaseAction.UNAVAILABLE]
+    assert steps[0].bootstrap is not None and steps[0].bootstrap.arch == "arm64"
+    assert steps[0].reason == "debootstrapped for arm64 from debootstrap's default mirror"
+    assert "a pull for arm64 would retag this machine's own debian:trixie" in steps[-1].reason
+    assert steps[0].image.startswith("mcplab/base:debian-trixie-arm64-")
+    own = CELLS["debian-trixie-py3.13"]
+    assert bootstrap_tag(arm, "") != bootstrap_tag(own, "")
+    # On an arm64 machine the same cell is the machine's own: what is present or pulled there is arm64.
+    assert [s.action for s in plan_base(arm, replace(facts, arch="arm64"))] == [BaseAction.PRESENT]
+
+
+def test_the_bases_made_before_cells_had_an_architecture_keep_their_tags() -> None:
+    assert bootstrap_tag(CELLS["debian-trixie-py3.13"], "") == "mcplab/base:debian-trixie-ed642526fffd"
 
 
 def test_bootstrap_tags_are_deterministic_and_move_with_the_mirror() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from matrix.build import STAGES, plan_build
-from matrix.cells import load_cells
+from matrix.build import STAGES, plan_build, read_recipe
 from matrix.model import Family
+from matrix.table import load_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 CELLS = {c.name: c for c in load_cells()}
@@ -59,3 +59,22 @@ def test_a_change_to_the_tail_rebuilds_from_the_runtime_stage_only(tmp_path: Pat
     after = plan_build(cell, tmp_path, "mcplab/base:x", "sha256:1")
     assert before.tag("builder") == after.tag("builder") and before.tag("python") == after.tag("python")
     assert before.tag("runtime") != after.tag("runtime")
+
+
+def test_the_recipes_that_compile_python_share_the_deb_src_lines_written_once() -> None:
+    fragment = (ROOT / "images/deb-src.Dockerfile").read_text()
+    shared = fragment[fragment.index("RUN set -eu;") :]
+    for recipe in ("apt-source", "musl-busybox"):
+        text = (ROOT / "images" / recipe / "Dockerfile").read_text()
+        assert shared not in text and text.count("# include: images/deb-src.Dockerfile\n") == 1
+        built = read_recipe(ROOT, ROOT / "images" / recipe / "Dockerfile").decode()
+        assert built.count(shared) == 1 and "# include:" not in built and "# A fragment" not in built
+
+
+def test_an_architecture_cell_builds_for_its_platform_under_tags_of_its_own() -> None:
+    own = plan_build(CELLS["debian-trixie-py3.13"], ROOT, "mcplab/base:x", "sha256:1")
+    arm = plan_build(CELLS["debian-trixie-py3.13-arm64"], ROOT, "mcplab/base:y", "sha256:2")
+    assert (own.platform, arm.platform) == ("", "linux/arm64")
+    assert arm.tag("runtime").startswith("mcplab/debian:trixie-py3.13-arm64-runtime-")
+    assert not own.tag_prefix("runtime").startswith(arm.tag_prefix("runtime"))  # neither prunes the other's
+    assert not arm.tag_prefix("runtime").startswith(own.tag_prefix("runtime"))

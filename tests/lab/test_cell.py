@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import shutil
 import threading
 from pathlib import Path
 
 import pytest
 
+from matrix import cli, report
+from matrix.bases import bootstrap_tag
 from matrix.build import plan_build
-from matrix.cells import parse_cells
 from matrix.lab import Lab, Options
-from matrix.model import Cell, CellResult, Outcome, Suite
+from matrix.model import Cell, CellResult, Environment, Outcome, Suite
 from matrix.outcomes import exit_code
-from matrix.plan import Selection
+from matrix.plan import Selection, select
 from matrix.progress import Progress
 from matrix.schedule import run_matrix
+from matrix.table import parse_cells
 from matrix.wheels import FORMAT, MANIFEST
 
 from .conftest import FIXTURES, LAB_ROOT
@@ -219,3 +222,63 @@ def test_what_a_run_writes_into_the_checkout_is_ignored_by_git(tmp_path: Path) -
     others = [".venv-lab/bin/python", ".cache/conformance/node", ".cache/lab/host/py3.11/bin/python"]
     ignored = subprocess.run(["git", "-C", str(LAB_ROOT), "check-ignore", *others], capture_output=True, text=True)
     assert ignored.stdout.split() == others
+
+
+def test_a_suite_that_did_not_pass_says_the_line_that_reruns_only_it_in_only_its_cell(tmp_path: Path) -> None:
+    bootstrap = {"method": "debootstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
+    (i386,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-i386",  # type: ignore[dict-item]
+                                                  "arch": "i386", "bootstrap": bootstrap}]})  # fmt: skip
+    engine = FakeEngine(present=["debian:bookworm", bootstrap_tag(i386, "")], suites={"http": "fail"})
+    lab = a_lab(tmp_path, engine, retries=0)
+    results = run(lab, (BOOKWORM, i386))
+    result = results["fx-bookworm-i386"]
+    assert outcomes(result) == {"unit": "passed", "http": "failed", "payload": "passed"}, result.message
+    assert [s.suite for s in result.suites if s.reproduce] == [Suite.HTTP]
+    table = report.to_table(list(results.values()), suites=IN_CONTAINER)
+    markdown = report.to_markdown(list(results.values()), Environment(), suites=IN_CONTAINER)
+    for cell in (BOOKWORM, i386):
+        (line,) = [x.strip() for x in table.splitlines() if f"--cell {cell.name} " in x]
+        assert line in markdown
+        argv = shlex.split(line, comments=True)  # as a shell runs it pasted: what follows the # is a comment
+        assert argv[:2] == ["python", "scripts/run_matrix.py"]
+        selection = cli.selection_of(cli.build_parser().parse_args(argv[2:]))
+        assert selection is not None
+        assert select((BOOKWORM, i386), selection) == (cell,)
+        assert selection.suites_for(cell.name) == (Suite.HTTP,)
+        test_image = next(s.image for s in engine.runs if s.name.endswith(f"-{cell.name}-http"))
+        shell = line.partition("  # by hand: ")[2]
+        platform = "--platform linux/386 " if cell.arch else ""
+        assert shell.startswith(f"docker run --rm -it {platform}--network none --user mcp --mount type=volume,"
+                                "source=mcplab-pytest-py3.11-"), shell
+        assert shell.endswith(f",target=/opt/pytest,readonly --entrypoint /bin/sh {test_image}"), shell
+
+
+class RemoteFakeEngine(FakeEngine):
+    """An engine elsewhere: this machine's binfmt_misc says nothing of its kernel, so nothing is checked here."""
+
+    def endpoint(self) -> str:
+        return "tcp://127.0.0.2:2375"
+
+
+def test_an_emulated_cell_runs_fewer_suites_unless_every_one_is_asked_for_and_each_gets_its_slowdown(
+    tmp_path: Path,
+) -> None:
+    from matrix import budgets
+
+    bootstrap = {"method": "debootstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
+    (s390x,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-s390x",  # type: ignore[dict-item]
+                                                   "arch": "s390x", "bootstrap": bootstrap}]})  # fmt: skip
+    every = (*IN_CONTAINER, Suite.HOSTILE)
+    engine = RemoteFakeEngine(present=[bootstrap_tag(s390x, "")])
+    result = run(a_lab(tmp_path, engine, selection=Selection(suites=every)), (s390x,))["fx-bookworm-s390x"]
+    assert outcomes(result) == {"unit": "passed", "http": "passed", "payload": "passed"}
+    assert result.suite(Suite.HOSTILE).message == "not run under emulation on s390x unless asked for (--suite all)"
+    asked = run(a_lab(tmp_path, engine, selection=Selection(suites=every, asked=True)), (s390x,))["fx-bookworm-s390x"]
+    assert outcomes(asked)["hostile"] == "passed"
+    first, again = [s.args for s in engine.runs if s.name.endswith("-fx-bookworm-s390x-unit")]
+    assert "--ignore-glob=tests/unit/test_cli*.py" in first and "--ignore-glob=tests/unit/test_cli*.py" not in again
+    budget = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON, "s390x")
+    native = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON)
+    assert budget.slowdown == budgets.SLOWDOWN["s390x"] > 1.0 == native.slowdown
+    assert (budget.cpu, budget.memory) == (native.cpu * budget.slowdown, native.memory * budgets.EMULATED_MEMORY)
+    assert budgets.budget_for(Suite.UNIT, budgets.CPYTHON, "i386") == budgets.DEFAULT  # native on x86_64

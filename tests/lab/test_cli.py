@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from matrix import records, report
+from matrix.arches import native
 from matrix.cli import needs_host_tools
 from matrix.exits import Exit
 from matrix.model import CellResult, Environment, Family, Outcome, Suite, SuiteResult
@@ -51,7 +52,11 @@ def test_list_json_and_github_matrix_agree() -> None:
     listed = json.loads(run("--list", "--json", "--distro", "debian,host").stdout)
     matrix = json.loads(run("--github-matrix", "--distro", "debian,host").stdout)
     assert [c["name"] for c in listed] == [j["cell"] for j in matrix["include"]]
-    assert all({"available", "detail", "python", "family"} <= set(c) for c in listed)
+    assert all({"available", "detail", "python", "family", "arch", "opt_in"} <= set(c) for c in listed)
+    arches = {c["name"]: c["arch"] for c in listed}
+    assert arches["debian-bookworm-py3.11-s390x"] == "s390x" and arches["debian-trixie-py3.13"] == native()
+    every = {c["name"] for c in json.loads(run("--list", "--json", "--arch", "all").stdout)}
+    assert {"debian-trixie-py3.13-riscv64", "debian-trixie-py3.13-armhf"} <= every - set(arches)  # opt-in
     hosts = {c["name"]: c for c in listed if c["family"] == "host"}
     # The Python running these tests is on this machine, so its host cell is available (if listed).
     mine = f"host-py{sys.version_info.major}.{sys.version_info.minor}"

@@ -3,6 +3,7 @@ CLI, so these tests depend on nothing the server or its suites contain. Marked `
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -10,13 +11,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from matrix.engine import BUILD_STEP, LABEL, TREE_LABEL, Engine
+from matrix.engine import BUILD_STEP, LABEL, TREE_LABEL, ContainerSpec, Engine
 from matrix.lab import tree_identity
 
 from .conftest import FIXTURES, LAB_ROOT
@@ -290,6 +293,7 @@ def check_report_in_chromium(results: Path) -> Path:
     data = json.loads((results / "results.json").read_text())
     for cell in data["cells"]:
         assert f'id="{cell["cell"]}"' in dom.stdout, f"{cell['cell']} missing from the rendered report"
+        assert f'<a href="#{cell["cell"]}" class="sq ' in dom.stdout, f"{cell['cell']} has no square in the grid"
     shot = results / "report.png"
     subprocess.run(headless(f"--screenshot={shot}", "--window-size=1200,900", page.as_uri(), profile=profile),
                    capture_output=True, timeout=120)  # fmt: skip
@@ -386,3 +390,90 @@ def test_two_builds_of_one_stage_side_by_side_leave_one_image_and_none_dangling(
         assert dangling(engine) <= before
     finally:
         engine.remove_images(tag)
+
+
+STEPS = """Step 1/6 : FROM mcplab/base:debian-bookworm-2cb81e914d28 AS python
+ ---> 0d1e5a3c7b2f
+Step 2/6 : RUN echo one > /one
+ ---> Running in 1a2b3c4d5e6f
+Removing intermediate container 1a2b3c4d5e6f
+ ---> 5c1d9e8f7a6b
+Step 3/6 : RUN echo two > /two
+ ---> Using cache
+ ---> 9f8e7d6c5b4a
+Step 4/6 : RUN sleep 600
+ ---> Running in 7e6d5c4b3a29
+"""
+
+
+def test_a_builds_created_steps_are_told_from_its_base_and_its_cached_steps() -> None:
+    from matrix.engine import created_steps
+
+    assert created_steps(STEPS) == ["5c1d9e8f7a6b"]
+
+
+def test_sigterm_during_a_build_leaves_no_untagged_image(tmp_path: Path, engine: Engine) -> None:
+    """Issue 37.6: three untagged step images stayed after a run stopped by SIGTERM mid-build. The steps are new
+    (a fresh token), so each is an image this build made; the run is stopped while the last one sleeps."""
+    token = uuid.uuid4().hex
+    dockerfile = (LAB_ROOT / "images/apt/Dockerfile").read_text().replace(
+        "FROM ${BASE} AS python\n",
+        f"FROM ${{BASE}} AS python\nRUN echo {token} > /one\nRUN echo {token} > /two\nRUN echo {token} > /three\n"
+        "RUN sleep 600\n",
+    )  # fmt: skip
+    root = make_tree(tmp_path, dockerfile=dockerfile)
+    out = tmp_path / "results"
+    proc = subprocess.Popen([*RUN_MATRIX, "--cells", str(tmp_path / "cells.toml"), "--root", str(root), "--results",
+                             str(out), "--cell", CONTAINER_CELL, "--suite", "unit"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "CI": "1"})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        log = None
+        while log is None or "RUN sleep 600" not in log.read_text():
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the build never reached its sleeping step"
+            logs = json.loads((out / "latest/results.json").read_text())["environment"]["logs"] if (
+                out / "latest/results.json").exists() else ""
+            found = Path(logs) / f"build-{CONTAINER_CELL}-python.log" if logs else None
+            log = found if found and found.exists() else None
+            time.sleep(0.5)
+        time.sleep(2)  # the sleeping step's container is running
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, output
+    from matrix.engine import created_steps
+
+    made = created_steps(log.read_text())
+    assert len(made) == 3, log.read_text()
+    assert [image for image in made if engine.image_facts(image)] == [], "the interrupted build left its steps"
+
+
+def test_a_tree_of_another_architecture_becomes_an_image_of_it(tmp_path: Path, engine: Engine) -> None:
+    """docker import --platform is ignored by Debian's 20.10 engine (the image says amd64): the lab builds the tree
+    FROM scratch instead, with --platform, and the base's ENV for the emulator."""
+    from matrix.engine import TAG_LABEL
+
+    tree = tmp_path / "rootfs"
+    (tree / "etc").mkdir(parents=True)
+    (tree / "etc/os-release").write_text("ID=debian\n")
+    (tree / "etc/owned").write_text("by uid 42\n")
+    os.chown(tree / "etc/owned", 42, 42)
+    tag = f"mcplab-test/rootfs:{uuid.uuid4().hex[:12]}"
+    holder = f"mcplab-test-{tag.rpartition(':')[2]}"
+    done = engine.import_rootfs(tree, tag, labels={LABEL: "1", TAG_LABEL: tag}, log=tmp_path / "log", timeout=300,
+                                platform="linux/arm64", env={"QEMU_CPU": "cortex-a72"})  # fmt: skip
+    try:
+        assert done.ok, done.output
+        facts = engine._docker(["image", "inspect", "--format", "{{.Architecture}} {{json .Config.Env}}", tag]).output
+        arch, env = facts.split(" ", 1)
+        assert arch == "arm64" and "QEMU_CPU=cortex-a72" in json.loads(env), facts
+        assert engine.platform_of(tag) == "linux/arm64"  # what its containers are run with
+        assert engine.create(ContainerSpec(image=tag, name=holder, labels={LABEL: "1"}, args=("/none",))).ok
+        with tarfile.open(fileobj=io.BytesIO(engine.copy_out(holder, "/etc/owned") or b"")) as tar:
+            assert [(m.uid, m.gid) for m in tar] == [(42, 42)]  # the tree's owners, not the build context's root
+    finally:
+        engine.remove_containers(holder)
+        engine.remove_images(tag)
+

@@ -13,9 +13,9 @@ MATRIX = LAB_ROOT / "matrix"
 # so the arrows point down: the command line -> the scheduler -> the run context -> a cell -> a suite's runner
 # -> an attempt -> the engine and the process tracker -> the plain data. __init__ holds LAB_ROOT only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "model", "exits", "text", "stopping", "progress", "venv", "probe_first_answer"),
-    ("errors", "budgets", "junit", "compare", "processes"),  # pure rules; the tracker of every host process
-    ("outcomes", "plan", "cells", "engine", "host", "wheels"),  # the outcome rules; the docker CLI
+    ("__init__", "model", "arches", "exits", "text", "stopping", "progress", "venv", "probe_first_answer"),
+    ("errors", "budgets", "junit", "compare", "history", "processes"),  # pure rules; the tracker of every host process
+    ("outcomes", "plan", "table", "engine", "host", "wheels"),  # the outcome rules; the docker CLI
     ("records", "travel", "attempts", "bootstrap", "conformance", "startup", "clean"),  # one attempt, one base
     ("memo", "report", "bases", "build"),  # remembered passes, renderings, where bases come from, images
     ("install",),  # the install suite's attempts, which build on the images' suite files

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from matrix.cells import load_cells
 from matrix.errors import UsageError
 from matrix.model import Cell, CellResult, Environment, Family, Outcome, PythonFrom, Suite
 from matrix.plan import (
@@ -25,6 +24,7 @@ from matrix.plan import (
     shard,
     split_values,
 )
+from matrix.table import load_cells
 
 CELLS = load_cells()
 
@@ -34,7 +34,29 @@ def names(cells: tuple[Cell, ...]) -> list[str]:
 
 
 def test_no_selector_selects_everything_in_table_order() -> None:
-    assert select(CELLS, Selection()) == CELLS
+    assert select(CELLS, Selection()) == tuple(c for c in CELLS if not c.opt_in)
+
+
+def test_arch_selects_by_debians_name_and_the_machines_own_for_cells_that_name_none() -> None:
+    assert {c.arch for c in select(CELLS, Selection(arches=("s390x",)))} == {"s390x"}
+    own = select(CELLS, Selection(arches=("amd64",)), native="amd64")
+    assert own and all(c.arch in ("", "amd64") for c in own)
+    on_arm = select(CELLS, Selection(arches=("arm64",), distros=("ubuntu", "alpine")), native="arm64")
+    assert names(on_arm) == ["ubuntu-22.04-py3.10", "ubuntu-24.04-py3.12", "ubuntu-26.04-py3.14",
+                             "ubuntu-24.04-py3.12-arm64", "alpine-3.23-py3.12", "alpine-3.23-py3.12-arm64",
+                             "alpine-official-py3.13", "alpine-official-py3.14"]
+    with pytest.raises(UsageError, match=r"--arch mips matches no cell\. Known arch values: all, amd64"):
+        select(CELLS, Selection(arches=("mips",)), native="amd64")
+
+
+def test_opt_in_cells_run_only_when_their_arch_or_their_name_is_asked_for() -> None:
+    opt_in = {c.name for c in CELLS if c.opt_in}
+    assert opt_in == {"debian-trixie-py3.13-riscv64", "debian-bookworm-py3.11-ppc64el", "debian-trixie-py3.13-armhf"}
+    assert not opt_in & set(names(select(CELLS, Selection(cells=("debian-*",)))))
+    assert not opt_in & set(names(select(CELLS, Selection(arches=("*",)))))
+    assert opt_in <= set(names(select(CELLS, Selection(arches=("all",)))))
+    assert names(select(CELLS, Selection(arches=("riscv64",)))) == ["debian-trixie-py3.13-riscv64"]
+    assert names(select(CELLS, Selection(cells=("debian-trixie-py3.13-armhf",)))) == ["debian-trixie-py3.13-armhf"]
 
 
 def test_distro_selects_a_family() -> None:
@@ -52,7 +74,8 @@ def test_cell_globs_and_selectors_intersect() -> None:
     assert names(chosen) == ["debian-bookworm-py3.11", "debian-trixie-py3.13", "debian-trixie-pypy3.11",
                              "debian-sid-pypy3.11", "debian-trixie-pypy3.11-cache480m",
                              "debian-trixie-pypy3.11-cache512k", "debian-sid-pypy3.11-cache480m",
-                             "debian-sid-pypy3.11-cache512k", "debian-sid-py3.13t"]
+                             "debian-sid-pypy3.11-cache512k", "debian-sid-py3.13t", "debian-bookworm-py3.11-i386",
+                             "debian-trixie-py3.13-arm64", "debian-bookworm-py3.11-s390x"]
 
 
 @pytest.mark.parametrize(("python", "expected"), [

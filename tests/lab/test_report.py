@@ -62,7 +62,7 @@ def results() -> list[CellResult]:
         suite=Suite.UNIT, outcome=Outcome.TIMEOUT, message="did not finish within 5s", log_tail="hanging <here>"
     )
     not_run = SuiteResult(suite=Suite.HTTP, outcome=Outcome.NOT_RUN)
-    return [
+    made = [
         CellResult(cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0, suites=(passed, not_run),
                    python_version="3.11.2", implementation="CPython", first_answer=FIRST),
         CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,), python_version="3.11.17",
@@ -77,7 +77,21 @@ def results() -> list[CellResult]:
         ),
         CellResult(cell="host-py3.14", outcome=Outcome.CANCELLED, message="not finished: the run was interrupted"),
         CellResult(cell="debian-sid-pypy3.11", outcome=Outcome.FLAKY, suites=(FLAKY,), duration=30.0),
+        CellResult(cell="debian-bookworm-py3.11-s390x", outcome=Outcome.PASSED, suites=(passed,), duration=90.0,
+                   python_version="3.11.2", implementation="CPython", machine="s390x", byteorder="big",
+                   maxsize=2**63 - 1),
     ]
+    return [replace(r, **placed(r.cell)) for r in made]
+
+
+def placed(name: str) -> dict[str, str]:
+    """Where a cell of the shipped table sits in the report's grid: its family, release, interpreter and arch."""
+    *_, arch = name.rsplit("-", 1) if name.endswith("-s390x") else ("", "amd64")
+    family, release, interpreter = name.removesuffix("-s390x").rsplit("-", 2) if name.count("-") >= 2 else (
+        "host", "host", name.partition("-")[2])  # fmt: skip
+    family, _, more = family.partition("-")
+    return {"family": family, "release": (more + "-" if more else "") + release, "interpreter": interpreter,
+            "arch": arch}
 
 
 FLAKY = SuiteResult(
@@ -91,9 +105,9 @@ FLAKY = SuiteResult(
 
 def test_counts_read_like_31_of_31() -> None:
     text = report.to_markdown(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
-    assert "| `debian-bookworm-py3.11` | ✅ passed | CPython 3.11.2 | 31/31 | — | 58 ms (2.6x) | 12s |" in text
+    assert "| `debian-bookworm-py3.11` | ✅ passed | amd64 | CPython 3.11.2 | 31/31 | — | 58 ms (2.6x) | 12s |" in text
     assert "1/2 (1 skipped)" in text
-    assert "7 cells: 1 passed, 1 flaky, 1 failed, 1 error, 1 timeout, 1 unavailable, 1 cancelled." in text
+    assert "8 cells: 2 passed, 1 flaky, 1 failed, 1 error, 1 timeout, 1 unavailable, 1 cancelled." in text
     assert "`tests/unit/test_proto.py::TestTools::test_add[2-3]`: assert 6 == 5" in text
 
 
@@ -145,9 +159,13 @@ def test_junit_merges_one_testsuite_per_cell_and_suite() -> None:
         "alpine-3.23-py3.12",
         "host-py3.14",
         "debian-sid-pypy3.11/unit",
+        "debian-bookworm-py3.11-s390x/unit",
     ]
     sid = next(s for s in root.iter("testsuite") if s.get("name") == "debian-sid-py3.15/unit")
     assert sid.find("testcase/failure") is not None
+    s390x = next(s for s in root.iter("testsuite") if s.get("name") == "debian-bookworm-py3.11-s390x/unit")
+    facts = {p.get("name"): p.get("value") for p in s390x.iter("property")}
+    assert facts == {"arch": "s390x", "machine": "s390x", "byteorder": "big", "maxsize": str(2**63 - 1)}
 
 
 def test_table_lists_failures_under_it() -> None:
@@ -253,3 +271,19 @@ def test_a_suite_near_its_containers_memory_limit_is_a_warning_in_every_report_e
     assert report.usage_text(near).endswith(", near the limit") and report.usage_text(near).startswith("⚠")
     back, _, _ = records.from_json(records.to_json(cells, ENV))
     assert back[0].suites[0].near_limit == near.near_limit
+
+
+def test_the_html_report_opens_with_the_shape_of_the_matrix_and_folds_the_unavailable_cells() -> None:
+    page = report.to_html(results(), ENV)
+    top = page[: page.index("<table><tr><th>cell</th>")]  # above the table of cells that ran
+    assert [h for h in re.findall(r"<div class=panel><h3>([^<]+)</h3>", top)] == ["amd64", "s390x"]
+    for r in results():
+        assert top.count(f"<a href='#{html.escape(r.cell)}' class='sq {r.outcome.value}'") == 1, r.cell
+        assert page.count(f"id='{html.escape(r.cell)}'") == 1, r.cell  # the row each square links to
+    assert "<svg class=chart" in top and "<title>debian-sid-pypy3.11: 30s</title>" in top
+    assert "<script" not in page and "http://" not in page and "https://" not in page
+    folded = page[page.index("<details class=gone>") :]
+    assert folded.startswith("<details class=gone><summary>1 unavailable cells, with their reasons</summary>")
+    assert "id='ubuntu-24.04-py3.12'" in folded[: folded.index("</details>")]
+    ran = page[page.index("<table><tr><th>cell</th>") : page.index("<details class=gone>")]
+    assert "ubuntu-24.04-py3.12" not in ran and "s390x (s390x, big-endian, 64-bit)" in ran

@@ -14,13 +14,13 @@ from matrix import conformance
 from matrix.attempts import cpuinfo_reporting
 from matrix.build import BuildPlan, Unbuildable, plan_build
 from matrix.cell import availability, base_plans
-from matrix.cells import parse_cells
 from matrix.install import Distribution
 from matrix.lab import Lab
 from matrix.model import Outcome, Suite, SuiteResult
 from matrix.plan import Selection
 from matrix.processes import Completed
 from matrix.suites import STRESSED
+from matrix.table import parse_cells
 
 from .fake_engine import UNBUILDABLE, FakeEngine, suite_of
 from .test_cell import a_lab, outcomes, run

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from matrix.build import Images
-from matrix.cells import parse_cells
 from matrix.install import Distribution
 from matrix.memo import SuiteMemo
 from matrix.model import SUITES, Outcome, Suite, SuiteResult
@@ -25,6 +24,7 @@ from matrix.suites import (
     Runner,
     harness_digest,
 )
+from matrix.table import parse_cells
 
 (CELL,) = parse_cells({"schema": 1, "cell": [{"name": "fx", "family": "debian", "release": "sid", "python": "3.13",
                                               "flavour": "free-threaded", "base": "debian:sid", "stress": 3,

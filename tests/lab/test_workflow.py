@@ -9,7 +9,7 @@ from pathlib import Path
 
 from matrix import conformance, install, memo
 from matrix.build import TAIL, code_files, suite_files
-from matrix.cells import CELLS_TOML
+from matrix.table import CELLS_TOML
 
 from .conftest import LAB_ROOT
 

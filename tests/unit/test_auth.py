@@ -186,15 +186,34 @@ def test_a_rotated_key_is_fetched_once_and_unknown_kids_never_more_often_than_th
     server.keys = [EC_JWK, dict(jwk2, kid="ec-2")]  # the server rotates in a new key
     assert check(sign(claims(), kid="ec-2", ec_d=d2)).subject == "alice"
     assert server.jwks_fetches() == 2
-    for attempt in range(20):  # an attacker's random kids, right after: no fetch at all
+    for attempt in range(20):  # an attacker's random kids, right after: no fetch at all, and 401
         clock.now += 1
-        with pytest.raises(AuthUnavailable, match="at most every 60 s") as refused:
-            check(sign(claims(), kid=f"random-{attempt}"))  # 503, not 401: it may be a key rotated in since
-        assert refused.value.headers() == [("Retry-After", str(60 - 1 - attempt))]  # when the floor ends
+        with pytest.raises(InvalidToken, match="no key has the id"):  # the keys fetched for ec-2 lack them
+            check(sign(claims(), kid=f"random-{attempt}"))
     assert server.jwks_fetches() == 2
-    clock.now += 61
-    with pytest.raises(InvalidToken, match="no key has the id"):  # the keys just fetched do not have it
+    clock.now += 40  # the floor ends: the next unknown kid is looked for again
+    with pytest.raises(InvalidToken, match="no key has the id"):
         check(sign(claims(), kid="random-again"))
+    assert server.jwks_fetches() == 3
+
+
+def test_an_unknown_kid_is_503_only_while_the_key_set_cannot_be_fetched():
+    server, clock = AuthorizationServer([EC_JWK]), Clock()
+    check = fetching_validator(server, clock, refresh_floor=60)
+    check(sign(claims(), kid="ec-1"))
+    server.down = True
+    with pytest.raises(AuthUnavailable, match="could not be reached"):  # the fetch for it failed
+        check(sign(claims(), kid="new-1"))
+    clock.now += 20
+    with pytest.raises(AuthUnavailable, match="could not be fetched again") as refused:  # nor fetched since
+        check(sign(claims(), kid="new-2"))
+    assert refused.value.headers() == [("Retry-After", "40")]  # when the floor lets it be tried again
+    assert check(sign(claims(), kid="ec-1")).subject == "alice"  # the keys it has still serve
+    assert server.jwks_fetches() == 2
+    server.down = False
+    clock.now += 40
+    with pytest.raises(InvalidToken, match="no key has the id"):
+        check(sign(claims(), kid="new-2"))
     assert server.jwks_fetches() == 3
 
 

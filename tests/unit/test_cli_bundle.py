@@ -15,7 +15,7 @@ import pytest
 from mcptest import DEMO, EXAMPLES, call, line, request, responses
 
 # The examples that need no program beside Python (long_running's countdown runs sh, git.json runs git).
-SERVES_ALONE = ["demo.py", "movies.py", "interactive.py", "notes.py", "everything.py", "accounts.py"]
+SERVES_ALONE = ["demo.py", "movies.py", "interactive.py", "notes.py", "everything.py", "accounts.py", "handbook.py"]
 
 
 def bundle(target, tmp_path, *extra, name="out.mcpb"):
@@ -175,3 +175,20 @@ def test_a_package_target_is_bundled_whole_with_what_include_adds(tmp_path):
 def test_an_include_that_is_not_there_is_a_usage_error(tmp_path):
     done, output = bundle(DEMO, tmp_path, "--include", str(tmp_path / "missing.py"))
     assert done.returncode == 2 and "no such file or folder" in done.stderr and not output.exists()
+
+
+def test_the_skills_a_server_serves_travel_in_its_bundle_where_it_finds_them(tmp_path):
+    done, output = bundle(os.path.join(EXAMPLES, "handbook.py"), tmp_path)
+    assert done.returncode == 0, done.stderr
+    manifest = unpacked(output, tmp_path / "installed")
+    argv, env = launch(manifest, tmp_path / "installed", tmp_path)
+    entries = serve_once(argv, env, request("skills/list"))[0]["result"]["skills"]
+    assert [e["uri"] for e in entries] == ["skill://release-notes/SKILL.md", "skill://tool-review/SKILL.md"]
+    outside = tmp_path / "elsewhere"
+    (outside / "notes").mkdir(parents=True)
+    (outside / "notes" / "SKILL.md").write_text("---\nname: notes\ndescription: Notes.\n---\n")
+    target = tmp_path / "project" / "server.py"
+    target.parent.mkdir()
+    target.write_text(f"from mcpserver import Server\nserver = Server('s')\nserver.skills({str(outside)!r})\n")
+    done, _ = bundle(str(target), tmp_path, name="outside.mcpb")
+    assert done.returncode == 1 and f"serves the skills in {outside}, which is not beside it" in done.stderr

@@ -142,3 +142,35 @@ def test_bad_options_are_the_server_s_usage_errors(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mcpserver", "dev", "--port", "99999", "x.py"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "a port is 0 to 65535" in done.stderr and "mcpserver dev" in done.stderr
+
+
+def test_a_skill_given_with_skills_is_watched_and_a_broken_one_leaves_the_last_good_server_up(tmp_path):
+    target = tmp_path / "draft.py"
+    target.write_text(FIRST)
+    skill = tmp_path / "skills" / "notes" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: notes\ndescription: First notes.\n---\n")
+    dev = Dev(str(target), "--skills", str(tmp_path / "skills"))
+    try:
+        port = int(dev.wait_for(r"serving \S+ at http://127\.0\.0\.1:(\d+)/mcp; watching 2 files").group(1))
+
+        def description():
+            try:
+                status, _, body = HttpServer.attach(port).post(request("resources/list"))
+            except OSError:  # between the old server and the new one
+                return None
+            return body["result"]["resources"][0].get("description") if status == 200 else None
+
+        wait_for_tools(port, ["first"])
+        assert description() == "First notes."
+        seen = len(dev.lines)
+        rewrite(skill, "---\nname: renamed\ndescription: Broken.\n---\n")  # Markdown: watched all the same
+        assert "differs from its directory's" in dev.wait_for(r"does not load: (.*)", after=seen).group(1)
+        assert description() == "First notes."
+        rewrite(skill, "---\nname: notes\ndescription: Second notes.\n---\n")
+        deadline = time.monotonic() + 30
+        while description() != "Second notes." and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert description() == "Second notes."
+    finally:
+        assert dev.stop() == 0

@@ -10,8 +10,8 @@ from mcptest import DEMO
 
 # Values that argparse treats specially (option-like words, negative numbers, '=' inside, empty) and values
 # that the options' converters refuse (out of range, not numbers), next to ordinary ones.
-VALUES = ["x", "", "a=b", "-x", "-1", "--http", "-", "0", "7", "2.5", "99999", "nan", "inf", "debug", "warning",
-          "127.0.0.1", "300.1.1.1", "::1", "[::1]", "example.test", "server/x.py"]
+VALUES = ["x", "", "a=b", "-x", "-1", "--http", "-", "0", "7", "2.5", "99999", "nan", "inf", "debug", "warning", "json",
+          "127.0.0.1", "300.1.1.1", "::1", "[::1]", "example.test", "server/x.py", "7/s", "7/d"]
 
 
 def argparse_reading(argv):

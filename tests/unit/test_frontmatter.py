@@ -1,4 +1,4 @@
-"""SKILL.md frontmatter (mcpserver._frontmatter): the YAML subset read exactly as PyYAML reads it, the rest refused.
+"""SKILL.md frontmatter (mcpserver.skills._frontmatter): the YAML subset read as PyYAML reads it, the rest refused.
 
 PyYAML's `yaml.safe_load` is the reference for two corpora in tests/unit/frontmatter/: corpus.txt, written for
 these tests to reach every construct of the subset, and public.json, the frontmatter of public SKILL.md files.
@@ -12,7 +12,7 @@ import pathlib
 import sys
 
 import pytest
-from mcpserver._frontmatter import MAX_DEPTH, MAX_FRONTMATTER_BYTES, FrontmatterError, load, parse, split
+from mcpserver.skills._frontmatter import MAX_DEPTH, MAX_FRONTMATTER_BYTES, FrontmatterError, load, parse, split
 
 HERE = pathlib.Path(__file__).parent / "frontmatter"
 STAND_INS = {"␣": " ", "→": "\t", "␍": "\r"}

@@ -318,7 +318,7 @@ def test_symmetric_and_other_keys_in_a_jwks_are_skipped_not_used():
                                 dict(EC_JWK, kid="enc", use="enc"), dict(EC_JWK, kid="ops", key_ops=["sign"]),
                                 dict(EC_JWK, kid="p384", crv="P-384"), RSA_JWK]})
     assert [key.kid for key in keys.keys] == ["rsa-1"]
-    assert len(keys.skipped) == 5
+    assert [kid for kid, _ in keys.dropped] == ["rsa-1", None, "enc", "ops", "p384"]
     with pytest.raises(JoseError, match="no RS256 or ES256 key"):
         parse_jwks({"keys": [{"kty": "oct", "k": "c2VjcmV0"}]})
 
@@ -348,6 +348,13 @@ def test_unknown_kid_and_missing_kid():
     two_ec = parse_jwks({"keys": [EC_JWK, dict(other, kid="ec-2")]})
     with pytest.raises(JoseError, match="names no key"):
         verify_jws(parse_compact(sign({"a": 1})), two_ec)
+
+
+def test_a_kid_whose_key_was_dropped_is_refused_for_that_reason_not_as_unknown():
+    keys = parse_jwks({"keys": [EC_JWK, dict(EC_JWK, kid="enc", use="enc")]})
+    with pytest.raises(JoseError, match="the key 'enc' is not usable: the key is for 'enc'") as refused:
+        verify_jws(parse_compact(sign({"a": 1}, kid="enc")), keys)
+    assert not isinstance(refused.value, UnknownKey)  # the set has that kid: fetching it again would not help
 
 
 def test_malformed_jwks_documents():

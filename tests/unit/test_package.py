@@ -91,16 +91,26 @@ def test_the_public_api_is_what_all_says():
 # facade and may import anything.
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
-    ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_frontmatter"),
+    ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc"),
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     ("http._head",),  # a request head, parsed: no socket, no state
-    ("http._server",),  # the generic HTTP/1.1 server: serves any WSGI app, knows no MCP
-    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1"),
+    # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (http._server builds it)
+    ("http._poller",),  # readiness: epoll, or poll() where there is none
+    ("http._connection",),  # one client connection: its socket, buffers and state
+    ("http._writing",),  # a response going out; the bytes the server writes itself
+    ("http._reading", "http._pushing"),  # a request coming in; push streams
+    ("http._working", "http._accepting", "http._loop"),  # the workers; the door; the loop thread
+    ("http._server",),  # the roles built and joined, serve_app
+    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit"),
+    ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
+    ("_middleware",),
     ("schema._derive", "_subscriptions"),
     # OAuth, the resource server's side: JOSE, the principal and refusals, fetching, validators, the entry point
     ("auth._jose",), ("auth._principal",), ("auth._fetch",), ("auth._validators",), ("auth._resource",), ("auth",),
     ("_tools", "_resources", "_prompts"),
-    ("_command",),
+    ("_command", "_apps"),
+    # the Skills wing: a SKILL.md's frontmatter, the catalog of skills (whose files are resources), its methods
+    ("skills._frontmatter",), ("skills._catalog",), ("skills._methods",), ("skills",),
     ("_server",),
     ("_loader",),
     # the Tasks wing: the record, the store and its backends, the operations over them, the runner, its methods
@@ -112,9 +122,10 @@ LAYERS = (
     ("legacy._shaping",), ("legacy._sessions",), ("legacy._dispatch",), ("legacy",),
     ("protocol",),
     ("stdio", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
-    # HTTP, the MCP part: answers, a legacy session's resumable channels, streams, the legacy sessions, the app,
-    # serving it; then the folder
-    ("http._response",), ("http._channel",), ("http._stream",), ("http._sessions",), ("http._app",), ("http._serving",),
+    # HTTP, the MCP part: answers (and the metrics and health routes), a legacy session's resumable channels,
+    # streams and CORS, the legacy sessions, the app, serving it; then the folder
+    ("http._response", "http._metrics", "http._health"), ("http._channel",), ("http._stream", "http._cors"),
+    ("http._sessions",), ("http._app",), ("http._serving",),
     ("http",),
     ("_run",),
     # the command line's other commands: client entries and bundles below the commands, dev beside them

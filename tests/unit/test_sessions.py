@@ -1,11 +1,14 @@
 """Legacy HTTP sessions (LEGACY.md §4.3): a session id is the negotiated session, sealed; what lives in one
 process is bounded."""
 
+import logging
+
 import pytest
-from mcpserver import Resource, Server
+from mcpserver import Context, Resource, Server, protocol
+from mcpserver._context import Flight
 from mcpserver._state import Sealer
 from mcpserver.errors import InternalError
-from mcpserver.legacy import LegacySession, SessionTable
+from mcpserver.legacy import LegacyPeer, LegacySession, SessionTable
 from mcpserver.legacy._sessions import MAX_SUBSCRIPTIONS
 
 SESSION = LegacySession("2025-06-18", {"sampling": {}}, {"name": "client", "version": "1"})
@@ -47,6 +50,50 @@ def test_ten_thousand_sessions_keep_a_bounded_living_state_oldest_reclaimed():
     assert len(sessions) == 100 and all(peer is not None for peer in peers)
     again = sessions.find(ids[0], "")  # reclaimed, not refused: a fresh living state for a valid id
     assert again is not None and again is not peers[0]
+
+
+def test_a_client_that_refuses_the_servers_request_is_the_tools_is_error_not_a_server_fault(caplog):
+    """ClientRefused is the client's answer (an error, a result that is no object, none in time): the tool's
+    isError saying so, as a ToolError is, never a traceback logged as the tool's crash."""
+    server = Server("asks")
+
+    @server.tool()
+    def confirm(ctx: Context) -> str:
+        return str(ctx.elicit("Go on?"))
+
+    peer = LegacyPeer(server, LegacySession("2025-06-18", {"elicitation": {}}, {}), None)
+    refusals = iter([{"code": -1, "message": "the user said no"}, None])
+
+    def client(message):  # the call's stream: the server's request goes out here, and the client answers it
+        error = next(refusals)
+        peer.answer(protocol.ClientResponse(message["id"], None if error else ["not", "an", "object"], error))
+
+    call = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "confirm", "arguments": {}}}'
+    for expected in ("The client answered elicitation/create with an error: 'the user said no'",
+                     "The client's answer to elicitation/create is not an object"):
+        with caplog.at_level(logging.INFO, logger="mcpserver"):
+            reply = protocol.dispatch(protocol.parse(call), server, flight=Flight(client), peer=peer)
+        assert reply.response["result"] == {"content": [{"type": "text", "text": expected}], "isError": True}
+        assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def test_a_call_with_no_stream_to_the_client_is_told_it_cannot_ask_not_cancelled(caplog):
+    """Over HTTP a POST that does not accept text/event-stream has no stream for the server's own request:
+    the tool's isError says so. It was Cancelled, which the call was not: logged as the tool's crash."""
+    server = Server("asks")
+
+    @server.tool()
+    def confirm(ctx: Context) -> str:
+        return str(ctx.elicit("Go on?"))
+
+    peer = LegacyPeer(server, LegacySession("2025-06-18", {"elicitation": {}}, {}), None)
+    call = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "confirm", "arguments": {}}}'
+    with caplog.at_level(logging.INFO, logger="mcpserver"):
+        reply = protocol.dispatch(protocol.parse(call), server, flight=Flight(), peer=peer)
+    assert reply.response["result"]["isError"] is True
+    assert reply.response["result"]["content"][0]["text"].startswith("Cannot send elicitation/create: this request "
+                                                                     "has no stream to the client")
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
 
 
 def test_a_subscription_holds_without_a_channel_and_ends_with_the_session():

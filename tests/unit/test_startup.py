@@ -36,6 +36,7 @@ HEAVY = {
     "secrets": "with random and hashlib; os.urandom is enough for run marks",
     "urllib": "only to parse an Origin header or a percent-encoded path",
     "mcpserver.testing": "the in-process client (with queue and typing) is for tests: only a test imports it",
+    "mcpserver._apps": "MCP Apps: loaded by a server that registers an app or links a tool to one",
 }
 ALLOWED = {"manifest": {"subprocess"}}  # a manifest is command tools: running programs is the point
 needs_importtime = pytest.mark.skipif(sys.implementation.name != "cpython",
@@ -193,7 +194,7 @@ def test_a_start_that_fails_leaves_the_collector_as_it_found_it():
 
 
 # The package's wings: a server that does not use one never imports it (docs/architecture.md).
-WINGS = ("mcpserver.tasks", "mcpserver.legacy", "mcpserver.http", "mcpserver.cli")
+WINGS = ("mcpserver.tasks", "mcpserver.legacy", "mcpserver.http", "mcpserver.cli", "mcpserver.skills")
 
 
 @needs_importtime
@@ -205,8 +206,10 @@ def test_a_stdio_server_answering_a_modern_call_imports_none_of_the_wings():
 @needs_importtime
 def test_the_control_each_wing_shows_up_where_it_is_used():
     # HTTP serves through its wing (and its sessions through the legacy one's table); a legacy client's
-    # initialize brings the legacy wing; a task tool's call brings the tasks wing.
+    # initialize brings the legacy wing; a task tool's call brings the tasks wing; skills, the skills wing.
     assert "mcpserver.http" in names(imported_before_the_first_answer(["--http", "--port", "0", DEMO], http=True))
+    skills = os.path.join(ROOT, "server", "examples", "skills")
+    assert "mcpserver.skills" in names(imported_before_the_first_answer(["--skills", skills, DEMO]))
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server"))
     everything = os.path.join(ROOT, "server", "examples", "everything.py")
     initialize = line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -72,7 +72,7 @@ def test_at_eof_a_listener_gets_its_graceful_result_then_a_cancel(jitter):
     assert result["id"] == 9 and result["result"]["resultType"] == "complete"
     assert result["result"]["_meta"][SUBSCRIPTION] == 9
     assert closing == {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                       "params": {"requestId": 9, "reason": "the server is shutting down"}}
+                       "params": {"requestId": 9, "reason": "the server ended the subscription"}}
     assert code == 0
 
 

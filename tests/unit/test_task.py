@@ -207,6 +207,9 @@ def test_the_detailed_task_has_the_field_of_its_status_only():
 def test_iso_time():
     assert iso_time(0) == "1970-01-01T00:00:00.000Z"
     assert iso_time(1_785_231_000_250) == "2026-07-28T09:30:00.250Z"
+    # Past a 32-bit time_t's end (2038-01-19T03:14:07Z): the lab's i386 cell raised OverflowError here.
+    assert iso_time(2**31 * 1000) == "2038-01-19T03:14:08.000Z"
+    assert iso_time(4_102_444_800_999) == "2100-01-01T00:00:00.999Z"
 
 
 def test_a_row_holds_the_whole_record():
@@ -261,3 +264,14 @@ def test_this_runner_is_made_again_after_a_fork(monkeypatch):
     assert other.pid == me.pid + 1 and other.token != me.token and other.host == me.host
     monkeypatch.undo()
     _record._IDENTITY[:] = [me]
+
+
+def test_a_stat_answered_by_qemu_user_says_nothing_of_when_the_process_started():
+    from mcpserver.tasks._record import _process_start, _stat_fields
+
+    state, started = _process_start(os.getpid())
+    assert state.isalpha() and started > 0  # what the kernel says, and what other processes read
+    # What a process under qemu-user reads of itself (the lab's s390x cell): state 0, qemu's own start time,
+    # 42 ticks from the kernel's; recorded as the runner's identity, it took a live runner for a dead one.
+    emulated = "813 (python3.11) 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 813765 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"
+    assert _stat_fields(emulated) == ("", 0)

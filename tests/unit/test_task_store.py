@@ -331,3 +331,17 @@ def test_memory_store_refuses_new_tasks_past_its_budget_but_saves_running_ones()
     small.create("b")
     with pytest.raises(StoreFull, match="max_tasks"):
         small.create("c")
+
+
+def test_tasks_are_counted_by_status_and_expired_ones_are_not(make_store, clock):
+    # What /metrics shows of the store (mcpserver_tasks), in every backend.
+    store = make_store()
+    assert store.store.count_by_status(store.store.now()) == {}
+    finished = store.create("alice", ttl_ms=5_000)
+    store.finish(finished.task_id, result=RESULT)
+    store.create("bob", ttl_ms=60_000)
+    asking = store.create("bob", ttl_ms=60_000).task_id
+    store.need_input(asking, {"a": ASK})
+    assert store.store.count_by_status(store.store.now()) == {"completed": 1, "working": 1, "input_required": 1}
+    clock.now += 5
+    assert store.store.count_by_status(store.store.now()) == {"working": 1, "input_required": 1}

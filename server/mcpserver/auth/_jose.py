@@ -428,10 +428,11 @@ def key_from_jwk(jwk: Mapping[str, Any]) -> PublicKey:
 
 @dataclass(frozen=True)
 class KeySet:
-    """Verification keys by kid. `skipped` says, per key left out, why (for a log line)."""
+    """Verification keys by kid. `dropped` holds the (kid, why) of each key the set published and this module
+    cannot use: a token naming one is refused for that reason, not taken for a key the set does not have."""
 
     keys: tuple[PublicKey, ...]
-    skipped: tuple[str, ...] = ()
+    dropped: tuple[tuple[Optional[str], str], ...] = ()
 
     def candidates(self, kid: Optional[str], alg: str) -> list[PublicKey]:
         """The keys that may verify a token with this kid and alg; UnknownKey or JoseError if none."""
@@ -442,6 +443,9 @@ class KeySet:
             return fitting
         named = [key for key in self.keys if key.kid == kid]
         if not named:
+            why = next((why for dropped_kid, why in self.dropped if dropped_kid == kid), None)
+            if why is not None:
+                raise JoseError(f"the key {kid[:80]!r} is not usable: {why}")
             raise UnknownKey(f"no key has the id {kid[:80]!r}")
         fitting = [key for key in named if key.fits(alg)]
         if not fitting:
@@ -460,16 +464,17 @@ def parse_jwks(document: Any) -> KeySet:
     if len(entries) > MAX_JWKS_KEYS:
         raise JoseError(f"the key set has {len(entries)} keys; at most {MAX_JWKS_KEYS} are accepted")
     keys: list[PublicKey] = []
-    skipped: list[str] = []
+    dropped: list[tuple[Optional[str], str]] = []
     for entry in entries:
         try:
             keys.append(key_from_jwk(entry))
         except JoseError as error:
             kid = entry.get("kid") if isinstance(entry, Mapping) else None
-            skipped.append(f"{kid!r}: {error}")
+            dropped.append((kid if isinstance(kid, str) else None, str(error)))
     if not keys:
-        raise JoseError("the key set has no RS256 or ES256 key" + (f" ({'; '.join(skipped)})" if skipped else ""))
-    return KeySet(tuple(keys), tuple(skipped))
+        reasons = "; ".join(f"{kid!r}: {why}" for kid, why in dropped)
+        raise JoseError("the key set has no RS256 or ES256 key" + (f" ({reasons})" if reasons else ""))
+    return KeySet(tuple(keys), tuple(dropped))
 
 
 def verify_jws(jws: CompactJws, keys: KeySet, algorithms: Iterable[str] = SUPPORTED_ALGORITHMS) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from ._principal import (
     DEFAULT_REFUSAL_SECONDS,
     MAX_AUTHORIZATION_CHARS,
     AuthError,
+    AuthUnavailable,
     InsufficientScope,
     InvalidToken,
     MalformedRequest,
@@ -251,3 +252,15 @@ class ResourceServer:
     def authenticate(self, authorization: Optional[str]) -> Principal:
         """The principal for this Authorization header value; AuthError, ready to send, if none."""
         return self.authenticator.authenticate(authorization)
+
+    def unready(self) -> Optional[str]:
+        """Why tokens cannot be checked yet (the authorization server's keys were never fetched), or None. A JWT
+        validator's keys are fetched if need be, waiting at most its timeout: call this off any event loop."""
+        keys = getattr(self.authenticator.validator, "keys", None)
+        if keys is None:  # introspection or fixed tokens: no keys to hold
+            return None
+        try:
+            keys.current()
+        except AuthUnavailable as unavailable:
+            return f"the authorization server's keys are not here: {unavailable.description}"
+        return None

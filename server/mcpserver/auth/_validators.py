@@ -80,7 +80,9 @@ class _KeyCache:
     Fetches for unknown kids happen at most once per refresh_floor (random kids must not turn into a flood
     of requests to the authorization server), and so do retries after a failed fetch; a token signed with
     a key the server has just rotated in is accepted at once, however recently the keys were fetched for
-    other reasons."""
+    other reasons. Until the next such fetch is due, a kid that the last one did not bring is unknown
+    (401, RFC 6750 §3.1): only a key set that could not be fetched, or is being fetched, is a reason to
+    retry (503)."""
 
     def __init__(self, source: Callable[[], KeySet], *, refresh_floor: float, max_age: float, wait: float,
                  clock: Callable[[], float]):
@@ -93,6 +95,8 @@ class _KeyCache:
         self._fetched_at = -math.inf
         self._attempted_at = -math.inf
         self._unknown_kid_at = -math.inf
+        self._unknown_kid_fetch = 0  # which fetch (by self.fetches) was the last one for an unknown kid
+        self._fetched_number = 0  # and which brought the keys we have
         self._running: Optional[threading.Event] = None  # set when the fetch under way ends
         self._failure = ""  # why the last fetch failed
         self._lock = threading.Lock()
@@ -107,21 +111,25 @@ class _KeyCache:
             self._start(keys, unknown_kid=False)
         return keys
 
-    def newer_than(self, seen: KeySet) -> KeySet:
-        """For a token whose kid `seen` lacks: a newer key set. The first such token since the floor fetches it;
-        the others get AuthUnavailable (503, Retry-After), not 401, as theirs may be a key rotated in since."""
+    def newer_than(self, seen: KeySet) -> Optional[KeySet]:
+        """For a token whose kid `seen` lacks: a newer key set, fetched for it when the floor allows; None when
+        the keys fetched since the last such fetch began lack it too (the kid is unknown); AuthUnavailable
+        (503, Retry-After) while that fetch is under way or failed, as the key may be in the set it brings."""
         started = self._start(seen, unknown_kid=True)
-        if started is None:
-            keys = self._keys
-            if keys is not seen and keys is not None:  # fetched meanwhile
-                return keys
-            refused = AuthUnavailable("the token's key is not in the authorization server's key set, which "
-                                      f"is fetched again for an unknown key at most every {self._refresh_floor:g} s")
-            if self._running is None:
-                elapsed = self._clock() - self._unknown_kid_at
-                refused.retry_after = max(1, math.ceil(self._refresh_floor - elapsed))
-            raise refused
-        return self._awaited(started, seen)
+        if started is not None:
+            return self._awaited(started, seen)
+        keys = self._keys
+        if keys is not seen and keys is not None:  # fetched meanwhile
+            return keys
+        fresh = self._fetched_number >= self._unknown_kid_fetch
+        if fresh and self._clock() - self._unknown_kid_at < self._refresh_floor:
+            return None  # until the next fetch for an unknown kid is due
+        refused = AuthUnavailable("the token's key is not in the authorization server's key set, which could "
+                                  f"not be fetched again; it is tried at most every {self._refresh_floor:g} s")
+        if self._running is None:
+            elapsed = self._clock() - self._unknown_kid_at
+            refused.retry_after = max(1, math.ceil(self._refresh_floor - elapsed))
+        raise refused
 
     def _start(self, seen: Optional[KeySet], unknown_kid: bool) -> Optional[threading.Event]:
         """A fetch on a thread of its own, unless the keys are no longer `seen`, one is under way or the floor
@@ -132,14 +140,15 @@ class _KeyCache:
             if self._keys is not seen or self._running is not None or now - last < self._refresh_floor:
                 return None
             self._attempted_at = now
-            if unknown_kid:
-                self._unknown_kid_at = now
             self.fetches += 1
+            if unknown_kid:
+                self._unknown_kid_at, self._unknown_kid_fetch = now, self.fetches
             self._running = threading.Event()
-            threading.Thread(target=self._fetch, args=(self._running, now), name="mcpserver-jwks", daemon=True).start()
+            threading.Thread(target=self._fetch, args=(self._running, now, self.fetches), name="mcpserver-jwks",
+                             daemon=True).start()
             return self._running
 
-    def _fetch(self, done: threading.Event, started: float) -> None:
+    def _fetch(self, done: threading.Event, started: float, number: int) -> None:
         keys, failure = None, "the authorization server's key set could not be fetched"
         try:
             keys = self._source()
@@ -148,7 +157,7 @@ class _KeyCache:
         finally:
             with self._lock:
                 if keys is not None:
-                    self._keys, self._fetched_at = keys, started
+                    self._keys, self._fetched_at, self._fetched_number = keys, started, number
                 self._failure, self._running = failure, None
             done.set()
 
@@ -216,9 +225,10 @@ class JwtValidator:
             try:
                 claims = verify_jws(jws, keys, self.algorithms)
             except UnknownKey:
-                if self._fixed is not None:  # a fixed set: nothing newer to fetch
+                newer = None if self._fixed is not None else self.keys.newer_than(keys)  # a fixed set has no newer
+                if newer is None:
                     raise
-                claims = verify_jws(jws, self.keys.newer_than(keys), self.algorithms)
+                claims = verify_jws(jws, newer, self.algorithms)
         except JoseError as error:
             raise InvalidToken(str(error)) from None
         check_claims(claims, now=self._clock(), leeway=self.leeway, audiences=self.audiences, issuer=self.issuer)

@@ -7,7 +7,8 @@ official `mcpb validate` and `mcpb info`):
 - server/lib/mcpserver/: this package, so the bundle needs nothing but a Python 3.9+ on the user's PATH
   (a server of standard library only is the one kind of Python server that bundles portably: the
   format cannot carry compiled dependencies);
-- server/TARGET (its file, or its top-level package) and whatever --include names, beside it;
+- server/TARGET (its file, or its top-level package) and whatever --include names, beside it, and the
+  directories of the skills it serves, where they are beside it (so the same relative path finds them);
 - server/LAUNCHER, the entry point: it puts lib/ first on sys.path and serves TARGET over stdio;
 - user_config: what TARGET declares it needs from the user (USER_CONFIG_ATTRIBUTE in a .py module,
   "userConfig" in a manifest), keyed by environment variable: the client asks at install time and
@@ -22,6 +23,7 @@ import sys
 
 from .. import _environment
 from .._loader import load_target_source
+from .._wire import SKILLS_EXTENSION
 from ..errors import ConfigError
 
 TYPE_CHECKING = False
@@ -66,6 +68,7 @@ def write_bundle(target: str, output: Optional[str], *, author: Optional[str] = 
     `include` names beside TARGET; say what went in."""
     server, source = load_target_source(target)
     files, launched = _target_files(target, source)
+    files += _skill_files(server, target, files[0])
     for path in include:
         files += _tree(path, "server/" + os.path.basename(os.path.normpath(path)))
     manifest = bundle_manifest(server, source, author=author)
@@ -157,6 +160,23 @@ def _target_files(target: str, source: Any) -> tuple[list[tuple[str, str]], str]
         return [(f"server/{name}", path)], f"os.path.join(HERE, {name!r})" + (f" + {colon + attribute!r}"
                                                                             if attribute else "")
     return _module_files(location, source), repr(target)  # the launcher's folder is first on sys.path
+
+
+def _skill_files(server: Server, target: str, first: tuple[str, str]) -> list[tuple[str, str]]:
+    """The skills directories SERVER serves, at the place beside TARGET that they have in the source tree."""
+    if SKILLS_EXTENSION not in server.capabilities().get("extensions", {}):
+        return []
+    name, source = first
+    for _ in range(name.count("/")):  # from server/x/y.py back up to the folder server/ stands for
+        source = os.path.dirname(source)
+    files = []
+    for root in server.component(SKILLS_EXTENSION, lambda: None).roots:
+        relative = os.path.relpath(root, source)
+        if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+            raise ConfigError(f"{target!r} serves the skills in {root}, which is not beside it: a bundle carries "
+                              "only what is in TARGET's folder (move them there)")
+        files += _tree(root, "server" + ("" if relative == "." else "/" + relative.replace(os.sep, "/")))
+    return files
 
 
 def _existing(location: str) -> Optional[str]:

@@ -139,7 +139,7 @@ def _call(server: Server, tool: str, given: str, out: TextIO, err: TextIO) -> in
     # A one-shot call never resumes a requestState, so a key of this call only is the right one: the default
     # (a key of this process) warns about replicas, which mean nothing here.
     server.sealer = Sealer(os.urandom(32).hex(), server.sealer.ttl)
-    reply = protocol.dispatch(request, server, flight=Flight(progress))
+    reply = protocol.dispatch(request, server, flight=Flight(progress, transport="cli"))
     response = reply.response or {}
     if "error" in response:
         error = response["error"]

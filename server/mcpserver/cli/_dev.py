@@ -5,7 +5,8 @@ restart is a fresh interpreter: no module of the old code survives. The files ar
 standard library has no file-change notification): the folder of TARGET's file, and its packages,
 for .py and .json files; a module target is looked for in the current folder. Before a change is
 served, `--check` loads it in its own process: if it does not load (a syntax error, a bad tool), the
-reason is printed and the last good server keeps serving. The port is chosen once (0 picks a free
+reason is printed and the last good server keeps serving. The directories given with --skills are watched
+too, every file in them (a skill is Markdown, scripts, anything). The port is chosen once (0 picks a free
 one now), so the URL, and the Inspector command line printed with it, stay the same across restarts.
 """
 
@@ -42,18 +43,20 @@ def main(args: Any, argv: list[str]) -> int:
     # --grace 1 before the user's options, which win: a restart should not wait 10 s for calls in flight.
     command = [sys.executable, "-m", "mcpserver", "--http", "--grace", "1", *argv, "--port", str(port)]
     folder = _folder(args.target)
-    seen = _snapshot(folder)
-    _say(f"serving {args.target} at {url}; watching {len(seen)} files in {folder}")
+    watched = (folder, *args.skills)
+    seen = _snapshot(*watched)
+    _say(f"serving {args.target} at {url}; watching {len(seen)} files in {', '.join(watched)}")
     _say(f"Inspector: {_inspector(url, args)}")
-    child = _start(command) if _loads(args.target) else None
+    check = [*(word for directory in args.skills for word in ("--skills", directory)), args.target]
+    child = _start(command) if _loads(check) else None
     try:
         while True:
             time.sleep(POLL_SECONDS)
-            now = _snapshot(folder)
+            now = _snapshot(*watched)
             if now != seen:
                 changed = sorted(set(now.items()) ^ set(seen.items()))
                 seen = now
-                child = _reload(command, args.target, child, os.path.relpath(changed[0][0], folder))
+                child = _reload(command, check, child, os.path.relpath(changed[0][0], folder))
             elif child is not None and child.poll() is not None:
                 _say(f"the server exited ({child.returncode}); waiting for a change")
                 child = None
@@ -63,9 +66,9 @@ def main(args: Any, argv: list[str]) -> int:
         _stop(child)
 
 
-def _reload(command: list[str], target: str, child: Optional[subprocess.Popen[bytes]],
+def _reload(command: list[str], check: list[str], child: Optional[subprocess.Popen[bytes]],
             changed: str) -> Optional[subprocess.Popen[bytes]]:
-    if not _loads(target):
+    if not _loads(check):
         if child is not None:
             _say(f"{changed} changed; the last good server keeps serving")
         return child
@@ -74,9 +77,10 @@ def _reload(command: list[str], target: str, child: Optional[subprocess.Popen[by
     return _start(command)
 
 
-def _loads(target: str) -> bool:
-    """Whether TARGET loads now, asked of a fresh interpreter; if not, why, in its own words."""
-    done = subprocess.run([sys.executable, "-m", "mcpserver", "--check", target], stdin=subprocess.DEVNULL,
+def _loads(check: list[str]) -> bool:
+    """Whether TARGET (the last of `check`, after its --skills) loads now, asked of a fresh interpreter; if not,
+    why, in its own words."""
+    done = subprocess.run([sys.executable, "-m", "mcpserver", "--check", *check], stdin=subprocess.DEVNULL,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         reason = done.stderr.strip().splitlines()[-1:] or [f"--check exited {done.returncode}"]
@@ -107,20 +111,23 @@ def _folder(target: str) -> str:
     return os.getcwd()
 
 
-def _snapshot(folder: str) -> dict[str, tuple[int, int]]:
-    """(mtime, size) of the watched files: the folder's own, and those of its packages (with __init__.py)."""
+def _snapshot(folder: str, *skills: str) -> dict[str, tuple[int, int]]:
+    """(mtime, size) of the watched files: the folder's own and those of its packages (with __init__.py), and
+    every file of the skills directories."""
     found: dict[str, tuple[int, int]] = {}
-    for here, subfolders, files in os.walk(folder):
-        subfolders[:] = [d for d in subfolders if d not in SKIPPED and not d.startswith(".")
-                         and os.path.isfile(os.path.join(here, d, "__init__.py"))]
-        for name in files:
-            if name.endswith(WATCHED) and len(found) < MAX_FILES:
-                path = os.path.join(here, name)
-                try:
-                    status = os.stat(path)
-                except OSError:  # removed between the listing and the stat: the next poll sees it gone
-                    continue
-                found[path] = (status.st_mtime_ns, status.st_size)
+    for top in (folder, *skills):
+        every = top != folder
+        for here, subfolders, files in os.walk(top):
+            subfolders[:] = [d for d in subfolders if d not in SKIPPED and not d.startswith(".")
+                             and (every or os.path.isfile(os.path.join(here, d, "__init__.py")))]
+            for name in files:
+                if (every or name.endswith(WATCHED)) and len(found) < MAX_FILES:
+                    path = os.path.join(here, name)
+                    try:
+                        status = os.stat(path)
+                    except OSError:  # removed between the listing and the stat: the next poll sees it gone
+                        continue
+                    found[path] = (status.st_mtime_ns, status.st_size)
     return found
 
 

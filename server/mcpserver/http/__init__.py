@@ -5,9 +5,11 @@
 The wing, by role:
   _head      a request head, parsed strictly (RFC 9112): no socket, no state
   _server    the generic HTTP/1.1 server: one event loop, a bounded pool of workers; serves any WSGI app, knows
-             no MCP (docs/adr/0004-our-own-http-server.md)
+             no MCP (docs/adr/0004-our-own-http-server.md). Its roles are modules of their own, below it:
+             _poller, _connection, _accepting, _loop, _reading, _writing, _pushing, _working
   _response  Response and Refused: what the app answers with
   _stream    a request answered as server-sent events (progress, subscriptions/listen, a session's GET)
+  _cors      CORS for the origins --allow-origin names: preflights, and the headers of every answer to them
   _sessions  the legacy era's sessions over HTTP (Mcp-Session-Id, the GET stream, DELETE)
   _app       McpApp, the WSGI app (WIRE.md §16): the checks on a request's head, then the core
   _serving   `python -m mcpserver --http`: the app on the server, with authentication, TLS and limits

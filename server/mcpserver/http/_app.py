@@ -28,6 +28,10 @@ Rules of this module:
   X-Forwarded-For entry behind a proxy) and per principal (an OAuth subject; a static token is
   one principal for everyone who holds it), below the server's own bound for all of them, so
   one client cannot take them all (-32603, HTTP 503, saying which bound).
+- CORS (mcpserver.http._cors): only origins named in allowed_origins get CORS headers; their preflight is
+  answered after the Host and Origin checks and before authentication, which a preflight cannot pass.
+- rate_limit: a token bucket per principal, or per peer when anonymous (mcpserver._ratelimit), checked on
+  the head once authentication says who it is: 429 with Retry-After and a JSON-RPC error, no body read.
 - Streams (progress, subscriptions/listen) are pushed when the server says it can drive them
   (environ["mcpserver.push"], the built-in server): then they hold no thread while they wait.
   Under any other WSGI server they are iterated, blocking, as WSGI expects.
@@ -50,7 +54,8 @@ from .._server import Server
 from .._wire import status_line
 from ..errors import ConfigError, InternalError
 from ..legacy import opens_legacy
-from ._response import Refused, Response, printable, refused
+from ._cors import Cors
+from ._response import Refused, Response, json_parts, printable, refused
 from ._sessions import Sessions, modern
 from ._stream import STREAMED, Stream
 
@@ -77,6 +82,7 @@ TOKEN_FILE_ENVIRONMENT = _environment.TOKEN_FILE
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 _SCREENED = "mcpserver.http.screened"  # environ key: what screen() learned, for __call__
 _STATIC_TOKEN = "static token"  # the principal key every holder of the one static token shares
+METRICS_PATH = "/metrics"  # where Prometheus looks by default
 
 
 def is_loopback(host: str) -> bool:
@@ -213,8 +219,16 @@ class McpApp:
                  loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                  oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                  max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
-                 max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL):
-        """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise."""
+                 max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
+                 metrics: bool = False, metrics_dir: Optional[str] = None, public_metrics: bool = False,
+                 health: bool = False, log_health: bool = False, rate_limit: Optional[str] = None,
+                 burst: Optional[int] = None):
+        """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise. `metrics` serves
+        GET /metrics (mcpserver.http._metrics), authenticated as the endpoint is unless `public_metrics`;
+        `metrics_dir` is the directory several processes (gunicorn's workers) combine their figures in. `health`
+        serves /healthz and /readyz to anyone (mcpserver.http._health), in the access log only with `log_health`.
+        `rate_limit` ("N/s", "N/m", "N/h") and `burst` bound each principal's requests, or each peer's when
+        anonymous."""
         if not path.startswith("/"):
             raise ConfigError(f"the endpoint path must start with '/', not {path!r}")
         if oauth is not None and token:
@@ -237,6 +251,7 @@ class McpApp:
         self.behind_proxy = behind_proxy
         self.insecure_no_auth = insecure_no_auth
         self.allowed_origins = {origin.rstrip("/") for origin in allowed_origins}
+        self._cors: Optional[Cors] = Cors(self.allowed_origins, path) if self.allowed_origins else None
         self.loopback = loopback
         hosts = list(allowed_hosts or ())
         self.allowed_hosts: Optional[set[str]] = (
@@ -244,7 +259,30 @@ class McpApp:
             if hosts or loopback else None)
         self.max_body_bytes = max_body_bytes
         self._listens = _ListenSlots(max_listeners_per_peer, max_listeners_per_principal)
+        self._rates: Any = None  # mcpserver._ratelimit.Buckets, imported only by a server that limits rates
+        if rate_limit is not None:
+            from .._ratelimit import Buckets, Rate
+
+            try:
+                self._rates = Buckets(Rate(rate_limit, burst))
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        elif burst is not None:
+            raise ConfigError("a burst needs a rate limit (--rate-limit N/s, N/m or N/h)")
         self.sessions = Sessions(self)  # the legacy era's (LEGACY.md §4)
+        server.middleware.trace_if_configured()
+        self.public_metrics = public_metrics
+        self.health = None
+        if health:  # the built-in server's loop answers `immediate` paths itself, without a worker
+            from ._health import Health
+
+            self.health = Health(self, log_health)
+            self.immediate = self.health.immediate()
+        self.metrics = None
+        if metrics or metrics_dir:
+            from ._metrics import measure
+
+            self.metrics = measure(self, metrics_dir)
 
     def _origin_allowed(self, origin: str) -> bool:
         if origin.rstrip("/") in self.allowed_origins:
@@ -261,6 +299,8 @@ class McpApp:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
+        if self._cors is not None:  # a browser client's answer says which page may read it
+            start_response = self._cors.wrap(environ, start_response)
         try:
             answer: Union[Response, Stream] = self._answer(environ)
         except Refused as refused:
@@ -275,7 +315,8 @@ class McpApp:
             environ[_SCREENED] = self._admit(environ)
         except Refused as refused:
             self._log(environ, status_line(refused.response.status), started)
-            return refused.response.wsgi()
+            status, headers, body = refused.response.wsgi()
+            return status, headers + self._cors.headers(environ) if self._cors is not None else headers, body
         return None
 
     def shutdown(self) -> None:
@@ -283,6 +324,10 @@ class McpApp:
         self.server.shutdown()
 
     def _log(self, environ: dict[str, Any], status: str, started: float) -> None:
+        if self.health is not None and environ.get("PATH_INFO") in self.immediate:
+            return  # a probe, not a client: Health logs its answers itself, when asked to
+        if self.metrics is not None and status[0] in "45":
+            self.metrics.refused(status[:3])
         if not access_log.enabled(20):  # --log-level warning: the line's fields are not even gathered
             return
         access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),
@@ -312,7 +357,11 @@ class McpApp:
     def _admit(self, environ: dict[str, Any]) -> Admitted:
         """The checks on the head, in order; Refused for the first that fails."""
         path = environ.get("PATH_INFO", "")
-        if path != self.path:
+        if self.health is not None and path in self.immediate:  # a probe: anyone may ask, nothing is checked
+            probed = self.immediate[path](environ.get("REQUEST_METHOD", ""), environ.get("REMOTE_ADDR", "-"))
+            raise Refused(Response(int(probed[0][:3]), probed[1], probed[2]))
+        scrape = path == METRICS_PATH and self.metrics is not None
+        if path != self.path and not scrape:
             if self.oauth is not None and path in self.oauth.metadata_paths:
                 raise Refused(self._resource_metadata(environ.get("REQUEST_METHOD")))
             raise refused(404, f"Not found: the MCP endpoint is {self.path}")
@@ -323,13 +372,19 @@ class McpApp:
         if origin is not None and not self._origin_allowed(origin):
             raise refused(403, f"Origin {printable(origin)!r} is not allowed")
         method = environ.get("REQUEST_METHOD")
+        if scrape:
+            raise Refused(self._scraped(environ, method))
+        if method == "OPTIONS" and self._cors is not None:  # a browser's preflight comes without credentials
+            preflight = self._cors.preflight(environ)
+            if preflight is not None:
+                raise Refused(preflight)
         if method != "POST" and not (method in ("GET", "DELETE") and "HTTP_MCP_SESSION_ID" in environ):
             raise refused(405, "The MCP endpoint accepts POST (and, in a legacy session, GET and DELETE)",
                            ("Allow", "POST"))
-        if self.behind_proxy and _last(environ.get("HTTP_X_FORWARDED_PROTO", "")).lower() != "https":
-            raise refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
-                           "with X-Forwarded-Proto: https")
+        self._check_proxy(environ)
         principal, principal_key = self._authenticate(environ)
+        if self._rates is not None:  # who is counted needs authentication; the body is not waited for
+            self._limit_rate(principal_key or f"peer {self._peer(environ)}")
         if method != "POST":  # a session's GET or DELETE: no body
             return Admitted(_accepted(environ.get("HTTP_ACCEPT", "*/*")), 0, principal, principal_key)
         if _media_type(environ.get("CONTENT_TYPE", "")) != "application/json":
@@ -338,6 +393,22 @@ class McpApp:
         if accepted.isdisjoint(_JSON_ANSWERABLE):
             raise refused(406, "Responses are application/json; accept it")
         return Admitted(accepted, self._declared_length(environ), principal, principal_key)
+
+    def _check_proxy(self, environ: dict[str, Any]) -> None:
+        if self.behind_proxy and _last(environ.get("HTTP_X_FORWARDED_PROTO", "")).lower() != "https":
+            raise refused(403, "This server is behind a TLS-terminating proxy: requests must come through it, "
+                           "with X-Forwarded-Proto: https")
+
+    def _limit_rate(self, key: str) -> None:
+        """Refused with 429, Retry-After and a JSON-RPC error saying why, when `key` has no token left."""
+        wait = self._rates.take(key)
+        if wait:
+            from .._ratelimit import rate_limited
+
+            limited = rate_limited(self._rates.rate, wait, "per client")
+            headers, body = json_parts(protocol.Refusal(limited).reply)
+            retry_after = str(limited.to_error()["data"]["retryAfterSeconds"])
+            raise Refused(Response(429, [*headers, ("Retry-After", retry_after)], body))
 
     def serve_request(self, request: protocol.Request, environ: dict[str, Any],
                       admitted: Admitted) -> Union[Response, Stream]:
@@ -401,6 +472,20 @@ class McpApp:
             return self.oauth.authenticate(environ.get("HTTP_AUTHORIZATION"))
         except self._auth_error as denied:
             raise refused(denied.status, denied.description, *denied.headers()) from None
+
+    def _scraped(self, environ: dict[str, Any], method: Any) -> Response:
+        """GET /metrics: authenticated as the endpoint is (Refused if not), unless the metrics are public."""
+        assert self.metrics is not None
+        if method not in ("GET", "HEAD"):
+            return Response.plain(405, "The metrics are read with GET", ("Allow", "GET, HEAD"))
+        if not self.public_metrics:
+            self._check_proxy(environ)
+            self._authenticate(environ)
+        from ._metrics import CONTENT_TYPE
+
+        body = self.metrics.render()
+        return Response(200, [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body))),
+                              ("Cache-Control", "no-store")], body if method == "GET" else b"")
 
     def _resource_metadata(self, method: Any) -> Response:
         """The RFC 9728 document: public, so any origin may read it (browser clients discover with it)."""
@@ -474,10 +559,17 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
                oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
                max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
                max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
-               task_store: Any = None) -> McpApp:
+               task_store: Any = None, metrics: bool = False, metrics_dir: Optional[str] = None,
+               public_metrics: bool = False, health: bool = False, log_health: bool = False,
+               max_listen_seconds: Optional[float] = None, listen: bool = True,
+               rate_limit: Optional[str] = None, burst: Optional[int] = None) -> McpApp:
     """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's, and
     `task_store` is where task tools keep their tasks (as --task-store: the path of an SQLite file, which
     every worker on the host shares, or a postgresql:// URL; each worker opens it when it first needs it).
+    `metrics=True` serves GET /metrics; under several workers give them `metrics_dir` (or
+    $MCPSERVER_METRICS_DIR), an empty directory they share, so that any of them answers for all. `health=True`
+    serves /healthz and /readyz, with no token. `max_listen_seconds` and `listen=False` are
+    --max-listen-seconds and --no-listen.
 
     The token is `token`, else the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
@@ -491,9 +583,17 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
         target = load_target(target)
     if task_store is not None:
         target.task_store = task_store
+    if max_listen_seconds is not None:
+        if not 0 < max_listen_seconds < float("inf"):
+            raise ConfigError(f"max_listen_seconds must be a positive number of seconds, not {max_listen_seconds!r}")
+        target.subscriptions.max_seconds = max_listen_seconds
+    target.subscriptions.enabled = target.subscriptions.enabled and listen
     if oauth is None:
         token = resolve_token(token, token_file)
     return McpApp(target, path=path, token=token, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
                   loopback=loopback, insecure_no_auth=insecure_no_auth, max_body_bytes=max_body_bytes, oauth=oauth,
                   behind_proxy=behind_proxy, max_listeners_per_peer=max_listeners_per_peer,
-                  max_listeners_per_principal=max_listeners_per_principal)
+                  max_listeners_per_principal=max_listeners_per_principal, metrics=metrics,
+                  metrics_dir=metrics_dir or (os.environ.get(_environment.METRICS_DIR) if metrics else None),
+                  public_metrics=public_metrics, health=health, log_health=log_health, rate_limit=rate_limit,
+                  burst=burst)

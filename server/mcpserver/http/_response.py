@@ -47,8 +47,12 @@ class Response:
         if reply is None or reply.response is None:
             return cls(202, [("Content-Type", "text/plain"), ("Content-Length", "0")])
         data = protocol.encode(reply.response)
-        return cls(reply.http_status, [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
-                                       ("Cache-Control", "no-store")], data)
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+                   ("Cache-Control", "no-store")]
+        if reply.http_status == 429:  # a rate limit (mcpserver._ratelimit): when to try again, as HTTP says it
+            error = reply.response.get("error") or {}
+            headers.append(("Retry-After", str((error.get("data") or {}).get("retryAfterSeconds", 1))))
+        return cls(reply.http_status, headers, data)
 
     def wsgi(self) -> tuple[str, list[tuple[str, str]], bytes]:
         """(status line, headers, body): what screen() returns to refuse."""

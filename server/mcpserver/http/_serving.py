@@ -66,7 +66,9 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
           max_queued: int = _server.DEFAULT_MAX_QUEUED, read_timeout: float = _server.DEFAULT_READ_TIMEOUT,
           header_timeout: float = _server.DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS,
           max_listeners: Optional[int] = None, max_listeners_per_peer: int = _app.DEFAULT_MAX_LISTENERS_PER_PEER,
-          max_listeners_per_principal: int = _app.DEFAULT_MAX_LISTENERS_PER_PRINCIPAL) -> int:
+          max_listeners_per_principal: int = _app.DEFAULT_MAX_LISTENERS_PER_PRINCIPAL, metrics: bool = False,
+          public_metrics: bool = False, health: bool = False, log_health: bool = False,
+          rate_limit: Optional[str] = None, burst: Optional[int] = None) -> int:
     """Serve `server` over Streamable HTTP until SIGTERM/SIGINT; return the exit status (0).
 
     The token is _app.resolve_token's (`token`, `token_file`, $MCPSERVER_TOKEN_FILE, $MCPSERVER_TOKEN);
@@ -86,7 +88,9 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
                  allowed_hosts=list(allowed_hosts) or None, loopback=loopback, insecure_no_auth=insecure_no_auth,
                  max_body_bytes=max_body_bytes, oauth=oauth, behind_proxy=behind_proxy,
                  max_listeners_per_peer=max_listeners_per_peer,
-                 max_listeners_per_principal=max_listeners_per_principal)
+                 max_listeners_per_principal=max_listeners_per_principal, metrics=metrics,
+                 public_metrics=public_metrics, health=health, log_health=log_health, rate_limit=rate_limit,
+                 burst=burst)
     auth = (f"OAuth for {oauth.resource}" if oauth is not None else "bearer token required" if token else
             "WARNING: no authentication (--insecure-no-auth)" if not loopback else "loopback only, no token")
     scheme = "https" if tls_cert else "http"

@@ -68,6 +68,8 @@ class Sessions:
         except ValueError as too_large:
             refused = InvalidParams(f"Invalid params: {too_large}")
             return Response.json(protocol.Refusal(refused, request.id).reply)
+        if self.app.metrics is not None:
+            self.app.metrics.session_opened()
         response = Response.json(reply)
         response.headers.append((HEADER_SESSION, session_id))
         return response
@@ -121,6 +123,10 @@ class Sessions:
     def _stream(self, peer: LegacyPeer, environ: dict[str, Any], admitted: Admitted) -> Union[Response, Stream]:
         """GET: the session's standalone stream, for what concerns no request (list changes, updates); with
         Last-Event-ID, the stream that event was on, resumed after it."""
+        subscriptions = self.app.server.subscriptions
+        if not subscriptions.enabled:  # --no-listen: nothing would ever be sent on it (LEGACY.md: 405)
+            return Response.plain(405, "This server sends no notifications: there is no standalone stream",
+                                  ("Allow", "POST, DELETE"))
         if admitted.accepted.isdisjoint(STREAMED):
             return Response.plain(406, "The standalone stream is text/event-stream; accept it")
         last = environ.get("HTTP_LAST_EVENT_ID")
@@ -135,7 +141,14 @@ class Sessions:
             release = self.app.listen_slot(environ, admitted)
         except InternalError as full:
             return Response.plain(503, full.message, ("Retry-After", "1"))
-        server, principal = self.app.server, admitted.principal
+        stream = self._opened(peer, environ, admitted.principal, release, resumed, replay)
+        if subscriptions.max_seconds is not None:  # bounded as a listen stream is; the client opens another
+            stream.end_after(subscriptions.max_seconds)
+        return stream
+
+    def _opened(self, peer: LegacyPeer, environ: dict[str, Any], principal: Any, release: Any,
+                resumed: Any, replay: Any) -> Stream:
+        server = self.app.server
         if resumed is None or replay is None:  # a fresh stream: what the session hears from now on
             channel = self._standalone(peer)
             return Stream(server, None, {}, environ, principal, release, peer=peer, channel=channel,

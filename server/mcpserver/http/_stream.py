@@ -143,6 +143,21 @@ class Stream:
         else:
             self._answer(reply)
 
+    def end_after(self, seconds: float) -> None:
+        """End the stream after `seconds` (a legacy session's GET stream under --max-listen-seconds): what is
+        pending goes out, then the response ends, as when its session ends."""
+        from .. import _deadlines
+
+        cancel = _deadlines.after(seconds, self._end)
+        release = self._on_close
+
+        def closed() -> None:
+            cancel()
+            if release is not None:
+                release()
+
+        self._on_close = closed
+
     def _answer(self, reply: protocol.Reply) -> None:
         channel = self._channel
         if channel is None:

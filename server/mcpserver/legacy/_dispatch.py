@@ -14,6 +14,7 @@ from __future__ import annotations
 from .. import _log
 from .._context import Cancelled, Context, Flight, Peer
 from .._methods import ANSWERED, CANCELLED, METHODS, MODERN_ONLY, Reply, error_response
+from .._middleware import Call, transport_of
 from .._server import Server
 from ..errors import (
     RESOURCE_NOT_FOUND,
@@ -56,7 +57,13 @@ def dispatch(request: Request, server: Server, flight: Optional[Flight], peer: O
         run = _method(method, server)
         meta = params.get("_meta")
         context = Context(request_id, meta if isinstance(meta, dict) else {}, flight, method, peer=peer)
-        result = run(server, params, context)
+        through = server.middleware.run
+        if through is None:
+            result = run(server, params, context)
+        else:
+            call = Call(request_id, method, params, context.principal, transport_of(None, flight, peer),
+                        peer.session.revision)
+            result = through(call, run, server, params, context)
         return Reply({"jsonrpc": "2.0", "id": request_id, "result": shape(method, result, peer.session)})
     except MissingClientCapability as exc:
         if method != "tools/call":
@@ -105,6 +112,9 @@ def _subscribe(server: Server, params: dict[str, Any], context: Context, subscri
     uri = params.get("uri")
     if not isinstance(uri, str):
         raise InvalidParams('Invalid params: "uri" must be a string')
+    if not server.subscriptions.enabled:  # --no-listen: the capabilities said no subscribe
+        raise MethodNotFound(f"Method not found: resources/{'subscribe' if subscribed else 'unsubscribe'}",
+                             data={"reason": "this server tells no one of changes: its capabilities say so"})
     if subscribed and not server.serves(uri):
         raise ResourceMissing("Resource not found", data={"uri": uri})
     assert context.peer is not None

@@ -83,6 +83,8 @@ class _SessionListener(Listener):
 class LegacyPeer(Peer):
     """The client of one legacy session, as its requests see it (mcpserver._context.Peer)."""
 
+    transport = "stdio"  # a session over HTTP says "http" (SessionTable)
+
     def __init__(self, server: Server, session: LegacySession, notify: Optional[Callable[[dict[str, Any]], None]],
                  answer_timeout: float = DEFAULT_ANSWER_TIMEOUT):
         self.server = server
@@ -199,6 +201,9 @@ class LegacyPeer(Peer):
             self._waiting[request_id] = waiting
         try:
             if not flight.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}):
+                if not flight.streams:  # over HTTP, a POST that did not accept text/event-stream
+                    raise ClientRefused(f"Cannot send {method}: this request has no stream to the client "
+                                        "(over HTTP, accept text/event-stream)")
                 raise Cancelled(f"the request was cancelled before {method} could be sent")
             flight.on_cancel(waiting.arrived.set)
             arrived = waiting.arrived.wait(self.answer_timeout)
@@ -319,6 +324,7 @@ class SessionTable:
             info = value.get("i")
             made = LegacyPeer(self.server, LegacySession(value["r"], value["c"], info if isinstance(info, dict)
                                                          else {}), None)
+            made.transport = "http"
             expires = value.get("x")
             made.expires = expires if isinstance(expires, int) else time.time() + self.ttl
             made.keep_in(self.store, value["n"])

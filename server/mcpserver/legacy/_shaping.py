@@ -179,6 +179,8 @@ def shape(method: str, result: dict[str, Any], session: LegacySession) -> dict[s
               "prompts/list": "prompts"}.get(method)
     if listed is not None:
         result[listed] = [_drop_definition_fields(d, session, tool=method == "tools/list") for d in result[listed]]
+    elif method == "resources/read" and not session.at_least(_V2025_06):  # contents had no _meta (an app's ui)
+        result["contents"] = [{k: v for k, v in item.items() if k != "_meta"} for item in result.get("contents", ())]
     elif method == "prompts/get":
         for message in result.get("messages", ()):
             if isinstance(message, dict) and isinstance(message.get("content"), dict):

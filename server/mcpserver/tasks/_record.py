@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import time
 from dataclasses import dataclass, field, replace
 
 from .. import _json
@@ -184,8 +183,12 @@ class TaskRecord:
 
 
 def iso_time(ms: int) -> str:
-    """Epoch milliseconds as ISO 8601 in UTC, e.g. 2026-07-28T09:30:00.250Z."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+    """Epoch milliseconds as ISO 8601 in UTC, e.g. 2026-07-28T09:30:00.250Z. By datetime's arithmetic, not the C
+    library's gmtime: a 32-bit time_t (Debian's i386) ends at 2038-01-19, and gmtime raised OverflowError past it."""
+    import datetime  # only a task's listing needs it: not every server's start-up
+
+    moment = datetime.datetime(1970, 1, 1) + datetime.timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
 
 
 # --- the process that runs tasks ------------------------------------------------------------------------------
@@ -203,10 +206,15 @@ def _read(path: str) -> str:
 
 def _process_start(pid: int) -> tuple[str, int]:
     """(state, start time in ticks since boot) of a process from /proc; ("", 0) where unknown."""
-    stat = _read(f"/proc/{pid}/stat")
+    return _stat_fields(_read(f"/proc/{pid}/stat"))
+
+
+def _stat_fields(stat: str) -> tuple[str, int]:
     # The command name (field 2) may hold spaces and parentheses: the fields that follow start after the last ")".
     fields = stat.rpartition(")")[2].split()
-    if len(fields) < 20 or not fields[19].isdigit():
+    # Under qemu-user (another CPU's image, emulated) a process's read of its own stat is answered by qemu: state
+    # "0" and a start time of qemu's reckoning, which no other process reads: unknown then, and the lease decides.
+    if len(fields) < 20 or not fields[19].isdigit() or not fields[0].isalpha():
         return "", 0
     return fields[0], int(fields[19])
 

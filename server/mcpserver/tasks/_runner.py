@@ -22,6 +22,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 
@@ -77,7 +78,10 @@ class TaskManager:
         context.flight = task.flight
         context.task = task
         request_flight.on_cancel(task.request_cancelled)
-        threading.Thread(target=task.execute, args=(run,), name="mcpserver-task", daemon=True).start()
+        # The task's thread starts in the request's context: the request's span (mcpserver._tracing) is the
+        # parent of the tool's own spans there too.
+        threading.Thread(target=contextvars.copy_context().run, args=(task.execute, run), name="mcpserver-task",
+                         daemon=True).start()
         return task.wait_for_announcement()
 
     def announce(self, task: _TaskRun) -> TaskRecord:

@@ -35,6 +35,8 @@ _INSERT = f"INSERT INTO mcpserver_tasks ({', '.join(COLUMNS)}) VALUES ({', '.joi
 _UPDATE = f"UPDATE mcpserver_tasks SET {', '.join(f'{c} = ?' for c in COLUMNS[1:])} WHERE task_id = ?"
 _DELETE_EXPIRED = "DELETE FROM mcpserver_tasks WHERE expires_at IS NOT NULL AND expires_at <= ?"
 _UNFINISHED_ELSEWHERE = f"{_SELECT} WHERE {_UNFINISHED} AND runner_token != ?"
+_COUNT_BY_STATUS = ("SELECT status, count(*) FROM mcpserver_tasks WHERE expires_at IS NULL OR expires_at > ? "
+                    "GROUP BY status")
 _EXTEND_LEASES = f"UPDATE mcpserver_tasks SET lease_until = ? WHERE runner_token = ? AND {_UNFINISHED}"
 INDEXES = (
     "CREATE INDEX mcpserver_tasks_owner ON mcpserver_tasks (owner, expires_at)",
@@ -146,6 +148,10 @@ class SqlTaskStore(TaskStore):
 
     def extend_leases(self, token: str, until: int) -> int:
         return self._run(lambda c: self._count(c, _EXTEND_LEASES, (until, token)))
+
+    def count_by_status(self, now: int) -> dict[str, int]:
+        return {str(status): int(count) for status, count in self._run(lambda c: self._rows(c, _COUNT_BY_STATUS,
+                                                                                             (now,)))}
 
     def load_versions(self, task_ids: list[str]) -> dict[str, int]:
         def load(connection: Any) -> dict[str, int]:

@@ -119,6 +119,11 @@ class TaskStore:
         the backend shares a database with other processes."""
         return MemorySessionStore()
 
+    def count_by_status(self, now: int) -> Optional[dict[str, int]]:
+        """How many unexpired tasks are in each status, for /metrics (not one of the primitives: nothing of
+        Tasks needs it); None when the backend does not say, as by default."""
+        return None
+
     def close(self) -> None:
         """Closes the backend's connections; by default there are none."""
 
@@ -262,6 +267,14 @@ class MemoryTaskStore(TaskStore):
             for record in mine:
                 self._tasks[record.task_id] = replace(record, lease_until=until)
             return len(mine)
+
+    def count_by_status(self, now: int) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        with self._rows_lock:
+            for record in self._tasks.values():
+                if not record.expired(now):
+                    counts[record.status] = counts.get(record.status, 0) + 1
+        return counts
 
     def load_versions(self, task_ids: list[str]) -> dict[str, int]:
         found = [(task_id, self._tasks.get(task_id)) for task_id in task_ids]

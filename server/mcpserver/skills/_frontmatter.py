@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: it costs a stdio server's start-up
+if TYPE_CHECKING:
     from typing import Any, NoReturn, Optional
 
 __all__ = ["MAX_DEPTH", "MAX_FRONTMATTER_BYTES", "FrontmatterError", "load", "parse", "split"]

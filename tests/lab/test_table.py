@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from matrix.cells import load_cells, parse_cells
-from matrix.errors import ConfigError
+from matrix.errors import LabInputError
 from matrix.model import Family, Implementation, PythonFrom, Suite
+from matrix.table import load_cells, parse_cells
 
 
 def test_shipped_table_loads_and_covers_the_matrix() -> None:
@@ -62,22 +62,37 @@ def _table(**overrides: object) -> dict[str, object]:
         ({"bootstrap": {"method": "apk", "release": "v3.23"}}, "needs `release` and `mirror_env`"),
         ({"bootstrap": {"method": "debootstrap"}}, "needs `suite`"),
         ({"bootstrap": {"method": "nix"}}, "bootstrap method 'nix'"),
+        ({"arch": "x86_64"}, "arch 'x86_64' is not one of amd64, i386, arm64"),
+        ({"opt_in": "yes"}, "opt_in is true or false"),
+        ({"suites": ["unit", "gpu"]}, "names a suite that is not one of"),
     ],
 )
 def test_malformed_cells_are_refused_with_the_reason(overrides: dict[str, object], fragment: str) -> None:
-    with pytest.raises(ConfigError, match=fragment.replace("(", r"\(").replace("`", "`")):
+    with pytest.raises(LabInputError, match=fragment.replace("(", r"\(").replace("`", "`")):
         parse_cells(_table(**overrides))
+
+
+def test_an_architecture_is_a_cell_of_its_own_with_images_of_its_own() -> None:
+    table = _table()
+    table["cell"] = [*table["cell"], {**table["cell"][0], "name": "c-s390x", "arch": "s390x"}]  # type: ignore[misc]
+    own, s390x = parse_cells(table)
+    assert (own.arch, own.arch_tag, s390x.arch, s390x.arch_tag) == ("", "", "s390x", "-s390x")
+    table["cell"] = [*table["cell"], {**table["cell"][0], "name": "c-again", "arch": "s390x"}]  # type: ignore[misc]
+    with pytest.raises(LabInputError, match="'c-s390x' and 'c-again' would build the same images"):
+        parse_cells(table)
+    with pytest.raises(LabInputError, match="a host cell runs on this machine's own architecture"):
+        parse_cells(_table(name="h", family="host", python_from="host", base="", arch="arm64"))
 
 
 def test_duplicate_names_are_refused() -> None:
     table = _table()
     table["cell"] = [*table["cell"], *table["cell"]]  # type: ignore[misc]
-    with pytest.raises(ConfigError, match="two cells are named 'c'"):
+    with pytest.raises(LabInputError, match="two cells are named 'c'"):
         parse_cells(table)
 
 
 def test_schema_is_required() -> None:
-    with pytest.raises(ConfigError, match="schema = 1"):
+    with pytest.raises(LabInputError, match="schema = 1"):
         parse_cells({"cell": []})
 
 
@@ -115,7 +130,7 @@ def test_malformed_builder_cells_are_refused(overrides: dict[str, object], fragm
     table = _builder_table(**overrides)
     if overrides.get("bootstrap", "") is None:
         del table["cell"][0]["bootstrap"]  # type: ignore[index]
-    with pytest.raises(ConfigError, match=fragment):
+    with pytest.raises(LabInputError, match=fragment):
         parse_cells(table)
 
 
@@ -155,15 +170,15 @@ def test_the_shipped_pypy_cells_each_have_a_big_cache_and_a_small_cache_variant(
     ],
 )
 def test_malformed_variants_are_refused_with_the_reason(variant: dict[str, object], fragment: str) -> None:
-    with pytest.raises(ConfigError, match=fragment):
+    with pytest.raises(LabInputError, match=fragment):
         parse_cells(_with_variant(**variant))
 
 
 def test_a_variant_needs_a_cache_to_differ_by_and_a_container_cell_to_be_like() -> None:
     table = _with_variant()
     del table["cell"][1]["cpu_cache"]  # type: ignore[index]
-    with pytest.raises(ConfigError, match="says how its machine differs"):
+    with pytest.raises(LabInputError, match="says how its machine differs"):
         parse_cells(table)
     host = {"name": "h", "family": "host", "release": "local", "python": "3.11", "python_from": "host"}
-    with pytest.raises(ConfigError, match="is a host cell"):
+    with pytest.raises(LabInputError, match="is a host cell"):
         parse_cells({"schema": 1, "cell": [host, {"name": "h2", "like": "h", "cpu_cache": "1 MiB"}]})
