@@ -9,7 +9,8 @@ from client_tools import CuttingProxy, drive
 from mcptest import RESUME_TOOLS, HttpServer
 
 UPDATES = [f"res://r-{n}" for n in range(1, 11)]
-POST_CUT, GET_CUT = 5, 3  # events through before each cut: the priming one and 4 progress; the priming one and 2 updates
+# Events through before each cut: the priming one and 4 progress; the priming one and 2 updates.
+POST_CUT, GET_CUT = 5, 3
 
 
 @pytest.mark.parametrize("client", ["typescript-sdk-1", "python-sdk-1"])
