@@ -87,6 +87,8 @@ class Server:
         self.prompts: dict[str, Prompt] = {}
         self.task_store = task_store
         self._components: dict[str, Any] = {}
+        # Re-entrant: making one component may need another (the task manager opens the store).
+        self._components_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"Server({self.name!r}, {self.version!r}, tools={list(self.tools)})"
@@ -146,7 +148,7 @@ class Server:
 
     def component(self, key: str, make: Callable[[], Any]) -> Any:
         """A part of this server made once, when first needed (the task manager and its store)."""
-        with self._lock:
+        with self._components_lock:
             if key not in self._components:
                 self._components[key] = make()
             return self._components[key]
