@@ -176,3 +176,29 @@ def test_two_gunicorn_workers_hear_each_others_changes(spec):
         report("between gunicorn workers", spec, waited)
         listener.close()
         changer.close()
+
+
+def test_a_bus_whose_postgresql_connections_were_cut_hears_again(database):
+    """The database ends every connection of the store's (a restart, a failover): the listening process opens
+    its connection again and hears the changes published after that."""
+    import psycopg
+    from mcpserver.tasks import open_task_store
+
+    publisher, listener = open_task_store(database).bus(), open_task_store(database).bus()
+    heard = []
+    listener.deliver = heard.append
+    listener.listen()
+    publisher.publish({"kind": "resource", "uri": "res://before"})
+    deadline = time.monotonic() + 10
+    while not heard and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [c["uri"] for c in heard] == ["res://before"]
+    with psycopg.connect(database, autocommit=True) as admin:
+        cut = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
+    assert cut >= 2  # the listening connection and the publisher's pooled one
+    deadline = time.monotonic() + 15
+    while heard[-1]["uri"] != "res://after" and time.monotonic() < deadline:
+        publisher.publish({"kind": "resource", "uri": "res://after"})  # what is sent while it is away is lost
+        time.sleep(0.2)
+    assert heard[-1]["uri"] == "res://after"

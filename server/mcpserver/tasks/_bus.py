@@ -44,6 +44,7 @@ MAX_BATCH = 500  # changes written at once
 RETRY_SECONDS = 1.0  # after the database refused, before trying again
 READY_SECONDS = 2.0  # the first listener waits at most this for the receiver to hear (a database down: not longer)
 CHANNEL = "mcpserver_changes"
+CHECK_SECONDS = 30.0  # PostgreSQL: between looks at whether the listening connection is still alive
 MAX_PAYLOAD_BYTES = 7999  # PostgreSQL's NOTIFY payload bound, less its terminator
 
 
@@ -207,7 +208,13 @@ class PostgresBus(Bus):
         try:
             connection.execute(f"LISTEN {CHANNEL}")
             self._ready.set()
-            for notice in connection.notifies():
-                self._heard(notice.payload)
+            while True:
+                try:
+                    notices = connection.notifies(timeout=CHECK_SECONDS)
+                except TypeError:  # psycopg 3.1 waits without a bound: only an error the server sends ends it
+                    notices = connection.notifies()
+                for notice in notices:
+                    self._heard(notice.payload)
+                connection.execute("SELECT 1")  # a connection that died quietly (the network) raises here
         finally:
             connection.close()
