@@ -181,10 +181,21 @@ def test_two_gunicorn_workers_hear_each_others_changes(spec):
 def test_a_bus_whose_postgresql_connections_were_cut_hears_again(database):
     """The database ends every connection of the store's (a restart, a failover): the listening process opens
     its connection again and hears the changes published after that."""
-    import psycopg
     from mcpserver.tasks import open_task_store
 
-    publisher, listener = open_task_store(database).bus(), open_task_store(database).bus()
+    stores = [open_task_store(database), open_task_store(database)]
+    publisher, listener = (store.bus() for store in stores)
+    try:
+        hears_again_after_the_cut(database, publisher, listener)
+    finally:  # before the database is dropped: a bus left running would try it again every second
+        for bus, store in zip((publisher, listener), stores):
+            bus.close()
+            store.close()
+
+
+def hears_again_after_the_cut(database, publisher, listener):
+    import psycopg
+
     heard = []
     listener.deliver = heard.append
     listener.listen()

@@ -1,6 +1,7 @@
 """The notification bus in one process (tests/task_store/test_bus.py runs it between real servers): a change
 published by one store's bus is delivered by every other bus of that store and never by its own, the memory store
-has none, and a process that forks after the bus started publishes and hears in the child as itself."""
+has none, a process that forks after the bus started publishes in the child as itself, and a closed bus ends its
+threads."""
 
 import os
 import threading
@@ -10,6 +11,15 @@ import pytest
 from mcpserver.tasks import MemoryTaskStore, open_task_store
 
 pytest.importorskip("sqlite3")
+
+
+def bus_of(path, request):
+    """A new store's bus, closed after the test with its store."""
+    store = open_task_store(path)
+    bus = store.bus()
+    request.addfinalizer(store.close)
+    request.addfinalizer(bus.close)
+    return bus
 
 
 def hearing(bus):
@@ -31,9 +41,9 @@ def drained(bus):
     time.sleep(0.5)
 
 
-def test_a_change_reaches_the_other_buses_of_the_store_and_not_its_own(tmp_path):
+def test_a_change_reaches_the_other_buses_of_the_store_and_not_its_own(tmp_path, request):
     path = str(tmp_path / "tasks.db")
-    one, other = open_task_store(path).bus(), open_task_store(path).bus()
+    one, other = bus_of(path, request), bus_of(path, request)
     heard_one, _ = hearing(one)
     heard_other, arrived = hearing(other)
     one.publish({"kind": "resource", "uri": "res://a"})
@@ -49,11 +59,11 @@ def test_the_memory_store_has_no_bus():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # as gunicorn forks
-def test_a_fork_publishes_as_a_process_of_its_own(tmp_path):
+def test_a_fork_publishes_as_a_process_of_its_own(tmp_path, request):
     """gunicorn --preload: the parent's bus, copied into a child, publishes from the child with the child's origin,
     so the parent hears it."""
     path = str(tmp_path / "tasks.db")
-    bus = open_task_store(path).bus()
+    bus = bus_of(path, request)
     bus.publish({"kind": "list", "of": "tools"})  # the parent's sender thread runs
     heard, arrived = hearing(bus)
     drained(bus)
@@ -67,3 +77,16 @@ def test_a_fork_publishes_as_a_process_of_its_own(tmp_path):
     os.waitpid(child, 0)
     assert arrived.wait(10)
     assert [c["of"] for c in heard] == ["prompts"]
+
+
+def test_a_closed_bus_ends_its_threads(tmp_path, request):
+    before = set(threading.enumerate())
+    bus = bus_of(str(tmp_path / "tasks.db"), request)
+    bus.publish({"kind": "list", "of": "tools"})
+    bus.listen()
+    its_own = [thread for thread in threading.enumerate() if thread not in before]
+    assert sorted(thread.name for thread in its_own) == ["mcpserver-bus-receive", "mcpserver-bus-send"]
+    bus.close()
+    for thread in its_own:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in its_own)

@@ -24,7 +24,6 @@ import json
 import os
 import queue
 import threading
-import time
 import uuid
 
 from .. import _log
@@ -60,6 +59,7 @@ class Bus:
         self._receiving_pid = 0
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue(MAX_QUEUED)
         self._ready = threading.Event()  # the receiver hears from now on
+        self._closed = threading.Event()  # the threads end (a PostgreSQL receiver: at its next look, CHECK_SECONDS)
 
     @property
     def origin(self) -> str:
@@ -80,6 +80,10 @@ class Bus:
         if self._start("_receiving_pid", self._receive_forever, "mcpserver-bus-receive"):
             self._ready.wait(READY_SECONDS)
 
+    def close(self) -> None:
+        """Ends this bus's threads: what is still queued is not sent."""
+        self._closed.set()
+
     def _start(self, which: str, target: Callable[[], None], name: str) -> bool:
         """Starts the thread in this process unless it runs; whether it was started now."""
         pid = os.getpid()
@@ -95,8 +99,11 @@ class Bus:
             return True
 
     def _send_forever(self) -> None:
-        while True:
-            batch = [self._queue.get()]
+        while not self._closed.is_set():
+            try:
+                batch = [self._queue.get(timeout=RETRY_SECONDS)]
+            except queue.Empty:
+                continue
             while len(batch) < MAX_BATCH:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -106,16 +113,18 @@ class Bus:
                 self._send(batch)
             except Exception as error:  # the store is down: these changes are lost to the other processes
                 log.warning("the notification bus could not publish %d changes: %s", len(batch), error)
-                time.sleep(RETRY_SECONDS)
+                self._closed.wait(RETRY_SECONDS)
 
     def _receive_forever(self) -> None:
-        while True:
+        while not self._closed.is_set():
             try:
                 self._receive()
             except Exception as error:
+                if self._closed.is_set():
+                    return
                 log.warning("the notification bus stopped hearing other processes, listening again in %.0f s: %s",
                             RETRY_SECONDS, error)
-            time.sleep(RETRY_SECONDS)
+            self._closed.wait(RETRY_SECONDS)
 
     def _heard(self, body: str) -> None:
         change = json.loads(body)
@@ -167,7 +176,7 @@ class SqliteBus(Bus):
                 self._last = connection.execute("SELECT coalesce(max(seq), 0) FROM mcpserver_changes").fetchall()[0][0]
             self._ready.set()
             version = None
-            while True:
+            while not self._closed.is_set():
                 seen = connection.execute("PRAGMA data_version").fetchall()[0][0]
                 if seen != version:
                     version = seen
@@ -176,7 +185,7 @@ class SqliteBus(Bus):
                     for seq, body in rows:
                         self._last = seq
                         self._heard(body)
-                time.sleep(POLL_SECONDS)
+                self._closed.wait(POLL_SECONDS)
         finally:
             connection.close()
 
@@ -208,7 +217,7 @@ class PostgresBus(Bus):
         try:
             connection.execute(f"LISTEN {CHANNEL}")
             self._ready.set()
-            while True:
+            while not self._closed.is_set():
                 try:
                     notices = connection.notifies(timeout=CHECK_SECONDS)
                 except TypeError:  # psycopg 3.1 waits without a bound: only an error the server sends ends it
