@@ -19,6 +19,7 @@ DEMO = os.path.join(EXAMPLES, "demo.py")
 MOVIES = os.path.join(EXAMPLES, "movies.py")
 GIT = os.path.join(EXAMPLES, "git.json")
 SLOW_TOOLS = os.path.join(ROOT, "tests", "slow_tools.py")
+RESUME_TOOLS = os.path.join(ROOT, "tests", "resume_tools.py")
 VERSION = "2026-07-28"
 META = {
     "io.modelcontextprotocol/protocolVersion": VERSION,

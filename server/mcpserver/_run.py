@@ -50,6 +50,10 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noq
             sys.exit(mcpserver.run(server))
     """
     _pypy.warn_if_oversized("mcpserver.run")
+    if server.task_store is not None:  # refused now if it cannot serve; and this server's changes reach the bus
+        from .tasks._shared import shared
+
+        shared(server)
     if transport == "stdio":
         from .stdio import serve_stdio
 

@@ -10,6 +10,9 @@ Rules of this module:
 - Publishing never waits for a listener: each one's flight decides how its notification is
   carried (stdout on stdio; a coalescing buffer per SSE stream over HTTP).
 - Ending (shutdown) wakes every listen request, which then answers with its graceful result.
+- With a shared store (--task-store on SQLite or PostgreSQL) `relay` is its bus (tasks._bus): every change made
+  here is told to this process's listeners and handed to the bus, and `receive` tells them the changes other
+  processes made, which are not handed on again.
 - A listener's end is an Event a transport may wait on, or watch with a callback (`on_end`), so a
   transport that drives its streams from an event loop holds no thread per open stream.
 """
@@ -95,6 +98,7 @@ class Subscriptions:
         self._listeners: tuple[Listener, ...] = ()  # replaced, never changed: publishers iterate without the lock
         self._exempt: set[int] = set()  # ids of the open listeners `limit` does not count (legacy sessions')
         self._ending = False
+        self.relay: Optional[Any] = None  # the bus to the other processes of a shared store (tasks._bus.Bus)
 
     def open(self, listener: Listener, bounded: bool = True) -> None:
         if not self.enabled:  # a legacy session's listener: it hears nothing, as the capabilities said
@@ -110,6 +114,8 @@ class Subscriptions:
             ending = self._ending
         if ending:  # opened while the server shuts down: it ends at once, gracefully (outside the lock:
             listener.ended.set()  # whoever watches the end may close the listener, which takes it)
+        if self.relay is not None:  # a listener here: from now on this process hears the others' changes
+            self.relay.listen()
 
     def close(self, listener: Listener) -> None:
         with self._lock:
@@ -121,22 +127,43 @@ class Subscriptions:
     def __len__(self) -> int:
         return len(self._listeners)
 
-    def list_changed(self, kind: str) -> None:
+    def list_changed(self, kind: str, relay: bool = True) -> None:
         method = next(method for known, method in LIST_CHANGED.values() if known == kind)
         for listener in self._listeners:
             if kind in listener.kinds:
                 listener.send(method)
+        if relay:
+            self._relay({"kind": "list", "of": kind})
 
-    def resource_updated(self, uri: str) -> None:
+    def resource_updated(self, uri: str, relay: bool = True) -> None:
         for listener in self._listeners:
             if uri in listener.uris:
                 listener.send("notifications/resources/updated", {"uri": uri})
+        if relay:
+            self._relay({"kind": "resource", "uri": uri})
 
-    def task_changed(self, task_id: str, task: dict[str, Any]) -> None:
+    def task_changed(self, task_id: str, task: dict[str, Any], relay: bool = True) -> None:
         """notifications/tasks: the task as tasks/get shows it, to listeners of that task (TASKS.md §11)."""
         for listener in self._listeners:
             if task_id in listener.task_ids:
                 listener.send("notifications/tasks", task)
+        if relay:  # its id only: a process with a listener of the task reads it from the store
+            self._relay({"kind": "task", "id": task_id})
+
+    def listens_to_task(self, task_id: str) -> bool:
+        return any(task_id in listener.task_ids for listener in self._listeners)
+
+    def receive(self, change: dict[str, Any]) -> None:
+        """A list or resource change another process made (from the bus), to this process's listeners."""
+        kind = change.get("kind")
+        if kind == "list" and change.get("of") in {known for known, _ in LIST_CHANGED.values()}:
+            self.list_changed(str(change["of"]), relay=False)
+        elif kind == "resource" and isinstance(change.get("uri"), str):
+            self.resource_updated(change["uri"], relay=False)
+
+    def _relay(self, change: dict[str, Any]) -> None:
+        if self.relay is not None and self.enabled:
+            self.relay.publish(change)
 
     def end_all(self) -> None:
         """Shutdown: every listen request, and any opened from now on, ends with its graceful result."""

@@ -260,3 +260,123 @@ def inspector(*args: str, cwd: str, timeout: float = 120) -> subprocess.Complete
     env = {**os.environ, "HOME": cwd, "XDG_CONFIG_HOME": os.path.join(cwd, ".config")}
     return subprocess.run([node, INSPECTOR_CLI, "--cli", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+
+
+class CuttingProxy:
+    """A TCP relay on 127.0.0.1 in front of `port` that cuts chosen SSE streams as a failing network would.
+
+    Each connection carries one request (the proxy adds `Connection: close` to every response, so a client's
+    pool opens a new connection for the next one). `cuts` is a list of (a byte string a request contains,
+    a number of SSE events): the first connection whose request matches is cut, with an RST both ways, right
+    after that many events went through (a priming event counts); each cut is used once. `log` says, per
+    connection, the request line, its Last-Event-ID, the event ids that went through and whether it was cut."""
+
+    def __init__(self, port: int, cuts: list[tuple[bytes, int]]):
+        self.target = port
+        self.cuts = list(cuts)
+        self.log: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def __enter__(self) -> CuttingProxy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            entry: dict[str, Any] = {"request": b"", "ids": [], "cut": False}
+            with self._lock:
+                self.log.append(entry)
+            threading.Thread(target=self._upstream, args=(client, server, entry), daemon=True).start()
+            threading.Thread(target=self._downstream, args=(server, client, entry), daemon=True).start()
+
+    def _upstream(self, client: socket.socket, server: socket.socket, entry: dict[str, Any]) -> None:
+        try:
+            while True:
+                data = client.recv(65536)
+                if not data:
+                    break
+                with self._lock:
+                    entry["request"] += data
+                server.sendall(data)
+        except OSError:
+            pass
+        _shut(server)
+
+    def _downstream(self, server: socket.socket, client: socket.socket, entry: dict[str, Any]) -> None:
+        seen, limit = b"", None
+        try:
+            while True:
+                data = server.recv(65536)
+                if not data:
+                    break
+                if not seen:  # the response head: one request per connection
+                    line, _, rest = data.partition(b"\r\n")
+                    data = line + b"\r\nConnection: close\r\n" + rest
+                    limit = self._cut_for(entry)
+                seen += data
+                ids = re.findall(rb"\nid: ([^\r\n]*)", seen)
+                end = _end_of_event(seen, limit) if limit is not None else None
+                if end is not None:  # the last event allowed has all come: cut right after it
+                    client.sendall(data[:len(data) - (len(seen) - end)])
+                    with self._lock:
+                        entry["ids"] = [i.decode() for i in re.findall(rb"\nid: ([^\r\n]*)", seen[:end])]
+                        entry["cut"] = True
+                    for end_point in (client, server):  # an RST, as a network that went away
+                        end_point.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        end_point.shutdown(socket.SHUT_RD)  # wakes the other thread's recv: close() alone would
+                        end_point.close()  # wait for it, and send nothing meanwhile
+                    return
+                with self._lock:
+                    entry["ids"] = [i.decode() for i in ids]
+                client.sendall(data)
+        except OSError:
+            pass
+        _shut(client)
+
+    def _cut_for(self, entry: dict[str, Any]) -> Optional[int]:
+        with self._lock:
+            for index, (match, ids) in enumerate(self.cuts):
+                if match in entry["request"]:
+                    del self.cuts[index]
+                    return ids
+        return None
+
+    def connections(self) -> list[dict[str, Any]]:
+        """The log, each request shown by its line and its Last-Event-ID."""
+        with self._lock:
+            shown = []
+            for entry in self.log:
+                head = entry["request"].split(b"\r\n\r\n", 1)[0].decode("latin-1")
+                last = re.search(r"(?im)^last-event-id: *(\S+)", head)
+                shown.append({"line": head.split("\r\n", 1)[0], "last_event_id": last and last.group(1),
+                              "ids": list(entry["ids"]), "cut": entry["cut"],
+                              "body": entry["request"].split(b"\r\n\r\n", 1)[-1][:200].decode("utf-8", "replace")})
+            return shown
+
+
+def _end_of_event(seen: bytes, number: int) -> Optional[int]:
+    """Where the `number`th SSE event (one `data:` line each) ends in `seen`; None until it has all arrived."""
+    starts = [match.start() for match in re.finditer(rb"\ndata:", seen)]
+    end = seen.find(b"\n\n", starts[number - 1]) if len(starts) >= number else -1
+    return None if end < 0 else end + 2
+
+
+def _shut(end: socket.socket) -> None:
+    try:
+        end.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        end.close()
+    except OSError:
+        pass

@@ -165,6 +165,11 @@ class Driver:
                 return {"result": dump(await self.api.set_logging_level(step["level"]))}
             if op == "ping":
                 return {"result": dump(await self.api.send_ping())}
+            if op == "subscribe":
+                return {"result": dump(await self.api.subscribe_resource(step["uri"]))}
+            if op == "sleep":
+                await anyio.sleep(step["seconds"])
+                return {"result": {}}
             raise ValueError(f"unknown step {op!r}")
         except Exception as exc:  # the test reads the error; one failed step does not hide the others
             error = getattr(exc, "error", None)

@@ -134,6 +134,8 @@ async function run(step) {
       case "complete":
         return { result: await client.complete({ ref: { type: "ref/prompt", name: step.prompt }, argument: step.argument }) };
       case "set_level": return { result: await client.setLoggingLevel(step.level) };
+      case "subscribe": return { result: await client.subscribeResource({ uri: step.uri }) };
+      case "sleep": await sleep(step.seconds * 1000); return { result: {} };
       case "ping": return { result: await client.ping() };
       default: throw new Error(`unknown step ${step.op}`);
     }

@@ -4,21 +4,19 @@ resume replays exactly what followed, in order and without duplicates, an id tha
 nothing and says so, and what the store could not keep is said too. 2026-07-28 streams are left as they were."""
 
 import json
-import os
 
 import pytest
 from legacy_http import LegacySession, parse_events
 from mcpserver.tasks._events import MAX_SESSION_EVENTS
-from mcptest import HttpServer, mcp_headers, request
+from mcptest import RESUME_TOOLS, HttpServer, mcp_headers, request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 UPDATED = "notifications/resources/updated"
 PROGRESS = "notifications/progress"
 
 
 @pytest.fixture(scope="module")
 def server():
-    with HttpServer(os.path.join(HERE, "resume_tools.py")) as served:
+    with HttpServer(RESUME_TOOLS) as served:
         yield served
 
 

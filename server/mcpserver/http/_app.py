@@ -583,6 +583,10 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
         target = load_target(target)
     if task_store is not None:
         target.task_store = task_store
+    if target.task_store is not None:  # refused now if it cannot serve; and this app's changes reach the bus
+        from ..tasks._shared import shared
+
+        shared(target)
     if max_listen_seconds is not None:
         if not 0 < max_listen_seconds < float("inf"):
             raise ConfigError(f"max_listen_seconds must be a positive number of seconds, not {max_listen_seconds!r}")

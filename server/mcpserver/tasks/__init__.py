@@ -9,10 +9,11 @@ HTTP session first needs what the store keeps for it):
   _record    a task's record, its pure changes (TASKS.md §4) and the errors
   _events    SessionStore: what legacy HTTP sessions keep beyond a connection (their streams' events, for
              Last-Event-ID, and their subscriptions), in memory by default
+  _bus       the notification bus of a shared store: changes to every process's listeners (SQLite, PostgreSQL)
   _store     TaskStore, the interface a backend implements (seven primitives), and MemoryTaskStore, the default
   _sql       what the SQL stores share; _sqlite (one host), _postgres (many hosts, an optional extra)
   _open      a store from what --task-store names
-  _shared    the server's store, opened once, and what comes with it
+  _shared    the server's store, opened once, and what comes with it (the bus joined to its listeners)
   _operations  Tasks: every operation on tasks, defined once over a store's primitives
   _runner    TaskManager: runs a task tool's call in a thread of its own, through Tasks
   _methods   tasks/get, tasks/update and tasks/cancel, and how a call becomes a task

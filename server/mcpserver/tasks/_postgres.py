@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 
 from ..errors import ConfigError
+from ._bus import PostgresBus
 from ._record import StoreFull, StoreUnavailable
 from ._sql import INDEXES, SqlTaskStore
 
@@ -104,6 +105,9 @@ class PostgresTaskStore(SqlTaskStore):
         # A write at every open: a database that refuses writes (a read-only replica) is refused now.
         connection.execute("INSERT INTO mcpserver_meta (key, value) VALUES ('opened', %s)"
                            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(self.now()),))
+
+    def bus(self) -> PostgresBus:
+        return PostgresBus(self)
 
     # --- what SqlTaskStore asks of a backend ----------------------------------------------------------------------
 

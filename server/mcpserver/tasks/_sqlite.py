@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 
 from ..errors import ConfigError
+from ._bus import SqliteBus
 from ._record import MAX_RESULT_BYTES, StoreFull, StoreUnavailable
 from ._sql import INDEXES, SqlTaskStore
 
@@ -129,6 +130,9 @@ class SqliteTaskStore(SqlTaskStore):
         # A write at every open: a store that cannot be written is refused now, not at its first task.
         connection.execute("INSERT OR REPLACE INTO mcpserver_meta (key, value) VALUES ('opened', ?)",
                            (str(self.now()),))
+
+    def bus(self) -> SqliteBus:
+        return SqliteBus(self)
 
     # --- what SqlTaskStore asks of a backend ----------------------------------------------------------------------
 

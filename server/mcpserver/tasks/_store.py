@@ -31,6 +31,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
+    from ._bus import Bus
     from ._events import SessionStore
 
     Change = Callable[[TaskRecord], Optional[TaskRecord]]
@@ -118,6 +119,10 @@ class TaskStore:
         """Where legacy HTTP sessions keep their streams' events and subscriptions: this process's memory unless
         the backend shares a database with other processes."""
         return MemorySessionStore()
+
+    def bus(self) -> Optional[Bus]:
+        """What carries notifications to the other processes sharing this store; None (by default): there are none."""
+        return None
 
     def count_by_status(self, now: int) -> Optional[dict[str, int]]:
         """How many unexpired tasks are in each status, for /metrics (not one of the primitives: nothing of
@@ -267,6 +272,10 @@ class MemoryTaskStore(TaskStore):
             for record in mine:
                 self._tasks[record.task_id] = replace(record, lease_until=until)
             return len(mine)
+
+    def bus(self) -> Optional[Bus]:
+        """What carries notifications to the other processes sharing this store; None (by default): there are none."""
+        return None
 
     def count_by_status(self, now: int) -> dict[str, int]:
         counts: dict[str, int] = {}

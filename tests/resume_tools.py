@@ -22,6 +22,14 @@ def count(to: int, delay: float, ctx: Context) -> str:
 
 
 @server.tool()
+def touch_each(uris: list[str]) -> str:
+    """Say that each of `uris` changed, in order."""
+    for uri in uris:
+        server.resource_updated(uri)
+    return f"touched {len(uris)}"
+
+
+@server.tool()
 def touch(uri: str, times: int = 1) -> str:
     """Say that `uri` changed, `times` times."""
     for _ in range(times):
