@@ -21,10 +21,12 @@ The oracle, for every step:
   (`mcpserver-N` ids, elicitation/sampling/roots);
 - HTTP refusals are the documented ones: 404 for a session id that is not a live session of this caller
   (unless the message is a 2026-07-28 request, which knows no sessions), 400 for a wrong
-  MCP-Protocol-Version, 406 for a GET that does not accept text/event-stream, 204 for a DELETE;
+  MCP-Protocol-Version, 406 for a GET that does not accept text/event-stream, 400 for one with a Last-Event-ID
+  of no event, 204 for a DELETE;
 - no traceback on stderr, no crash, no hang, and a `mark` request right after is served (the server
   keeps serving).
-`Last-Event-ID` is sent for safety only: the server ignores it.
+A `Last-Event-ID` the fuzzer makes up names no event the server sent: a GET with one is 400, saying that nothing
+was replayed (tests/http/test_legacy_resume.py tests real resumption).
 """
 
 from __future__ import annotations
@@ -551,8 +553,10 @@ class LegacyHttp(fuzz_drive.LiveHttp):
             expected = {404}
         elif step.verb == "DELETE":
             expected = {204}
-        else:
-            expected = {200} if accepts else {406}
+        elif not accepts:
+            expected = {406}
+        else:  # no id the fuzzer makes up is one the server sent: nothing to replay, and it says so
+            expected = {200} if step.last_event_id is None else {400}
         if head.status in expected:
             if step.verb == "DELETE" and live and self.session is not None:
                 self.ended.append(self.session)
