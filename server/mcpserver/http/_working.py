@@ -21,6 +21,9 @@ Rules of this module:
 - After a response a worker serves the same client's next request itself if it is in already or comes
   within KEEP_ALIVE_LINGER (not waited for while a request waits for a worker, or a newcomer for a place);
   else the connection is the loop's again.
+- Workers start on demand, up to max_requests. One idle for idle_seconds (DEFAULT_IDLE_SECONDS) exits, down
+  to KEPT_WORKERS: a burst's threads do not stay for good. A retiring worker decides under the pool's lock,
+  with no job waiting, so a job is never left without a worker.
 """
 
 from __future__ import annotations
@@ -49,15 +52,22 @@ if TYPE_CHECKING:
     from ._reading import Reader
     from ._writing import Writer
 
-__all__ = ["Input", "Worker", "Workers"]
+__all__ = ["DEFAULT_IDLE_SECONDS", "KEPT_WORKERS", "Input", "Worker", "Workers"]
+
+DEFAULT_IDLE_SECONDS = 60.0  # a worker idle this long exits (down to KEPT_WORKERS)
+KEPT_WORKERS = 2  # idle workers never retired: a keep-alive client and one more start no thread
 
 
 class Workers:
-    """At most `limit` threads run requests; at most `queue_limit` requests wait for one."""
+    """At most `limit` threads run requests; at most `queue_limit` requests wait for one. A thread idle for
+    `idle_seconds` exits while more than `kept` are left."""
 
-    def __init__(self, limit: int, queue_limit: int, run: Callable[[Any], None]):
+    def __init__(self, limit: int, queue_limit: int, run: Callable[[Any], None], *,
+                 idle_seconds: float = DEFAULT_IDLE_SECONDS, kept: int = KEPT_WORKERS):
         self.limit = limit
         self.queue_limit = queue_limit
+        self.idle_seconds = idle_seconds
+        self.kept = kept
         self._run = run
         self._changed = threading.Condition()
         self._jobs: deque[Any] = deque()
@@ -86,12 +96,22 @@ class Workers:
         """Whether a request waits for a worker (a worker then does not linger on an idle connection)."""
         return len(self._jobs) > self._idle
 
+    @property
+    def threads(self) -> int:
+        """The workers started and not retired."""
+        return self._threads
+
     def _serve(self) -> None:
         while True:
             with self._changed:
-                while not self._jobs:
+                idle_until = time.monotonic() + self.idle_seconds
+                while not self._jobs:  # a job is looked for first: a notify may come as the wait times out
+                    left = idle_until - time.monotonic()
+                    if left <= 0 and self._threads > self.kept:
+                        self._threads -= 1  # retired under the lock: submit() counts it gone at once
+                        return
                     self._idle += 1
-                    self._changed.wait()
+                    self._changed.wait(left if left > 0 and self._threads > self.kept else None)
                     self._idle -= 1
                 job = self._jobs.popleft()
             self._run(job)
@@ -102,12 +122,12 @@ class Worker:
     response, and serve the client's next request here if it has come."""
 
     def __init__(self, app: Callable[..., Any], *, host: str, port: int, max_requests: int, max_queued: int,
-                 max_body_bytes: int):
+                 max_body_bytes: int, idle_seconds: float = DEFAULT_IDLE_SECONDS):
         self.app = app
         self.screen: Optional[Callable[[dict[str, Any]], Any]] = getattr(app, "screen", None)
         self.host, self.port = host, port  # for the environ: where the server listens
         self.max_body_bytes = max_body_bytes
-        self.workers = Workers(max_requests, max_queued, self.work)
+        self.workers = Workers(max_requests, max_queued, self.work, idle_seconds=idle_seconds)
 
     def join(self, loop: Loop, acceptor: Acceptor, reader: Reader, writer: Writer, pusher: Pusher) -> None:
         """The roles a request runs through: the loop's moves and watch, the acceptor's bound, the reader,
