@@ -18,7 +18,9 @@ in an arena stays with it. Under the GIL threads hardly ever malloc at once, so 
 an HTTP server whose worker pool grows to dozens of threads kept 15 arenas holding 28 MiB (bench/soak.py,
 /proc/PID/smaps). bound_arenas() caps them at ARENA_MAX (MALLOC_ARENA_MAX=2, set from inside); the HTTP
 worker pool asks when it starts its second worker, before that thread's first malloc. A MALLOC_ARENA_MAX
-in the environment is the operator's choice and is left alone.
+in the environment is the operator's choice and is left alone. When the pool is back to its kept workers
+(the server at rest), trim() gives the arenas' free pages back (malloc_trim), in a process that has loaded
+ctypes for one of the above already.
 """
 
 from __future__ import annotations
@@ -54,6 +56,17 @@ def bound_arenas() -> bool:
     if _bounded is None:
         _bounded = _mallopt("MALLOC_ARENA_MAX", M_ARENA_MAX, ARENA_MAX)
     return _bounded
+
+
+def trim() -> bool:
+    """Give the free pages inside every arena back to the system (glibc's malloc_trim), if this process has
+    pinned the threshold or bounded the arenas (so ctypes is loaded already). True when it trimmed."""
+    if not (_bounded or _pinned):
+        return False
+    import ctypes
+
+    ctypes.CDLL(None).malloc_trim(0)
+    return True
 
 
 def _pin() -> bool:

@@ -35,7 +35,7 @@ import threading
 import time
 from collections import deque
 
-from .._malloc import LARGE_BYTES, bound_arenas, return_large_buffers
+from .._malloc import LARGE_BYTES, bound_arenas, return_large_buffers, trim
 from ._connection import BODY, CLOSED, HEAD, IDLE, QUEUED, SCREEN, WORKING, close_result, print_exception
 from ._head import HttpError
 from ._poller import HUNG_UP, RDHUP
@@ -58,6 +58,7 @@ __all__ = ["DEFAULT_IDLE_SECONDS", "KEPT_WORKERS", "Input", "Worker", "Workers"]
 
 DEFAULT_IDLE_SECONDS = 60.0  # a worker idle this long exits (down to KEPT_WORKERS)
 KEPT_WORKERS = 2  # idle workers never retired: a keep-alive client and one more start no thread
+_RETIRED, _AT_REST = object(), object()  # what a worker idle past its time gets instead of a job
 
 
 class Workers:
@@ -114,18 +115,27 @@ class Workers:
 
     def _serve(self) -> None:
         while True:
-            with self._changed:
-                idle_until = time.monotonic() + self.idle_seconds
-                while not self._jobs:  # a job is looked for first: a notify may come as the wait times out
-                    left = idle_until - time.monotonic()
-                    if left <= 0 and self._threads > self.kept:
-                        self._threads -= 1  # retired under the lock: submit() counts it gone at once
-                        return
-                    self._idle += 1
-                    self._changed.wait(left if left > 0 and self._threads > self.kept else None)
-                    self._idle -= 1
-                job = self._jobs.popleft()
+            job = self._next()
+            if job is _AT_REST:  # the last of a burst's workers: what they freed goes back (the _malloc module)
+                trim()
+            if job is _RETIRED or job is _AT_REST:
+                return
             self._run(job)
+
+    def _next(self) -> Any:
+        """The next job, or _RETIRED once this worker has idled idle_seconds with more than `kept` left
+        (_AT_REST when it was the last of them)."""
+        with self._changed:
+            idle_until = time.monotonic() + self.idle_seconds
+            while not self._jobs:  # a job is looked for first: a notify may come as the wait times out
+                left = idle_until - time.monotonic()
+                if left <= 0 and self._threads > self.kept:
+                    self._threads -= 1  # retired under the lock: submit() counts it gone at once
+                    return _AT_REST if self._threads == self.kept else _RETIRED
+                self._idle += 1
+                self._changed.wait(left if left > 0 and self._threads > self.kept else None)
+                self._idle -= 1
+            return self._jobs.popleft()
 
 
 class Worker:
