@@ -87,6 +87,9 @@ class Server:
         self.prompts: dict[str, Prompt] = {}
         self.task_store = task_store
         self._components: dict[str, Any] = {}
+        # Its own lock, reentrant: a component's make() may ask for another (the task manager for the store),
+        # and the registry's lock held across make() would also block every tool change while a store opens.
+        self._components_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"Server({self.name!r}, {self.version!r}, tools={list(self.tools)})"
@@ -137,7 +140,7 @@ class Server:
         """The transport is exiting: listeners end with their graceful result, and work that outlives
         requests (tasks still running here) is recorded as stopped."""
         self.subscriptions.end_all()
-        with self._lock:
+        with self._components_lock:
             components = list(self._components.values())
         for component in components:
             stop = getattr(component, "shutdown", None)
@@ -145,8 +148,9 @@ class Server:
                 stop()
 
     def component(self, key: str, make: Callable[[], Any]) -> Any:
-        """A part of this server made once, when first needed (the task manager and its store)."""
-        with self._lock:
+        """A part of this server made once, when first needed (the task manager and its store); `make` may
+        ask for another component."""
+        with self._components_lock:
             if key not in self._components:
                 self._components[key] = make()
             return self._components[key]
