@@ -153,6 +153,8 @@ OPTIONS = (
     Option("--max-connections", _positive, "open connections at once (default 1024; idle and slow ones cost no "
            "thread)", metavar="N", group=HTTP_GROUP),
     Option("--max-requests", _positive, "requests running at once (default 64)", metavar="N", group=HTTP_GROUP),
+    Option("--worker-idle-seconds", _timeout, "a request worker idle this long exits, down to 2 kept "
+           "(default 60); new ones start on demand", metavar="SECONDS", group=HTTP_GROUP),
     Option("--max-queued", _positive, "whole requests that may wait for one to finish (default 256); beyond, 503",
            metavar="N", group=HTTP_GROUP),
     Option("--max-listeners", _positive, "subscriptions/listen streams open at once (default: the server's, 512)",
@@ -484,6 +486,7 @@ def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]
                                             ("max_connections", args.max_connections),
                                             ("max_requests", args.max_requests),
                                             ("max_queued", args.max_queued),
+                                            ("worker_idle_seconds", args.worker_idle_seconds),
                                             ("max_listeners", args.max_listeners),
                                             ("max_listeners_per_peer", args.max_listeners_per_peer),
                                             ("max_listeners_per_principal", args.max_listeners_per_principal),

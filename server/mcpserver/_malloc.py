@@ -12,6 +12,15 @@ Only where it helps: CPython with the GIL on glibc. PyPy keeps bytes in its own 
 CPython in mimalloc, and musl never raises its threshold. A MALLOC_MMAP_THRESHOLD_ in the environment is
 the operator's choice and is left alone. Both transports ask the first time a message of LARGE_BYTES or
 more comes or goes, so ctypes (a few ms of start-up) is imported only by a process that needs it.
+
+Arenas: glibc gives each new thread that allocates an arena of its own, up to 8 per core, and memory freed
+in an arena stays with it. Under the GIL threads hardly ever malloc at once, so arenas buy no speed, and
+an HTTP server whose worker pool grows to dozens of threads kept 15 arenas holding 28 MiB (bench/soak.py,
+/proc/PID/smaps). bound_arenas() caps them at ARENA_MAX (MALLOC_ARENA_MAX=2, set from inside); the HTTP
+worker pool asks when it starts its second worker, before that thread's first malloc. A MALLOC_ARENA_MAX
+in the environment is the operator's choice and is left alone. When the pool is back to its kept workers
+(the server at rest), trim() gives the arenas' free pages back (malloc_trim), in a process that has loaded
+ctypes for one of the above already.
 """
 
 from __future__ import annotations
@@ -25,8 +34,11 @@ if TYPE_CHECKING:
 
 LARGE_BYTES = 256 * 1024  # the pinned threshold: every buffer this large is mapped, and unmapped when freed
 M_MMAP_THRESHOLD = -3  # from glibc's <malloc.h>
+M_ARENA_MAX = -8
+ARENA_MAX = 2  # malloc arenas, whatever the number of threads
 
 _pinned: Optional[bool] = None  # not asked yet; then whether it was pinned
+_bounded: Optional[bool] = None  # likewise for the arenas
 
 
 def return_large_buffers() -> bool:
@@ -37,16 +49,42 @@ def return_large_buffers() -> bool:
     return _pinned
 
 
+def bound_arenas() -> bool:
+    """Cap glibc's malloc arenas at ARENA_MAX, once per process: threads created after this share them. True
+    when they are bounded (by this call or an earlier one)."""
+    global _bounded
+    if _bounded is None:
+        _bounded = _mallopt("MALLOC_ARENA_MAX", M_ARENA_MAX, ARENA_MAX)
+    return _bounded
+
+
+def trim() -> bool:
+    """Give the free pages inside every arena back to the system (glibc's malloc_trim), if this process has
+    pinned the threshold or bounded the arenas (so ctypes is loaded already). True when it trimmed."""
+    if not (_bounded or _pinned):
+        return False
+    import ctypes
+
+    ctypes.CDLL(None).malloc_trim(0)
+    return True
+
+
 def _pin() -> bool:
+    return _mallopt("MALLOC_MMAP_THRESHOLD_", M_MMAP_THRESHOLD, LARGE_BYTES)
+
+
+def _mallopt(variable: str, option: int, value: int) -> bool:
+    """mallopt(option, value) where it helps (CPython with the GIL on glibc) and `variable`, the environment's
+    spelling of it, is not set."""
     if sys.implementation.name != "cpython" or "t" in getattr(sys, "abiflags", ""):
         return False
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    if variable in os.environ:
         return False
     try:
         if not os.confstr("CS_GNU_LIBC_VERSION"):
             return False
         import ctypes
 
-        return bool(ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, LARGE_BYTES) == 1)
+        return bool(ctypes.CDLL(None).mallopt(option, value) == 1)
     except (ValueError, OSError, ImportError, AttributeError):  # not glibc, or no ctypes (a minimal build)
         return False

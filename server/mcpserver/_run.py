@@ -32,7 +32,7 @@ def run(server: Server, transport: Literal["http"], *, host: str = ..., port: in
         max_listeners: Optional[int] = ..., max_listeners_per_peer: int = ...,
         max_listeners_per_principal: int = ..., metrics: bool = ..., public_metrics: bool = ...,
         health: bool = ..., log_health: bool = ..., rate_limit: Optional[str] = ...,
-        burst: Optional[int] = ...) -> int: ...
+        burst: Optional[int] = ..., worker_idle_seconds: float = ...) -> int: ...
 
 
 def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noqa: F811
@@ -44,7 +44,7 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noq
     max_body_bytes, oauth (an mcpserver.auth.ResourceServer), behind_proxy, tls_cert, tls_key,
     max_connections, max_requests, max_queued, read_timeout, header_timeout, grace_seconds,
     max_listeners, max_listeners_per_peer, max_listeners_per_principal, metrics, public_metrics, health,
-    log_health, rate_limit, burst; README.md's security table gives their defaults).
+    log_health, rate_limit, burst, worker_idle_seconds; README.md's security table gives their defaults).
 
         if __name__ == "__main__":
             sys.exit(mcpserver.run(server))

@@ -111,3 +111,42 @@ def test_a_server_that_sees_only_small_messages_never_imports_ctypes(probe_targe
 @pytest.mark.parametrize("transport", [over_stdio, over_http])
 def test_a_large_message_pins_the_threshold(probe_target, transport):
     assert transport(probe_target, "x" * 300_000) == "ctypes imported: True"
+
+
+# Eight threads that each allocate while all are alive, then glibc's own count of its arenas (malloc_stats
+# prints one "Arena N:" block each to stderr), whether bound_arenas() said they are bounded, and whether
+# trim() then trimmed (only where ctypes was loaded for the arenas or the threshold).
+ARENAS = """
+import ctypes, sys, threading
+from mcpserver._malloc import bound_arenas, trim
+bounded = bound_arenas() if sys.argv[1:] == ["bound"] else None
+barrier = threading.Barrier(8)
+def work():
+    kept = [bytearray(1000) for _ in range(100)]
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+sys.stderr.flush()
+ctypes.CDLL(None).malloc_stats()
+print(bounded, trim())
+"""
+
+
+def arenas(*argv, **env):
+    done = subprocess.run([sys.executable, "-c", ARENAS, *argv], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env}, check=True)  # fmt: skip
+    return done.stdout.strip(), sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+@pytest.mark.skipif(not APPLIES, reason="only CPython with the GIL on glibc bounds the arenas")
+def test_bounded_arenas_are_shared_by_every_thread_started_after_and_can_be_trimmed():
+    from mcpserver._malloc import ARENA_MAX
+
+    unbounded = arenas()[1]
+    assert unbounded > ARENA_MAX, "the control: eight threads, an arena each"
+    assert arenas("bound") == ("True True", ARENA_MAX)
+    assert arenas("bound", MALLOC_ARENA_MAX="3") == ("False False", 3), "the operator's setting is left alone"
+    assert arenas()[0] == "None False", "no ctypes loaded: nothing trimmed"

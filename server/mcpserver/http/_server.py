@@ -41,7 +41,7 @@ from ._head import MAX_HEAD_BYTES, HttpError, parse_head
 from ._loop import Loop
 from ._pushing import Pusher
 from ._reading import Reader
-from ._working import Worker
+from ._working import DEFAULT_IDLE_SECONDS, Worker
 from ._writing import Writer
 
 TYPE_CHECKING = False
@@ -57,6 +57,7 @@ else:
 
 __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_IDLE_SECONDS",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_QUEUED",
@@ -87,12 +88,13 @@ class _Server:
     def __init__(self, app: Callable[..., Any], host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  max_requests: int = DEFAULT_MAX_REQUESTS, max_queued: int = DEFAULT_MAX_QUEUED,
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, read_timeout: float = DEFAULT_READ_TIMEOUT,
-                 header_timeout: float = DEFAULT_HEADER_TIMEOUT, tls: Any = None):
+                 header_timeout: float = DEFAULT_HEADER_TIMEOUT, worker_idle_seconds: float = DEFAULT_IDLE_SECONDS,
+                 tls: Any = None):
         blocking = would_block(tls is not None)
         self.acceptor = Acceptor(host, port, max_connections=max_connections, tls=tls)
         self.loop = Loop(read_timeout=read_timeout, header_timeout=header_timeout)
         self.worker = Worker(app, host=self.acceptor.host, port=self.acceptor.port, max_requests=max_requests,
-                             max_queued=max_queued, max_body_bytes=max_body_bytes)
+                             max_queued=max_queued, max_body_bytes=max_body_bytes, idle_seconds=worker_idle_seconds)
         self.reader = Reader(screening=self.worker.screen is not None, max_body_bytes=max_body_bytes,
                              read_timeout=read_timeout, would_block=blocking,
                              tls_eof=tls_eof() if tls is not None else ())
@@ -162,12 +164,13 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
               max_queued: int = DEFAULT_MAX_QUEUED, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
               read_timeout: float = DEFAULT_READ_TIMEOUT, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
               grace_seconds: float = DEFAULT_GRACE_SECONDS, tls_cert: Optional[str] = None,
-              tls_key: Optional[str] = None) -> int:
+              tls_key: Optional[str] = None, worker_idle_seconds: float = DEFAULT_IDLE_SECONDS) -> int:
     """Serve a WSGI app until SIGTERM/SIGINT; `banner(host, port)` is called once listening. Returns 0.
-    With `tls_cert` (and `tls_key`, unless the key is in the same file) it serves HTTPS."""
+    With `tls_cert` (and `tls_key`, unless the key is in the same file) it serves HTTPS. A worker idle for
+    `worker_idle_seconds` exits (the _working module keeps a few)."""
     for name, value in (("max_connections", max_connections), ("max_requests", max_requests),
                         ("max_body_bytes", max_body_bytes), ("read_timeout", read_timeout),
-                        ("header_timeout", header_timeout)):
+                        ("header_timeout", header_timeout), ("worker_idle_seconds", worker_idle_seconds)):
         if not value > 0:
             raise ConfigError(f"{name} must be positive, not {value!r}")
     if max_queued < 0:
@@ -183,7 +186,7 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
     try:
         server = _Server(app, host, port, max_connections=fitted, max_requests=max_requests, max_queued=max_queued,
                          max_body_bytes=max_body_bytes, read_timeout=read_timeout, header_timeout=header_timeout,
-                         tls=tls)
+                         worker_idle_seconds=worker_idle_seconds, tls=tls)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     hurry = threading.Event()

@@ -68,7 +68,8 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
           max_listeners: Optional[int] = None, max_listeners_per_peer: int = _app.DEFAULT_MAX_LISTENERS_PER_PEER,
           max_listeners_per_principal: int = _app.DEFAULT_MAX_LISTENERS_PER_PRINCIPAL, metrics: bool = False,
           public_metrics: bool = False, health: bool = False, log_health: bool = False,
-          rate_limit: Optional[str] = None, burst: Optional[int] = None) -> int:
+          rate_limit: Optional[str] = None, burst: Optional[int] = None,
+          worker_idle_seconds: float = _server.DEFAULT_IDLE_SECONDS) -> int:
     """Serve `server` over Streamable HTTP until SIGTERM/SIGINT; return the exit status (0).
 
     The token is _app.resolve_token's (`token`, `token_file`, $MCPSERVER_TOKEN_FILE, $MCPSERVER_TOKEN);
@@ -103,4 +104,4 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
     return _server.serve_app(app, host=host, port=port, banner=banner, max_connections=max_connections,
                             max_requests=max_requests, max_queued=max_queued, max_body_bytes=max_body_bytes,
                             read_timeout=read_timeout, header_timeout=header_timeout, grace_seconds=grace_seconds,
-                            tls_cert=tls_cert, tls_key=tls_key)
+                            tls_cert=tls_cert, tls_key=tls_key, worker_idle_seconds=worker_idle_seconds)

@@ -21,6 +21,12 @@ Rules of this module:
 - After a response a worker serves the same client's next request itself if it is in already or comes
   within KEEP_ALIVE_LINGER (not waited for while a request waits for a worker, or a newcomer for a place);
   else the connection is the loop's again.
+- Workers start on demand, up to max_requests. One idle for idle_seconds (DEFAULT_IDLE_SECONDS) exits, down
+  to KEPT_WORKERS: a burst's threads do not stay for good. A job goes to the worker idle for the shortest
+  time, so the others can reach that bound under a steady load. A retiring worker decides under the pool's
+  lock, with no job handed to it, so a job is never left without a worker. Before the pool starts a second worker it
+  bounds glibc's malloc arenas (the _malloc module): each new thread would otherwise get an arena of its own,
+  up to 8 per core, each keeping its freed memory.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import threading
 import time
 from collections import deque
 
-from .._malloc import LARGE_BYTES, return_large_buffers
+from .._malloc import LARGE_BYTES, bound_arenas, return_large_buffers, trim
 from ._connection import BODY, CLOSED, HEAD, IDLE, QUEUED, SCREEN, WORKING, close_result, print_exception
 from ._head import HttpError
 from ._poller import HUNG_UP, RDHUP
@@ -49,52 +55,108 @@ if TYPE_CHECKING:
     from ._reading import Reader
     from ._writing import Writer
 
-__all__ = ["Input", "Worker", "Workers"]
+__all__ = ["DEFAULT_IDLE_SECONDS", "KEPT_WORKERS", "Input", "Worker", "Workers"]
+
+DEFAULT_IDLE_SECONDS = 60.0  # a worker idle this long exits (down to KEPT_WORKERS)
+KEPT_WORKERS = 2  # idle workers never retired: a keep-alive client and one more start no thread
+_RETIRED = object()  # what a worker idle past its time gets instead of a job
+
+
+class _Idle:
+    """An idle worker's place on the pool's stack: the job handed to it, and the event that wakes it."""
+
+    __slots__ = ("job", "woken")
+
+    def __init__(self) -> None:
+        self.job: Any = None
+        self.woken = threading.Event()
 
 
 class Workers:
-    """At most `limit` threads run requests; at most `queue_limit` requests wait for one."""
+    """At most `limit` threads run requests; at most `queue_limit` requests wait for one. A thread idle for
+    `idle_seconds` exits while more than `kept` are left.
 
-    def __init__(self, limit: int, queue_limit: int, run: Callable[[Any], None]):
+    A job goes to the worker that became idle last (a stack): under a steady load the same few workers take
+    every job and the rest stay idle long enough to retire. Handed round in turn, every worker would get a
+    job now and then, and a burst's threads would never go."""
+
+    def __init__(self, limit: int, queue_limit: int, run: Callable[[Any], None], *,
+                 idle_seconds: float = DEFAULT_IDLE_SECONDS, kept: int = KEPT_WORKERS):
         self.limit = limit
         self.queue_limit = queue_limit
+        self.idle_seconds = idle_seconds
+        self.kept = kept
         self._run = run
-        self._changed = threading.Condition()
-        self._jobs: deque[Any] = deque()
+        self._lock = threading.Lock()
+        self._jobs: deque[Any] = deque()  # waiting for a worker: only while none is idle
+        self._idle: list[_Idle] = []  # the idle workers, the last to become idle on top
         self._threads = 0
-        self._idle = 0
+        self._arenas_bounded = False
 
     def submit(self, job: Any) -> bool:
         """Run `job` on a worker, now or when one is free; False when the queue is full."""
-        with self._changed:
-            if self._idle > len(self._jobs):
-                self._jobs.append(job)
-                self._changed.notify()
+        with self._lock:
+            if self._idle:
+                idle = self._idle.pop()
+                idle.job = job
+                idle.woken.set()
                 return True
-            if self._threads < self.limit:
-                self._threads += 1
+            if self._threads >= self.limit:
+                if len(self._jobs) >= self.queue_limit:
+                    return False
                 self._jobs.append(job)
-                threading.Thread(target=self._serve, name="mcpserver-worker", daemon=True).start()
                 return True
-            if len(self._jobs) - self._idle >= self.queue_limit:
-                return False
-            self._jobs.append(job)
-            return True
+            self._threads += 1
+            if self._arenas_bounded or self._threads == 1:
+                self._start(job)
+                return True
+            self._arenas_bounded = True
+        bound_arenas()  # before a second worker's first malloc; not under the lock, as it loads ctypes
+        self._start(job)
+        return True
+
+    def _start(self, job: Any) -> None:
+        threading.Thread(target=self._serve, args=(job,), name="mcpserver-worker", daemon=True).start()
 
     @property
     def waiting(self) -> bool:
         """Whether a request waits for a worker (a worker then does not linger on an idle connection)."""
-        return len(self._jobs) > self._idle
+        return bool(self._jobs)
 
-    def _serve(self) -> None:
-        while True:
-            with self._changed:
-                while not self._jobs:
-                    self._idle += 1
-                    self._changed.wait()
-                    self._idle -= 1
-                job = self._jobs.popleft()
+    @property
+    def threads(self) -> int:
+        """The workers started and not retired."""
+        return self._threads
+
+    def _serve(self, job: Any) -> None:
+        idle = _Idle()
+        while job is not _RETIRED:
             self._run(job)
+            job = self._next(idle)
+
+    def _next(self, idle: _Idle) -> Any:
+        """The next job: one waiting, else one handed to this worker while idle; _RETIRED once it has idled
+        idle_seconds with more than `kept` left. The choice is made under the pool's lock, so a job is never
+        handed to a worker that has gone."""
+        with self._lock:
+            if self._jobs:
+                return self._jobs.popleft()
+            idle.job = None
+            idle.woken.clear()
+            self._idle.append(idle)
+        while True:
+            idle.woken.wait(self.idle_seconds)
+            with self._lock:
+                if idle.job is not None:  # handed over (and taken off the stack) by submit()
+                    return idle.job
+                if self._threads > self.kept:
+                    self._idle.remove(idle)
+                    self._threads -= 1
+                    at_rest = self._threads == self.kept
+                    break
+        if at_rest:  # the last of a burst's workers: what they freed goes back (the _malloc module)
+            trim()
+        return _RETIRED
 
 
 class Worker:
@@ -102,12 +164,12 @@ class Worker:
     response, and serve the client's next request here if it has come."""
 
     def __init__(self, app: Callable[..., Any], *, host: str, port: int, max_requests: int, max_queued: int,
-                 max_body_bytes: int):
+                 max_body_bytes: int, idle_seconds: float = DEFAULT_IDLE_SECONDS):
         self.app = app
         self.screen: Optional[Callable[[dict[str, Any]], Any]] = getattr(app, "screen", None)
         self.host, self.port = host, port  # for the environ: where the server listens
         self.max_body_bytes = max_body_bytes
-        self.workers = Workers(max_requests, max_queued, self.work)
+        self.workers = Workers(max_requests, max_queued, self.work, idle_seconds=idle_seconds)
 
     def join(self, loop: Loop, acceptor: Acceptor, reader: Reader, writer: Writer, pusher: Pusher) -> None:
         """The roles a request runs through: the loop's moves and watch, the acceptor's bound, the reader,
