@@ -139,7 +139,7 @@ class Server:
         """The transport is exiting: listeners end with their graceful result, and work that outlives
         requests (tasks still running here) is recorded as stopped."""
         self.subscriptions.end_all()
-        with self._components_lock:
+        with self._lock:
             components = list(self._components.values())
         for component in components:
             stop = getattr(component, "shutdown", None)
