@@ -816,14 +816,17 @@ def _read_chunked(buffer: bytearray, fill: Callable[[], bool]) -> bytes:
 
 
 def sse_messages(body: bytes) -> tuple[list[Any], Optional[str]]:
-    """The JSON messages of an SSE body (`data:` lines; comments skipped); and what is wrong, if anything."""
+    """The JSON messages of an SSE body (`data:` lines; comments, ids and priming events skipped); and what is
+    wrong, if anything."""
     messages: list[Any] = []
     for frame in body.replace(b"\r\n", b"\n").split(b"\n\n"):
         data = [line[5:].lstrip(b" ") for line in frame.split(b"\n") if line.startswith(b"data:")]
-        other = [line for line in frame.split(b"\n") if line and not line.startswith((b"data:", b":"))]
+        # id: and retry: belong to resumable legacy streams; an id with empty data primes one
+        other = [line for line in frame.split(b"\n")
+                 if line and not line.startswith((b"data:", b":", b"id:", b"retry:"))]
         if other:
-            return messages, f"SSE lines that are neither data nor comments: {other[0][:100]!r}"
-        if data:
+            return messages, f"SSE lines that are neither data, id, retry nor comments: {other[0][:100]!r}"
+        if any(data):
             try:
                 messages.append(json.loads(b"\n".join(data)))
             except ValueError:

@@ -425,7 +425,7 @@ def _sse_events(sock: socket.socket, buffer: bytearray, deadline: float, chunked
             frame, _, rest = bytes(body).partition(b"\n\n")
             body[:] = rest
             data = [line[5:].strip() for line in frame.split(b"\n") if line.startswith(b"data:")]
-            if data:
+            if any(data):  # an event with an id and empty data primes a resumable stream: no message
                 yield json.loads(b"\n".join(data))
         if ended:
             return
