@@ -28,11 +28,12 @@ LIST_DISTRIBUTIONS = (
 )
 STOP_LIMIT = 2.0  # seconds `docker stop` may take: the server must handle SIGTERM as PID 1
 # Bytes the server may add to its base: a guard against bloat (tests, caches, a second copy in the image).
-# Measured on bookworm (2026-12-01, both eras, tasks, OAuth, TLS, the testing client): 661 KB of source,
-# 1.07 MB of bytecode compiled at build time (the runtime user cannot write __pycache__), 42 KB of examples:
-# 1.78 MB. The limit leaves a quarter for growth and is below what a second copy of the source or the
-# tests (1.0 MB) would add.
-SIZE_LIMIT = 2_200_000
+# Measured on bookworm (2026-12-02, both eras, tasks, OAuth, TLS, Skills and Apps, metrics, health, CORS, rate
+# limits, the bus, the testing client): 920 KB of source, about 1.48 MB of bytecode compiled at build time (the
+# runtime user cannot write __pycache__), about 65 KB of examples: 2.46 MB (1.78 MB on 2026-12-01, before those
+# features). The limit leaves a fifth for growth and is below what a second copy of the source and its bytecode
+# (2.4 MB) or the tests (1.0 MB) would add to that.
+SIZE_LIMIT = 3_000_000
 
 
 def test_python_is_the_cells(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
@@ -132,7 +133,7 @@ def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
     assert elapsed < STOP_LIMIT, f"docker stop took {elapsed:.1f}s: SIGTERM was not handled by PID 1"
 
 
-def test_the_server_adds_under_2_2_mb(cell: Cell) -> None:
+def test_the_server_adds_under_3_mb(cell: Cell) -> None:
     def size(image: str) -> int:
         found = ENGINE.image_facts(image)["size"]
         assert isinstance(found, int)
