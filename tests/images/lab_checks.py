@@ -146,11 +146,14 @@ def start_stdio(cell: Cell) -> str:
 
 
 def caught_sigterm_by_pid_1(name: str) -> None:
-    """Wait until PID 1 of the container has a handler for SIGTERM (its SigCgt mask in /proc/1/status): a
-    server stopped before it set its handlers would die of the default action, not exit 0 as it should."""
+    """Wait until the server has a handler for SIGTERM (the SigCgt mask of its /proc/PID/status): a server
+    stopped before it set its handlers would die of the default action, not exit 0 as it should. As PID 1 the
+    server forks an init (mcpserver._pid1) that catches SIGTERM at once to forward it: the server is then that
+    init's child, which sets its own handlers only once it has loaded and is about to serve."""
     deadline = time.monotonic() + READY_DEADLINE
+    script = "set -- $(cat /proc/1/task/1/children); cat /proc/${1:-1}/status"
     while time.monotonic() < deadline:
-        done = ENGINE.exec(name, ["cat", "/proc/1/status"])
+        done = ENGINE.exec(name, ["sh", "-c", script])
         masks = [line.split()[1] for line in done.output.splitlines() if line.startswith("SigCgt:")]
         if masks and int(masks[0], 16) & (1 << (15 - 1)):
             return
