@@ -8,12 +8,14 @@ import subprocess
 
 import psycopg
 import pytest
+import test_session_store
 import test_task_store
 from mcpserver.errors import ConfigError
 from mcpserver.tasks import Tasks
 from mcpserver.tasks._open import open_task_store
 from mcpserver.tasks._postgres import SCHEMA_VERSION, PostgresTaskStore, redacted
 from mcpserver.tasks._record import StoreUnavailable, TaskLimitReached
+from mcpserver.tasks._sql_sessions import SqlSessionStore
 from pgserver import PostgresServer
 from task_store_worker import StoreProcess, race_creates
 from test_task_store import RESULT
@@ -22,6 +24,17 @@ from test_task_store import RESULT
 globals().update({name: test for name, test in vars(test_task_store).items()
                   if name.startswith("test_") and "make_store" in inspect.signature(test).parameters})
 clock = test_task_store.clock
+globals().update(test_session_store.contract())  # and the session store's, written by one store, read by another
+
+
+@pytest.fixture
+def make_sessions(database, request):
+    def make(**bounds):
+        writer, reader = PostgresTaskStore(database), PostgresTaskStore(database)
+        request.addfinalizer(writer.close)
+        request.addfinalizer(reader.close)
+        return test_session_store.AcrossProcesses(SqlSessionStore(writer, **bounds), SqlSessionStore(reader, **bounds))
+    return make
 
 
 @pytest.fixture

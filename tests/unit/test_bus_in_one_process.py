@@ -34,11 +34,8 @@ def hearing(bus):
 
 
 def drained(bus):
-    """Once the sender thread has taken every queued change, and a moment more to write them."""
-    deadline = time.monotonic() + 10
-    while not bus._queue.empty() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.5)
+    """Once the sender thread has written every queued change."""
+    assert bus.flush(10)
 
 
 def test_a_change_reaches_the_other_buses_of_the_store_and_not_its_own(tmp_path, request):

@@ -1,6 +1,9 @@
 """The session store's contract (mcpserver.tasks._events): what a legacy session keeps for Last-Event-ID and its
-subscriptions. Tests that take `make_sessions` run here on the memory store, and in tests/task_store (and
-test_task_sqlite) on the SQL stores, unchanged."""
+subscriptions. Tests that take `make_sessions` run here on the memory store, and in test_task_sqlite and
+tests/task_store/test_postgres on the SQL stores, unchanged, written by one store and read by another on the same
+database, as a replica reads what another wrote."""
+
+import inspect
 
 import pytest
 from mcpserver.tasks._events import MemorySessionStore
@@ -9,6 +12,26 @@ from mcpserver.tasks._events import MemorySessionStore
 @pytest.fixture
 def make_sessions():
     return lambda **bounds: MemorySessionStore(**bounds)
+
+
+def contract():
+    """The tests that take `make_sessions`, for a module that gives them its own."""
+    return {name: test for name, test in globals().items()
+            if name.startswith("test_") and "make_sessions" in inspect.signature(test).parameters}
+
+
+class AcrossProcesses:
+    """Two session stores on one database, as two processes: everything is written by one, and read by the other once
+    the first has written it there."""
+
+    def __init__(self, writer, reader):
+        self.writer, self.reader = writer, reader
+
+    def __getattr__(self, name):
+        if name in ("replay", "subscriptions"):
+            assert self.writer.flush(10)
+            return getattr(self.reader, name)
+        return getattr(self.writer, name)
 
 
 def test_a_stream_replays_what_followed_a_point_in_order(make_sessions):

@@ -15,8 +15,10 @@ import pytest
 from mcpserver.errors import ConfigError
 from mcpserver.tasks import Tasks
 from mcpserver.tasks._record import StoreFull, StoreUnavailable, TaskLimitReached, _process_start
+from mcpserver.tasks._sql_sessions import SqlSessionStore
 from mcpserver.tasks._sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteTaskStore
 from task_store_worker import StoreProcess, race_creates
+from test_session_store import AcrossProcesses, contract
 from test_task_store import RESULT, Clock, memory_grown
 
 sqlite3 = pytest.importorskip("sqlite3", reason="this Python has no sqlite3 module (built without SQLite)")
@@ -27,6 +29,19 @@ ROOT = os.geteuid() == 0
 @pytest.fixture
 def path(tmp_path):
     return str(tmp_path / "tasks.db")
+
+
+globals().update(contract())  # the session store's contract, on SQLite
+
+
+@pytest.fixture
+def make_sessions(path, request):
+    def make(**bounds):
+        writer, reader = SqliteTaskStore(path), SqliteTaskStore(path)
+        request.addfinalizer(writer.close)
+        request.addfinalizer(reader.close)
+        return AcrossProcesses(SqlSessionStore(writer, **bounds), SqlSessionStore(reader, **bounds))
+    return make
 
 
 def processes(*specs):
@@ -316,3 +331,52 @@ def test_ten_thousand_tasks_from_one_client_meet_the_limit_in_bounded_memory_and
         assert grown is None or grown < 1024 * 1024, grown
     finally:
         store.close()
+
+
+def test_the_sessions_events_are_bounded_across_sessions_in_the_database(path):
+    """Past max_stored_bytes (every session's events together) the oldest go, whichever session's; a replay that
+    needs one says it was missed."""
+    writer, reader = SqliteTaskStore(path), SqliteTaskStore(path)
+    try:
+        sessions = SqlSessionStore(writer, max_stored_bytes=10)
+        sessions.prune_every = 1
+        for session in ("a", "b"):
+            sessions.open_stream(session, "get")
+            sessions.append(session, "get", 1, b"xxxx")
+            sessions.append(session, "get", 2, b"xxxx")
+            assert sessions.flush()
+        other = reader.session_store()
+        assert other.replay("a", "get", 0).missed and other.replay("a", "get", 0).events == []
+        replay = other.replay("b", "get", 0)
+        assert [n for n, _ in replay.events] == [1, 2] and not replay.missed
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_what_outlives_any_session_goes_from_the_database(path):
+    """A session no process ended (its processes died): its rows go once they are older than a session lives."""
+    from mcpserver.tasks._sql_sessions import KEEP_MS
+
+    clock = Clock()
+    writer, reader = SqliteTaskStore(path, clock=clock), SqliteTaskStore(path)
+    try:
+        sessions = SqlSessionStore(writer)
+        sessions.prune_every = 1
+        sessions.open_stream("gone", "get")
+        sessions.append("gone", "get", 1, b"{}")
+        sessions.subscribe("gone", "res://a", True)
+        assert sessions.flush()
+        clock.now += KEEP_MS / 1000 - 1
+        sessions.append("live", "get", 1, b"{}")
+        assert sessions.flush()
+        other = reader.session_store()
+        assert other.replay("gone", "get", 0) is not None and other.subscriptions("gone") == {"res://a"}
+        clock.now += 2
+        sessions.append("live", "get", 2, b"{}")
+        assert sessions.flush()
+        assert other.replay("gone", "get", 0) is None and other.subscriptions("gone") == set()
+        assert other.replay("live", "get", 0) is not None
+    finally:
+        writer.close()
+        reader.close()

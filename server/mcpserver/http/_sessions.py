@@ -131,7 +131,10 @@ class Sessions:
             return Response.plain(406, "The standalone stream is text/event-stream; accept it")
         last = environ.get("HTTP_LAST_EVENT_ID")
         resumed = parse_event_id(last) if last is not None else None
-        replay = None if resumed is None else self.table.store.replay(peer.key or "", *resumed)
+        try:
+            replay = None if resumed is None else self.table.store.replay(peer.key or "", *resumed)
+        except InternalError as unavailable:  # the store's database is down: the client retries, the id still good
+            return Response.plain(503, unavailable.message, ("Retry-After", "1"))
         if last is not None and replay is None:
             refused = InvalidRequest(f"Invalid Request: Last-Event-ID {printable(last)[:80]!r} names no event of this "
                                      "session's streams, so nothing was replayed (an id of another session, a forged "

@@ -8,7 +8,9 @@ The wing, by role (nothing outside it imports it until a task tool is called, a 
 HTTP session first needs what the store keeps for it):
   _record    a task's record, its pure changes (TASKS.md §4) and the errors
   _events    SessionStore: what legacy HTTP sessions keep beyond a connection (their streams' events, for
-             Last-Event-ID, and their subscriptions), in memory by default
+             Last-Event-ID, and their subscriptions), in memory by default; _sql_sessions in an SQL store's
+             database, so another process replays
+  _sender    the thread that writes what must not wait for a database (the bus's changes, sessions' events)
   _bus       the notification bus of a shared store: changes to every process's listeners (SQLite, PostgreSQL)
   _store     TaskStore, the interface a backend implements (seven primitives), and MemoryTaskStore, the default
   _sql       what the SQL stores share; _sqlite (one host), _postgres (many hosts, an optional extra)

@@ -13,20 +13,19 @@ Rules of this module:
 - The memory store has no bus: one process holds every listener.
 - A task's change carries only its id: the process that delivers it reads the task from the store, so a result of
   megabytes never rides the bus (PostgreSQL's payloads stop at 8000 bytes).
-- Publishing never waits for the database: changes queue for a sender thread (at most MAX_QUEUED; past that one is
-  dropped, and logged). Threads start in the process that needs them, so a store opened before a fork (gunicorn
-  --preload) serves every worker.
+- Publishing never waits for the database: changes queue for a sender thread (_sender). Threads start in the process
+  that needs them, so a store opened before a fork (gunicorn --preload) serves every worker.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import queue
 import threading
 import uuid
 
 from .. import _log
+from ._sender import RETRY_SECONDS, Sender
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,9 +37,6 @@ log = _log.get("mcpserver.tasks")
 
 POLL_SECONDS = 0.05  # SQLite: the latency bound, less the read
 KEEP_SECONDS = 60  # SQLite: a change row's life; a listener's process reads far more often than that
-MAX_QUEUED = 10_000  # changes waiting for the sender thread
-MAX_BATCH = 500  # changes written at once
-RETRY_SECONDS = 1.0  # after the database refused, before trying again
 READY_SECONDS = 2.0  # the first listener waits at most this for the receiver to hear (a database down: not longer)
 CHANNEL = "mcpserver_changes"
 CHECK_SECONDS = 30.0  # PostgreSQL: between looks at whether the listening connection is still alive
@@ -55,11 +51,10 @@ class Bus:
         self.deliver: Callable[[dict[str, Any]], None] = lambda change: None
         self._token = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
-        self._sending_pid = 0  # the process whose sender thread runs (0: none yet)
-        self._receiving_pid = 0
-        self._queue: queue.Queue[dict[str, Any]] = queue.Queue(MAX_QUEUED)
+        self._receiving_pid = 0  # the process whose receiver thread runs (0: none yet)
         self._ready = threading.Event()  # the receiver hears from now on
         self._closed = threading.Event()  # the threads end (a PostgreSQL receiver: at its next look, CHECK_SECONDS)
+        self._sender = Sender("mcpserver-bus-send", "the notification bus", self._send, self._closed)
 
     @property
     def origin(self) -> str:
@@ -68,52 +63,33 @@ class Bus:
 
     def publish(self, change: dict[str, Any]) -> None:
         """Queues `change` (JSON-able) for the other processes; never waits."""
-        self._start("_sending_pid", self._send_forever, "mcpserver-bus-send")
-        try:
-            self._queue.put_nowait({**change, "origin": self.origin})
-        except queue.Full:
-            log.warning("the notification bus is behind by %d changes: one is dropped", MAX_QUEUED)
+        self._sender.put({**change, "origin": self.origin})
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Waits until the changes published before are written (or refused); whether that was within `timeout`."""
+        return self._sender.flush(timeout)
 
     def listen(self) -> None:
         """This process has a listener: from now on it hears the others' changes. The first call waits (at most
         READY_SECONDS) until the receiver hears, so a change made just after the first listener opened is not lost."""
-        if self._start("_receiving_pid", self._receive_forever, "mcpserver-bus-receive"):
+        if self._start_receiving():
             self._ready.wait(READY_SECONDS)
 
     def close(self) -> None:
         """Ends this bus's threads: what is still queued is not sent."""
         self._closed.set()
 
-    def _start(self, which: str, target: Callable[[], None], name: str) -> bool:
-        """Starts the thread in this process unless it runs; whether it was started now."""
+    def _start_receiving(self) -> bool:
+        """Starts the receiver thread in this process unless it runs; whether it was started now."""
         pid = os.getpid()
-        if getattr(self, which) == pid:
+        if self._receiving_pid == pid:
             return False
         with self._lock:
-            if getattr(self, which) == pid:
+            if self._receiving_pid == pid:
                 return False
-            if which == "_sending_pid":  # a fork's copy of the queue may hold a lock its parent's thread took
-                self._queue = queue.Queue(MAX_QUEUED)
-            setattr(self, which, pid)
-            threading.Thread(target=target, name=name, daemon=True).start()
+            self._receiving_pid = pid
+            threading.Thread(target=self._receive_forever, name="mcpserver-bus-receive", daemon=True).start()
             return True
-
-    def _send_forever(self) -> None:
-        while not self._closed.is_set():
-            try:
-                batch = [self._queue.get(timeout=RETRY_SECONDS)]
-            except queue.Empty:
-                continue
-            while len(batch) < MAX_BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                self._send(batch)
-            except Exception as error:  # the store is down: these changes are lost to the other processes
-                log.warning("the notification bus could not publish %d changes: %s", len(batch), error)
-                self._closed.wait(RETRY_SECONDS)
 
     def _receive_forever(self) -> None:
         while not self._closed.is_set():

@@ -65,6 +65,8 @@ class PostgresTaskStore(SqlTaskStore):
     poll_seconds = 0.25
     mark = "%s"
     lock_row = " FOR UPDATE"
+    serial = "BIGSERIAL PRIMARY KEY"
+    blob = "BYTEA"
 
     def __init__(self, dsn: str, **options: Any):
         try:

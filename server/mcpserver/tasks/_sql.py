@@ -15,6 +15,7 @@ Rules of this module:
 from __future__ import annotations
 
 from ._record import COLUMNS, StoreUnavailable, TaskRecord, from_row, to_row
+from ._sql_sessions import SqlSessionStore
 from ._store import ConnectionPool, TaskStore, too_many_tasks
 
 TYPE_CHECKING = False
@@ -51,11 +52,14 @@ class SqlTaskStore(TaskStore):
     shared = True
     mark = "?"  # the driver's placeholder
     lock_row = ""  # what makes a read-modify-write's SELECT lock its row (SQLite's write lock covers it)
+    serial = "INTEGER PRIMARY KEY"  # the type of a key the database numbers itself, in increasing order
+    blob = "BLOB"  # the type of bytes
 
     def __init__(self, connect: Callable[[], Any], errors: tuple[type[BaseException], ...], **options: Any):
         super().__init__(**options)
         self.errors = errors  # the driver's own errors: translated, and the connection not reused
         self._pool = ConnectionPool(connect, _close, errors)
+        self._sessions: Optional[SqlSessionStore] = None
 
     # --- what a backend supplies ---------------------------------------------------------------------------------
 
@@ -71,8 +75,28 @@ class SqlTaskStore(TaskStore):
     # --- shared --------------------------------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self._sessions is not None:
+            self._sessions.close()
         super().close()
         self._pool.close()
+
+    def session_store(self) -> SqlSessionStore:
+        """In this database, so that every process sharing it replays a session's streams (one per store)."""
+        if self._sessions is None:
+            self._sessions = SqlSessionStore(self)
+        return self._sessions
+
+    def run_atomically(self, work: Callable[[Any], T], lock: Optional[str] = None) -> T:
+        """`work` on a pooled connection, inside one transaction; with `lock`, no other process's transaction with
+        the same `lock` runs at once."""
+        def body(connection: Any) -> T:
+            def locked() -> T:
+                if lock is not None:
+                    self._lock_owner(connection, lock)
+                return work(connection)
+            return self._atomically(connection, locked)
+
+        return self._run(body)
 
     def _run(self, work: Callable[[Any], T]) -> T:
         """`work` on a pooled connection; the driver's errors become StoreUnavailable."""
