@@ -20,6 +20,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -86,6 +87,7 @@ class Run:
         self.python = self.venv_python
         self.cold_reference = systems.cold_start_reference(self.python)
         self.log_dir = os.path.join(RESULTS, "logs")
+        self.uncompiled = systems.uncompiled_system(self.python, tempfile.mkdtemp(prefix="mcpserver-bench-"))
         self.metrics: dict[str, dict[str, list[dict[str, Any]]]] = {}
 
     def record(self, metric: str, key: str, round_index: int, outcome: dict[str, Any]) -> None:
@@ -101,7 +103,8 @@ class Run:
     def stdio_round(self, r: int) -> None:
         args = self.args
         every = rotated(systems.stdio_systems(self.python, self.venv_python), r)
-        with_reference = rotated([*systems.stdio_systems(self.python, self.venv_python), self.cold_reference], r)
+        with_reference = rotated([*systems.stdio_systems(self.python, self.venv_python), self.cold_reference,
+                                  self.uncompiled], r)
         for _ in range(args.cold_starts):
             for system in with_reference:
                 self._sample("stdio.cold_start", system, r, measure.cold_start, system, self.log_dir)

@@ -30,6 +30,7 @@ _SERVING = re.compile(rb"http://127\.0\.0\.1:(\d+)/mcp")
 BARE = "bare"
 BARE_IMPORTS = "bare-imports"
 OURS = "mcpserver"
+OURS_UNCOMPILED = "mcpserver-uncompiled"  # the package without bytecode, started with -B (issue 36, item 4)
 OURS_LOGGED = "mcpserver-log"
 OURS_GUNICORN = "mcpserver-gunicorn"
 OURS_WSGIREF = "mcpserver-wsgiref"
@@ -91,6 +92,19 @@ def cold_start_reference(python: str) -> System:
     return System(BARE_IMPORTS, "bare loop + mcpserver's stdlib imports", "stdio",
                   (python, os.path.join(BENCH, "ceiling_stdio.py"), "--imports", stdlib_imports(python)),
                   "reference: what importing mcpserver's standard-library modules alone costs")
+
+
+def uncompiled_system(python: str, scratch: str) -> System:
+    """mcpserver from a copy of the package with no bytecode, started with -B so none is written: what every start
+    of a read-only copy, or of an image with PYTHONDONTWRITEBYTECODE=1 that shipped no .pyc files, pays."""
+    import shutil
+
+    folder = os.path.join(scratch, "uncompiled")
+    if not os.path.isdir(folder):
+        shutil.copytree(os.path.join(SERVER_DIR, "mcpserver"), os.path.join(folder, "mcpserver"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return System(OURS_UNCOMPILED, "mcpserver, no bytecode", "stdio", (python, "-B", "-m", "mcpserver", DEMO),
+                  "python -B -m mcpserver demo.py, from a copy without __pycache__", server_dir=folder)
 
 
 def stdio_systems(python: str, venv_python: str) -> list[System]:
