@@ -372,7 +372,7 @@ def quick_validator(schema: Any) -> Optional[Callable[[Any], bool]]:
     closed = schema.get("additionalProperties", True)
     if not isinstance(properties, dict) or not isinstance(required, list) or closed not in (True, False):
         return None
-    checks: dict[str, Optional[tuple[Callable[[Any], bool], ...]]] = {}
+    checks: dict[str, Optional[Callable[[Any], bool]]] = {}
     for name, sub in properties.items():
         if sub is True or sub == {}:
             checks[name] = None  # anything goes
@@ -382,7 +382,7 @@ def quick_validator(schema: Any) -> Optional[Callable[[Any], bool]]:
         names = sub["type"] if isinstance(sub["type"], list) else [sub["type"]]
         if not names or any(n not in _QUICK_TYPES for n in names):
             return None
-        checks[name] = tuple(_QUICK_TYPES[n] for n in names)
+        checks[name] = _QUICK_TYPES[names[0]] if len(names) == 1 else _any_of(tuple(_QUICK_TYPES[n] for n in names))
     needed = tuple(required)
     rejects_others = closed is False
 
@@ -395,13 +395,18 @@ def quick_validator(schema: Any) -> Optional[Callable[[Any], bool]]:
         for name, item in value.items():
             if name in checks:
                 allowed = checks[name]
-                if allowed is not None and not any(test(item) for test in allowed):
+                if allowed is not None and not allowed(item):
                     return False
             elif rejects_others:
                 return False
         return True
 
     return quick
+
+
+def _any_of(tests: tuple[Callable[[Any], bool], ...]) -> Callable[[Any], bool]:
+    """One test for a list of types (most properties have one type, and call its test directly)."""
+    return lambda value: any(test(value) for test in tests)
 
 
 # ---------------------------------------------------------------------------------------------
