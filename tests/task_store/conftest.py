@@ -40,3 +40,11 @@ def database(postgres):
     yield with_database(postgres.dsn, name)
     with psycopg.connect(postgres.dsn, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def spec(request, tmp_path):
+    """What --task-store names, for a test of both shared stores: an SQLite file, a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "tasks.db")
+    return request.getfixturevalue("database")

@@ -23,13 +23,6 @@ WITH_TASKS = {**request("x")["params"]["_meta"],
 CHANGES = 20
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def spec(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "tasks.db")
-    return request.getfixturevalue("database")
-
-
 @pytest.fixture
 def servers(spec):
     with HttpServer(BUS_TOOLS, "--task-store", spec) as one, HttpServer(BUS_TOOLS, "--task-store", spec) as other:

@@ -15,7 +15,6 @@ from mcpserver.tasks import Tasks
 from mcpserver.tasks._open import open_task_store
 from mcpserver.tasks._postgres import SCHEMA_VERSION, PostgresTaskStore, redacted
 from mcpserver.tasks._record import StoreUnavailable, TaskLimitReached
-from mcpserver.tasks._sql_sessions import SqlSessionStore
 from pgserver import PostgresServer
 from task_store_worker import StoreProcess, race_creates
 from test_task_store import RESULT
@@ -29,12 +28,7 @@ globals().update(test_session_store.contract())  # and the session store's, writ
 
 @pytest.fixture
 def make_sessions(database, request):
-    def make(**bounds):
-        writer, reader = PostgresTaskStore(database), PostgresTaskStore(database)
-        request.addfinalizer(writer.close)
-        request.addfinalizer(reader.close)
-        return test_session_store.AcrossProcesses(SqlSessionStore(writer, **bounds), SqlSessionStore(reader, **bounds))
-    return make
+    return lambda **bounds: test_session_store.across_processes(lambda: PostgresTaskStore(database), request, **bounds)
 
 
 @pytest.fixture

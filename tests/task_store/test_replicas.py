@@ -19,13 +19,6 @@ PROGRESS = "notifications/progress"
 KEY = {"MCPSERVER_STATE_KEY": "replicas-" + "k" * 40}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def spec(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "tasks.db")
-    return request.getfixturevalue("database")
-
-
 @pytest.fixture
 def replicas(spec):
     with HttpServer(RESUME_TOOLS, "--task-store", spec, env=KEY) as one, \

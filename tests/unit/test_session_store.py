@@ -20,6 +20,16 @@ def contract():
             if name.startswith("test_") and "make_sessions" in inspect.signature(test).parameters}
 
 
+def across_processes(open_store, request, **bounds):
+    """An AcrossProcesses of two SQL task stores `open_store()` opens on one database, closed after the test."""
+    from mcpserver.tasks._sql_sessions import SqlSessionStore
+
+    writer, reader = open_store(), open_store()
+    request.addfinalizer(writer.close)
+    request.addfinalizer(reader.close)
+    return AcrossProcesses(SqlSessionStore(writer, **bounds), SqlSessionStore(reader, **bounds))
+
+
 class AcrossProcesses:
     """Two session stores on one database, as two processes: everything is written by one, and read by the other once
     the first has written it there."""

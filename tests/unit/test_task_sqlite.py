@@ -18,7 +18,7 @@ from mcpserver.tasks._record import StoreFull, StoreUnavailable, TaskLimitReache
 from mcpserver.tasks._sql_sessions import SqlSessionStore
 from mcpserver.tasks._sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteTaskStore
 from task_store_worker import StoreProcess, race_creates
-from test_session_store import AcrossProcesses, contract
+from test_session_store import across_processes, contract
 from test_task_store import RESULT, Clock, memory_grown
 
 sqlite3 = pytest.importorskip("sqlite3", reason="this Python has no sqlite3 module (built without SQLite)")
@@ -36,12 +36,7 @@ globals().update(contract())  # the session store's contract, on SQLite
 
 @pytest.fixture
 def make_sessions(path, request):
-    def make(**bounds):
-        writer, reader = SqliteTaskStore(path), SqliteTaskStore(path)
-        request.addfinalizer(writer.close)
-        request.addfinalizer(reader.close)
-        return AcrossProcesses(SqlSessionStore(writer, **bounds), SqlSessionStore(reader, **bounds))
-    return make
+    return lambda **bounds: across_processes(lambda: SqliteTaskStore(path), request, **bounds)
 
 
 def processes(*specs):

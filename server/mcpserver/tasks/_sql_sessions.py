@@ -43,9 +43,9 @@ FLUSH_AT_CLOSE_SECONDS = 2.0
 REPLAY_WAIT_SECONDS = 1.0  # a resume naming what the database lacks waits this long for the writer's batch
 REPLAY_POLL_SECONDS = 0.05
 
-_UPSERT_STREAM = ("INSERT INTO mcpserver_streams (session, stream, request_id, head, final, at) VALUES (?, ?, ?, ?, ?, ?)"
-                  " ON CONFLICT (session, stream) DO UPDATE SET head = excluded.head, final = excluded.final,"
-                  " at = excluded.at")
+_UPSERT_STREAM = ("INSERT INTO mcpserver_streams (session, stream, request_id, head, final, at)"
+                  " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session, stream)"
+                  " DO UPDATE SET head = excluded.head, final = excluded.final, at = excluded.at")
 _OPEN_STREAM = ("INSERT INTO mcpserver_streams (session, stream, request_id, head, final, at) VALUES (?, ?, ?, 0, 0, ?)"
                 " ON CONFLICT (session, stream) DO NOTHING")
 _END_STREAM = "UPDATE mcpserver_streams SET final = 1, at = ? WHERE session = ? AND stream = ?"
@@ -57,6 +57,7 @@ _EVENTS_AFTER = ("SELECT number, data FROM mcpserver_events WHERE session = ? AN
                  " AND number <= ? ORDER BY number")
 _OLDEST_OVER = ("SELECT seq FROM (SELECT seq, sum(size) OVER (ORDER BY seq DESC) AS total FROM mcpserver_events) newest"
                 " WHERE total > ? ORDER BY seq DESC LIMIT 1")
+_SUBSCRIPTIONS = "SELECT uri FROM mcpserver_subscriptions WHERE session = ?"
 _TABLES = ("mcpserver_events", "mcpserver_streams", "mcpserver_subscriptions")
 
 
@@ -200,8 +201,7 @@ class SqlSessionStore(SessionStore):
             time.sleep(REPLAY_POLL_SECONDS)
 
     def subscriptions(self, session: str) -> set[str]:
-        rows = self.store._run(lambda c: self.store._rows(c, "SELECT uri FROM mcpserver_subscriptions WHERE session = ?",
-                                                          (session,)))
+        rows = self.store._run(lambda c: self.store._rows(c, _SUBSCRIPTIONS, (session,)))
         return {str(uri) for uri, in rows}
 
     def subscribe(self, session: str, uri: str, subscribed: bool) -> None:
