@@ -21,14 +21,28 @@ FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SI
 
 
 def init_if_pid1() -> None:
-    """Return at once, or as the server child of a new init when this process is PID 1."""
+    """Return at once, or as the server child of a new init when this process is PID 1.
+
+    The signals are blocked across the fork, so none is lost before the init forwards them (PID 1 ignores a
+    signal it has no handler for), and until the server's transport sets its own handlers a SIGTERM stops the
+    child starting up as SystemExit(0): without that, one sent while it loaded its target killed it (143)."""
     if os.getpid() != 1 or os.environ.get(_environment.NO_INIT):
         return
+    import signal
+
+    forwarded = {getattr(signal, name) for name in FORWARDED}
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
     server = os.fork()
     if server == 0:
+        signal.signal(signal.SIGTERM, _stop_starting)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
         _become_foreground()
         return
-    _reap_until_exit(server)
+    _reap_until_exit(server, forwarded)
+
+
+def _stop_starting(signum: int, frame: object) -> None:
+    raise SystemExit(0)  # nothing was served yet: nothing to answer first
 
 
 def _become_foreground() -> None:
@@ -44,7 +58,7 @@ def _become_foreground() -> None:
         pass
 
 
-def _reap_until_exit(server: int) -> None:
+def _reap_until_exit(server: int, forwarded: set[int]) -> None:
     import signal
 
     null = os.open(os.devnull, os.O_RDWR)
@@ -58,8 +72,9 @@ def _reap_until_exit(server: int) -> None:
         except ProcessLookupError:
             pass
 
-    for name in FORWARDED:
-        signal.signal(getattr(signal, name), forward)
+    for signum in forwarded:
+        signal.signal(signum, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)

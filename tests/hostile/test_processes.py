@@ -3,6 +3,7 @@ that is PID 1 reaps what it is given, as an init must."""
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -117,6 +118,41 @@ def test_as_pid_1_sigterm_reaches_the_server_and_its_status_comes_back():
         children = read_text(f"/proc/{server.process.pid}/task/{server.process.pid}/children").split()
         os.kill(int(children[0]), 15)
         assert server.process.wait(10) == 0
+
+
+@pytest.mark.skipif(bool(can_be_pid1()), reason=can_be_pid1() or "")
+def test_as_pid_1_a_sigterm_while_the_server_starts_stops_it_cleanly(tmp_path):
+    """docker stop just after docker run: the SIGTERM reaches the init (PID 1) while the server child is still
+    loading its target (here, for a second). It used to kill the child by the signal's default action (status
+    143); it now stops it as an exit, status 0."""
+    target = tmp_path / "slow_start.py"
+    target.write_text("import time\nfrom mcpserver import Server\ntime.sleep(1)\nserver = Server('slow', '1')\n")
+    argv = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "mcpserver", str(target)]
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        init = None
+        while init is None and time.monotonic() < deadline:  # the namespace's PID 1, once it forwards SIGTERM
+            children = read_text(f"/proc/{process.pid}/task/{process.pid}/children").split()
+            if children and (int(_status_field(int(children[0]), "SigCgt"), 16) >> (signal.SIGTERM - 1)) & 1:
+                init = int(children[0])
+            time.sleep(0.005)
+        assert init is not None, "the init never set its SIGTERM handler"
+        os.kill(init, signal.SIGTERM)
+        assert process.wait(10) == 0, process.stderr.read().decode()
+    finally:
+        process.kill()
+        process.wait()
+        process.stdin.close()
+        process.stdout.close()
+        process.stderr.close()
+
+
+def _status_field(pid: int, name: str) -> str:
+    for line in read_text(f"/proc/{pid}/status").splitlines():
+        if line.startswith(name + ":"):
+            return line.split()[1]
+    return "0"
 
 
 def send_to_a_worker_thread(pid: int, signum: int) -> None:
