@@ -115,7 +115,8 @@ LAYERS = (
     ("_loader",),
     # the Tasks wing: the record, the store and its backends, the operations over them, the runner, its methods
     # (and what the store shares besides: legacy sessions' events, the bus)
-    ("tasks._record", "tasks._events", "tasks._bus"), ("tasks._store",), ("tasks._sql",),
+    ("tasks._record", "tasks._events", "tasks._sender"), ("tasks._bus", "tasks._sql_sessions"), ("tasks._store",),
+    ("tasks._sql",),
     ("tasks._sqlite", "tasks._postgres"),
     ("tasks._open",), ("tasks._shared",), ("tasks._operations",), ("tasks._runner",), ("tasks._methods",), ("tasks",),
     ("_methods",),  # what each method does, and the Reply
