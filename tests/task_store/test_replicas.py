@@ -123,3 +123,31 @@ def test_an_id_of_another_session_replays_nothing_on_the_other_replica(replicas)
     refusal = stolen.response.read()
     stolen.drop()
     assert stolen.status == 400 and b"names no event" in refusal
+
+
+def test_a_resume_while_the_database_is_down_is_503_not_a_refusal_of_the_id(tmp_path):
+    """A stream this process does not hold is read from the database; with the database down the answer is 503
+    with Retry-After (the client keeps its id and tries again), not 400 "names no event"."""
+    from pgserver import PostgresServer
+
+    database = PostgresServer()
+    database.start()
+    try:
+        with HttpServer(RESUME_TOOLS, "--task-store", database.dsn, env=KEY) as server:
+            session = LegacySession(server)
+            stream = session.open()
+            primer = stream.next(skip_priming=False).id
+            stream.drop()
+            database.stop()
+            elsewhere = "0123456789abcdef-3"  # well formed, and no stream of this process: only the database knows
+            resumed = session.open(last_event_id=elsewhere)
+            body = resumed.response.read()
+            resumed.drop()
+            assert resumed.status == 503 and resumed.headers.get("retry-after") == "1", (resumed.status, body)
+            assert b"task store" in body, body
+            held = session.open(last_event_id=primer)  # a stream this process holds is replayed from memory still
+            assert held.status == 200
+            held.drop()
+            assert server.stop() == 0, server.stderr
+    finally:
+        database.stop()
