@@ -62,16 +62,24 @@ def test_a_fork_publishes_as_a_process_of_its_own(tmp_path, request):
     path = str(tmp_path / "tasks.db")
     bus = bus_of(path, request)
     bus.publish({"kind": "list", "of": "tools"})  # the parent's sender thread runs
-    heard, arrived = hearing(bus)
     drained(bus)
+    go, ready = os.pipe()
     child = os.fork()
     if child == 0:
         try:
+            os.read(go, 1)  # once the parent listens
             bus.publish({"kind": "list", "of": "prompts"})
             drained(bus)  # the child's own sender thread writes it
         finally:
             os._exit(0)
+    # The parent listens only after the fork: a receiver thread inside SQLite at the fork could leave the child a
+    # library mutex no thread of its own will release (a process must not fork while it polls, nor does gunicorn's
+    # master, which has no listeners).
+    heard, arrived = hearing(bus)
+    os.write(ready, b"x")
     os.waitpid(child, 0)
+    os.close(go)
+    os.close(ready)
     assert arrived.wait(10)
     assert [c["of"] for c in heard] == ["prompts"]
 
