@@ -62,17 +62,16 @@ def test_mcpserver_imports_isolated(host, cell: Cell) -> None:  # type: ignore[n
 # again at every start (issue 36: 52 ms against 13.5 ms without bytecode).
 UNCOMPILED = (
     "import importlib.util, json, os, pathlib; "
-    "print(json.dumps([str(p) for p in pathlib.Path('/opt/mcpserver').rglob('*.py') "
-    "if not os.path.exists(importlib.util.cache_from_source(str(p))) "
-    "or os.path.getmtime(importlib.util.cache_from_source(str(p))) < os.path.getmtime(p)]))"
+    "sources = [str(p) for p in pathlib.Path('/opt/mcpserver/mcpserver').rglob('*.py')]; "
+    "print(json.dumps([len(sources), [p for p in sources if not os.path.exists(importlib.util.cache_from_source(p)) "
+    "or os.path.getmtime(importlib.util.cache_from_source(p)) < os.path.getmtime(p)]]))"
 )
 
 
 def test_the_package_is_compiled_for_the_images_own_python(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
-    missing = json.loads(host.check_output(f"{cell.interpreter} -I -c \"{UNCOMPILED}\""))
-    assert missing == [], f"{len(missing)} modules have no bytecode for {cell.interpreter}: {missing[:5]}"
-    count = int(host.check_output("find /opt/mcpserver/mcpserver -name '*.pyc' | wc -l"))
-    assert count > 50, count  # the query above found the modules: the package is there, compiled
+    modules, missing = json.loads(host.check_output(f"{cell.interpreter} -I -c \"{UNCOMPILED}\""))
+    assert modules > 0, "no module of the package found under /opt/mcpserver/mcpserver"
+    assert missing == [], f"{len(missing)} of {modules} modules have no bytecode for {cell.interpreter}: {missing[:5]}"
 
 
 def _distributions(image: str, cell: Cell) -> set[str]:
