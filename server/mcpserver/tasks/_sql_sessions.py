@@ -82,8 +82,6 @@ class SqlSessionStore(SessionStore):
     def __init__(self, store: SqlTaskStore, *, max_session_events: int = MAX_SESSION_EVENTS,
                  max_session_bytes: int = MAX_SESSION_EVENT_BYTES, max_stored_bytes: int = MAX_STORED_EVENT_BYTES):
         self.store = store
-        self.max_session_events = max_session_events
-        self.max_session_bytes = max_session_bytes
         self.max_stored_bytes = max_stored_bytes
         self.local = MemorySessionStore(max_session_events=max_session_events, max_session_bytes=max_session_bytes)
         self._closed = threading.Event()
@@ -135,7 +133,7 @@ class SqlSessionStore(SessionStore):
                 if kind == "append":
                     _, _, stream, number, data, final = change
                     run(connection, _UPSERT_STREAM, (session, stream, None, number, int(final), now))
-                    if len(data) <= self.max_session_bytes:  # never kept, as in memory: a replay says it was missed
+                    if len(data) <= self.local.max_session_bytes:  # else never kept, as in memory: a replay says missed
                         run(connection, _INSERT_EVENT, (session, stream, number, len(data), now, data))
                         touched.add(session)
                 elif kind == "open":
@@ -155,11 +153,11 @@ class SqlSessionStore(SessionStore):
 
     def _bound_session(self, connection: Any, session: str) -> None:
         count, total = self.store._first(connection, _SESSION_TOTALS, (session,))
-        if count <= self.max_session_events and total <= self.max_session_bytes:
+        if count <= self.local.max_session_events and total <= self.local.max_session_bytes:
             return
         kept = kept_bytes = 0
         for seq, size in self.store._rows(connection, _SESSION_NEWEST, (session,)):
-            if kept + 1 > self.max_session_events or kept_bytes + size > self.max_session_bytes:
+            if kept + 1 > self.local.max_session_events or kept_bytes + size > self.local.max_session_bytes:
                 self.store._count(connection, "DELETE FROM mcpserver_events WHERE session = ? AND seq <= ?",
                                   (session, seq))
                 return
