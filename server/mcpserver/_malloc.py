@@ -18,9 +18,14 @@ in an arena stays with it. Under the GIL threads hardly ever malloc at once, so 
 an HTTP server whose worker pool grows to dozens of threads kept 15 arenas holding 28 MiB (bench/soak.py,
 /proc/PID/smaps). bound_arenas() caps them at ARENA_MAX (MALLOC_ARENA_MAX=2, set from inside); the HTTP
 worker pool asks when it starts its second worker, before that thread's first malloc. A MALLOC_ARENA_MAX
-in the environment is the operator's choice and is left alone. When the pool is back to its kept workers
-(the server at rest), trim() gives the arenas' free pages back (malloc_trim), in a process that has loaded
-ctypes for one of the above already.
+in the environment is the operator's choice and is left alone.
+
+Trimming: freed chunks in the middle of a heap stay resident, since glibc gives back on its own only the
+top of a heap. Under steady load they are not reused page for page, so the resident set creeps up: the soak's
+HTTP server went from 60 to 111 MiB in 20 minutes, its Python objects flat, and 34 MiB of it went at once
+when malloc_trim was called through a debugger (docs/performance.md). So the HTTP loop calls trim() every
+TRIM_SECONDS, busy or at rest: it gives the arenas' free pages back (malloc_trim), in a process that has
+loaded ctypes for one of the above already, and costs well under a millisecond when there is little to give.
 """
 
 from __future__ import annotations
@@ -30,15 +35,17 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional
+    from typing import Any, Optional
 
 LARGE_BYTES = 256 * 1024  # the pinned threshold: every buffer this large is mapped, and unmapped when freed
 M_MMAP_THRESHOLD = -3  # from glibc's <malloc.h>
 M_ARENA_MAX = -8
 ARENA_MAX = 2  # malloc arenas, whatever the number of threads
+TRIM_SECONDS = 10.0  # how often a server gives its free pages back; what grows back in that time is a few MiB
 
 _pinned: Optional[bool] = None  # not asked yet; then whether it was pinned
 _bounded: Optional[bool] = None  # likewise for the arenas
+_malloc_trim: Any = None  # glibc's, looked up once
 
 
 def return_large_buffers() -> bool:
@@ -61,11 +68,14 @@ def bound_arenas() -> bool:
 def trim() -> bool:
     """Give the free pages inside every arena back to the system (glibc's malloc_trim), if this process has
     pinned the threshold or bounded the arenas (so ctypes is loaded already). True when it trimmed."""
+    global _malloc_trim
     if not (_bounded or _pinned):
         return False
-    import ctypes
+    if _malloc_trim is None:
+        import ctypes
 
-    ctypes.CDLL(None).malloc_trim(0)
+        _malloc_trim = ctypes.CDLL(None).malloc_trim
+    _malloc_trim(0)
     return True
 
 

@@ -153,3 +153,51 @@ def test_bounded_arenas_are_shared_by_every_thread_started_after_and_can_be_trim
     assert arenas("bound") == ("True True", ARENA_MAX)
     assert arenas("bound", MALLOC_ARENA_MAX="3") == ("False False", 3), "the operator's setting is left alone"
     assert arenas()[0] == "None False", "no ctypes loaded: nothing trimmed"
+
+
+# A tool that leaves its heap full of free pages: 48 MB of 120 KB buffers (below the pinned threshold, so cut
+# from the heap), each followed by a small chunk that is kept, so the freed space is never the heap's top, which
+# is all glibc gives back by itself.
+FRAGMENTS = """
+from mcpserver import Server
+
+server = Server("fragments")
+kept = []
+
+
+@server.tool()
+def fragment(text: str) -> str:
+    freed = []
+    for _ in range(400):
+        freed.append(bytearray(120_000))
+        kept.append(bytearray(600))
+    del freed
+    return str(len(text))
+"""
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        return int(next(line for line in status if line.startswith("VmRSS:")).split()[1]) / 1024
+
+
+@pytest.mark.skipif(not APPLIES, reason="only CPython with the GIL on glibc trims (it loads ctypes for the threshold)")
+def test_an_http_server_gives_its_free_heap_pages_back_without_coming_to_rest(tmp_path):
+    # Its one worker is one of the pool's kept ones, which never retires: before, only a retiring worker trimmed.
+    from mcpserver._malloc import TRIM_SECONDS
+
+    with open("/proc/self/maps") as maps:
+        if not any(line.rstrip().endswith("[heap]") for line in maps):
+            pytest.skip("qemu-user's emulated maps (the lab's arm64 and s390x cells): its madvise gives nothing back")
+    target = tmp_path / "fragments.py"
+    target.write_text(FRAGMENTS)
+    with HttpServer(str(target)) as server:
+        before = rss_mib(server.process.pid)
+        status, _, body = server.post(call("fragment", text="x" * 300_000))  # a large message: the threshold pinned
+        assert status == 200 and body["result"]["content"][0]["text"] == "300000"
+        freed_at = rss_mib(server.process.pid)
+        assert freed_at > before + 40, "the control: the freed buffers are still resident"
+        deadline = time.monotonic() + TRIM_SECONDS + 30
+        while rss_mib(server.process.pid) > before + 20:
+            assert time.monotonic() < deadline, f"RSS {rss_mib(server.process.pid):.0f} MiB, {before:.0f} at start"
+            time.sleep(0.2)

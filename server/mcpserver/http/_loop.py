@@ -15,7 +15,8 @@ Rules of this module:
 - Deadlines, kept by the loop (a sweep at least every SWEEP_SECONDS): read_timeout to idle on keep-alive or
   to send a body (and for a slow reader to take more of a response), header_timeout from a request's
   first byte to the end of its head (408 if some of it came) and for a TLS handshake, LINGER_SECONDS for
-  what follows an answer that left a body unread.
+  what follows an answer that left a body unread. Every TRIM_SECONDS the sweep also gives malloc's free
+  pages back (the _malloc module).
 - Any thread wakes the loop through a pipe (poke() takes no lock: safe in a signal handler). With poll()
   rather than epoll, only the loop closes a connection: a close asked for elsewhere is handed to it.
 - A bug while serving one connection (an exception out of its event) closes that connection, logged;
@@ -31,6 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 
+from .._malloc import TRIM_SECONDS, trim
 from ._connection import (
     BODY,
     CLOSED,
@@ -131,7 +133,7 @@ class Loop:
     def run(self, grace_seconds: float, hurry: threading.Event) -> int:
         """Serve until `stopping`, then drain; return how many connections were still busy at the end."""
         self.poller.loop_thread = threading.get_ident()
-        sweep_at, stop_at = 0.0, None
+        sweep_at, trim_at, stop_at = 0.0, time.monotonic() + TRIM_SECONDS, None
         newcomers = self.acceptor.newcomers  # waiting for a place, each with its deadline
         while True:
             now = time.monotonic()
@@ -147,6 +149,9 @@ class Loop:
             if now >= sweep_at:
                 self._sweep(now)
                 sweep_at = now + self.sweep_seconds
+                if now >= trim_at:
+                    trim()
+                    trim_at = now + TRIM_SECONDS
             if self.stopping.is_set():
                 if stop_at is None:
                     stop_at = self._begin_stop(now + grace_seconds)

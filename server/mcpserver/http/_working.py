@@ -36,7 +36,7 @@ import threading
 import time
 from collections import deque
 
-from .._malloc import LARGE_BYTES, bound_arenas, return_large_buffers, trim
+from .._malloc import LARGE_BYTES, bound_arenas, return_large_buffers
 from ._connection import BODY, CLOSED, HEAD, IDLE, QUEUED, SCREEN, WORKING, close_result, print_exception
 from ._head import HttpError
 from ._poller import HUNG_UP, RDHUP
@@ -152,11 +152,7 @@ class Workers:
                 if self._threads > self.kept:
                     self._idle.remove(idle)
                     self._threads -= 1
-                    at_rest = self._threads == self.kept
-                    break
-        if at_rest:  # the last of a burst's workers: what they freed goes back (the _malloc module)
-            trim()
-        return _RETIRED
+                    return _RETIRED
 
 
 class Worker:
