@@ -106,13 +106,13 @@ lab-engine:
 
 # make exits 2 on any failure and prints its own error last; the script's own exit code is on the line above,
 # `run_matrix: exit N: ...` (CI: call the script directly).
-matrix: $(LAB_VENV)/.installed lab-engine
+matrix: $(LAB_VENV)/.installed lab-engine lab-browser  # the host cells run tests/http, whose CORS test needs Chromium
 	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(if $(ARCH),--arch $(ARCH)) $(if $(SUITES),--suite $(SUITES)) $(MATRIX_ARGS)
 
 test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser lab-registry)
 	$(LAB_PY) -m pytest -q -p no:cacheprovider tests/lab $(if $(ENGINE),,-m "not engine")
 
-# Headless Chromium renders report.html in the lab's tests.
+# Headless Chromium renders report.html in the lab's tests, and runs tests/http's CORS test (in make test and the host cells).
 lab-browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "lab: installing chromium (apt-get) for the report test"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \

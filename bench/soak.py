@@ -29,7 +29,8 @@ The rule (a server passes when all hold):
   a slow head is answered 408 and closed at the head deadline, a slow body closed at the read timeout
   (plus 5 s; one closed early for a newcomer at the connection limit is counted, not an error).
 - Flat after warm-up: load stops for a moment after the warm-up (the first 10% of the run, at least 30 s)
-  and again at the end; at each pause, with every client gone, the server's threads, open files and
+  and again at the end; at each pause, with every client gone and TRIM_SECONDS + 2 s to settle (the HTTP
+  server gives malloc's free pages back every TRIM_SECONDS), the server's threads, open files and
   zombie children are counted and its RSS read. At the end, threads and open files must not exceed the
   post-warm-up pause (the HTTP server's threads: nor its workers' bound, 64, + 16, as its pool retires a
   worker only after 60 s idle, longer than a pause unless --settle-seconds says more), there must be no
@@ -69,6 +70,7 @@ import fuzz_check  # noqa: E402  the fuzzer's generators and checks make the mal
 import fuzz_drive  # noqa: E402
 import fuzz_gen  # noqa: E402
 import fuzz_known  # noqa: E402
+from mcpserver._malloc import TRIM_SECONDS  # noqa: E402
 from mcpserver.http._server import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_REQUESTS, DEFAULT_READ_TIMEOUT  # noqa: E402
 from mcpserver.legacy import LEGACY_VERSIONS  # noqa: E402
 
@@ -1451,7 +1453,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sample-seconds", type=float, default=5.0)
-    parser.add_argument("--settle-seconds", type=float, default=3.0)
+    parser.add_argument("--settle-seconds", type=float, default=TRIM_SECONDS + 2.0,
+                        help="at each pause, with no client left, before counting (default: one trim and 2 s)")
     parser.add_argument("--cancel", action=argparse.BooleanOptionalAction, default=True,
                         help="cancel calls in flight (notifications/cancelled on stdio, a closed stream over HTTP)")
     parser.add_argument("--hold-listeners", type=int, default=500, metavar="N",
