@@ -148,6 +148,8 @@ def test_the_registry_changes_safely_while_requests_read_it(jitter):
     for worker in workers:
         worker.join(10)
     assert problems == []
+    # One still running would be stuck (a deadlock), not slow: said here, not hidden until the suite's timeout.
+    assert [worker.name for worker in workers if worker.is_alive()] == []
 
 
 def test_listen_through_dispatch_without_a_stream_is_refused_at_once():
