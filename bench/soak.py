@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import atexit
 import collections
 import datetime
 import hashlib
@@ -156,6 +157,12 @@ class Process:
         self.stderr: list[str] = []
         self.ready = threading.Event()
         threading.Thread(target=self._drain, daemon=True).start()
+        atexit.register(self._kill)  # a soak stopped early (^C, SIGTERM, a crash) leaves no server running
+
+    def _kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
     def _drain(self) -> None:
         assert self.process.stderr is not None
@@ -1486,6 +1493,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     total = args.minutes * 60
     warm = max(30.0, total * 0.1) if total >= 60 else total * 0.2
     load_before = os.getloadavg()[0]
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # so that atexit runs
     soak = Soak(args)
     phase = ["warm-up"]
     stop_sampling = threading.Event()
