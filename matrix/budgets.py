@@ -60,7 +60,7 @@ DRIVER_ENV: Mapping[str, tuple[tuple[str, str], ...]] = {
 }
 # What each kind's budgets assume of the interpreters they measure, said beside the budget in every report.
 ASSUMES: Mapping[str, str] = {
-    CPYTHON: "servers pin glibc's mmap threshold at 256 KiB after a large message",
+    CPYTHON: "servers pin glibc's mmap threshold at 64 KiB after a large message",
     FREE_THREADED: "mimalloc; no mmap threshold pinned",
     PYPY: "pytest's nursery 4MB (PYPY_GC_NURSERY); servers bound their own to 4MB",
 }

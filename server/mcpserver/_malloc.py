@@ -5,8 +5,14 @@ is freed, but each such block freed raises the threshold to its size, up to 32 M
 message every later one comes from the heap, where the small objects allocated among them keep the freed
 space from going back. Measured with 10 minutes of `make soak` (docs/performance.md): an HTTP server's
 RSS climbed to 266 MiB and stayed there at rest, a stdio server's to 55 MiB; with the threshold pinned at
-256 KiB, 112 MiB (still growing, more slowly, with its worker pool) and a flat 20 MiB. The cost is one
-mmap and munmap per large buffer, small beside the copying of a quarter of a megabyte.
+256 KiB, 112 MiB (still growing, more slowly, with its worker pool) and a flat 20 MiB.
+
+Pinned at 64 KiB, not 256: a body on its way grows its connection's buffer step by step (the soak's 500 KB
+uploads come 16 KB at a time), and between 64 and 256 KiB each step was cut from the heap, among the small
+objects that then kept the freed steps from going back: 30 minutes of soak left the HTTP server's heap at
+15 MiB and its RSS at rest 36% above the post-warm-up pause (docs/performance.md). The cost is one mmap and
+munmap per buffer of 64 KiB or more, small beside filling it, and only for one the heap has no free room
+for: glibc looks there first.
 
 Only where it helps: CPython with the GIL on glibc. PyPy keeps bytes in its own collector, free-threaded
 CPython in mimalloc, and musl never raises its threshold. A MALLOC_MMAP_THRESHOLD_ in the environment is
@@ -37,7 +43,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
 
-LARGE_BYTES = 256 * 1024  # the pinned threshold: every buffer this large is mapped, and unmapped when freed
+LARGE_BYTES = 64 * 1024  # the pinned threshold: a buffer this large the heap has no room for is mapped apart
 M_MMAP_THRESHOLD = -3  # from glibc's <malloc.h>
 M_ARENA_MAX = -8
 ARENA_MAX = 2  # malloc arenas, whatever the number of threads

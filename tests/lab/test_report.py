@@ -246,7 +246,7 @@ def test_every_report_has_each_suites_peak_memory_and_cpu_time_beside_its_budget
     cells = [*results(), CellResult(cell="debian-trixie-pypy3.11", outcome=Outcome.FAILED, suites=(over,))]
     markdown = report.to_markdown(cells, ENV, suites=(Suite.UNIT, Suite.PAYLOAD))
     assert "| budget, CPython | 2,000 MB, 1800s CPU | 60 x 5 MB (300 MB), 600s CPU |" in markdown
-    said = "CPython budgets assume: servers pin glibc's mmap threshold at 256 KiB after a large message"
+    said = "CPython budgets assume: servers pin glibc's mmap threshold at 64 KiB after a large message"
     assert f"- {said}" in markdown
     assert "| `debian-sid-pypy3.11` | 312 MB, 41s CPU | — |" in markdown
     assert "| `debian-trixie-pypy3.11` | — | ⚠ 312 MB, 41s CPU |" in markdown
