@@ -10,9 +10,11 @@ RSS climbed to 266 MiB and stayed there at rest, a stdio server's to 55 MiB; wit
 Pinned at 64 KiB, not 256: a body on its way grows its connection's buffer step by step (the soak's 500 KB
 uploads come 16 KB at a time), and between 64 and 256 KiB each step was cut from the heap, among the small
 objects that then kept the freed steps from going back: 30 minutes of soak left the HTTP server's heap at
-15 MiB and its RSS at rest 36% above the post-warm-up pause (docs/performance.md). The cost is one mmap and
-munmap per buffer of 64 KiB or more, small beside filling it, and only for one the heap has no free room
-for: glibc looks there first.
+15 MiB and its RSS at rest 36% above the post-warm-up pause (docs/performance.md); at 64 KiB it passes. The
+cost is an mmap, a munmap and fresh page faults per buffer of 64 KiB or more that the heap has no free room
+for (glibc looks there first): a 100 KiB echo over HTTP made 10 of them and took 1.66x as long, a 200 KiB one
+1.29x; 32 and 500 KiB were unchanged (bench/malloc_threshold.py). MALLOC_MMAP_THRESHOLD_=262144 in the
+environment buys that back, at the memory's expense.
 
 Only where it helps: CPython with the GIL on glibc. PyPy keeps bytes in its own collector, free-threaded
 CPython in mimalloc, and musl never raises its threshold. A MALLOC_MMAP_THRESHOLD_ in the environment is
