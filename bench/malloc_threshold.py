@@ -10,20 +10,17 @@ interleaved rounds; the table gives the median time of a round trip and the rati
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "server"))
 from mcpserver._malloc import LARGE_BYTES  # noqa: E402
+from task_roundtrip import Http  # noqa: E402  (bench/ is on sys.path: this script's folder)
 
 OLD_THRESHOLD = 256 * 1024
 SERVER = '''
@@ -36,27 +33,9 @@ def echo(text: str) -> str:
 '''
 
 
-class Http:
-    def __init__(self, target: str, env: dict[str, str]):
-        self.process = subprocess.Popen([sys.executable, "-m", "mcpserver", "--http", "--port", "0", target],
-                                        stderr=subprocess.PIPE, text=True,
-                                        env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server"), **env))
-        assert self.process.stderr is not None
-        port = int(re.search(r":(\d+)/mcp", self.process.stderr.readline()).group(1))  # type: ignore[union-attr]
-        threading.Thread(target=self.process.stderr.read, daemon=True).start()  # its log must not fill the pipe
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-
-    def echo(self, body: bytes, size: int) -> None:
-        self.connection.request("POST", "/mcp", body=body, headers={
-            "Content-Type": "application/json", "Accept": "application/json", "MCP-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tools/call", "Mcp-Name": "echo"})
-        answer = json.loads(self.connection.getresponse().read())
-        assert len(answer["result"]["content"][0]["text"]) == size, answer
-
-    def close(self) -> None:
-        self.connection.close()
-        self.process.kill()
-        self.process.wait()
+def echo(server: Http, body: bytes, size: int) -> None:
+    answer = server.post(body, "tools/call", "echo")
+    assert len(answer["result"]["content"][0]["text"]) == size, answer
 
 
 def message(size: int) -> bytes:
@@ -77,10 +56,10 @@ def main() -> int:
         target = os.path.join(folder, "bench_threshold.py")
         with open(target, "w") as file:
             file.write(SERVER)
-        servers = {"pinned": Http(target, {}), "256 KiB": Http(target, {"MALLOC_MMAP_THRESHOLD_": str(OLD_THRESHOLD)})}
+        servers = {"pinned": Http(target, []), "256 KiB": Http(target, [], MALLOC_MMAP_THRESHOLD_=str(OLD_THRESHOLD))}
         try:
             for server in servers.values():  # a message over LARGE_BYTES: the threshold is pinned from here on
-                server.echo(message(2 * LARGE_BYTES), 2 * LARGE_BYTES)
+                echo(server, message(2 * LARGE_BYTES), 2 * LARGE_BYTES)
             times: dict[tuple[int, str], list[float]] = {}
             ratios: dict[int, list[float]] = {size: [] for size in sizes}
             for r in range(args.rounds):
@@ -90,11 +69,11 @@ def main() -> int:
                     medians = {}
                     for name in order:
                         server = servers[name]
-                        server.echo(body, size)  # its threshold pinned (a large message), buffers warm
+                        echo(server, body, size)  # its threshold pinned (a large message), buffers warm
                         took = []
                         for _ in range(args.requests):
                             started = time.perf_counter()
-                            server.echo(body, size)
+                            echo(server, body, size)
                             took.append(time.perf_counter() - started)
                         medians[name] = statistics.median(took)
                         times.setdefault((size, name), []).append(medians[name])

@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Callable
 
@@ -38,8 +39,8 @@ def message(request_id: int, method: str, **params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"_meta": META, **params}}
 
 
-def environment() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server"), MCPSERVER_STATE_KEY="bench")
+def environment(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.path.join(ROOT, "server"), MCPSERVER_STATE_KEY="bench", **extra)
 
 
 class Stdio:
@@ -59,19 +60,25 @@ class Stdio:
 
 
 class Http:
-    def __init__(self, target: str, store: list[str]):
+    """A live HTTP server (`python -m mcpserver --http`) and one keep-alive connection to it."""
+
+    def __init__(self, target: str, store: list[str], **env: str):
         self.process = subprocess.Popen([sys.executable, "-m", "mcpserver", "--http", "--port", "0", *store, target],
-                                        stderr=subprocess.PIPE, text=True, env=environment())
+                                        stderr=subprocess.PIPE, text=True, env=environment(**env))
         assert self.process.stderr is not None
         port = int(re.search(r":(\d+)/mcp", self.process.stderr.readline()).group(1))  # type: ignore[union-attr]
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        threading.Thread(target=self.process.stderr.read, daemon=True).start()  # its log must not fill the pipe
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
     def ask(self, sent: dict[str, Any]) -> dict[str, Any]:
         params = sent["params"]
-        name = params.get("name") or params.get("taskId")
-        self.connection.request("POST", "/mcp", body=json.dumps(sent).encode(), headers={
+        return self.post(json.dumps(sent).encode(), sent["method"], params.get("name") or params.get("taskId"))
+
+    def post(self, body: bytes, method: str, name: str) -> dict[str, Any]:
+        """`body`, already encoded (so a bench can leave the client's encoding out of what it times)."""
+        self.connection.request("POST", "/mcp", body=body, headers={
             "Content-Type": "application/json", "Accept": "application/json", "MCP-Protocol-Version": "2026-07-28",
-            "Mcp-Method": sent["method"], "Mcp-Name": name})
+            "Mcp-Method": method, "Mcp-Name": name})
         return json.loads(self.connection.getresponse().read())  # type: ignore[no-any-return]
 
     def close(self) -> None:
