@@ -143,10 +143,10 @@ $(BENCH_VENV)/.installed: bench/requirements.txt
 	$(BENCH_PY) -m pip install --quiet -r bench/requirements.txt
 	touch $@
 
-bench-tools:
-	@command -v wrk >/dev/null 2>&1 || { echo "bench: installing wrk (apt-get install wrk)"; \
-	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends wrk >/dev/null 2>&1 \
-	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends wrk >/dev/null; }; }
+bench-tools:  # wrk drives the concurrent HTTP rows; valgrind counts instructions (make bench and bench-compare)
+	@for tool in wrk valgrind; do command -v $$tool >/dev/null 2>&1 || { echo "bench: installing $$tool (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends $$tool >/dev/null 2>&1 \
+	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $$tool >/dev/null; }; }; done
 
 bench: $(BENCH_VENV)/.installed bench-tools
 	$(PYTHON) bench/run.py --venv $(BENCH_VENV) --rounds $(ROUNDS) $(BENCH_ARGS)
@@ -158,10 +158,7 @@ bench: $(BENCH_VENV)/.installed bench-tools
 # or a folder with a mcpserver package.
 BASE ?= HEAD
 PAIRS ?= 15
-bench-compare:
-	@command -v valgrind >/dev/null 2>&1 || { echo "bench: installing valgrind (apt-get install valgrind)"; \
-	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends valgrind >/dev/null 2>&1 \
-	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends valgrind >/dev/null; }; }
+bench-compare: bench-tools
 	$(PYTHON) bench/compare.py --baseline $(BASE) --pairs $(PAIRS)
 
 # --- fuzzing and soak (tests/fuzz/, bench/soak.py; see docs/performance.md) ------------------------------

@@ -201,9 +201,6 @@ def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float
         return ["-m", "mcpserver", *options, target]
 
     count = args.pipelined
-    modern = b"".join(clients.echo_line(i) for i in range(1, count + 1))
-    opening = clients.encode(clients.legacy_initialize(0)) + b"\n" + clients.encode(clients.INITIALIZED) + b"\n"
-    legacy = b"".join(clients.legacy_echo_line(i) for i in range(1, count + 1))
 
     def start_up(folder: str) -> float:  # to the first answer; the interpreter's own exit is left out
         return instructions(args.python, folder, _to_the_answer(folder), clients.echo_line(1))
@@ -212,16 +209,13 @@ def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float
         return instructions(args.python, folder, server(folder), clients.echo_line(1))
 
     def per_request(folder: str) -> float:
-        return (instructions(args.python, folder, server(folder), modern) - whole(folder)) / (count - 1)
+        return stdio_per_request(args.python, folder, server(folder), count)
 
     def per_legacy_request(folder: str) -> float:
-        opened = instructions(args.python, folder, server(folder), opening, b'"protocolVersion"')
-        return (instructions(args.python, folder, server(folder), opening + legacy) - opened) / count
+        return stdio_legacy_per_request(args.python, folder, server(folder), count)
 
     def http_per_request(folder: str) -> float:
-        few, many = 10, 10 + count // 4
-        counted = http_instructions(args.python, folder, many) - http_instructions(args.python, folder, few)
-        return counted / (many - few)
+        return http_per_request_of(http_system(args.python, folder, "counted"), count // 4)
 
     return {
         "stdio start-up to the first answer (instructions)": start_up,
@@ -232,10 +226,32 @@ def counted_metrics(args: argparse.Namespace) -> dict[str, Callable[[str], float
     }
 
 
-def http_instructions(python: str, folder: str, count: int) -> int:
+def stdio_per_request(python: str, folder: str, argv: list[str], count: int) -> float:
+    """Instructions per pipelined echo of a stdio server: `count` requests written ahead, less one."""
+    pipelined = b"".join(clients.echo_line(i) for i in range(1, count + 1))
+    one = instructions(python, folder, argv, clients.echo_line(1))
+    return (instructions(python, folder, argv, pipelined) - one) / (count - 1)
+
+
+def stdio_legacy_per_request(python: str, folder: str, argv: list[str], count: int) -> float:
+    """Instructions per pipelined echo in a legacy session: initialize, initialized, `count` requests, less the
+    opening alone (Unserved for a server from before the legacy era)."""
+    opening = clients.encode(clients.legacy_initialize(0)) + b"\n" + clients.encode(clients.INITIALIZED) + b"\n"
+    legacy = b"".join(clients.legacy_echo_line(i) for i in range(1, count + 1))
+    opened = instructions(python, folder, argv, opening, b'"protocolVersion"')
+    return (instructions(python, folder, argv, opening + legacy) - opened) / count
+
+
+def http_per_request_of(served: systems.System, count: int) -> float:
+    """Instructions per keep-alive echo of an HTTP server: 10 + `count` requests, less 10."""
+    few, many = 10, 10 + count
+    baseline = http_instructions(served, few)  # first: were any module still to compile, this run pays for it
+    return (http_instructions(served, many) - baseline) / (many - few)
+
+
+def http_instructions(served: systems.System, count: int) -> int:
     """Instructions of an HTTP server (under cachegrind) that answers `count` keep-alive echo calls after
     measure.http_sequential's warm-up, then stops on SIGTERM."""
-    served = http_system(python, folder, "counted")  # the timed HTTP system, started under cachegrind
     scratch = tempfile.mkdtemp(prefix="bench-compare-http-")
     try:
         running = systems.start(dataclasses.replace(served, argv=(*_COUNTED, *served.argv)), scratch, timeout=120)

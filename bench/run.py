@@ -27,6 +27,7 @@ import urllib.request
 from typing import Any, Callable
 
 import clients
+import compare
 import measure
 import profile_hot_path
 import report
@@ -46,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sequential", type=int, default=1000, help="HTTP keep-alive requests per system")
     parser.add_argument("--wrk-seconds", type=float, default=5.0)
     parser.add_argument("--wrk-connections", type=int, default=32)
+    parser.add_argument("--wrk-more", default="8,64", help="more connection counts for wrk, comma-separated, "
+                        "against the bare server only (metric http.concurrent.N; empty: none)")
     parser.add_argument("--wrk-threads", type=int, default=1)
     parser.add_argument("--cold-starts", type=int, default=3, help="spawns per system per round")
     parser.add_argument("--echo-pipes", type=int, default=4, help="`echo REQUEST | server` runs per system per round")
@@ -59,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--server-dir", help="import mcpserver from this directory instead of server/ (to compare "
                         "another checkout; the report then says so)")
     parser.add_argument("--no-profile", action="store_true", help="skip the in-process profile of mcpserver")
+    parser.add_argument("--no-instructions", action="store_true", help="skip the instruction counts (valgrind)")
     parser.add_argument("--doc", default=DOC, help="where to write the report (default docs/performance.md)")
     parser.add_argument("--no-doc", action="store_true", help="keep the results, leave the report alone")
     return parser
@@ -265,6 +269,7 @@ class Run:
             "http.payload_result": [systems.BARE, systems.OURS, systems.OURS_GUNICORN, systems.SDK],
             "http.payload_argument": [systems.BARE, systems.OURS, systems.OURS_GUNICORN, systems.SDK],
             "http.rss": [systems.BARE, systems.OURS, systems.OURS_GUNICORN, systems.SDK],
+            **{f"http.concurrent.{n}": [systems.BARE, systems.OURS] for n in wrk_more(args)},
         }
         try:
             for system in every:
@@ -286,6 +291,10 @@ class Run:
                 self.record("http.concurrent", running.system.key, r,
                             attempt(measure.http_wrk, running, args.wrk_seconds, args.wrk_connections,
                                     args.wrk_threads))
+            for n in wrk_more(args):
+                for running in each(f"http.concurrent.{n}"):
+                    self.record(f"http.concurrent.{n}", running.system.key, r,
+                                attempt(measure.http_wrk, running, args.wrk_seconds, n, args.wrk_threads))
             for kind in ("result", "argument"):
                 for running in each(f"http.payload_{kind}"):
                     self.record(f"http.payload_{kind}", running.system.key, r,
@@ -458,6 +467,32 @@ def _auth_verify(python: str, rounds: int) -> dict[str, Any]:
     return result
 
 
+def wrk_more(args: argparse.Namespace) -> list[int]:
+    return [int(n) for n in args.wrk_more.split(",") if n.strip()]
+
+
+def count_instructions(run: Run) -> None:
+    """Instructions per request of mcpserver and the bare ceilings (cachegrind, bench/compare.py's counts), once:
+    a count repeats to within a few thousand instructions, so rounds would add nothing but time."""
+    args, python, here = run.args, run.python, systems.SERVER_DIR
+    compare.compile_bytecode(python, here)  # else the first counted run of a module compiles it, counted too
+    demo = ["-m", "mcpserver", systems.DEMO]
+    bare_stdio = [os.path.join(systems.BENCH, "ceiling_stdio.py")]
+    stdio_count, http_count = args.pipelined, max(args.sequential // 2, 50)
+    counts: list[tuple[str, str, Callable[[], float]]] = [
+        ("stdio.instructions", systems.BARE, lambda: compare.stdio_per_request(python, here, bare_stdio, stdio_count)),
+        ("stdio.instructions", systems.OURS, lambda: compare.stdio_per_request(python, here, demo, stdio_count)),
+        ("stdio.instructions", systems.OURS_LEGACY,
+         lambda: compare.stdio_legacy_per_request(python, here, demo, stdio_count)),
+    ]
+    if args.only != "stdio":
+        bare_http, ours_http = systems.http_systems(python, run.venv_python)[:2]
+        counts += [("http.instructions", systems.BARE, lambda: compare.http_per_request_of(bare_http, http_count)),
+                   ("http.instructions", systems.OURS, lambda: compare.http_per_request_of(ours_http, http_count))]
+    for metric, key, count in counts:
+        run.record(metric, key, 0, attempt(lambda counted: {"per_request": counted()}, count))
+
+
 def preflight(args: argparse.Namespace) -> str:
     """What is missing, in words, or an empty string."""
     venv_python = os.path.join(args.venv, "bin", "python")
@@ -500,6 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_profile and not args.server_dir:  # the profile imports server/ in this process
         print("bench: profiling mcpserver's hot paths (cProfile)", flush=True)
         profile = profile_hot_path.profile_all()
+    if not args.no_instructions and shutil.which("valgrind"):
+        print("bench: instructions per request (valgrind --tool=cachegrind)", flush=True)
+        count_instructions(run)
     auth_verify = None
     if args.only != "stdio":
         print("bench: token verification in process (bench/auth_verify.py)", flush=True)

@@ -31,6 +31,7 @@ BARE = "bare"
 BARE_IMPORTS = "bare-imports"
 OURS = "mcpserver"
 OURS_UNCOMPILED = "mcpserver-uncompiled"  # the package without bytecode, started with -B (issue 36, item 4)
+OURS_LEGACY = "mcpserver-legacy"  # mcpserver in an initialize-opened session: the instruction counts' legacy row
 OURS_LOGGED = "mcpserver-log"
 OURS_GUNICORN = "mcpserver-gunicorn"
 OURS_WSGIREF = "mcpserver-wsgiref"
