@@ -9,6 +9,7 @@ out. A round where either side failed gives no ratio; failures are listed, never
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -162,9 +163,7 @@ def _why_missed(key: str, results: dict[str, Any]) -> str:
                 f"against {_median_value(results, 'http.auth', 'auth-static', 'p50_us')} µs: against a keep-alive "
                 "round trip of under 100 µs, a few microseconds a request is already 5-10%.")
     if key == "gunicorn":
-        def figure(system: str, field: str) -> str:
-            return _median_value(results, "http.concurrent", system, field)
-
+        figure = functools.partial(_median_value, results, "http.concurrent")
         return (f"gunicorn's two workers kept {figure('mcpserver-gunicorn', 'server_cores')} cores busy against "
                 f"{figure('mcpserver', 'server_cores')} for mcpserver's own server (whose threads share one GIL), "
                 "but spent more CPU per answered request: "
@@ -205,9 +204,7 @@ def _why_missed(key: str, results: dict[str, Any]) -> str:
                 "the arguments, builds the result with its _meta, and hands the call to a worker thread and the "
                 "answer to the writer thread (see \"Where mcpserver's time goes\" for the functions).")
     if key == "http-8":
-        def eight(system: str, field: str) -> str:
-            return _median_value(results, "http.concurrent.8", system, field)
-
+        eight = functools.partial(_median_value, results, "http.concurrent.8")
         return (f"with 8 connections mcpserver answered {eight('mcpserver', 'rps')} req/s at "
                 f"{eight('mcpserver', 'cpu_us')} µs of CPU each, the bare server {eight('bare', 'rps')} at "
                 f"{eight('bare', 'cpu_us')} µs: both hold one GIL, so the "
