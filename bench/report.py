@@ -600,7 +600,7 @@ def _more_connections_section(results: dict[str, Any]) -> list[str]:
                                                     ("p99 median µs", "p99_us", "median"),
                                                     ("CPU µs/request, median", "cpu_us", "median"),
                                                     ("server's cores, median", "server_cores", "median")]),
-                 "", *_ratio_lines(results, metric, "rps", [
+                 *_ratio_lines(results, metric, "rps", [
                      ("mcpserver", "bare", "mcpserver ÷ bare ThreadingHTTPServer"
                       + (" (target ≥ 1.0x)" if n == 8 else ""))]), ""]
     return _section("Concurrent load at other connection counts (wrk)",
