@@ -47,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sequential", type=int, default=1000, help="HTTP keep-alive requests per system")
     parser.add_argument("--wrk-seconds", type=float, default=5.0)
     parser.add_argument("--wrk-connections", type=int, default=32)
-    parser.add_argument("--wrk-more", default="8,64", help="more connection counts for wrk, comma-separated, "
-                        "against the bare server only (metric http.concurrent.N; empty: none)")
+    parser.add_argument("--wrk-more", default="8,64", help="more connection counts for wrk, comma-separated: "
+                        "mcpserver and the bare server only (metric http.concurrent.N; empty: none)")
     parser.add_argument("--wrk-threads", type=int, default=1)
     parser.add_argument("--cold-starts", type=int, default=3, help="spawns per system per round")
     parser.add_argument("--echo-pipes", type=int, default=4, help="`echo REQUEST | server` runs per system per round")
@@ -287,14 +287,11 @@ class Run:
             for running in each("http.sequential"):
                 self.record("http.sequential", running.system.key, r,
                             attempt(measure.http_sequential, running, args.sequential))
-            for running in each("http.concurrent"):
-                self.record("http.concurrent", running.system.key, r,
-                            attempt(measure.http_wrk, running, args.wrk_seconds, args.wrk_connections,
-                                    args.wrk_threads))
-            for n in wrk_more(args):
-                for running in each(f"http.concurrent.{n}"):
-                    self.record(f"http.concurrent.{n}", running.system.key, r,
-                                attempt(measure.http_wrk, running, args.wrk_seconds, n, args.wrk_threads))
+            for metric, connections in [("http.concurrent", args.wrk_connections),
+                                        *((f"http.concurrent.{n}", n) for n in wrk_more(args))]:
+                for running in each(metric):
+                    self.record(metric, running.system.key, r,
+                                attempt(measure.http_wrk, running, args.wrk_seconds, connections, args.wrk_threads))
             for kind in ("result", "argument"):
                 for running in each(f"http.payload_{kind}"):
                     self.record(f"http.payload_{kind}", running.system.key, r,
@@ -476,8 +473,7 @@ def count_instructions(run: Run) -> None:
     a count repeats to within a few thousand instructions, so rounds would add nothing but time."""
     args, python, here = run.args, run.python, systems.SERVER_DIR
     compare.compile_bytecode(python, here)  # else the first counted run of a module compiles it, counted too
-    demo = ["-m", "mcpserver", systems.DEMO]
-    bare_stdio = [os.path.join(systems.BENCH, "ceiling_stdio.py")]
+    bare_stdio, demo = (list(system.argv[1:]) for system in systems.stdio_systems(python, run.venv_python)[:2])
     stdio_count, http_count = args.pipelined, max(args.sequential // 2, 50)
     counts: list[tuple[str, str, Callable[[], float]]] = [
         ("stdio.instructions", systems.BARE, lambda: compare.stdio_per_request(python, here, bare_stdio, stdio_count)),
