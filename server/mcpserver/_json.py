@@ -107,6 +107,24 @@ def _pypy_codecs() -> tuple[Any, Any]:
 
 
 _NATIVE_LOADS, _PYPY_ITERENCODE = _pypy_codecs()
+# What _DECODER.decode runs, called directly: decode() adds two regex matches and two calls per message.
+_SCAN = _DECODER.scan_once
+
+
+def _c_iterencode() -> Any:
+    """CPython's C encoder for _ENCODER's settings, built once (None where there is none): JSONEncoder.encode
+    builds one, and a markers dict, per call, a third of the cost of encoding a small answer (40k
+    instructions against 27k, cachegrind). Without markers a cycle raises RecursionError, not ValueError:
+    both are what encoding an answer already handles."""
+    from json import encoder
+
+    make = getattr(encoder, "c_make_encoder", None)
+    if make is None or _PYPY_ITERENCODE is not None:
+        return None
+    return make(None, _ENCODER.default, encoder.encode_basestring, None, ":", ",", False, False, False)
+
+
+_C_ITERENCODE = _c_iterencode()
 
 
 def nesting_depth(text: str) -> int:
@@ -142,7 +160,13 @@ def loads(text: str) -> Any:
     try:
         if _NATIVE_LOADS is not None:
             return _finite(_NATIVE_LOADS(text))
-        return _DECODER.decode(text)
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:  # leading whitespace, or no value at all: decode() says which
+            return _DECODER.decode(text)
+        if end != len(text) and text[end:].strip(" \t\n\r"):
+            return _DECODER.decode(text)  # raises its "Extra data" error
+        return value
     except RecursionError:  # only reachable if MAX_JSON_DEPTH was raised too far
         raise JSONTooDeep("JSON nested too deeply") from None
 
@@ -164,6 +188,8 @@ def _finite(value: Any) -> Any:
 
 def dumps(value: Any) -> str:
     """Compact single-line JSON, UTF-8 characters kept as they are."""
+    if _C_ITERENCODE is not None:
+        return "".join(_C_ITERENCODE(value, 0))
     if _PYPY_ITERENCODE is not None:
         _shallow_enough(value)
         return "".join(_PYPY_ITERENCODE(value, 0))
@@ -185,7 +211,7 @@ def _shallow_enough(value: Any) -> None:
 def dumps_bytes(value: Any) -> bytes:
     """dumps() as UTF-8 bytes. A lone surrogate (from a \\ud800 escape) cannot be UTF-8, so then the
     whole text is escaped to ASCII: the value arrives as it was sent. Raises TypeError/ValueError as dumps."""
-    text = _ENCODER.encode(value) if _PYPY_ITERENCODE is None else dumps(value)  # one call less per message
+    text = "".join(_C_ITERENCODE(value, 0)) if _C_ITERENCODE is not None else dumps(value)  # one call less
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

@@ -153,3 +153,32 @@ def test_the_pure_python_encoder_refuses_nesting_before_walking_into_it():
     assert _json.dumps(nested(_json.MAX_ENCODED_DEPTH - 1)).count("[") == _json.MAX_ENCODED_DEPTH
     with pytest.raises(RecursionError, match="nested past 512 levels"):
         _json.dumps({"a": nested(_json.MAX_ENCODED_DEPTH)})
+
+
+@pytest.mark.parametrize("text", [' {"a": 1}', '{"a": 1} \r\n\t', "[]", '"s"', "7", "", "  ", '{"a": 1} x', '{"a": 1}{}',
+                                  '{"a": 1}\u00a0', '{"a" 1}', "[1,]", "\ufeff[]"])
+def test_loads_decodes_and_refuses_as_json_loads_does(text):
+    """_json.loads calls the scanner directly, not JSONDecoder.decode: whitespace around a value, extra data
+    after it (a non-breaking space is not JSON whitespace) and a missing value come out as json.loads says."""
+    try:
+        expected = json.loads(text)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as refused:
+            _json.loads(text)
+        assert str(refused.value) == str(exc)
+    else:
+        assert _json.loads(text) == expected
+
+
+def test_a_cyclic_value_raises_what_encoding_an_answer_handles():
+    """The shared C encoder keeps no markers: a cycle is RecursionError (was ValueError), an unknown type
+    TypeError, and the server answers either with an internal error (protocol.encode)."""
+    from mcpserver import protocol
+
+    cyclic: dict = {"id": 1}
+    cyclic["self"] = cyclic
+    with pytest.raises((RecursionError, ValueError)):
+        _json.dumps(cyclic)
+    with pytest.raises(TypeError):
+        _json.dumps({"x": object()})
+    assert json.loads(protocol.encode({"jsonrpc": "2.0", "id": 1, "result": cyclic}))["error"]["code"] == -32603
