@@ -100,9 +100,11 @@ class Listening:
         return Reply(success(self._context.request_id, result, self._server))
 
 def success(request_id: Any, result: dict[str, Any], server: Server) -> dict[str, Any]:
-    result.setdefault("resultType", "complete")  # an input_required round has set its own
+    if "resultType" not in result:  # an input_required round has set its own
+        result["resultType"] = "complete"
     if server.server_info_in_results:
-        result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: server.info}
+        meta = result.get("_meta")
+        result["_meta"] = {META_SERVER_INFO: server.info} if meta is None else {**meta, META_SERVER_INFO: server.info}
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 def error_response(request_id: Any, error: ProtocolError) -> dict[str, Any]:

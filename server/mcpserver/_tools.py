@@ -184,6 +184,8 @@ class Tool:
             # the server's own signals never reach a tool as exceptions.
             return error_result(unexpected_failure(self.name, f"Tool {self.name} failed: {type(exc).__name__}: {exc}",
                                                    traceback=True))
+        if value.__class__ is str and self.output_schema is None:  # the common answer: _converted's first case
+            return {"content": [{"type": "text", "text": value}]}
         return self._result(value)
 
     def _result(self, value: Any) -> dict[str, Any]:
@@ -308,6 +310,8 @@ def _handler(fn: Callable[..., Any], converters: dict[str, Callable[[Any], Any]]
              context_parameter: Optional[str]) -> Handler:
     """Call `fn` with the arguments (converted where JSON loses the type) and, if it asks, the context."""
     coroutine = is_coroutine_function(fn)
+    if not (converters or context_parameter is not None or coroutine):
+        return lambda arguments, context: fn(**arguments)
 
     def handler(arguments: dict[str, Any], context: Optional[Context]) -> Any:
         if converters:

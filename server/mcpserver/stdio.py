@@ -118,7 +118,10 @@ class _FdWriter:
         self.fd = fd
 
     def write(self, data: bytes) -> int:
-        view = memoryview(data)
+        written = os.write(self.fd, data)
+        if written == len(data):  # a pipe takes a whole small message at once
+            return written
+        view = memoryview(data)[written:]
         while view:
             view = view[os.write(self.fd, view):]
         return len(data)
