@@ -38,7 +38,6 @@ subscriptions/listen answers at once with a Listening reply the transport keeps 
 
 from __future__ import annotations
 
-import re
 from operator import itemgetter
 
 from . import _json, _log
@@ -98,7 +97,6 @@ _RETIRED = {
     "resources/unsubscribe": "2026-07-28 has no resources/unsubscribe: use subscriptions/listen",
 }
 _BASE64_OPEN, _BASE64_CLOSE = "=?base64?", "?="
-_VISIBLE = re.compile(r"[\t -~]*")  # what a header value may hold: visible ASCII, space and tab
 
 
 class _Message(tuple):  # type: ignore[type-arg]
@@ -280,10 +278,10 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
         return _legacy().dispatch(request, server, flight, peer)  # type: ignore[no-any-return]
     try:
         if headers is not None:
-            _headers_present(headers, method)
+            present = _headers_present(headers, method)
         meta = _meta(method, params)
         if headers is not None:
-            _headers_match(headers, method, params, meta, server)
+            _headers_match(present, headers, method, params, meta, server)
         _version_supported(meta[META_VERSION])
         run = _method(method, server)
         context = Context(request_id, meta, flight, method)
@@ -337,18 +335,27 @@ def _header(headers: dict[str, str], name: str) -> Optional[str]:
     if value is None:
         return None
     value = value.strip(" \t")
-    if not _VISIBLE.fullmatch(value):
+    # Visible ASCII, space and tab only: str methods, where a regex match cost a third of the lookup.
+    if not (value.isascii() and (value.isprintable() or value.replace("\t", " ").isprintable())):
         raise HeaderMismatch(f"Header mismatch: {name} contains characters that are not allowed")
     return value
 
 
-def _headers_present(headers: dict[str, str], method: str) -> None:
-    names = [HEADER_VERSION, HEADER_METHOD] + ([HEADER_NAME] if method in NAMED_BY else [])
-    for name in names:
-        if _header(headers, name) is None:
+def _headers_present(headers: dict[str, str], method: str) -> list[str]:
+    """The values of the headers the method needs (version, method, and name where NAMED_BY has it), read once
+    for _headers_match; HeaderMismatch for the first missing."""
+    values = []
+    for name in _NEEDED_HEADERS if method in NAMED_BY else _NEEDED_HEADERS[:2]:
+        value = _header(headers, name)
+        if value is None:
             # A client of an earlier revision sends initialize without these: tell it what we speak (WIRE.md §4).
             legacy = {"supported": list(SUPPORTED_VERSIONS)} if method == "initialize" else None
             raise HeaderMismatch(f"Header mismatch: required header {name} is missing", data=legacy)
+        values.append(value)
+    return values
+
+
+_NEEDED_HEADERS = (HEADER_VERSION, HEADER_METHOD, HEADER_NAME)
 
 
 def _decoded(value: str, name: str) -> str:
@@ -388,17 +395,17 @@ def _meta(method: str, params: dict[str, Any]) -> dict[str, Any]:
     raise InvalidParams(f"Invalid params: {problem}", http_status=400)
 
 
-def _headers_match(headers: dict[str, str], method: str, params: dict[str, Any], meta: dict[str, Any],
-                   server: Server) -> None:
-    version = _header(headers, HEADER_VERSION)
+def _headers_match(present: list[str], headers: dict[str, str], method: str, params: dict[str, Any],
+                   meta: dict[str, Any], server: Server) -> None:
+    version = present[0]
     if version != meta[META_VERSION]:
-        raise _mismatch(HEADER_VERSION, str(version), meta[META_VERSION])
-    header_method = _header(headers, HEADER_METHOD)
+        raise _mismatch(HEADER_VERSION, version, meta[META_VERSION])
+    header_method = present[1]
     if header_method != method:
-        raise _mismatch(HEADER_METHOD, str(header_method), method)
+        raise _mismatch(HEADER_METHOD, header_method, method)
     field = NAMED_BY.get(method)
     if field is not None and isinstance(params.get(field), str):
-        name = _decoded(str(_header(headers, HEADER_NAME)), HEADER_NAME)
+        name = _decoded(present[2], HEADER_NAME)
         if name != params[field]:
             raise _mismatch(HEADER_NAME, name, params[field])
     if method == "tools/call":

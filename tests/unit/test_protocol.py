@@ -465,6 +465,19 @@ def test_header_values_must_equal_the_body(server):
     assert error_of(core_reply(request("tools/list"), server, http_headers("Tools/List")))["code"] == -32020
 
 
+@pytest.mark.parametrize("value", ["echo\x7f", "ech\x00o", "\u00e9cho", "echo\x1b", "echo\u2028"])
+def test_a_header_value_outside_visible_ascii_is_32020(server, value):
+    reply = core_reply(call("echo", text="x"), server, http_headers("tools/call", value))
+    assert error_of(reply)["code"] == -32020 and "not allowed" in error_of(reply)["message"]
+
+
+def test_tabs_and_spaces_around_or_inside_a_header_value_are_allowed(server):
+    reply = core_reply(call("echo", text="x"), server, http_headers("tools/call", " \techo\t "))
+    assert reply.response["result"]["content"][0]["text"] == "x"
+    reply = core_reply(call("e\tc ho", text="x"), server, http_headers("tools/call", "e\tc ho"))
+    assert error_of(reply)["code"] == -32602  # past the headers: no such tool
+
+
 def test_version_header_mismatch_is_32020_before_version_support(server):
     meta = dict(META, **{"io.modelcontextprotocol/protocolVersion": "1900-01-01"})
     reply = core_reply(request("tools/list", meta=meta), server, http_headers("tools/list"))
