@@ -127,15 +127,15 @@ class Flight:
             self._emit(message)
             return True
 
-    def finish(self, answer: Optional[Callable[[], None]] = None) -> bool:
-        """The request is answered: run `answer` (which writes the response) unless it was cancelled."""
+    def finish(self, answer: Optional[Callable[..., Any]] = None, *args: Any) -> bool:
+        """The request is answered: run `answer(*args)` (which writes the response) unless it was cancelled."""
         with self._lock:
             if self.cancelled or self.done:
                 self.done = True
                 return False
             self.done = True
             if answer is not None:
-                answer()
+                answer(*args)
             return True
 
     def cancel(self) -> None:

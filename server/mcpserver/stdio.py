@@ -368,7 +368,10 @@ class _Session:
         """Run one call; its slot then goes to the oldest queued call, on a thread of its own."""
         try:
             reply = protocol.dispatch(request, self.server, flight=flight, peer=self.peer)
-            flight.finish(None if reply.response is None else lambda: self._answer(reply))
+            if reply.response is None:
+                flight.finish()
+            else:
+                flight.finish(self.write, reply.response)  # no closure: one allocation and two calls fewer
         finally:
             with self._lock:
                 self._forget(request.id, flight)
