@@ -108,7 +108,7 @@ def _pypy_codecs() -> tuple[Any, Any]:
 
 _NATIVE_LOADS, _PYPY_ITERENCODE = _pypy_codecs()
 # What _DECODER.decode runs, called directly: decode() adds two regex matches and two calls per message.
-_SCAN = _DECODER.scan_once
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def _c_iterencode() -> Any:

@@ -155,8 +155,8 @@ def test_the_pure_python_encoder_refuses_nesting_before_walking_into_it():
         _json.dumps({"a": nested(_json.MAX_ENCODED_DEPTH)})
 
 
-@pytest.mark.parametrize("text", [' {"a": 1}', '{"a": 1} \r\n\t', "[]", '"s"', "7", "", "  ", '{"a": 1} x', '{"a": 1}{}',
-                                  '{"a": 1}\u00a0', '{"a" 1}', "[1,]", "\ufeff[]"])
+@pytest.mark.parametrize("text", [' {"a": 1}', '{"a": 1} \r\n\t', "[]", '"s"', "7", "", "  ", '{"a": 1} x',
+                                  '{"a": 1}{}', '{"a": 1}\u00a0', '{"a" 1}', "[1,]", "\ufeff[]"])
 def test_loads_decodes_and_refuses_as_json_loads_does(text):
     """_json.loads calls the scanner directly, not JSONDecoder.decode: whitespace around a value, extra data
     after it (a non-breaking space is not JSON whitespace) and a missing value come out as json.loads says."""
