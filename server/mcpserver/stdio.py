@@ -57,6 +57,7 @@ log = _log.get("mcpserver.stdio")
 MAX_LINE_BYTES = 64 * 1024 * 1024  # room for a 5 MB payload even when JSON escapes make it 6x longer
 DEFAULT_MAX_CONCURRENT = 16  # requests running the author's code at once; the reader waits beyond it
 HAND_OFF_AFTER = 0.01  # seconds a call may hold the reader before reading moves to another thread
+HOLD_BYTES = 65536  # answers held to go out together (write_answer): at most this much, what a pipe takes at once
 # Calls read while every slot is taken wait here, so reading (and cancelling) goes on; past these the
 # reader waits too, which bounds what a client that writes faster than calls finish can make us hold.
 MAX_WAITING_CALLS = 1024
@@ -130,6 +131,48 @@ class _FdWriter:
         pass
 
 
+class _Lines:
+    """Lines of a binary stream, read in large chunks, with what is already in memory in view: ready()
+    says whether the next line can be had without waiting for the client, which is when an answer may
+    wait to go out with the next ones (_Session.write_answer)."""
+
+    __slots__ = ("_chunk", "_end", "_read", "_start")
+    CHUNK = 65536
+
+    def __init__(self, stream: BinaryIO):
+        self._read = getattr(stream, "read1", stream.read)  # at most one system call, what is there
+        self._chunk = b""
+        self._start = 0  # where the next line begins in _chunk
+        self._end = -1  # where its newline is, once found (-1: not looked for or not there)
+
+    def ready(self) -> bool:
+        if self._end < 0:
+            self._end = self._chunk.find(b"\n", self._start)
+        return self._end >= 0
+
+    def readline(self, limit: int) -> bytes:
+        """The next line with its newline, or the first `limit` bytes of a longer one, or what is left at EOF."""
+        start = self._start
+        end = self._end if self._end >= 0 else self._chunk.find(b"\n", start)
+        if 0 <= end < start + limit:
+            self._start, self._end = end + 1, -1
+            return self._chunk[start:end + 1]
+        parts, size = [self._chunk[start:start + limit]], min(len(self._chunk) - start, limit)
+        self._chunk, self._start, self._end = self._chunk[start + size:], 0, -1
+        while size < limit and not self._chunk:
+            data = self._read(self.CHUNK)
+            if not data:
+                break
+            end = data.find(b"\n", 0, limit - size)
+            take = end + 1 if end >= 0 else min(len(data), limit - size)
+            parts.append(data[:take] if take < len(data) else data)
+            size += take
+            self._chunk = data[take:] if take < len(data) else b""
+            if end >= 0:
+                break
+        return b"".join(parts)
+
+
 def _protocol_stream() -> _FdWriter:
     """Take fd 1 for the protocol alone and point fd 1 (and sys.stdout) at the log."""
     sys.stdout.flush()
@@ -164,8 +207,11 @@ class _Session:
 
     def __init__(self, server: Server, reader: BinaryIO, writer: Writer, max_concurrent: int):
         self.server = server
-        self.reader = reader
+        self.lines = _Lines(reader)
         self.writer = writer
+        self._held: list[bytes] = []  # answers waiting to go out with the next ones (write_answer)
+        self._held_bytes = 0
+        self._reader_ident = 0  # the thread holding the reader role, as threading.get_ident() says
         self.closed = False  # stdout has gone
         self.stopping = False  # a signal came: read no more
         self.ended = threading.Event()  # EOF, a closed stdout, or a signal: the main thread takes over
@@ -198,32 +244,67 @@ class _Session:
     # -- writing ------------------------------------------------------------------------------------
 
     def write(self, message: dict[str, Any]) -> None:
-        data = protocol.encode(message)
+        """Send a message now, after any answers held before it."""
+        self._send(protocol.encode(message), hold=False)
+
+    def write_answer(self, message: dict[str, Any]) -> None:
+        """Send an answer, or, on the reader's thread while the next request is already in memory, hold it
+        to go out in one write with the answers after it. A client that reads as fast as it is answered is
+        otherwise woken once per answer, which cost pipelined echo a third of its throughput (0.41x the bare
+        loop against 0.58x, measured). Nothing is held while the reader would wait for input (_read sends
+        it first), nor past the call the reader runs next: its end, or its hand-off (HAND_OFF_AFTER)."""
+        self._send(protocol.encode(message), hold=True)
+
+    def send_held(self) -> None:
+        with self._write_lock:
+            if self._held:
+                self._send_locked(None)
+
+    def _send(self, data: bytes, hold: bool) -> None:
         if len(data) >= LARGE_BYTES:
             return_large_buffers()
         with self._write_lock:
-            if self.closed:
+            if hold and self._held_bytes + len(data) < HOLD_BYTES and threading.get_ident() == self._reader_ident \
+                    and self.lines.ready():
+                self._held.append(data + b"\n")
+                self._held_bytes += len(data) + 1
                 return
-            try:
-                if len(data) < 65536:  # one write for the common case; no copy of a large one
-                    self.writer.write(data + b"\n")
-                else:
+            self._send_locked(data)
+
+    def _send_locked(self, data: Optional[bytes]) -> None:
+        """Write the held answers and `data` (with the write lock held): one write for what is small, no copy
+        of what is large."""
+        held = self._held
+        if data is not None and len(data) < 65536:
+            held.append(data + b"\n")
+            data = None
+        try:
+            if not self.closed:
+                if held:
+                    self.writer.write(b"".join(held))
+                if data is not None:
                     self.writer.write(data)
                     self.writer.write(b"\n")
                 self.writer.flush()
-            except (BrokenPipeError, ValueError, OSError) as exc:
-                log.info("stdout closed (%s); exiting", exc.__class__.__name__)
-                self.closed = True
-                self.ended.set()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            log.info("stdout closed (%s); exiting", exc.__class__.__name__)
+            self.closed = True
+            self.ended.set()
+        finally:
+            held.clear()
+            self._held_bytes = 0
 
     # -- reading ------------------------------------------------------------------------------------
 
     def _read(self) -> None:
         """The reader role: read and handle lines until EOF, a stop, or the role passes on."""
         me = threading.current_thread()
+        self._reader_ident = threading.get_ident()
         try:
             while not (self.stopping or self.closed):
-                line = self.reader.readline(MAX_LINE_BYTES + 1)
+                if self._held and not self.lines.ready():  # the client may be waiting for them
+                    self.send_held()
+                line = self.lines.readline(MAX_LINE_BYTES + 1)
                 if self.stopping:
                     return  # read after the signal: not answered
                 if not line:
@@ -237,6 +318,7 @@ class _Session:
         except (OSError, ValueError) as exc:  # stdin itself broke: as good as EOF
             log.info("stdin failed (%s); exiting", exc)
         finally:
+            self.send_held()
             with self._lock:
                 if self._reader_thread is me:
                     self.ended.set()
@@ -244,7 +326,7 @@ class _Session:
 
     def _discard_rest(self) -> None:
         while True:
-            rest = self.reader.readline(MAX_LINE_BYTES)
+            rest = self.lines.readline(MAX_LINE_BYTES)
             if not rest or rest.endswith(b"\n"):
                 return
 
@@ -328,7 +410,7 @@ class _Session:
 
     def _answer(self, reply: protocol.Reply) -> None:
         if reply.response is not None:
-            self.write(reply.response)
+            self.write_answer(reply.response)
 
     def _call(self, request: protocol.Request, me: threading.Thread, size: int) -> bool:
         """A request that runs the author's code: run it here when a slot is free (as the reader's own
@@ -371,7 +453,7 @@ class _Session:
             if reply.response is None:
                 flight.finish()
             else:
-                flight.finish(self.write, reply.response)  # no closure: one allocation and two calls fewer
+                flight.finish(self.write_answer, reply.response)  # no closure: one allocation and two calls fewer
         finally:
             with self._lock:
                 self._forget(request.id, flight)
@@ -409,7 +491,8 @@ class _Session:
             with self._lock:
                 if self._inline == call and not self.ended.is_set():
                     self._inline = 0
-                    self._reader_thread = self._new_reader()
+                    self._reader_ident = 0  # the slow call's thread holds no more answers; the new reader sends
+                    self._reader_thread = self._new_reader()  # those held behind it before it waits for input
 
     # -- cancelling and ending ----------------------------------------------------------------------
 

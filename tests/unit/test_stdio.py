@@ -164,3 +164,67 @@ def test_the_server_runs_with_python_dash_i_when_installed():
     done = subprocess.run([sys.executable, "-I", "-m", "mcpserver", DEMO], input=line(request("tools/list")),
                           capture_output=True, timeout=30, cwd=os.path.dirname(DEMO))
     assert responses(done.stdout)[0]["result"]["tools"]
+
+
+class _Trickle(io.RawIOBase):
+    """A stream that hands out at most `step` bytes a read, as a pipe does when the client writes slowly."""
+
+    def __init__(self, data, step):
+        self.data, self.step = data, step
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        piece, self.data = self.data[:min(self.step, len(buffer))], self.data[min(self.step, len(buffer)):]
+        buffer[:len(piece)] = piece
+        return len(piece)
+
+
+@pytest.mark.parametrize("step", [1, 7, 64, 65536])
+@pytest.mark.parametrize("limit", [1, 5, 16, 1000])
+def test_the_line_reader_reads_what_readline_reads(step, limit):
+    """stdio reads lines through _Lines (so that it knows when the next request is already in); it must cut
+    and join them exactly as BufferedReader.readline(limit) does, whatever the chunks the pipe hands out."""
+    data = b"".join([b"a\n", b"\n", b"x" * 40 + b"\n", b"tail" * 9, b"\n", b"no newline at the end"])
+    expected, reference = [], io.BytesIO(data)
+    while True:
+        piece = reference.readline(limit)
+        expected.append(piece)
+        if not piece:
+            break
+    lines, got = stdio._Lines(io.BufferedReader(_Trickle(data, step))), []
+    while True:
+        piece = lines.readline(limit)
+        got.append(piece)
+        if not piece:
+            break
+    assert got == expected
+
+
+@pytest.mark.parametrize("behind", [b"\n", line({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                                    line({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                          "params": {"requestId": 99}})])
+def test_an_answer_is_not_held_while_the_server_waits_for_input(behind):
+    """Answers to pipelined requests may wait to go out together, but never while the server waits for more
+    input: not behind a line that gets no answer, nor behind half of a request."""
+    with StdioServer(DEMO) as server:
+        server.send(line(call("echo", id=1, text="first")) + behind)
+        assert server.receive(timeout=20)["id"] == 1
+        second, third = line(call("echo", id=2, text="second")), line(call("echo", id=3, text="third"))
+        server.send(second[:20])
+        server.send(second[20:] + third[:30])
+        assert server.receive(timeout=20)["id"] == 2
+        server.send(third[30:])
+        assert server.receive(timeout=20)["id"] == 3
+
+
+def test_an_answer_held_behind_a_slow_call_goes_out_when_the_call_is_handed_off(tmp_path):
+    """A quick call's answer, held because a call behind it was already read, goes out once that call has
+    run for HAND_OFF_AFTER, not when it ends."""
+    release = tmp_path / "release"
+    with StdioServer(SLOW_TOOLS) as server:
+        server.send(line(call("pid", id=1)) + line(call("held", id=2, path=str(release))))
+        assert server.receive(timeout=20)["id"] == 1  # while the held call still runs: it ends only below
+        release.touch()
+        assert server.receive(timeout=20)["result"]["content"][0]["text"] == "released"
