@@ -4,13 +4,16 @@ Rules of this module:
 - stdout carries protocol lines only. The protocol writes to a private duplicate of fd 1, and fd 1
   itself is pointed at stderr, so a tool that prints (from Python, C or a child process) can only
   reach the log. fd 0 is the protocol's alone too: tools and their children read /dev/null.
-- Reading never stops while calls run. Requests that run the server author's code (tools/call,
-  prompts/get, resources/read) run on worker threads, at most max_concurrent at once; beyond that
-  they wait in a queue, in order, and the reader goes on, so a cancel (or any notification) is
-  acted on at once even when every slot is taken. Only past MAX_WAITING_CALLS queued calls does
-  the reader wait; input is never dropped or reordered. Other requests are answered by the
-  reader itself. Responses come out in completion order; ids pair them.
-- One writer: every response and notification is written whole, as one line, under one lock.
+- Reading never stops for long while calls run. A request that runs the server author's code (tools/call,
+  prompts/get, resources/read) runs on the reader's own thread when a slot is free; once it has run for
+  HAND_OFF_AFTER, reading goes on in a new thread. At most max_concurrent run at once; beyond that they
+  wait in a queue, in order, and the reader goes on, so a cancel (or any notification) is acted on at
+  once even when every slot is taken. Only past MAX_WAITING_CALLS queued calls does the reader wait;
+  input is never dropped or reordered. Other requests are answered by the reader itself. Responses
+  come out in completion order; ids pair them.
+- One writer: every response and notification is written whole, as one line, under one lock. An answer
+  made while the next request is already read may wait to go out in one write with the answers after
+  it (at most HOLD_BYTES): never while the reader waits for input, nor past the next call's hand-off.
 - notifications/cancelled naming a request in flight cancels it: its tool is told, and nothing
   more is sent for it, not even a response; a queued call is dropped. A cancel for an unknown or finished id, or a
   malformed one, is ignored; no notification is ever answered.
