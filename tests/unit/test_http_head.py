@@ -40,3 +40,26 @@ def test_each_flaw_has_its_own_refusal(head, status, message):
     with pytest.raises(HttpError) as refused:
         parse_head(head)
     assert (refused.value.status, str(refused.value)) == (status, message)
+
+
+def test_the_end_of_a_head_is_found_where_the_regular_expression_finds_it():
+    """head_end finds a head's blank line with two finds instead of a regex search (which tried a match at
+    every byte): on every arrangement of CRs, LFs and other bytes, from any start to any stop, it must find
+    what re.search(rb"\\r?\\n\\r?\\n") finds."""
+    import itertools
+    import re
+
+    from mcpserver.http._reading import head_end
+
+    pattern = re.compile(b"\r?\n\r?\n")
+    checked = 0
+    for size in range(9):
+        for combination in itertools.product(b"\r\na", repeat=size):
+            buffer = bytearray(combination)
+            for start in range(size + 1):
+                for stop in range(start, size + 2):
+                    found = pattern.search(buffer, start, stop)
+                    assert head_end(buffer, start, stop) == (None if found is None else found.span()), \
+                        (bytes(buffer), start, stop)
+                    checked += 1
+    assert checked > 100_000

@@ -17,7 +17,6 @@ Rules of this module:
 
 from __future__ import annotations
 
-import re
 import select
 import socket
 import time
@@ -43,7 +42,23 @@ __all__ = ["KEEP_ALIVE_LINGER", "TOO_LARGE", "Reader"]
 KEEP_ALIVE_LINGER = 0.002
 TOO_LARGE = "too large"  # not a state: what next_step says of a head whose body exceeds max_body_bytes
 
-_HEAD_END = re.compile(b"\r?\n\r?\n")
+
+
+def head_end(buffer: bytearray, start: int, stop: int) -> Optional[tuple[int, int]]:
+    """Where the blank line that ends a head starts and ends: the first \\r?\\n\\r?\\n in buffer[start:stop],
+    or None. Two finds, where a regex search cost 42k instructions on a 400-byte request: it tries a match
+    at every byte."""
+    crlf = buffer.find(b"\n\r\n", start, stop)  # the common CRLF head; a bare LF one may end before it
+    lf = buffer.find(b"\n\n", start, stop if crlf < 0 else crlf + 1)
+    if lf >= 0:
+        at, end = lf, lf + 2
+    elif crlf >= 0:
+        at, end = crlf, crlf + 3
+    else:
+        return None
+    if at > start and buffer[at - 1] == 13:  # the CR of the last header line's CRLF
+        at -= 1
+    return at, end
 
 
 class Reader:
@@ -130,14 +145,14 @@ class Reader:
                 del buffer[:len(buffer) - len(buffer.lstrip(b"\r\n"))]
                 conn.searched = 0
             # From just before where the last search ended: a head trickling in is not searched again whole.
-            end = _HEAD_END.search(buffer, max(0, conn.searched - 3), MAX_HEAD_BYTES + 4)
-            if end is None:
+            found = head_end(buffer, max(0, conn.searched - 3), MAX_HEAD_BYTES + 4)
+            if found is None:
                 if len(buffer) > MAX_HEAD_BYTES:
                     raise HttpError(431, f"Request head larger than {MAX_HEAD_BYTES} bytes")
                 conn.searched = len(buffer)
                 return None
-            head = parse_head(bytes(buffer[:end.start()]))
-            del buffer[:end.end()]
+            head = parse_head(bytes(buffer[:found[0]]))
+            del buffer[:found[1]]
             conn.searched = 0
             conn.head, conn.environ = head, None
             if self.screening:
