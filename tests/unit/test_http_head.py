@@ -63,3 +63,22 @@ def test_the_end_of_a_head_is_found_where_the_regular_expression_finds_it():
                         (bytes(buffer), start, stop)
                     checked += 1
     assert checked > 100_000
+
+
+def test_environ_keys_are_made_once_per_header_name_and_only_so_many_are_kept():
+    """The worker keeps each header name's CGI key (Mcp-Method -> HTTP_MCP_METHOD) to skip building it per
+    request; names come from clients, so a flood of new ones must not grow that table without end."""
+    from types import SimpleNamespace
+
+    from mcpserver.http import _head, _working
+
+    worker = SimpleNamespace(host="127.0.0.1", port=3000)
+    conn = SimpleNamespace(address=("127.0.0.1", 5000), tls=None)
+    for batch in range(_working.MAX_ENVIRON_KEYS // 50 + 3):
+        headers = [("Host", "h"), ("Mcp-Method", "tools/call"), ("mcp-method", "again"), ("Content-Type", "x/y")]
+        headers += [(f"X-Flood-{batch}-{i}", str(i)) for i in range(50)]
+        head = _head.Head("POST", "/mcp?q=1", "1.1", headers, 0, True, False)
+        environ = _working.Worker._environ(worker, conn, head)
+        assert environ["HTTP_MCP_METHOD"] == "tools/call,again" and environ["CONTENT_TYPE"] == "x/y"
+        assert environ[f"HTTP_X_FLOOD_{batch}_49"] == "49" and environ["QUERY_STRING"] == "q=1"
+    assert len(_working._ENVIRON_KEYS) == _working.MAX_ENVIRON_KEYS

@@ -60,6 +60,10 @@ __all__ = ["DEFAULT_IDLE_SECONDS", "KEPT_WORKERS", "Input", "Worker", "Workers"]
 DEFAULT_IDLE_SECONDS = 60.0  # a worker idle this long exits (down to KEPT_WORKERS)
 KEPT_WORKERS = 2  # idle workers never retired: a keep-alive client and one more start no thread
 _RETIRED = object()  # what a worker idle past its time gets instead of a job
+# A header name as sent -> its environ key ("Mcp-Method" -> "HTTP_MCP_METHOD"), made once per name: building
+# the key (and hashing the new string) cost more than the lookup for every header of every request.
+_ENVIRON_KEYS: dict[str, str] = {}
+MAX_ENVIRON_KEYS = 1024
 
 
 class _Idle:
@@ -330,8 +334,13 @@ class Worker:
             "mcpserver.headers": head.headers, "mcpserver.push": True,
             "mcpserver.on_disconnect": lambda callback: self._watch(conn, callback),
         }
+        keys = _ENVIRON_KEYS
         for name, value in head.headers:
-            key = "HTTP_" + name.upper().replace("-", "_")
+            key = keys.get(name)
+            if key is None:
+                key = "HTTP_" + name.upper().replace("-", "_")
+                if len(keys) < MAX_ENVIRON_KEYS:  # names come from clients: only so many are kept
+                    keys[name] = key
             if key == "HTTP_CONTENT_TYPE":
                 content_type = value
             elif key == "HTTP_CONTENT_LENGTH":
