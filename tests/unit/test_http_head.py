@@ -82,3 +82,28 @@ def test_environ_keys_are_made_once_per_header_name_and_only_so_many_are_kept():
         assert environ["HTTP_MCP_METHOD"] == "tools/call,again" and environ["CONTENT_TYPE"] == "x/y"
         assert environ[f"HTTP_X_FLOOD_{batch}_49"] == "49" and environ["QUERY_STRING"] == "q=1"
     assert len(_working._ENVIRON_KEYS) == _working.MAX_ENVIRON_KEYS
+
+
+@pytest.mark.parametrize("lines, length", [
+    (b"Content-Length: 7", 7), (b"Content-Length: 7, 7", 7), (b"Content-Length: 7 ,\t7", 7),
+    (b"Content-Length: 7\r\nContent-Length: 7", 7), (b"Content-Length: 7, 8", None), (b"Content-Length: 7,", None),
+])
+def test_repeated_content_lengths_must_agree(lines, length):
+    """RFC 9110 §8.6: a list of equal lengths is that length; anything else is refused."""
+    data = b"POST /mcp HTTP/1.1\r\nHost: h\r\n" + lines
+    if length is None:
+        with pytest.raises(HttpError) as refused:
+            parse_head(data)
+        assert refused.value.status == 400
+    else:
+        assert parse_head(data).length == length
+
+
+@pytest.mark.parametrize("lines, version, kept", [
+    (b"", "1.1", True), (b"", "1.0", False), (b"Connection: close", "1.1", False),
+    (b"Connection: keep-alive", "1.0", True), (b"Connection: Upgrade, CLOSE", "1.1", False),
+    (b"Connection: foo,\tkeep-alive", "1.0", True),
+])
+def test_keep_alive_follows_the_version_and_the_connection_tokens(lines, version, kept):
+    data = f"GET /mcp HTTP/{version}\r\nHost: h\r\n".encode() + lines
+    assert parse_head(data.rstrip(b"\r\n")).keep_alive is kept

@@ -103,7 +103,7 @@ def _framed(method: str, target: str, version: str, headers: list[tuple[str, str
         if lowered == "host":
             hosts += 1
         elif lowered == "content-length":
-            lengths.update(part.strip(" \t") for part in value.split(","))
+            lengths.update([part.strip(" \t") for part in value.split(",")] if "," in value else (value,))
         elif lowered == "transfer-encoding":
             encodings.append(value)
         elif lowered == "connection":
@@ -125,6 +125,6 @@ def _framed(method: str, target: str, version: str, headers: list[tuple[str, str
         if not (text.isascii() and text.isdigit() and len(text) <= MAX_LENGTH_DIGITS):
             raise HttpError(400, "Content-Length is not a number of bytes")
         length = int(text)
-    tokens = {token.strip(" \t") for token in connection.split(",")}
+    tokens = {token.strip(" \t") for token in connection.split(",")} if connection else ()
     keep_alive = "close" not in tokens and (version == "1.1" or "keep-alive" in tokens)
     return Head(method, target, version, headers, length, keep_alive, expect == "100-continue")

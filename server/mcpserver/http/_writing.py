@@ -157,7 +157,7 @@ class Writer:
         """Send a whole response: what the socket takes now, the rest by the loop (the worker goes free)."""
         with conn.lock:
             conn.started = True
-        size = sum(len(part) for part in parts)
+        size = sum(map(len, parts))
         if size < 65536:  # one send, one segment, for the common case
             parts = [b"".join(parts)]
         elif size >= LARGE_BYTES:
@@ -217,8 +217,11 @@ def refusal(status: int, message: str, *extra: str) -> bytes:
 def response_head(head: Head, response: dict[str, Any], keep_alive: bool) -> tuple[bytes, bool, bool]:
     """(the status line and header fields, whether the body is chunked, whether the connection is kept)."""
     lines = [f"HTTP/1.1 {response['status']}", f"Server: {SERVER_HEADER}"]
-    lines += [f"{name}: {value}" for name, value in response["headers"]]
-    sized = any(name.lower() == "content-length" for name, _ in response["headers"])
+    sized = False
+    for name, value in response["headers"]:  # one loop, no generator frames: this runs for every answer
+        lines.append(f"{name}: {value}")
+        if not sized and name.lower() == "content-length":
+            sized = True
     chunked = not sized and head.version == "1.1" and head.method != "HEAD"
     if chunked:
         lines.append("Transfer-Encoding: chunked")
