@@ -1,7 +1,7 @@
 """parse_head, the HTTP/1.1 request head parser: what it keeps, and the exact refusal for each flaw.
 
-Its common case is one regular expression per header line; every line that fails it is parsed again
-the long way, to say what is wrong. These pin both paths to RFC 9112's rules."""
+Its common case is one regular-expression search over all the header lines; when a line fails it, each
+line is parsed again the long way, to say what is wrong. These pin both paths to RFC 9112's rules."""
 
 import pytest
 from mcpserver.http._head import HttpError, parse_head

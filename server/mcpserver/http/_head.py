@@ -28,7 +28,9 @@ _TOKEN = re.compile(HEADER_TOKEN)
 _REQUEST_LINE = re.compile(rf"({HEADER_TOKEN}) ([!-~]+) HTTP/(1\.[01])")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 # A whole well-formed header line: a token, a colon, the value without the spaces and tabs around it.
-_FIELD_LINE = re.compile(rf"({HEADER_TOKEN}):[ \t]*" r"((?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)[ \t]*")
+_FIELD = rf"({HEADER_TOKEN}):[ \t]*" r"((?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)[ \t]*"
+_FIELD_LINE = re.compile(_FIELD)
+_FIELD_LINES = re.compile(f"^{_FIELD}$", re.MULTILINE)  # every such line of a block, in one search
 
 
 class HttpError(Exception):
@@ -63,7 +65,8 @@ def parse_head(data: bytes) -> Head:
         text = text[:-1]
     if "\r" in text.replace("\r\n", ""):  # a CR that ends no line
         raise HttpError(400, "A bare CR in the request head")
-    lines = text.replace("\r\n", "\n").split("\n")
+    text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
     match = _REQUEST_LINE.fullmatch(lines[0])
     if match is None:
         if re.fullmatch(r"\S+ \S+ HTTP/\d\.\d", lines[0]):
@@ -72,7 +75,13 @@ def parse_head(data: bytes) -> Head:
     method, target, version = match.groups()
     if len(lines) - 1 > MAX_HEADER_LINES:
         raise HttpError(431, f"More than {MAX_HEADER_LINES} header lines")
-    headers: list[tuple[str, str]] = []
+    # The common case in one search of the whole block: every line a field, each match exactly one line (no
+    # character class holds a newline). Otherwise each line is looked at alone, to say what is wrong.
+    first_end = len(lines[0]) + 1
+    headers: list[tuple[str, str]] = _FIELD_LINES.findall(text, first_end) if len(lines) > 1 else []
+    if len(headers) == len(lines) - 1:
+        return _framed(method, target, version, headers)
+    headers = []
     for line in lines[1:]:
         field = _FIELD_LINE.fullmatch(line)
         if field is not None:  # the common case in one match; what fails it is told apart below
