@@ -135,12 +135,12 @@ class _FdWriter:
 
 
 class _Lines:
-    """Lines of a binary stream, read in large chunks, with what is already in memory in view: ready()
+    """Lines of a binary stream, read a chunk at a time, with what is already in memory in view: ready()
     says whether the next line can be had without waiting for the client, which is when an answer may
     wait to go out with the next ones (_Session.write_answer)."""
 
     __slots__ = ("_chunk", "_end", "_read", "_start")
-    CHUNK = 65536
+    CHUNK = 8192  # BufferedReader's own: a read allocates this much, and 64 KiB would be mapped apart (_malloc)
 
     def __init__(self, stream: BinaryIO):
         self._read = getattr(stream, "read1", stream.read)  # at most one system call, what is there
@@ -157,11 +157,23 @@ class _Lines:
         """The next line with its newline, or the first `limit` bytes of a longer one, or what is left at EOF."""
         start = self._start
         end = self._end if self._end >= 0 else self._chunk.find(b"\n", start)
+        self._end = -1
         if 0 <= end < start + limit:
-            self._start, self._end = end + 1, -1
+            self._start = end + 1
             return self._chunk[start:end + 1]
+        if start == len(self._chunk):  # nothing in memory: a lock-step client's case
+            data = self._read(self.CHUNK)
+            end = data.find(b"\n", 0, limit)
+            if end == len(data) - 1:  # one whole line as it came (or b"" at EOF): no slice, no join
+                self._chunk, self._start = b"", 0
+                return data
+            self._chunk, self._start = data, 0
+            if end >= 0:
+                self._start = end + 1
+                return data[:end + 1]
+            start = 0
         parts, size = [self._chunk[start:start + limit]], min(len(self._chunk) - start, limit)
-        self._chunk, self._start, self._end = self._chunk[start + size:], 0, -1
+        self._chunk, self._start = self._chunk[start + size:], 0
         while size < limit and not self._chunk:
             data = self._read(self.CHUNK)
             if not data:
