@@ -77,8 +77,7 @@ def parse_head(data: bytes) -> Head:
         raise HttpError(431, f"More than {MAX_HEADER_LINES} header lines")
     # The common case in one search of the whole block: every line a field, each match exactly one line (no
     # character class holds a newline). Otherwise each line is looked at alone, to say what is wrong.
-    first_end = len(lines[0]) + 1
-    headers: list[tuple[str, str]] = _FIELD_LINES.findall(text, first_end) if len(lines) > 1 else []
+    headers: list[tuple[str, str]] = _FIELD_LINES.findall(text, len(lines[0]) + 1)  # past the request line
     if len(headers) == len(lines) - 1:
         return _framed(method, target, version, headers)
     headers = []
