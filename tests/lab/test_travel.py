@@ -10,32 +10,13 @@ import secrets
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from .machines import registry, second_engine
-from .test_engine import CONTAINER_CELL, cell_of, make_tree, run_matrix, suite_of
+from .test_engine import CONTAINER_CELL, cell_of, make_tree, remembered_run, run_matrix, suite_of
 
 pytestmark = pytest.mark.engine
-
-
-def first_machine(tmp_path: Path, root: Path, *args: str) -> dict[str, Any]:
-    """The first machine's run, every suite of it run, not remembered, and passed, so that each pass can travel.
-    A suite whose first attempt failed and whose rerun (--retries) passed is flaky, which exits 0 but is by design
-    never remembered (memo.py), so nothing of it can travel: the second machine would rerun it and the test would
-    blame the wrong machine. The first machine then runs once more (what passed is remembered and not rerun), and
-    a second run that is not all passes fails here, with what its suites said."""
-    data: dict[str, Any] = {}
-    for results in ("first", "first-again"):
-        code, output, data = run_matrix(tmp_path, root, *args, results=results)
-        assert code == 0, output
-        ran = [s for s in cell_of(data, CONTAINER_CELL)["suites"] if s["outcome"] != "not-run"]
-        if results == "first":
-            assert ran and not any(s["cached"] for s in ran), ran
-        if all(s["outcome"] == "passed" for s in ran):
-            return data
-    pytest.fail(f"the first machine's suites did not all pass twice running: {ran}")
 
 
 def test_a_second_machine_pulls_everything_builds_nothing_and_reruns_no_passed_suite(tmp_path: Path) -> None:
@@ -45,7 +26,7 @@ def test_a_second_machine_pulls_everything_builds_nothing_and_reruns_no_passed_s
     with registry(tmp_path / "registry") as address, second_engine() as remote:
         prefix = f"{address}/lab{secrets.token_hex(3)}"
         started = time.monotonic()
-        first = first_machine(tmp_path, root, *args, "--registry", prefix, "--cache", str(tmp_path / "cache-1"))
+        first = remembered_run(tmp_path, root, *args, "--registry", prefix, "--cache", str(tmp_path / "cache-1"))
         first_time = time.monotonic() - started
 
         started = time.monotonic()
@@ -82,7 +63,7 @@ def test_images_travel_through_a_cache_folder_too(tmp_path: Path) -> None:
     root = make_tree(tmp_path, {"server/examples/travel.py": f"# {secrets.token_hex(8)}\n"})
     folder = tmp_path / "ci-cache"
     args = ("--cell", CONTAINER_CELL, "--suite", "unit", "--cache-dir", str(folder))
-    first_machine(tmp_path, root, *args, "--cache", str(tmp_path / "cache-1"))
+    remembered_run(tmp_path, root, *args, "--cache", str(tmp_path / "cache-1"))
     assert list((folder / "images").glob("mcplab_base__debian-bookworm-*.tar")), sorted(folder.rglob("*"))
     assert len(list((folder / "passed").glob("*.json"))) == 1
     with second_engine() as remote:
