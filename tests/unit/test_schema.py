@@ -7,6 +7,7 @@ import pytest
 import signatures_future
 import signatures_plain
 from mcpserver import ConfigError, Server
+from mcpserver.schema import _signature
 from mcpserver.schema._derive import parse_docstring, schema_from_function
 from mcpserver.schema._validate import check_schema, validate
 
@@ -97,6 +98,30 @@ def test_docstring_sections():
     """)
     assert description == "Do a thing.\n\nMore words."
     assert params == {"alpha": "First continued.", "beta": "Second."}
+
+
+def test_docstring_lines_are_read_as_the_google_style_patterns_read_them():
+    # The reader is hand-written (a start-up costs less without compiling patterns); these are the patterns it
+    # replaced, held as the definition of what a heading and an argument line are.
+    import re
+
+    section = re.compile(r"^(Args|Arguments|Parameters|Params|Returns|Return|Raises|Yields|Examples?|Notes?):\s*$")
+    argument = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+    names = ["Args", "Arguments", "Params", "Returns", "Example", "Examples", "Note", "Notes", "Yields", "Raises",
+             "Arg", "args", "Exampless", "Return"]
+    headings = [f"{n}{tail}" for n in names for tail in (":", ": ", ":\t", " :", "", "::", ": x")]
+    lines = ["x: y", "  x: y", "x : y", "x (int): y", "x(int):y", "x (int) : y", "x (dict[str, int]): y",
+             "x (a(b)): y", "x (unclosed: y", "*args: y", "**kwargs: y", "***three: y", "* x: y", "x:", "x",
+             ": y", "über_größe: y", "x1_2: y", "x-y: z", "x\u00a0: y", "\u2003x: y", "x: \u00a0y ", "٣: y",
+             "x: y: z", "(int): y", "x ()): y", "x\t(int)\t:\ty", ""]
+    for line in headings:
+        found = section.match(line.strip())
+        assert _signature._section(line.strip()) == (found.group(1) if found else None), line
+    for line in lines + headings:
+        found = argument.match(line)
+        ours = _signature._argument(line)
+        expected = (found.group(1), found.group(2).strip()) if found else None
+        assert ((ours[0], ours[1].strip()) if ours else None) == expected, line
 
 
 # --- the validator ---------------------------------------------------------------------------
