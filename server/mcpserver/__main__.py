@@ -10,8 +10,7 @@ import os
 import sys
 from types import SimpleNamespace
 
-from . import _environment, _log, _pypy
-from ._pid1 import init_if_pid1
+from . import _environment, _log
 from ._version import __version__
 from ._wire import LEGACY_VERSIONS, PROTOCOL_VERSION
 from .errors import ConfigError
@@ -426,7 +425,11 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
         _started(collecting, freeze=False)
         return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])
     args = _parse(argv)
-    bounded = _pypy.bounded_environment() if own_process else None
+    bounded = None
+    if own_process and sys.implementation.name == "pypy":  # CPython starts without importing what only PyPy needs
+        from ._pypy import bounded_environment
+
+        bounded = bounded_environment()
     if bounded is not None:  # PyPy sized its nursery from a large CPU cache: start again with it bounded
         _start_again(bounded)
     token, environ = args.token, {}
@@ -437,7 +440,10 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
             environ[_environment.TOKEN] = scrubbed
     if args.generic_errors:
         os.environ[_environment.GENERIC_ERRORS] = "1"
-    init_if_pid1()
+    if os.getpid() == 1:  # a container's entrypoint; any other start does without the module
+        from ._pid1 import init_if_pid1
+
+        init_if_pid1()
     try:
         _log.configure(args.log_level, args.log_file, args.log_format)
     except OSError as exc:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from . import _pypy
+import sys
+
 from ._server import Server
 
 TYPE_CHECKING = False
@@ -49,7 +50,10 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noq
         if __name__ == "__main__":
             sys.exit(mcpserver.run(server))
     """
-    _pypy.warn_if_oversized("mcpserver.run")
+    if sys.implementation.name == "pypy":  # CPython starts without importing what only PyPy needs
+        from ._pypy import warn_if_oversized
+
+        warn_if_oversized("mcpserver.run")
     if server.task_store is not None:  # refused now if it cannot serve; and this server's changes reach the bus
         from .tasks._shared import shared
 

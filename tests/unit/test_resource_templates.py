@@ -11,7 +11,7 @@ def reference(template):
     """The regular expression the matcher replaces: right on every URI, but it backtracks (quadratic with
     two `{+var}`, cubic with three) on a URI that does not fit."""
     parts, position = [], 0
-    for match in TEMPLATE_VARIABLE.finditer(template):
+    for match in re.finditer(TEMPLATE_VARIABLE, template):
         parts.append(re.escape(template[position:match.start()]))
         operator, variable = match.groups()
         parts.append(f"(?P<{variable}>{'.+' if operator else '[^/?#]+'})")
@@ -21,7 +21,7 @@ def reference(template):
 
 
 def template_of(text):
-    names = [match.group(2) for match in TEMPLATE_VARIABLE.finditer(text)]
+    names = [match.group(2) for match in re.finditer(TEMPLATE_VARIABLE, text)]
     namespace = {}
     exec(f"def reader({', '.join(names)}): return ''", namespace)
     return ResourceTemplate(text, namespace["reader"])
