@@ -16,9 +16,7 @@ Rules of this module:
 from __future__ import annotations
 
 from . import _json
-from ._completions import complete
 from ._context import Context, InputRequired
-from ._resources import ResourceNotFound
 from ._server import Server
 from ._state import arguments_digest
 from ._subscriptions import LIST_CHANGED, Listener
@@ -260,6 +258,7 @@ def _list_templates(server: Server, params: dict[str, Any], context: Context) ->
 
 def _read_resource(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
     uri = _named("resources/read", params)
+    from ._resources import ResourceNotFound  # the resource and completion modules load only when asked for
 
     def read() -> dict[str, Any]:
         try:
@@ -283,6 +282,8 @@ def _get_prompt(server: Server, params: dict[str, Any], context: Context) -> dic
     return _resumable(server, params, context, name, arguments, lambda: prompt.get(arguments, context))
 
 def _complete(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    from ._completions import complete
+
     ref = params.get("ref")
     if not isinstance(ref, dict) or ref.get("type") not in ("ref/prompt", "ref/resource"):
         raise InvalidParams('Invalid params: "ref" must be {"type": "ref/prompt", "name": ...} or '

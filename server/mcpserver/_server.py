@@ -11,8 +11,6 @@ import threading
 
 from ._context import Context
 from ._middleware import MiddlewareChain
-from ._prompts import Prompt
-from ._resources import Resource, ResourceNotFound, ResourceTemplate, definition, read
 from ._state import DEFAULT_STATE_TTL, Sealer
 from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
 from ._tools import Tool, function_tool
@@ -22,9 +20,12 @@ from .errors import ConfigError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar, Union
+
+    from ._prompts import Prompt
+    from ._resources import Resource, ResourceTemplate
     F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["Prompt", "Resource", "ResourceNotFound", "ResourceTemplate", "Server"]
+__all__ = ["Server"]
 
 
 DEFAULT_TTL_MS = 300_000  # list results are static for a process's life; a restart may change them
@@ -98,7 +99,8 @@ class Server:
         """The Implementation object clients see as serverInfo (in every result: built once per identity)."""
         identity = (self.name, self.version, self.title)
         if self._info[0] != identity:
-            self._info = (identity, definition(name=self.name, version=self.version, title=self.title))
+            fields = (("name", self.name), ("version", self.version), ("title", self.title))
+            self._info = (identity, {key: value for key, value in fields if value is not None})
         return self._info[1]
 
     def offers_capability(self, kind: str) -> bool:
@@ -245,10 +247,11 @@ class Server:
                  annotations: Optional[dict[str, Any]] = None) -> Callable[[F], F]:
         """Register a reader for one URI. It returns str (text), bytes (blob) or raises ResourceNotFound.
         The description defaults to the docstring."""
+        from . import _resources  # resources and prompts load only for a server that has them
 
         def register(function: F) -> F:
-            self.add_resource(Resource(uri, function, name=name, title=title, description=description,
-                                       mime_type=mime_type, annotations=annotations))
+            self.add_resource(_resources.Resource(uri, function, name=name, title=title, description=description,
+                                                  mime_type=mime_type, annotations=annotations))
             return function
 
         return register
@@ -291,11 +294,12 @@ class Server:
         """Register a reader for every URI matching an RFC 6570 template; variables become arguments.
         The description defaults to the docstring; `completions` maps a variable to a list of values or
         a function (value, resolved) -> values."""
+        from . import _resources
 
         def register(function: F) -> F:
-            self.add_resource_template(ResourceTemplate(uri_template, function, name=name, title=title,
-                                                        description=description, mime_type=mime_type,
-                                                        completions=completions))
+            self.add_resource_template(_resources.ResourceTemplate(
+                uri_template, function, name=name, title=title, description=description, mime_type=mime_type,
+                completions=completions))
             return function
 
         return register
@@ -320,6 +324,8 @@ class Server:
 
     def read_resource(self, uri: str, context: Optional[Context] = None) -> list[dict[str, Any]]:
         """Contents for `uri`; ResourceNotFound when nothing serves it."""
+        from ._resources import read
+
         return read(self.resources, self.resource_templates, uri, context)
 
     def serves(self, uri: str) -> bool:
@@ -342,10 +348,11 @@ class Server:
         """Register a prompt. Its parameters are its (string) arguments; it returns a str or messages.
         The description defaults to the docstring; `completions` maps an argument to a list of values or
         a function (value, resolved arguments) -> values."""
+        from . import _prompts
 
         def register(function: F) -> F:
-            self.add_prompt(Prompt(function, name=name, title=title, description=description,
-                                   completions=completions))
+            self.add_prompt(_prompts.Prompt(function, name=name, title=title, description=description,
+                                            completions=completions))
             return function
 
         return register(fn) if fn is not None else register
