@@ -1,7 +1,6 @@
 """The package's own promises: standard library only, and a protocol core that does no I/O."""
 
 import ast
-import json
 import os
 import re
 import subprocess
@@ -55,43 +54,6 @@ def test_importing_every_module_loads_only_the_standard_library():
 def test_importing_the_protocol_core_loads_no_io_module():
     loaded = {m.split(".")[0] for m in new_modules("mcpserver.protocol")}
     assert loaded & IO_MODULES == set()
-
-
-# The command line serving a server to its first answer, listing at exit what it imported.
-SERVED_MODULES = """
-import atexit, json, runpy, sys
-atexit.register(lambda: sys.stderr.write("MODULES " + json.dumps(sorted(m for m in sys.modules if "mcpserver" in m))))
-sys.argv = ["mcpserver", {target!r}]
-runpy.run_module("mcpserver", run_name="__main__")
-"""
-# Each module costs a start-up its lookup, its read and its run, however small (about 0.4M instructions): a
-# server that has no resource, prompt, command tool or app, and a process that is neither PID 1 nor PyPy's,
-# imports none of what serves those.
-ONLY_WHEN_USED = {"mcpserver._resources", "mcpserver._prompts", "mcpserver._completions", "mcpserver._command",
-                  "mcpserver._apps", "mcpserver.skills", "mcpserver._pid1", "mcpserver._pypy", "mcpserver.http",
-                  "mcpserver.tasks", "mcpserver.legacy", "mcpserver.auth", "mcpserver.cli"}
-
-
-def test_a_stdio_start_of_a_tools_only_server_imports_only_what_it_uses():
-    from mcptest import DEMO, call, line
-
-    done = subprocess.run([sys.executable, "-c", SERVED_MODULES.format(target=DEMO)],
-                          input=line(call("echo", text="hi")), capture_output=True, timeout=120, check=False)
-    assert b'"text":"hi"' in done.stdout, done.stderr
-    imported = set(json.loads(done.stderr.rpartition(b"MODULES ")[2]))
-    assert {"mcpserver.stdio", "mcpserver._tools", "mcpserver._server"} <= imported  # it sees what was imported
-    unused = ONLY_WHEN_USED - ({"mcpserver._pypy"} if sys.implementation.name == "pypy" else set())
-    assert sorted(m for m in imported if m in unused or m.rpartition(".")[0] in unused) == []
-
-
-def test_a_server_with_resources_and_prompts_imports_them_when_it_registers_them():
-    from mcptest import EXAMPLES
-
-    everything = os.path.join(EXAMPLES, "everything.py")
-    done = subprocess.run([sys.executable, "-c", SERVED_MODULES.format(target=everything)], input=b"",
-                          capture_output=True, timeout=120, check=False)
-    imported = set(json.loads(done.stderr.rpartition(b"MODULES ")[2]))
-    assert {"mcpserver._resources", "mcpserver._prompts", "mcpserver._completions"} <= imported, done.stderr
 
 
 def test_the_protocol_source_imports_no_io_and_never_prints():
