@@ -202,7 +202,7 @@ UNUSED_BY_THE_DEMO = ("mcpserver._resources", "mcpserver._prompts", "mcpserver._
 
 
 @needs_importtime
-def test_a_stdio_server_answering_a_modern_call_imports_none_of_the_wings():
+def test_a_stdio_server_answering_a_modern_call_imports_no_wing_and_nothing_it_does_not_serve():
     imported = names(imported_before_the_first_answer([DEMO]))
     assert {name for name in imported if name.startswith(WINGS)} == set()
     assert sorted(name for name in imported if name in UNUSED_BY_THE_DEMO) == []
