@@ -99,8 +99,8 @@ class Server:
         """The Implementation object clients see as serverInfo (in every result: built once per identity)."""
         identity = (self.name, self.version, self.title)
         if self._info[0] != identity:
-            fields = (("name", self.name), ("version", self.version), ("title", self.title))
-            self._info = (identity, {key: value for key, value in fields if value is not None})
+            info = {"name": self.name, "version": self.version, "title": self.title}
+            self._info = (identity, {key: value for key, value in info.items() if value is not None})
         return self._info[1]
 
     def offers_capability(self, kind: str) -> bool:
