@@ -245,6 +245,7 @@ class _Session:
         self._inline = 0  # which call the reader is running itself (0: none), counted from 1
         self._calls = 0
         self._busy = threading.Event()  # the reader started running a call: the watcher should look
+        self._watched = False  # _busy is set, or is being set: read without a call, where is_set() is one
 
     def start(self) -> None:
         with self._lock:
@@ -445,13 +446,20 @@ class _Session:
             self._running += 1
             self._calls += 1
             self._inline = call = self._calls
-        if not self._busy.is_set():
+        if not self._watched:  # a plain flag: Event.is_set() is a Python call, on every call
+            self._watched = True
             self._busy.set()
-        self._run(request, flight)
-        with self._lock:
-            if self._inline == call:  # else the role has passed on, and _inline is another reader's call
-                self._inline = 0
-            return self._reader_thread is me
+        try:
+            self._answer_call(request, flight)
+        finally:
+            with self._lock:  # one round of the lock ends the call and says who reads next
+                if self._inline == call:  # else the role has passed on, and _inline is another reader's call
+                    self._inline = 0
+                queued = self._release(request.id, flight)
+                reader = self._reader_thread is me
+            if queued is not None:
+                self._start_queued(queued)
+        return reader
 
     def _wait_for_change(self, seconds: float) -> None:
         """Wait on _changed (its lock held) for a freed slot or queue place, or the last call's end."""
@@ -462,23 +470,35 @@ class _Session:
             self._waiting -= 1
 
     def _run(self, request: protocol.Request, flight: Flight) -> None:
-        """Run one call; its slot then goes to the oldest queued call, on a thread of its own."""
+        """Run one queued call, on a thread of its own; its slot then goes to the oldest call still queued."""
         try:
-            reply = protocol.dispatch(request, self.server, flight=flight, peer=self.peer)
-            if reply.response is None:
-                flight.finish()
-            else:
-                flight.finish(self.write_answer, reply.response)  # no closure: one allocation and two calls fewer
+            self._answer_call(request, flight)
         finally:
             with self._lock:
-                self._forget(request.id, flight)
-                queued = self._next_queued() if self._queue else None
-                if queued is None:
-                    self._running -= 1
-                if self._waiting:
-                    self._changed.notify_all()  # a reader waiting for room, or the main thread for the end
+                queued = self._release(request.id, flight)
             if queued is not None:
-                threading.Thread(target=self._run, args=queued, name="mcpserver-call", daemon=True).start()
+                self._start_queued(queued)
+
+    def _answer_call(self, request: protocol.Request, flight: Flight) -> None:
+        reply = protocol.dispatch(request, self.server, flight=flight, peer=self.peer)
+        if reply.response is None:
+            flight.finish()
+        else:
+            flight.finish(self.write_answer, reply.response)  # no closure: one allocation and two calls fewer
+
+    def _release(self, request_id: Any, flight: Flight) -> Optional[tuple[protocol.Request, Flight]]:
+        """A call has ended (the lock held): forget it, and hand its slot to the oldest queued call, returned
+        to be started once the lock is let go."""
+        self._forget(request_id, flight)
+        queued = self._next_queued() if self._queue else None
+        if queued is None:
+            self._running -= 1
+        if self._waiting:
+            self._changed.notify_all()  # a reader waiting for room, or the main thread for the end
+        return queued
+
+    def _start_queued(self, queued: tuple[protocol.Request, Flight]) -> None:
+        threading.Thread(target=self._run, args=queued, name="mcpserver-call", daemon=True).start()
 
     def _next_queued(self) -> Optional[tuple[protocol.Request, Flight]]:
         """The oldest queued call still wanted (the lock held); none once a signal came."""
@@ -496,6 +516,7 @@ class _Session:
             with self._lock:
                 call = self._inline
             if not call:
+                self._watched = False  # before the clear: a call starting after the look below sets both again
                 self._busy.clear()
                 with self._lock:
                     call = self._inline
