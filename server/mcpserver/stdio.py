@@ -449,17 +449,7 @@ class _Session:
         if not self._watched:  # a plain flag: Event.is_set() is a Python call, on every call
             self._watched = True
             self._busy.set()
-        try:
-            self._answer_call(request, flight)
-        finally:
-            with self._lock:  # one round of the lock ends the call and says who reads next
-                if self._inline == call:  # else the role has passed on, and _inline is another reader's call
-                    self._inline = 0
-                queued = self._release(request.id, flight)
-                reader = self._reader_thread is me
-            if queued is not None:
-                self._start_queued(queued)
-        return reader
+        return self._run(request, flight, call, me)
 
     def _wait_for_change(self, seconds: float) -> None:
         """Wait on _changed (its lock held) for a freed slot or queue place, or the last call's end."""
@@ -469,36 +459,31 @@ class _Session:
         finally:
             self._waiting -= 1
 
-    def _run(self, request: protocol.Request, flight: Flight) -> None:
-        """Run one queued call, on a thread of its own; its slot then goes to the oldest call still queued."""
+    def _run(self, request: protocol.Request, flight: Flight, call: int = 0,
+             me: Optional[threading.Thread] = None) -> bool:
+        """Run one call: the reader's own (`call` its number, `me` the reader's thread), or a queued one, on a
+        thread of its own. Its slot then goes to the oldest call still queued. Whether `me` is still the
+        reader: one round of the lock ends the call, frees its slot and says so."""
         try:
-            self._answer_call(request, flight)
+            reply = protocol.dispatch(request, self.server, flight=flight, peer=self.peer)
+            if reply.response is None:
+                flight.finish()
+            else:
+                flight.finish(self.write_answer, reply.response)  # no closure: one allocation and two calls fewer
         finally:
             with self._lock:
-                queued = self._release(request.id, flight)
+                if call and self._inline == call:  # else the role has passed on, and _inline is another reader's
+                    self._inline = 0
+                self._forget(request.id, flight)
+                queued = self._next_queued() if self._queue else None
+                if queued is None:
+                    self._running -= 1
+                if self._waiting:
+                    self._changed.notify_all()  # a reader waiting for room, or the main thread for the end
+                reader = self._reader_thread is me
             if queued is not None:
-                self._start_queued(queued)
-
-    def _answer_call(self, request: protocol.Request, flight: Flight) -> None:
-        reply = protocol.dispatch(request, self.server, flight=flight, peer=self.peer)
-        if reply.response is None:
-            flight.finish()
-        else:
-            flight.finish(self.write_answer, reply.response)  # no closure: one allocation and two calls fewer
-
-    def _release(self, request_id: Any, flight: Flight) -> Optional[tuple[protocol.Request, Flight]]:
-        """A call has ended (the lock held): forget it, and hand its slot to the oldest queued call, returned
-        to be started once the lock is let go."""
-        self._forget(request_id, flight)
-        queued = self._next_queued() if self._queue else None
-        if queued is None:
-            self._running -= 1
-        if self._waiting:
-            self._changed.notify_all()  # a reader waiting for room, or the main thread for the end
-        return queued
-
-    def _start_queued(self, queued: tuple[protocol.Request, Flight]) -> None:
-        threading.Thread(target=self._run, args=queued, name="mcpserver-call", daemon=True).start()
+                threading.Thread(target=self._run, args=queued, name="mcpserver-call", daemon=True).start()
+        return reader
 
     def _next_queued(self) -> Optional[tuple[protocol.Request, Flight]]:
         """The oldest queued call still wanted (the lock held); none once a signal came."""
