@@ -42,7 +42,8 @@ from operator import itemgetter
 
 from . import _json, _log
 from ._context import Cancelled, Context, Flight, Peer
-from ._methods import ANSWERED, CANCELLED, LISTENING, METHODS, NAMED_BY, Listening, Reply, error_response, success
+from ._methods import (ANSWERED, CANCELLED, LISTENING, METHODS, NAMED_BY, Listening, Reply, call_plain_tool,
+                       error_response, success)
 from ._middleware import Call, transport_of
 from ._server import Server
 from ._wire import (
@@ -283,15 +284,17 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
         if headers is not None:
             _headers_match(present, headers, method, params, meta, server)
         _version_supported(meta[META_VERSION])
-        run = _method(method, server)
-        context = Context(request_id, meta, flight, method)
         through = server.middleware.run  # None without middleware: then nothing more is done per request
-        if through is None:
-            result = run(server, params, context)
-        else:
-            call = Call(request_id, method, params, context.principal, transport_of(headers, flight, None),
-                        meta[META_VERSION], headers)
-            result = through(call, run, server, params, context)
+        result = call_plain_tool(server, params) if through is None and method == "tools/call" else None
+        if result is None:
+            run = _method(method, server)
+            context = Context(request_id, meta, flight, method)
+            if through is None:
+                result = run(server, params, context)
+            else:
+                call = Call(request_id, method, params, context.principal, transport_of(headers, flight, None),
+                            meta[META_VERSION], headers)
+                result = through(call, run, server, params, context)
         if isinstance(result, Listening):
             return Reply(None, LISTENING, 200, result)
         return Reply(success(request_id, result, server))

@@ -50,6 +50,10 @@ def make_server(**options):
     def only_task(ctx: Context) -> str:
         return "ran as a task"
 
+    @server.tool(task="required")
+    def plain_task() -> str:  # no Context: still a task, never the shortcut of tools that need nothing else
+        return "ran as a task"
+
     @server.tool(task="optional")
     def broken(ctx: Context) -> str:
         raise ProtocolError("an internal fault")
@@ -119,8 +123,11 @@ def test_a_call_that_declared_the_extension_gets_a_flat_create_task_result_then_
 def test_without_the_extension_an_optional_tool_runs_plainly_and_a_required_one_is_32021():
     server = make_server()
     assert result(server, "tools/call", meta=META, name="wait", arguments={"seconds": 0})["resultType"] == "complete"
-    error = ask(server, "tools/call", meta=META, name="only_task", arguments={})["error"]
-    assert error["code"] == -32021 and error["data"] == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+    for name in ("only_task", "plain_task"):
+        error = ask(server, "tools/call", meta=META, name=name, arguments={})["error"]
+        assert error["code"] == -32021 and error["data"] == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+    task = poll(server, result(server, "tools/call", name="plain_task", arguments={})["taskId"])
+    assert task["status"] == "completed" and task["result"]["content"][0]["text"] == "ran as a task"
     for method in ("tasks/get", "tasks/cancel"):
         assert ask(server, method, meta=META, taskId="x")["error"]["code"] == -32021
     assert result(server, "tools/call", name="plain", arguments={})["resultType"] == "complete"  # never a task
