@@ -83,16 +83,22 @@ _ANSWER_KEYS = {"elicitation/create": ("action",), "sampling/createMessage": ("r
 
 
 class Flight:
-    """The transport's handle on one request: where its notifications go, and its cancel flag."""
+    """The transport's handle on one request: where its notifications go, and its cancel flag.
+
+    `emit`, and the answer finish() is given, run under the flight's lock, so nothing goes out once it is
+    cancelled. A transport whose writes all take one lock may pass it as `lock`: then one round of it both
+    settles the request and writes its answer, and `emit` and the answer must not take it again.
+    """
 
     __slots__ = ("_callbacks", "_emit", "_event", "_lock", "cancelled", "done", "last_progress", "principal",
                  "transport")
 
-    def __init__(self, emit: Optional[Emit] = None, principal: Any = None, transport: str = ""):
+    def __init__(self, emit: Optional[Emit] = None, principal: Any = None, transport: str = "",
+                 lock: Optional[threading.Lock] = None):
         self._emit = emit
         self.principal = principal  # who the transport authenticated (mcpserver.auth.Principal), if it did
         self.transport = transport  # who made it, when dispatch cannot tell (the test client, mcpserver call)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock() if lock is None else lock
         self._callbacks: list[Callable[[], None]] = []
         self.cancelled = False
         self.done = False

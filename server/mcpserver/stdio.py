@@ -277,15 +277,23 @@ class _Session:
                 self._send_locked(None)
 
     def _send(self, data: bytes, hold: bool) -> None:
+        with self._write_lock:
+            self._put(data, hold)
+
+    def _put(self, data: bytes, hold: bool) -> None:
+        """_send with the write lock held: what a call's flight, which shares the lock, answers with."""
         if len(data) >= LARGE_BYTES:
             return_large_buffers()
-        with self._write_lock:
-            if hold and self._held_bytes + len(data) < HOLD_BYTES and threading.get_ident() == self._reader_ident \
-                    and self.lines.ready():
-                self._held.append(data + b"\n")
-                self._held_bytes += len(data) + 1
-                return
-            self._send_locked(data)
+        if hold and self._held_bytes + len(data) < HOLD_BYTES and threading.get_ident() == self._reader_ident \
+                and self.lines.ready():
+            self._held.append(data + b"\n")
+            self._held_bytes += len(data) + 1
+            return
+        self._send_locked(data)
+
+    def _notify(self, message: dict[str, Any]) -> None:
+        """A call's notification, sent under its flight's lock, which is the write lock."""
+        self._put(protocol.encode(message), False)
 
     def _send_locked(self, data: Optional[bytes]) -> None:
         """Write the held answers and `data` (with the write lock held): one write for what is small, no copy
@@ -327,8 +335,10 @@ class _Session:
                     return
                 if len(line) >= LARGE_BYTES:
                     return_large_buffers()
-                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
-                    self._discard_rest()  # the cut line is still refused whole, by its length
+                if len(line) > MAX_LINE_BYTES:  # skip the rest of a cut line: it is still refused whole, by its length
+                    rest = line
+                    while rest and not rest.endswith(b"\n"):
+                        rest = self.lines.readline(MAX_LINE_BYTES)
                 if not self._receive(line, me):
                     return  # the role went to another thread while this one ran a call
         except (OSError, ValueError) as exc:  # stdin itself broke: as good as EOF
@@ -339,12 +349,6 @@ class _Session:
                 if self._reader_thread is me:
                     self.ended.set()
                     self._busy.set()  # lets the watcher end
-
-    def _discard_rest(self) -> None:
-        while True:
-            rest = self.lines.readline(MAX_LINE_BYTES)
-            if not rest or rest.endswith(b"\n"):
-                return
 
     def _receive(self, line: bytes, me: threading.Thread) -> bool:
         """Handle one line: answer it, run it, queue it, or act on a cancel. False when this thread lost
@@ -433,13 +437,17 @@ class _Session:
         call), else queue it and go on reading, so a cancel behind it is still read. Only when
         MAX_WAITING_CALLS (or MAX_WAITING_BYTES) are queued does the reader wait. False when this thread
         lost the reader role while it ran the call."""
-        flight = Flight(self.write)
+        flight = Flight(self._notify, lock=self._write_lock)
         with self._lock:  # _changed's own lock, taken without Condition.__enter__'s extra Python call
             self._flights.setdefault(request.id, []).append(flight)  # 1 and "1" are different keys
             if self._running >= self._max_concurrent:
                 while (len(self._queue) >= MAX_WAITING_CALLS or self._queued_bytes + size > MAX_WAITING_BYTES) \
                         and self._queue and not (self.stopping or self.closed):
-                    self._wait_for_change(0.1)
+                    self._waiting += 1  # a freed slot or queue place, or the last call's end, notifies
+                    try:
+                        self._changed.wait(0.1)
+                    finally:
+                        self._waiting -= 1
                 self._queue.append((request, flight, size))
                 self._queued_bytes += size
                 return True
@@ -451,14 +459,6 @@ class _Session:
             self._busy.set()
         return self._run(request, flight, call, me)
 
-    def _wait_for_change(self, seconds: float) -> None:
-        """Wait on _changed (its lock held) for a freed slot or queue place, or the last call's end."""
-        self._waiting += 1
-        try:
-            self._changed.wait(seconds)
-        finally:
-            self._waiting -= 1
-
     def _run(self, request: protocol.Request, flight: Flight, call: int = 0,
              me: Optional[threading.Thread] = None) -> bool:
         """Run one call: the reader's own (`call` its number, `me` the reader's thread), or a queued one, on a
@@ -468,8 +468,8 @@ class _Session:
             reply = protocol.dispatch(request, self.server, flight=flight, peer=self.peer)
             if reply.response is None:
                 flight.finish()
-            else:
-                flight.finish(self.write_answer, reply.response)  # no closure: one allocation and two calls fewer
+            else:  # encoded first: under the write lock, which the flight's is, only the write happens
+                flight.finish(self._put, protocol.encode(reply.response), True)
         finally:
             with self._lock:
                 if call and self._inline == call:  # else the role has passed on, and _inline is another reader's
