@@ -353,8 +353,8 @@ class _Session:
     def _receive(self, line: bytes, me: threading.Thread) -> bool:
         """Handle one line: answer it, run it, queue it, or act on a cancel. False when this thread lost
         the reader role while it ran a call."""
-        line = line.rstrip(b"\n").rstrip(b"\r")
-        if not line.strip():
+        line = line.rstrip(b"\r\n")  # one newline at most, at the end (readline), after any CRs
+        if not line or line.isspace():  # blank: skipped, where strip() would have copied every line read
             return True
         message = protocol.parse(line, MAX_LINE_BYTES)
         if isinstance(message, protocol.Request):
