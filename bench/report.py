@@ -16,7 +16,7 @@ import re
 import statistics
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 PAYLOAD_CHARS = 500_000
 
@@ -329,6 +329,9 @@ def _percent(fraction: float) -> str:
     return f"{fraction * 100:.1f}%" if fraction < 0.1 else f"{fraction * 100:.0f}%"
 
 
+_PICKS: dict[str, Callable[[list[Any]], Any]] = {"min": min, "max": max, "median": statistics.median}
+
+
 def _table(results: dict[str, Any], metric: str, transport: str, columns: list[tuple[str, str, str]],
            systems: Optional[list[str]] = None) -> list[str]:
     """One row per system; each column is (header, field, "min"/"median"/"max")."""
@@ -343,8 +346,7 @@ def _table(results: dict[str, Any], metric: str, transport: str, columns: list[t
             if not values:
                 cells.append("failed")
                 continue
-            pick = {"min": min, "max": max, "median": statistics.median}[how]
-            cells.append(_fmt(pick(values)))
+            cells.append(_fmt(_PICKS[how](values)))
         total = len(present[key])
         ok = total - len(_failures(results, metric, key))
         lines.append(f"| {LABELS[transport][key]} | " + " | ".join(cells) + f" | {ok}/{total} |")
