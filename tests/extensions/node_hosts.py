@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 
+import npm_packages
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,21 +31,8 @@ SCRIPTS = ("apps_host.mjs", "skills_host.mjs")
 def install():
     """Node 22, with the pinned packages and the host scripts in .cache/extensions; a test skips, saying
     why, where npm is missing."""
-    marker = os.path.join(CACHE, "installed.json")
-    try:
-        with open(marker, encoding="utf-8") as file:
-            installed = json.load(file)
-    except (OSError, ValueError):
-        installed = None
-    if installed != PACKAGES or not os.path.exists(NODE):
-        if shutil.which("npm") is None:
-            pytest.skip("the extension hosts need npm to install their packages and Node 22 (apt-get install npm)")
-        os.makedirs(CACHE, exist_ok=True)
-        print(f"installing {', '.join(PACKAGES)} into {os.path.relpath(CACHE, ROOT)} ...", file=sys.stderr, flush=True)
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", CACHE,
-                        *PACKAGES], check=True, timeout=900)
-        with open(marker, "w", encoding="utf-8") as file:
-            json.dump(PACKAGES, file)
+    npm_packages.install(CACHE, PACKAGES, (NODE,), lambda: pytest.skip(
+        "the extension hosts need npm to install their packages and Node 22 (apt-get install npm)"))
     for script in SCRIPTS:
         shutil.copyfile(os.path.join(HERE, script), os.path.join(CACHE, script))
     return NODE
