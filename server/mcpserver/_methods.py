@@ -41,7 +41,6 @@ __all__ = ["ANSWERED", "CANCELLED", "LISTENING", "METHODS", "MODERN_ONLY", "NAME
            "cacheable", "call_plain_tool", "error_response", "success"]
 
 # What a Reply says happened:
-# What a Reply says happened:
 ANSWERED = "answered"  # `response` is the answer to send
 
 CANCELLED = "cancelled"  # cancelled while it ran: nothing at all is sent for it

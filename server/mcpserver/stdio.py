@@ -277,13 +277,13 @@ class _Session:
                 self._send_locked(None)
 
     def _send(self, data: bytes, hold: bool) -> None:
+        if len(data) >= LARGE_BYTES:  # before the lock: the first time loads ctypes
+            return_large_buffers()
         with self._write_lock:
             self._put(data, hold)
 
     def _put(self, data: bytes, hold: bool) -> None:
         """_send with the write lock held: what a call's flight, which shares the lock, answers with."""
-        if len(data) >= LARGE_BYTES:
-            return_large_buffers()
         if hold and self._held_bytes + len(data) < HOLD_BYTES and threading.get_ident() == self._reader_ident \
                 and self.lines.ready():
             self._held.append(data + b"\n")
@@ -293,7 +293,10 @@ class _Session:
 
     def _notify(self, message: dict[str, Any]) -> None:
         """A call's notification, sent under its flight's lock, which is the write lock."""
-        self._put(protocol.encode(message), False)
+        data = protocol.encode(message)
+        if len(data) >= LARGE_BYTES:
+            return_large_buffers()
+        self._put(data, False)
 
     def _send_locked(self, data: Optional[bytes]) -> None:
         """Write the held answers and `data` (with the write lock held): one write for what is small, no copy
@@ -469,7 +472,10 @@ class _Session:
             if reply.response is None:
                 flight.finish()
             else:  # encoded first: under the write lock, which the flight's is, only the write happens
-                flight.finish(self._put, protocol.encode(reply.response), True)
+                data = protocol.encode(reply.response)
+                if len(data) >= LARGE_BYTES:
+                    return_large_buffers()
+                flight.finish(self._put, data, True)
         finally:
             with self._lock:
                 if call and self._inline == call:  # else the role has passed on, and _inline is another reader's
