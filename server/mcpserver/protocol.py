@@ -42,8 +42,18 @@ from operator import itemgetter
 
 from . import _json, _log
 from ._context import Cancelled, Context, Flight, Peer
-from ._methods import (ANSWERED, CANCELLED, LISTENING, METHODS, NAMED_BY, Listening, Reply, call_plain_tool,
-                       error_response, success)
+from ._methods import (
+    ANSWERED,
+    CANCELLED,
+    LISTENING,
+    METHODS,
+    NAMED_BY,
+    Listening,
+    Reply,
+    call_plain_tool,
+    error_response,
+    success,
+)
 from ._middleware import Call, transport_of
 from ._server import Server
 from ._wire import (
