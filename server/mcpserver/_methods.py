@@ -16,7 +16,7 @@ Rules of this module:
 from __future__ import annotations
 
 from . import _json
-from ._context import Context, InputRequired
+from ._context import Context, Flight, InputRequired
 from ._server import Server
 from ._state import arguments_digest
 from ._subscriptions import LIST_CHANGED, Listener
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .legacy import LegacySession
 
 __all__ = ["ANSWERED", "CANCELLED", "LISTENING", "METHODS", "MODERN_ONLY", "NAMED_BY", "Listening", "Reply",
-           "cacheable", "call_plain_tool", "error_response", "success"]
+           "cacheable", "call_tool_directly", "error_response", "success"]
 
 # What a Reply says happened:
 ANSWERED = "answered"  # `response` is the answer to send
@@ -221,15 +221,21 @@ def _resumable(server: Server, params: dict[str, Any], context: Context, target:
         return {"resultType": "input_required", "inputRequests": needed.requests,
                 "requestState": server.sealer.seal(binding(), context.answers, list(needed.requests))}
 
-def call_plain_tool(server: Server, params: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """tools/call of a tool that needs nothing of the request but its arguments (no context, no client
-    capability, no task), run without the Context the general path makes for it; None for any other call,
-    which _call_tool then answers or refuses. It saves a pipelined echo 5% of its instructions (counted)."""
+def call_tool_directly(server: Server, params: dict[str, Any], request_id: Any, meta: dict[str, Any],
+                       flight: Optional[Flight]) -> Optional[dict[str, Any]]:
+    """A 2026-07-28 tools/call on a server without middleware, of a tool that needs no client capability and
+    has no task mode: run with no handler lookup, and with a Context only if the tool asks for one. None for
+    any other call, which _call_tool then answers or refuses. It saves a pipelined echo 8% of its instructions,
+    and a tool that takes a Context 4% (counted)."""
     name = params.get("name")
     tool = server.tools.get(name) if name.__class__ is str else None
-    if tool is None or tool.takes_context or tool.requires_client_capabilities or tool.task != "never":
+    if tool is None or tool.requires_client_capabilities or tool.task != "never":
         return None
-    return tool.call(_arguments(params))
+    arguments = _arguments(params)
+    if not tool.takes_context:
+        return tool.call(arguments)
+    context = Context(request_id, meta, flight, "tools/call")
+    return _resumable(server, params, context, name, arguments, lambda: tool.call(arguments, context))
 
 
 def _arguments(params: dict[str, Any]) -> dict[str, Any]:

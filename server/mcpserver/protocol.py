@@ -50,7 +50,7 @@ from ._methods import (
     NAMED_BY,
     Listening,
     Reply,
-    call_plain_tool,
+    call_tool_directly,
     error_response,
     success,
 )
@@ -295,7 +295,9 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
             _headers_match(present, headers, method, params, meta, server)
         _version_supported(meta[META_VERSION])
         through = server.middleware.run  # None without middleware: then nothing more is done per request
-        result = call_plain_tool(server, params) if through is None and method == "tools/call" else None
+        result = None
+        if through is None and method == "tools/call":
+            result = call_tool_directly(server, params, request_id, meta, flight)
         if result is None:
             run = _method(method, server)
             context = Context(request_id, meta, flight, method)
