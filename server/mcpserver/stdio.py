@@ -245,7 +245,7 @@ class _Session:
         self._inline = 0  # which call the reader is running itself (0: none), counted from 1
         self._calls = 0
         self._busy = threading.Event()  # the reader started running a call: the watcher should look
-        self._watched = False  # _busy is set, or is being set: read without a call, where is_set() is one
+        self._watched = False  # _busy is set, or about to be (under _lock, with the watcher's clear)
 
     def start(self) -> None:
         with self._lock:
@@ -457,8 +457,9 @@ class _Session:
             self._running += 1
             self._calls += 1
             self._inline = call = self._calls
-        if not self._watched:  # a plain flag: Event.is_set() is a Python call, on every call
+            wake = not self._watched  # a plain flag (Event.is_set() is a Python call), kept under the lock
             self._watched = True
+        if wake:
             self._busy.set()
         return self._run(request, flight, call, me)
 
@@ -506,14 +507,17 @@ class _Session:
         while not self.ended.is_set():
             with self._lock:
                 call = self._inline
-            if not call:
-                self._watched = False  # before the clear: a call starting after the look below sets both again
-                self._busy.clear()
-                with self._lock:
-                    call = self._inline
                 if not call:
-                    self._busy.wait()
-                    continue
+                    if self.ended.is_set():
+                        return
+                    # Idle: both cleared under the lock that _call sets the flag under, so the next call's set()
+                    # comes after this clear. Cleared apart, the clear could wipe that set and the flag stay
+                    # up, and no slow call would ever be handed off again.
+                    self._busy.clear()
+                    self._watched = False
+            if not call:
+                self._busy.wait()
+                continue
             time.sleep(HAND_OFF_AFTER)
             with self._lock:
                 if self._inline == call and not self.ended.is_set():

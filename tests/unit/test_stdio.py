@@ -3,9 +3,12 @@
 import io
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from mcpserver import Server, stdio
@@ -228,3 +231,64 @@ def test_an_answer_held_behind_a_slow_call_goes_out_when_the_call_is_handed_off(
         assert server.receive(timeout=20)["id"] == 1  # while the held call still runs: it ends only below
         release.touch()
         assert server.receive(timeout=20)["result"]["content"][0]["text"] == "released"
+
+
+def test_a_call_starting_as_the_watcher_goes_idle_leaves_slow_calls_handed_off():
+    """The watcher clears its event as it goes idle; a quick call starting at that moment must not leave the
+    event cleared with its flag up, or no later slow call would be handed off: a request read behind one would
+    then wait for it. Here the quick call is written from inside the clear itself."""
+    server = Server("t", "1")
+    release = threading.Event()
+
+    @server.tool()
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool()
+    def held() -> str:
+        release.wait(60)
+        return "released"
+
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    requests = os.fdopen(in_read, "rb", buffering=0)
+    session = stdio._Session(server, requests, stdio._FdWriter(out_write), 16)
+    answers: queue.Queue = queue.Queue()
+
+    def collect():
+        with os.fdopen(out_read, "rb") as lines:
+            for text in lines:
+                answers.put(json.loads(text))
+
+    collector = threading.Thread(target=collect, daemon=True)
+    collector.start()
+
+    cleared = threading.Event()
+
+    class ClearedAsACallStarts(threading.Event):
+        def clear(self):
+            if not cleared.is_set():
+                os.write(in_write, line(call("echo", id=1, text="quick")))
+                try:  # answered at once only where the clear does not hold the session's lock
+                    answers.put(answers.get(timeout=1))
+                    time.sleep(0.1)  # the quick call has ended: the reader waits for input
+                except queue.Empty:
+                    pass
+            super().clear()
+            cleared.set()
+
+    session._busy = ClearedAsACallStarts()
+    try:
+        session.start()
+        assert cleared.wait(20)
+        assert answers.get(timeout=20)["id"] == 1
+        os.write(in_write, line(call("held", id=2)) + line(request("ping", id=3)))
+        assert answers.get(timeout=20)["id"] == 3  # while the held call still runs: it ends only below
+    finally:
+        release.set()
+        os.close(in_write)
+        session.ended.wait(20)
+    assert answers.get(timeout=20)["id"] == 2
+    requests.close()
+    os.close(out_write)
+    collector.join(20)
