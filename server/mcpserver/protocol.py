@@ -45,6 +45,7 @@ from ._context import Cancelled, Context, Flight, Peer
 from ._methods import (
     ANSWERED,
     CANCELLED,
+    INDIRECT,
     LISTENING,
     METHODS,
     NAMED_BY,
@@ -295,10 +296,10 @@ def dispatch(request: Request, server: Server, headers: Optional[dict[str, str]]
             _headers_match(present, headers, method, params, meta, server)
         _version_supported(meta[META_VERSION])
         through = server.middleware.run  # None without middleware: then nothing more is done per request
-        result = None
+        result = INDIRECT
         if through is None and method == "tools/call":
             result = call_tool_directly(server, params, request_id, meta, flight)
-        if result is None:
+        if result is INDIRECT:
             run = _method(method, server)
             context = Context(request_id, meta, flight, method)
             if through is None:
