@@ -1,5 +1,6 @@
 """Requests in flight over HTTP: SSE responses for progress, and a client that goes away cancels."""
 
+import http.client
 import json
 import os
 import signal
@@ -135,20 +136,48 @@ def test_without_epoll_the_server_runs_on_poll_and_hanging_up_still_cancels(tmp_
         hanging_up_cancels(server, tmp_path)
 
 
-def hanging_up_cancels(tools, tmp_path, jitter=None):
+@pytest.mark.parametrize("half_close_first", [False, True])
+def test_hanging_up_on_a_later_request_of_a_kept_alive_connection_cancels_it(tools, tmp_path, jitter,
+                                                                            half_close_first):
+    """Each request of a connection arms its own disconnect watch: whether the connection stayed with its
+    worker between requests or went back to the loop, a hang-up during a later call still cancels that
+    call, and so does a half-close and then a hang-up (the server probes the FIN with an interim 100)."""
+    rounds = 6 if jitter is None else jitter.randint(1, 12)
+
+    def earlier_requests(sock):
+        for number in range(rounds):
+            sock.sendall(raw_request(call("pid", id=number)))
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            assert response.status == 200 and json.loads(response.read())["id"] == number
+            if number % 2:
+                time.sleep(0.05)  # past the worker's linger: the loop takes the connection back
+
+    hanging_up_cancels(tools, tmp_path, jitter, before=earlier_requests, half_close_first=half_close_first)
+
+
+def raw_request(message):
+    body = json.dumps(message).encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
+    return f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode() + body
+
+
+def hanging_up_cancels(tools, tmp_path, jitter=None, before=None, half_close_first=False):
     path = str(tmp_path / "ticks")
     stops = tools.stderr.count("ticker: stopped")
     ticks = 3 if jitter is None else jitter.randint(1, 20)
-    message = call("ticker", seconds=30, path=path)
-    body = json.dumps(message).encode()
-    head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
     with socket.create_connection((tools.host, tools.port)) as hanging_up:
-        hanging_up.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n"
-                           .encode() + body)
+        if before is not None:
+            before(hanging_up)
+        hanging_up.sendall(raw_request(call("ticker", seconds=30, path=path)))
         deadline = time.monotonic() + 10
         while read_text(path).count("tick") < ticks:
             assert time.monotonic() < deadline
             time.sleep(0.01)
+        if half_close_first:
+            hanging_up.shutdown(socket.SHUT_WR)
+            time.sleep(0.1)
+            assert read_text(path).count("tick") > 0  # a FIN alone cancels nothing: the client may still read
     tools.wait_for_stderr("ticker: stopped", times=stops + 1)
     stopped = read_text(path).count("tick")
     time.sleep(1)
