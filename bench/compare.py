@@ -7,10 +7,13 @@ minute to the next, so two separate `make bench` runs cannot show it. Here every
 checkouts back to back, in an order that alternates, and the verdict is the median of the per-pair
 ratios (with its quartiles): the machine's drift cancels within a pair.
 
-Where valgrind is installed, the same workloads are also counted in instructions (cachegrind), which
-does not drift at all: start-up to the first answer, and the cost of one pipelined stdio request and of
-one legacy-session request. Those figures decide a difference of a per cent or two; the timed ones say
-what a user would see.
+Where valgrind is installed, the same workloads are also counted in instructions (cachegrind): start-up
+to the first answer, and the cost of one pipelined stdio request and of one legacy-session request. On
+a quiet machine they repeat to within a few hundred instructions (121,907, 121,879 and 121,877 per echo),
+and those figures decide a difference of a per cent or two; the timed ones say what a user would see.
+The per-request counts depend on how the server's threads interleave, so a loaded machine moves them
+too: while CI ran beside it, the same tree counted 116,454 and then 122,478 per echo. Count with the
+machine otherwise idle.
 
 REV_OR_DIR is a git revision of this repository (exported to a temporary folder) or a folder holding a
 `mcpserver` package. Results go to bench/results/compare-*.json; the table is printed.
