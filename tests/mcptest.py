@@ -203,6 +203,14 @@ def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
     return headers
 
 
+
+def raw_post(message: dict[str, Any], body: Optional[bytes] = None) -> bytes:
+    """A whole HTTP/1.1 POST of `message` (or of `body`, sent with `message`'s headers) to /mcp, for a test that
+    writes to the socket itself: one that stalls, hangs up or never reads."""
+    body = json.dumps(message).encode() if body is None else body
+    head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
+    return f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode() + body
+
 class HttpServer(_ServerProcess):
     """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""
 

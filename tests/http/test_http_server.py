@@ -18,6 +18,7 @@ from mcptest import (
     call,
     gunicorn_server,
     mcp_headers,
+    raw_post,
     request,
     server_command,
     start_slow_calls,
@@ -62,48 +63,21 @@ def test_keep_alive_serves_many_requests_on_one_connection(demo):
         connection.close()
 
 
-def test_32_concurrent_clients(demo):
+def keep_alive_echo_failures(server, pauses):
+    """One keep-alive client per list in `pauses`, all at once, each sending an echo per entry and pausing that
+    many seconds after its answer; every wrong answer or error, as (client, request, ...)."""
     failures = []
 
     def client(n):
-        connection = demo.connection()
-        try:
-            for i in range(20):
-                text = f"client {n} request {i}"
-                status, _, body = demo.post(call("echo", id=i, text=text), connection=connection)
-                if status != 200 or body["result"]["content"][0]["text"] != text:
-                    failures.append((n, i, status, body))
-        except Exception as exc:  # collected, then asserted below
-            failures.append((n, repr(exc)))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(32)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert failures == []
-
-
-def test_keep_alive_clients_that_pause_around_the_linger_are_all_answered(demo, jitter):
-    """Pauses around KEEP_ALIVE_LINGER hand each connection between its worker and the loop, and its armings
-    between threads, over and over: an arming lost on the way leaves a connection that is never read again
-    (a stall, not an error). It caught a poller that skipped an arming it wrongly thought was still there
-    (one in 5 stress runs)."""
-    rng = jitter or random.Random(36)
-    pauses = [[rng.choice((0, 0.001, 0.002, 0.003, 0.006)) for _ in range(40)] for _ in range(8)]
-    failures = []
-
-    def client(n):
-        connection = demo.connection(timeout=10)
+        connection = server.connection()
         try:
             for i, pause in enumerate(pauses[n]):
-                status, _, body = demo.post(call("echo", id=i, text=f"{n}/{i}"), connection=connection)
-                if status != 200 or body["result"]["content"][0]["text"] != f"{n}/{i}":
+                text = f"client {n} request {i}"
+                status, _, body = server.post(call("echo", id=i, text=text), connection=connection)
+                if status != 200 or body["result"]["content"][0]["text"] != text:
                     failures.append((n, i, status, body))
                 time.sleep(pause)
-        except Exception as exc:  # collected, then asserted below
+        except Exception as exc:  # collected, then asserted by the caller
             failures.append((n, repr(exc)))
         finally:
             connection.close()
@@ -113,7 +87,21 @@ def test_keep_alive_clients_that_pause_around_the_linger_are_all_answered(demo, 
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert failures == []
+    return failures
+
+
+def test_32_concurrent_clients(demo):
+    assert keep_alive_echo_failures(demo, [[0] * 20 for _ in range(32)]) == []
+
+
+def test_keep_alive_clients_that_pause_around_the_linger_are_all_answered(demo, jitter):
+    """Pauses around KEEP_ALIVE_LINGER hand each connection between its worker and the loop, and its armings
+    between threads, over and over: an arming lost on the way leaves a connection that is never read again
+    (a stall, not an error). It caught a poller that skipped an arming it wrongly thought was still there
+    (one in 5 stress runs)."""
+    rng = jitter or random.Random(36)
+    pauses = [[rng.choice((0, 0.001, 0.002, 0.003, 0.006)) for _ in range(40)] for _ in range(8)]
+    assert keep_alive_echo_failures(demo, pauses) == []
 
 
 def test_deep_nesting_is_a_clean_400_and_serving_goes_on(demo):
@@ -154,9 +142,7 @@ def test_a_client_that_stalls_is_dropped_and_others_are_served():
     with HttpServer(DEMO, "--read-timeout", "1") as server:
         body = json.dumps(request("tools/list")).encode()
         stalled = raw_connection(server)
-        head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(request("tools/list")).items())
-        stalled.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode()
-                        + body[:10])
+        stalled.sendall(raw_post(request("tools/list"), body)[:-len(body) + 10])  # the head and 10 bytes of the body
         assert server.post(request("tools/list"))[0] == 200  # served while the other one stalls
         assert stalled.recv(1024) == b""  # closed by the server within the socket's 10 s (the limit is 1 s)
         stalled.close()
@@ -208,9 +194,7 @@ def test_a_client_that_disconnects_mid_response_disturbs_no_one(demo):
     big = json.dumps(call("big", size=20_000_000)).encode()
     for _ in range(3):
         quitter = raw_connection(demo)
-        head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(call("big", size=20_000_000)).items())
-        quitter.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(big)}\r\n{head}\r\n".encode()
-                        + big)
+        quitter.sendall(raw_post(call("big", size=20_000_000), big))
         assert quitter.recv(100).startswith(b"HTTP/1.1 200")
         quitter.close()
     assert demo.post(call("echo", text="still here"))[2]["result"]["content"][0]["text"] == "still here"

@@ -9,7 +9,17 @@ import threading
 import time
 
 import pytest
-from mcptest import HAS_GUNICORN, META, SLOW_TOOLS, HttpServer, call, gunicorn_server, mcp_headers, read_text
+from mcptest import (
+    HAS_GUNICORN,
+    META,
+    SLOW_TOOLS,
+    HttpServer,
+    call,
+    gunicorn_server,
+    mcp_headers,
+    raw_post,
+    read_text,
+)
 
 SSE = {"Accept": "application/json, text/event-stream"}
 
@@ -146,7 +156,7 @@ def test_hanging_up_on_a_later_request_of_a_kept_alive_connection_cancels_it(too
 
     def earlier_requests(sock):
         for number in range(rounds):
-            sock.sendall(raw_request(call("pid", id=number)))
+            sock.sendall(raw_post(call("pid", id=number)))
             response = http.client.HTTPResponse(sock)
             response.begin()
             assert response.status == 200 and json.loads(response.read())["id"] == number
@@ -156,12 +166,6 @@ def test_hanging_up_on_a_later_request_of_a_kept_alive_connection_cancels_it(too
     hanging_up_cancels(tools, tmp_path, jitter, before=earlier_requests, half_close_first=half_close_first)
 
 
-def raw_request(message):
-    body = json.dumps(message).encode()
-    head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
-    return f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode() + body
-
-
 def hanging_up_cancels(tools, tmp_path, jitter=None, before=None, half_close_first=False):
     path = str(tmp_path / "ticks")
     stops = tools.stderr.count("ticker: stopped")
@@ -169,7 +173,7 @@ def hanging_up_cancels(tools, tmp_path, jitter=None, before=None, half_close_fir
     with socket.create_connection((tools.host, tools.port)) as hanging_up:
         if before is not None:
             before(hanging_up)
-        hanging_up.sendall(raw_request(call("ticker", seconds=30, path=path)))
+        hanging_up.sendall(raw_post(call("ticker", seconds=30, path=path)))
         deadline = time.monotonic() + 10
         while read_text(path).count("tick") < ticks:
             assert time.monotonic() < deadline

@@ -6,7 +6,7 @@ import signal
 import socket
 import threading
 
-from mcptest import EXAMPLES, HttpServer, call, mcp_headers, request
+from mcptest import EXAMPLES, HttpServer, call, mcp_headers, raw_post, request
 
 NOTES = os.path.join(EXAMPLES, "notes.py")
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
@@ -64,11 +64,8 @@ def test_fifty_listeners_and_one_that_never_reads(jitter):
         server.post(call("write_note", name="hot", text="0"))
         stuck = socket.create_connection((server.host, server.port))
         message = listen_message("stuck", resourceSubscriptions=["notes://hot"])
-        body = json.dumps(message).encode()
-        head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stuck.sendall(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode()
-                      + body)  # and never reads a byte of the answer
+        stuck.sendall(raw_post(message))  # and never reads a byte of the answer
         opened = [open_listen(server, f"l{i}", resourceSubscriptions=["notes://hot"]) for i in range(listeners)]
         streams = [frames(response) for _, response in opened]
         for stream in streams:
