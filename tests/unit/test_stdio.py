@@ -103,6 +103,76 @@ def test_a_signal_while_idle_exits_promptly_and_cleanly(signum):
         assert "Traceback" not in server.stderr
 
 
+# A signal's handler runs on the main thread, wherever that thread is: inside serve_stdio's wait for the session
+# to end, perhaps holding a lock of the wait's own (threading.Event.wait holds one around its `return`). A handler
+# that took that lock would wait for itself for ever; PyPy hit the window by chance. So: stop the server with a
+# signal sent at the 1st line the wait runs (its callees' lines included), then at the 2nd, and so on, until one
+# whole wait has run without reaching that line.
+SIGNAL_AT_EVERY_LINE_OF_THE_WAIT = """
+import inspect, io, os, signal, sys
+from mcpserver import Server, stdio
+
+source, first = inspect.getsourcelines(stdio.serve_stdio)
+WAIT_LINE = first + next(i for i, text in enumerate(source) if "ended.wait(" in text)
+
+
+def in_the_wait(frame):
+    caller = frame.f_back
+    while caller is not None:
+        if caller.f_code is stdio.serve_stdio.__code__:
+            return caller.f_lineno == WAIT_LINE
+        caller = caller.f_back
+    return False
+
+
+def stop_at(nth, hang_up):
+    state = {"lines": 0, "fired": False, "ended": False}
+
+    def trace(frame, event, arg):
+        if state["ended"] or not in_the_wait(frame):
+            return None
+        if event == "line":
+            state["lines"] += 1
+            if state["lines"] == nth:
+                state["fired"] = True
+                os.kill(os.getpid(), signal.SIGINT)
+        elif event == "return" and frame.f_back.f_code is stdio.serve_stdio.__code__:
+            state["ended"] = True  # one whole wait ran: the rest of the run is not under test
+            if not state["fired"]:
+                hang_up()
+        return trace
+
+    return trace, state
+
+
+for nth in range(1, 1000):
+    read_end, write_end = os.pipe()
+    trace, state = stop_at(nth, lambda: os.close(write_end))
+    sys.settrace(trace)
+    status = stdio.serve_stdio(Server("quiet"), os.fdopen(read_end, "rb"), io.BytesIO())
+    sys.settrace(None)
+    if status != 0:
+        sys.exit(status)
+    if not state["fired"]:
+        break
+    os.close(write_end)
+print(f"stopped at each of the {nth - 1} lines of the wait", file=sys.stderr)
+"""
+
+
+def test_a_signal_at_any_line_of_the_main_threads_wait_stops_the_server():
+    process = subprocess.Popen([sys.executable, "-c", SIGNAL_AT_EVERY_LINE_OF_THE_WAIT], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+        pytest.fail(f"a signal handler waited for the main thread, which it runs on: {stderr.decode()[-2000:]}")
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    assert b"stopped at each of the" in stderr and b"of the 0 lines" not in stderr
+
+
 def test_a_signal_during_a_call_lets_the_answer_out_first():
     with StdioServer(SLOW_TOOLS) as server:
         server.send(line(call("slow", seconds=1.0)))
