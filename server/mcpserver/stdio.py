@@ -33,7 +33,7 @@ import time
 from collections import deque
 
 from . import _log, protocol
-from ._context import Flight
+from ._context import Flight, Latch
 from ._json import THREAD_STACK_BYTES
 from ._malloc import LARGE_BYTES, return_large_buffers
 from ._server import Server
@@ -211,31 +211,6 @@ def _protocol_input() -> BinaryIO:
     return os.fdopen(protocol_fd, "rb")
 
 
-class _Ended:
-    """Set once by whoever ends the session; waited on by the main thread. Unlike threading.Event, set() takes
-    no lock, so the signal handler may call it: the handler runs on the main thread, perhaps right inside
-    Event.wait while that thread holds the Event's lock, and an Event.set() there waits for itself for ever."""
-
-    def __init__(self) -> None:
-        self._set = False
-        self._gate = threading.Lock()  # held until set() opens it; release() never blocks
-        self._gate.acquire()
-
-    def set(self) -> None:
-        if not self._set:
-            self._set = True
-            try:
-                self._gate.release()
-            except RuntimeError:  # two set() at once: the other one opened it
-                pass
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def wait(self, timeout: float) -> bool:
-        return self._set or self._gate.acquire(timeout=timeout) or self._set
-
-
 class _Session:
     """What the reader threads share: the writer, the requests in flight, the slots, the reader role.
 
@@ -254,7 +229,7 @@ class _Session:
         self._reader_ident = 0  # the thread holding the reader role, as threading.get_ident() says
         self.closed = False  # stdout has gone
         self.stopping = False  # a signal came: read no more
-        self.ended = _Ended()  # EOF, a closed stdout, or a signal: the main thread takes over
+        self.ended = Latch()  # EOF, a closed stdout, or a signal: the main thread takes over
         self._write_lock = threading.Lock()
         self._lock = threading.Lock()  # the flights, the running count and the reader role
         self._changed = threading.Condition(self._lock)  # a slot freed, or the last call ended

@@ -6,6 +6,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -222,6 +223,73 @@ def test_a_signal_while_idle_exits_0_promptly(signum):
         assert server.stop(signum, timeout=8) == 0  # well inside the 10 s grace, which idle has no use for
         server.finish_stderr()
         assert "Traceback" not in server.stderr
+
+
+# A second signal's handler runs on the main thread too, wherever the first one's has got to: perhaps inside
+# a threading.Event's set(), holding the Event's lock, which the second handler would then wait for for ever.
+# So: stop a server with one signal, and send the second at the 1st line the first handler runs (its callees'
+# lines included), then at the 2nd, and so on, until the first handler has run whole without reaching that line.
+SECOND_SIGNAL_AT_EVERY_LINE_OF_THE_FIRST = """
+import os, signal, sys
+from mcpserver.http import _server
+
+
+def app(environ, start_response):
+    start_response("204 No Content", [])
+    return [b""]
+
+
+def handlers(frame):
+    count = 0
+    while frame is not None:
+        count += frame.f_code.co_name == "on_signal" and frame.f_code.co_filename == _server.__file__
+        frame = frame.f_back
+    return count
+
+
+def stop_at(nth):
+    state = {"lines": 0, "fired": False, "handled": False}
+
+    def trace(frame, event, arg):
+        if state["handled"] or handlers(frame) != 1:  # the first handler's lines, not the second's
+            return None
+        if event == "line":
+            state["lines"] += 1
+            if state["lines"] == nth:
+                state["fired"] = True
+                os.kill(os.getpid(), signal.SIGINT)
+        elif event == "return" and frame.f_code.co_name == "on_signal":
+            state["handled"] = True
+        return trace
+
+    return trace, state
+
+
+for nth in range(1, 1000):
+    trace, state = stop_at(nth)
+    sys.settrace(trace)
+    status = _server.serve_app(app, host="127.0.0.1", port=0,
+                               banner=lambda host, port: os.kill(os.getpid(), signal.SIGINT))
+    sys.settrace(None)
+    if status != 0:
+        sys.exit(status)
+    if not state["fired"]:
+        break
+print(f"stopped by a second signal at each of the {nth - 1} lines of the first one's handler", file=sys.stderr)
+"""
+
+
+def test_a_second_signal_at_any_line_of_the_first_ones_handler_stops_the_server():
+    process = subprocess.Popen([sys.executable, "-c", SECOND_SIGNAL_AT_EVERY_LINE_OF_THE_FIRST],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+        pytest.fail(f"a signal handler waited for the one it interrupted: {stderr.decode()[-2000:]}")
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    assert b"stopped by a second signal at each of the" in stderr and b"of the 0 lines" not in stderr
 
 
 def test_a_public_bind_without_a_token_refuses_to_start():

@@ -32,6 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 
+from .._context import Latch
 from .._malloc import TRIM_SECONDS, trim
 from ._connection import (
     BODY,
@@ -81,7 +82,7 @@ class Loop:
         self.read_timeout = read_timeout
         self.header_timeout = header_timeout
         self.sweep_seconds = min(SWEEP_SECONDS, read_timeout / 4, header_timeout / 4)
-        self.stopping = threading.Event()
+        self.stopping = Latch()  # set by the signal handler: it must take no lock
         self.reload: Optional[tuple[str, Optional[str]]] = None  # (certificate, key) a SIGHUP asked to load
         self.lock = threading.Lock()  # the tables below, and the wake-up flag
         self.connections: dict[int, Connection] = {}  # by fd
@@ -130,7 +131,7 @@ class Loop:
 
     # -- the loop ---------------------------------------------------------------------------------------
 
-    def run(self, grace_seconds: float, hurry: threading.Event) -> int:
+    def run(self, grace_seconds: float, hurry: Latch) -> int:
         """Serve until `stopping`, then drain; return how many connections were still busy at the end."""
         self.poller.loop_thread = threading.get_ident()
         sweep_at, trim_at, stop_at = 0.0, time.monotonic() + TRIM_SECONDS, None

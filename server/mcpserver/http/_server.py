@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from .._context import Latch
 from .._json import THREAD_STACK_BYTES
 from .._wire import DEFAULT_GRACE_SECONDS
 from ..errors import ConfigError
@@ -129,7 +130,7 @@ def fit_connections(wanted: int) -> int:
     return max(1, soft - RESERVED_FDS - 64)
 
 
-def _handle_signals(loop: Loop, tls: bool, hurry: threading.Event, tls_cert: Optional[str],
+def _handle_signals(loop: Loop, tls: bool, hurry: Latch, tls_cert: Optional[str],
                     tls_key: Optional[str]) -> dict[int, Any]:
     """SIGTERM/SIGINT stop the server (a second one: at once); with TLS, SIGHUP loads the certificate
     again. Returns the handlers replaced, to put back."""
@@ -189,7 +190,7 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
                          worker_idle_seconds=worker_idle_seconds, tls=tls)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    hurry = threading.Event()
+    hurry = Latch()
     previous = _handle_signals(server.loop, tls is not None, hurry, tls_cert, tls_key)
     banner(server.acceptor.host, server.acceptor.port)  # after the handlers: a signal once it is seen is handled
     try:
