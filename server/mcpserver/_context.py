@@ -82,33 +82,6 @@ _ANSWER_KEYS = {"elicitation/create": ("action",), "sampling/createMessage": ("r
                 "roots/list": ("roots",)}
 
 
-class Latch:
-    """Set once, never cleared; waited on by one thread. Unlike threading.Event, set() takes no lock, so a signal
-    handler may call it: the handler runs on the main thread, perhaps right inside Event.wait (or Event.set)
-    while that thread holds the Event's lock, and an Event.set() there would wait for itself for ever."""
-
-    __slots__ = ("_gate", "_set")
-
-    def __init__(self) -> None:
-        self._set = False
-        self._gate = threading.Lock()  # held until set() opens it; release() never blocks
-        self._gate.acquire()
-
-    def set(self) -> None:
-        if not self._set:
-            self._set = True
-            try:
-                self._gate.release()
-            except RuntimeError:  # two set() at once: the other one opened it
-                pass
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def wait(self, timeout: float) -> bool:
-        return self._set or self._gate.acquire(timeout=timeout) or self._set
-
-
 class Flight:
     """The transport's handle on one request: where its notifications go, and its cancel flag.
 

@@ -33,8 +33,9 @@ import time
 from collections import deque
 
 from . import _log, protocol
-from ._context import Flight, Latch
+from ._context import Flight
 from ._json import THREAD_STACK_BYTES
+from ._latch import Latch
 from ._malloc import LARGE_BYTES, return_large_buffers
 from ._server import Server
 from ._wire import DEFAULT_GRACE_SECONDS

@@ -91,7 +91,7 @@ def test_the_public_api_is_what_all_says():
 # facade and may import anything.
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
-    ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc"),
+    ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_latch"),
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     ("http._head",),  # a request head, parsed: no socket, no state
     # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (http._server builds it)

@@ -32,7 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from .._context import Latch
+from .._latch import Latch
 from .._malloc import TRIM_SECONDS, trim
 from ._connection import (
     BODY,

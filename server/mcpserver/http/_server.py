@@ -32,8 +32,8 @@ from __future__ import annotations
 import sys
 import threading
 
-from .._context import Latch
 from .._json import THREAD_STACK_BYTES
+from .._latch import Latch
 from .._wire import DEFAULT_GRACE_SECONDS
 from ..errors import ConfigError
 from ._accepting import Acceptor, tls_context
