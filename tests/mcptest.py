@@ -180,6 +180,23 @@ def run_once(target: str, data: bytes, *extra: str, timeout: float = 30) -> subp
     return subprocess.run(server_command(target, *extra), input=data, capture_output=True, timeout=timeout)
 
 
+def run_signal_probe(script: str, hung: str) -> bytes:
+    """Run a `python -c` script that stops servers with signals; its stderr once it exits 0. A script still
+    running after a minute has hung: the test fails saying `hung`, with the script's last words."""
+    import pytest
+
+    process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+        pytest.fail(f"{hung}: {stderr.decode()[-2000:]}")
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    return stderr
+
+
 def responses(stdout: bytes) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in stdout.splitlines()]
 

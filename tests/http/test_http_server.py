@@ -6,7 +6,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -21,6 +20,7 @@ from mcptest import (
     mcp_headers,
     raw_post,
     request,
+    run_signal_probe,
     server_command,
     start_slow_calls,
 )
@@ -280,15 +280,8 @@ print(f"stopped by a second signal at each of the {nth - 1} lines of the first o
 
 
 def test_a_second_signal_at_any_line_of_the_first_ones_handler_stops_the_server():
-    process = subprocess.Popen([sys.executable, "-c", SECOND_SIGNAL_AT_EVERY_LINE_OF_THE_FIRST],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        _, stderr = process.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, stderr = process.communicate()
-        pytest.fail(f"a signal handler waited for the one it interrupted: {stderr.decode()[-2000:]}")
-    assert process.returncode == 0, stderr.decode()[-2000:]
+    stderr = run_signal_probe(SECOND_SIGNAL_AT_EVERY_LINE_OF_THE_FIRST, "a signal handler waited for the one it "
+                              "interrupted")
     assert b"stopped by a second signal at each of the" in stderr and b"of the 0 lines" not in stderr
 
 

@@ -12,7 +12,19 @@ import time
 
 import pytest
 from mcpserver import Server, stdio
-from mcptest import DEMO, MOVIES, SLOW_TOOLS, StdioServer, call, line, request, responses, run_once, server_command
+from mcptest import (
+    DEMO,
+    MOVIES,
+    SLOW_TOOLS,
+    StdioServer,
+    call,
+    line,
+    request,
+    responses,
+    run_once,
+    run_signal_probe,
+    server_command,
+)
 
 
 def test_discover_list_and_call_over_pipes():
@@ -161,15 +173,8 @@ print(f"stopped at each of the {nth - 1} lines of the wait", file=sys.stderr)
 
 
 def test_a_signal_at_any_line_of_the_main_threads_wait_stops_the_server():
-    process = subprocess.Popen([sys.executable, "-c", SIGNAL_AT_EVERY_LINE_OF_THE_WAIT], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        _, stderr = process.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, stderr = process.communicate()
-        pytest.fail(f"a signal handler waited for the main thread, which it runs on: {stderr.decode()[-2000:]}")
-    assert process.returncode == 0, stderr.decode()[-2000:]
+    stderr = run_signal_probe(SIGNAL_AT_EVERY_LINE_OF_THE_WAIT, "a signal handler waited for the main thread, "
+                              "which it runs on")
     assert b"stopped at each of the" in stderr and b"of the 0 lines" not in stderr
 
 
