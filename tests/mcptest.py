@@ -180,13 +180,42 @@ def run_once(target: str, data: bytes, *extra: str, timeout: float = 30) -> subp
     return subprocess.run(server_command(target, *extra), input=data, capture_output=True, timeout=timeout)
 
 
+# What run_signal_probe puts before each script: a trace function that sends SIGINT at the nth line run in the
+# frames `watched` accepts (callees included), until `finished` sees one of them return; `unfired` runs then if
+# the nth line never came.
+_SIGNAL_AT_A_LINE = """
+import os, signal, sys
+
+
+def signal_at_line(nth, watched, finished, unfired=lambda: None):
+    state = {"lines": 0, "fired": False, "finished": False}
+
+    def trace(frame, event, arg):
+        if state["finished"] or not watched(frame):
+            return None
+        if event == "line":
+            state["lines"] += 1
+            if state["lines"] == nth:
+                state["fired"] = True
+                os.kill(os.getpid(), signal.SIGINT)
+        elif event == "return" and finished(frame):
+            state["finished"] = True  # the place under test ran whole: the rest of the run is not under test
+            if not state["fired"]:
+                unfired()
+        return trace
+
+    return trace, state
+"""
+
+
 def run_signal_probe(script: str, hung: str) -> bytes:
-    """Run a `python -c` script that stops servers with signals; its stderr once it exits 0. A script still
-    running after a minute has hung: the test fails saying `hung`, with the script's last words."""
+    """Run a `python -c` script that stops servers with signals, `signal_at_line` defined for it; its stderr once
+    it exits 0. A script still running after a minute has hung: the test fails saying `hung`, with the script's
+    last words."""
     import pytest
 
-    process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+    process = subprocess.Popen([sys.executable, "-c", _SIGNAL_AT_A_LINE + script], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _, stderr = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -220,13 +249,13 @@ def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
     return headers
 
 
-
 def raw_post(message: dict[str, Any], body: Optional[bytes] = None) -> bytes:
     """A whole HTTP/1.1 POST of `message` (or of `body`, sent with `message`'s headers) to /mcp, for a test that
     writes to the socket itself: one that stalls, hangs up or never reads."""
     body = json.dumps(message).encode() if body is None else body
     head = "".join(f"{k}: {v}\r\n" for k, v in mcp_headers(message).items())
     return f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode() + body
+
 
 class HttpServer(_ServerProcess):
     """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""

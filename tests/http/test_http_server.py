@@ -239,34 +239,24 @@ def app(environ, start_response):
     return [b""]
 
 
+def first_handlers(frame):
+    return handlers(frame) == 1  # the first handler's lines, not the second's
+
+
+def a_handler(frame):
+    return frame.f_code.co_name == "on_signal"
+
+
 def handlers(frame):
     count = 0
     while frame is not None:
-        count += frame.f_code.co_name == "on_signal" and frame.f_code.co_filename == _server.__file__
+        count += a_handler(frame) and frame.f_code.co_filename == _server.__file__
         frame = frame.f_back
     return count
 
 
-def stop_at(nth):
-    state = {"lines": 0, "fired": False, "handled": False}
-
-    def trace(frame, event, arg):
-        if state["handled"] or handlers(frame) != 1:  # the first handler's lines, not the second's
-            return None
-        if event == "line":
-            state["lines"] += 1
-            if state["lines"] == nth:
-                state["fired"] = True
-                os.kill(os.getpid(), signal.SIGINT)
-        elif event == "return" and frame.f_code.co_name == "on_signal":
-            state["handled"] = True
-        return trace
-
-    return trace, state
-
-
 for nth in range(1, 1000):
-    trace, state = stop_at(nth)
+    trace, state = signal_at_line(nth, first_handlers, a_handler)
     sys.settrace(trace)
     status = _server.serve_app(app, host="127.0.0.1", port=0,
                                banner=lambda host, port: os.kill(os.getpid(), signal.SIGINT))

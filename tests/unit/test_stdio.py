@@ -117,11 +117,11 @@ def test_a_signal_while_idle_exits_promptly_and_cleanly(signum):
 
 # A signal's handler runs on the main thread, wherever that thread is: inside serve_stdio's wait for the session
 # to end, perhaps holding a lock of the wait's own (threading.Event.wait holds one around its `return`). A handler
-# that took that lock would wait for itself for ever; PyPy hit the window by chance. So: stop the server with a
+# that took that lock would wait for itself for ever (perhaps what a PyPy cell hit once). So: stop the server with a
 # signal sent at the 1st line the wait runs (its callees' lines included), then at the 2nd, and so on, until one
 # whole wait has run without reaching that line.
 SIGNAL_AT_EVERY_LINE_OF_THE_WAIT = """
-import inspect, io, os, signal, sys
+import inspect, io, os, sys
 from mcpserver import Server, stdio
 
 source, first = inspect.getsourcelines(stdio.serve_stdio)
@@ -137,29 +137,10 @@ def in_the_wait(frame):
     return False
 
 
-def stop_at(nth, hang_up):
-    state = {"lines": 0, "fired": False, "ended": False}
-
-    def trace(frame, event, arg):
-        if state["ended"] or not in_the_wait(frame):
-            return None
-        if event == "line":
-            state["lines"] += 1
-            if state["lines"] == nth:
-                state["fired"] = True
-                os.kill(os.getpid(), signal.SIGINT)
-        elif event == "return" and frame.f_back.f_code is stdio.serve_stdio.__code__:
-            state["ended"] = True  # one whole wait ran: the rest of the run is not under test
-            if not state["fired"]:
-                hang_up()
-        return trace
-
-    return trace, state
-
-
 for nth in range(1, 1000):
     read_end, write_end = os.pipe()
-    trace, state = stop_at(nth, lambda: os.close(write_end))
+    trace, state = signal_at_line(nth, in_the_wait, lambda frame: frame.f_back.f_code is stdio.serve_stdio.__code__,
+                                  lambda: os.close(write_end))  # one whole wait ran with no signal: end it at EOF
     sys.settrace(trace)
     status = stdio.serve_stdio(Server("quiet"), os.fdopen(read_end, "rb"), io.BytesIO())
     sys.settrace(None)
