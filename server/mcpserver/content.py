@@ -54,16 +54,18 @@ def audio(data: Union[bytes, str], mime_type: str, *, annotations: Optional[dict
 
 def resource_link(uri: str, name: str, *, title: Optional[str] = None, description: Optional[str] = None,
                   mime_type: Optional[str] = None, size: Optional[int] = None,
-                  annotations: Optional[dict[str, Any]] = None) -> ContentBlock:
+                  icons: Optional[list[dict[str, Any]]] = None, annotations: Optional[dict[str, Any]] = None,
+                  meta: Optional[dict[str, Any]] = None) -> ContentBlock:
     fields: dict[str, Any] = {"type": "resource_link", "uri": uri, "name": name}
-    for key, value in (("title", title), ("description", description), ("mimeType", mime_type), ("size", size)):
+    for key, value in (("title", title), ("description", description), ("mimeType", mime_type), ("size", size),
+                       ("icons", icons)):
         if value is not None:
             fields[key] = value
-    return _block(fields, annotations, None)
+    return _block(fields, annotations, meta)
 
 
 def embedded(uri: str, content: Union[str, bytes], *, mime_type: Optional[str] = None,
-             annotations: Optional[dict[str, Any]] = None) -> ContentBlock:
+             annotations: Optional[dict[str, Any]] = None, meta: Optional[dict[str, Any]] = None) -> ContentBlock:
     """An embedded resource: text for str, base64 `blob` for bytes. Annotations go on the wrapper."""
     resource: dict[str, Any] = {"uri": uri}
     if mime_type:
@@ -72,4 +74,4 @@ def embedded(uri: str, content: Union[str, bytes], *, mime_type: Optional[str] =
         resource["text"] = content
     else:
         resource["blob"] = _base64(content)
-    return _block({"type": "resource", "resource": resource}, annotations, None)
+    return _block({"type": "resource", "resource": resource}, annotations, meta)
