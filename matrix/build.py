@@ -83,8 +83,9 @@ def code_files(root: Path) -> list[ContextFile]:
 
 def suite_files(root: Path) -> list[ContextFile]:
     """What the test stage copies into /lab: the suites run inside containers, the files at the top of
-    tests/ (conftest.py and helpers), server/examples they may start, and pyproject.toml for pytest's
-    settings. The lab's own trees (tests/lab, tests/images) run from the host and stay out."""
+    tests/ (conftest.py and helpers), server/examples they may start, the official schemas tests/unit checks
+    every result against (spec/schema-*.json), and pyproject.toml for pytest's settings. The lab's own trees
+    (tests/lab, tests/images) run from the host and stay out."""
     files: list[ContextFile] = []
     tests = root / "tests"
     if tests.is_dir():
@@ -94,6 +95,8 @@ def suite_files(root: Path) -> list[ContextFile]:
         for suite in TESTS_DIR_SUITES:
             files += walk(root, tests / suite.value, "lab/")
     files += walk(root, root / "server/examples", "lab/")
+    for schema in sorted((root / "spec").glob("schema-*.json")):
+        files += walk(root, schema, "lab/")
     if (root / "pyproject.toml").is_file():
         files += walk(root, root / "pyproject.toml", "lab/")
     return files

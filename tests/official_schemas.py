@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Optional
 
 from mcpserver.schema._validate import validate
 from mcptest import ROOT
@@ -72,11 +72,11 @@ def errors(revision: str, instance: Any, definition: str) -> list[str]:
     return found
 
 
-def conforms(revision: str, instance: Any, definition: str) -> None:
+def conforms(revision: str, instance: Any, definition: str, seen: Optional[set[tuple[str, str]]] = None) -> None:
     """Assert that `instance` fits `definition` and carries nothing the revision does not declare."""
     problems = errors(revision, instance, definition)
     assert not problems, f"{revision} {definition}: {problems}\n{json.dumps(instance)[:2000]}"
-    extra = undeclared(revision, instance, definition)
+    extra = undeclared(revision, instance, definition, seen)
     assert not extra, f"{revision} {definition}: {extra}\n{json.dumps(instance)[:2000]}"
 
 
@@ -84,55 +84,74 @@ def fits(revision: str, instance: Any, node: Any) -> bool:
     return not validate(instance, _rooted(revision, node))
 
 
-def undeclared(revision: str, instance: Any, definition: str) -> list[str]:
+def undeclared(revision: str, instance: Any, definition: str, seen: Optional[set[tuple[str, str]]] = None) -> list[str]:
     """Every key of `instance`, at any depth, that the revision's `definition` does not declare (a request's
-    or notification's JSON-RPC envelope aside: the older schemas declare it apart, in JSONRPCRequest)."""
-    found: list[str] = []
-    _walk(revision, instance, {"$ref": f"#/{_key(revision)}/{definition}"}, definition, found)
-    return [f for f in found if f.split(":")[0] not in (f"{definition}.jsonrpc", f"{definition}.id")]
+    or notification's JSON-RPC envelope aside: the older schemas declare it apart, in JSONRPCRequest).
+    `seen` collects (definition, key) of the declared keys met, for a test that must meet them all."""
+    walk = _Walk(revision)
+    walk.value(instance, {"$ref": f"#/{_key(revision)}/{definition}"}, definition, "")
+    if seen is not None:
+        seen.update(walk.seen)
+    return [f for f in walk.found if f.split(":")[0] not in (f"{definition}.jsonrpc", f"{definition}.id")]
 
 
-def _resolved(revision: str, node: Any) -> Any:
-    while isinstance(node, dict) and "$ref" in node:
-        node = definitions(revision)[node["$ref"].rpartition("/")[2]]
-    return node
+class _Walk:
+    def __init__(self, revision: str):
+        self.revision = revision
+        self.found: list[str] = []
+        self.seen: set[tuple[str, str]] = set()
 
+    def resolved(self, node: Any, name: str) -> tuple[Any, str]:
+        while isinstance(node, dict) and "$ref" in node:
+            name = node["$ref"].rpartition("/")[2]
+            node = definitions(self.revision)[name]
+        return node, name
 
-def _walk(revision: str, value: Any, node: Any, path: str, found: list[str], meta: bool = False) -> None:
-    node = _resolved(revision, node)
-    if not isinstance(node, dict):
-        return
-    for keyword in ("anyOf", "oneOf"):
-        if keyword in node:
-            reports = []
-            for branch in node[keyword]:
-                if fits(revision, value, branch):
-                    report: list[str] = []
-                    _walk(revision, value, branch, path, report, meta)
-                    if not report:
-                        break
-                    reports.append(report)
-            else:  # no branch fits without extra keys: what the first that fits would have had sent
-                found.extend(reports[0] if reports else [])
-    parts = [node, *(_resolved(revision, branch) for branch in node.get("allOf", ()))]
-    if isinstance(value, dict):
-        declared: dict[str, Any] = {}
-        for part in parts:
-            declared.update(part.get("properties", {}))
-        closed = not meta and any("properties" in part for part in parts) and not any(
-            "additionalProperties" in part for part in parts)
-        extra = next((part["additionalProperties"] for part in parts if "additionalProperties" in part), True)
+    def value(self, value: Any, node: Any, path: str, name: str, meta: bool = False) -> None:
+        node, name = self.resolved(node, name)
+        if not isinstance(node, dict):
+            return
+        for keyword in ("anyOf", "oneOf"):
+            if keyword in node:
+                self.branch(value, node[keyword], path, name, meta)
+        parts = [(node, name), *(self.resolved(branch, name) for branch in node.get("allOf", ()))]
+        if isinstance(value, dict):
+            self.object(value, parts, path, meta)
+        elif isinstance(value, list):
+            items = next(((part["items"], of) for part, of in parts if isinstance(part.get("items"), dict)), None)
+            for index, item in enumerate(value if items is not None else ()):
+                self.value(item, items[0], f"{path}[{index}]", items[1])
+
+    def branch(self, value: Any, branches: list[Any], path: str, name: str, meta: bool) -> None:
+        """The branches `value` fits: the first without extra keys, else what the first that fits finds."""
+        walks = []
+        for branch in branches:
+            if fits(self.revision, value, branch):
+                walk = _Walk(self.revision)
+                walk.value(value, branch, path, name, meta)
+                walks.append(walk)
+                if not walk.found:
+                    break
+        chosen = next((walk for walk in walks if not walk.found), walks[0] if walks else None)
+        if chosen is not None:
+            self.found += chosen.found
+            self.seen |= chosen.seen
+
+    def object(self, value: dict[str, Any], parts: list[tuple[Any, str]], path: str, meta: bool) -> None:
+        declared: dict[str, tuple[Any, str]] = {}
+        for part, of in parts:
+            declared.update((key, (sub, of)) for key, sub in part.get("properties", {}).items())
+        closed = not meta and any("properties" in part for part, _ in parts) and not any(
+            "additionalProperties" in part for part, _ in parts)
+        extra = next((part["additionalProperties"] for part, _ in parts if "additionalProperties" in part), True)
         for key, item in value.items():
             where = f"{path}.{key}"
             if key in declared:
+                sub, of = declared[key]
+                self.seen.add((of, key))
                 if key not in AUTHORS_SCHEMAS:
-                    _walk(revision, item, declared[key], where, found, key == "_meta")
+                    self.value(item, sub, where, of, key == "_meta")
             elif closed:
-                found.append(f"{where}: not in {revision}")
+                self.found.append(f"{where}: not in {self.revision}")
             elif isinstance(extra, dict) and extra:
-                _walk(revision, item, extra, where, found)
-    elif isinstance(value, list):
-        items = next((part["items"] for part in parts if isinstance(part.get("items"), dict)), None)
-        if items is not None:
-            for index, item in enumerate(value):
-                _walk(revision, item, items, f"{path}[{index}]", found)
+                self.value(item, extra, where, parts[0][1])
