@@ -125,17 +125,27 @@ def _drop_definition_fields(definition: dict[str, Any], session: LegacySession, 
         dropped |= {"title", "outputSchema", "_meta"}
     if tool and not session.at_least(_V2025_03):
         dropped.add("annotations")  # ToolAnnotations came with 2025-03-26; resources had annotations before
-    if not dropped.intersection(definition):
+    dated = not tool and not session.at_least(_V2025_06) and "lastModified" in definition.get("annotations", ())
+    if not dated and not dropped.intersection(definition):
         return definition
     shaped = {key: value for key, value in definition.items() if key not in dropped}
     if "arguments" in shaped and not session.at_least(_V2025_06):  # a prompt's arguments had no title either
         shaped["arguments"] = [{k: v for k, v in argument.items() if k != "title"} for argument in shaped["arguments"]]
+    if dated:  # a resource's own annotations, as a content block's
+        shaped["annotations"] = _undated(shaped["annotations"])
     return shaped
+
+
+def _undated(annotations: dict[str, Any]) -> dict[str, Any]:
+    """Annotations without lastModified, which came with 2025-06-18."""
+    return {key: value for key, value in annotations.items() if key != "lastModified"}
 
 
 def shape_content(blocks: list[Any], session: LegacySession) -> list[Any]:
     """Content blocks as the revision knows them: a resource link becomes a text naming its URI before
-    2025-06-18, audio a text saying what it was before 2025-03-26; `_meta` and `lastModified` go too."""
+    2025-06-18, audio a text saying what it was before 2025-03-26; what came later goes (_block_fields)."""
+    if session.at_least(_V2025_11):
+        return blocks
     shaped = []
     for block in blocks:
         if not isinstance(block, dict):
@@ -147,12 +157,27 @@ def shape_content(blocks: list[Any], session: LegacySession) -> list[Any]:
         elif kind == "audio" and not session.at_least(_V2025_03):
             block = {"type": "text", "text": f"[audio, {block.get('mimeType', 'unknown type')}: not shown in "
                                              f"protocol {session.revision}]"}
-        elif not session.at_least(_V2025_06) and ("_meta" in block or "lastModified" in block.get("annotations", {})):
-            block = {key: value for key, value in block.items() if key != "_meta"}
-            if "annotations" in block:
-                block["annotations"] = {k: v for k, v in block["annotations"].items() if k != "lastModified"}
+        else:
+            block = _block_fields(block, session)
         shaped.append(block)
     return shaped
+
+
+def _block_fields(block: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+    """A block without the fields its revision lacks: a resource link's icons (2025-11-25); `_meta` and
+    lastModified (2025-06-18), an embedded resource's contents' `_meta` too. A new dict when one goes: the
+    author's block may be a constant, used again."""
+    resource = block.get("resource")
+    older = not session.at_least(_V2025_06)
+    if "icons" not in block and not (older and ("_meta" in block or "lastModified" in block.get("annotations", ())
+                                                or (isinstance(resource, dict) and "_meta" in resource))):
+        return block
+    block = {key: value for key, value in block.items() if key != "icons" and not (older and key == "_meta")}
+    if older and isinstance(block.get("annotations"), dict):
+        block["annotations"] = _undated(block["annotations"])
+    if older and isinstance(resource, dict) and "_meta" in resource:
+        block["resource"] = {key: value for key, value in resource.items() if key != "_meta"}
+    return block
 
 
 def _shape_tool_result(result: dict[str, Any], session: LegacySession) -> dict[str, Any]:
