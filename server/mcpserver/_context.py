@@ -10,7 +10,8 @@ Rules of this module:
   appears in the input schema. A tool without one pays nothing.
 - Progress goes out only when the request carried `_meta.progressToken`, strictly increasing,
   and never after the answer. Once the request is cancelled, `progress()` and `check_cancelled()`
-  raise `Cancelled`, so a loop that reports progress stops by itself.
+  raise `Cancelled`, so a loop that reports progress stops by itself. A call with a heartbeat
+  (mcpserver._heartbeat) hears its beats through the flight too, under the same lock.
 - A tool is written once for both eras. In 2026-07-28 `ask` ends the request with input_required
   (MRTR) and the tool runs again with the answers; in a legacy session (a `Peer` is present) it
   sends a real request to the client and waits for its answer. `log` reaches a legacy client at or
@@ -90,8 +91,8 @@ class Flight:
     settles the request and writes its answer, and `emit` and the answer must not take it again.
     """
 
-    __slots__ = ("_callbacks", "_emit", "_event", "_lock", "cancelled", "done", "last_progress", "principal",
-                 "transport")
+    __slots__ = ("_callbacks", "_emit", "_event", "_lock", "cancelled", "done", "heartbeat", "last_progress",
+                 "principal", "transport")
 
     def __init__(self, emit: Optional[Emit] = None, principal: Any = None, transport: str = "",
                  lock: Optional[threading.Lock] = None):
@@ -103,7 +104,8 @@ class Flight:
         self.cancelled = False
         self.done = False
         self._event: Optional[threading.Event] = None  # made when a tool first waits on the flight
-        self.last_progress: Optional[float] = None
+        self.last_progress: Optional[float] = None  # the tool's own; a heartbeat may have sent more since
+        self.heartbeat: Any = None  # the call's Heartbeat (mcpserver._heartbeat), while it has one
 
     @property
     def streams(self) -> bool:
@@ -130,8 +132,21 @@ class Flight:
                 if self.last_progress is not None and progress <= self.last_progress:
                     return False
                 self.last_progress = progress
+                if self.heartbeat is not None:  # above any beat sent since, and the beats' new starting point
+                    message = self.heartbeat.passing(message)
             self._emit(message)
             return True
+
+    def beat(self) -> Optional[float]:
+        """The heartbeat's turn, on the deadline thread: its beat goes out if one is due and the request is
+        still on; the seconds until its next turn, or None once the request is over."""
+        with self._lock:
+            if self.cancelled or self.done or self._emit is None or self.heartbeat is None:
+                return None
+            beat, wait = self.heartbeat.due()
+            if beat is not None:
+                self._emit(beat)
+            return wait  # type: ignore[no-any-return]
 
     def finish(self, answer: Optional[Callable[..., Any]] = None, *args: Any) -> bool:
         """The request is answered: run `answer(*args)` (which writes the response) unless it was cancelled."""

@@ -13,7 +13,7 @@ from ._context import Context
 from ._middleware import MiddlewareChain
 from ._state import DEFAULT_STATE_TTL, Sealer
 from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
-from ._tools import Tool, function_tool
+from ._tools import Tool, check_heartbeat, function_tool
 from ._wire import APPS_EXTENSION, SKILLS_EXTENSION, TASKS_EXTENSION
 from .errors import ConfigError
 
@@ -46,7 +46,8 @@ class Server:
                  instructions: Optional[str] = None, ttl_ms: int = DEFAULT_TTL_MS, cache_scope: str = "public",
                  page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
                  state_key: Union[str, Sequence[str], None] = None, state_ttl: float = DEFAULT_STATE_TTL,
-                 max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = (), task_store: Any = None):
+                 max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = (), task_store: Any = None,
+                 heartbeat: Optional[float] = None):
         """`state_key` seals the requestState of input_required rounds and legacy session ids: a key, or keys
         with the sealing one first, the others still opening what they sealed (default $MCPSERVER_STATE_KEY,
         $MCPSERVER_STATE_KEYS or $MCPSERVER_STATE_KEYS_FILE, else a key of this process only); `state_ttl` is
@@ -54,7 +55,8 @@ class Server:
         open at once; `offers` names categories ("tools", "resources", "prompts") to declare even while they
         are empty, for a server that adds them at run time; `task_store` keeps the tasks of task tools: None
         or "memory" (this process), the path of an SQLite file (every process on the host, across restarts)
-        or a postgresql:// URL."""
+        or a postgresql:// URL; `heartbeat`, the seconds between progress beats of a silent tool's call whose
+        client sent a progressToken, for every tool that does not say otherwise (`@server.tool(heartbeat=)`)."""
         if not isinstance(name, str) or not name:
             raise ConfigError("a server needs a non-empty name")
         if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
@@ -72,6 +74,7 @@ class Server:
         self.cache_scope = cache_scope
         self.page_size = page_size
         self.server_info_in_results = server_info_in_results
+        self.heartbeat = check_heartbeat(heartbeat, "the server") or None  # tools without one of their own: this
         self.offers = frozenset(offers)
         unknown = sorted(self.offers - {"tools", "resources", "prompts"})
         if unknown:
@@ -182,7 +185,7 @@ class Server:
              icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
              requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
              ui: Optional[str] = None, visibility: Optional[Iterable[str]] = None,
-             rate_limit: Optional[str] = None) -> Any:
+             rate_limit: Optional[str] = None, heartbeat: Union[float, bool, None] = None) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
@@ -192,6 +195,8 @@ class Server:
         `ui`: the app (server.app, registered first) a host shows its results in; `visibility`: who may
         call it, ["model", "app"] by default, ["app"] for a tool only its app calls (MCP Apps).
         `rate_limit`: "N/s", "N/m" or "N/h" calls per caller (mcpserver._ratelimit), then -32603 (HTTP 429).
+        `heartbeat`: seconds between progress beats while a call whose client sent a progressToken is silent
+        (mcpserver._heartbeat); False for none where the server has a default.
         """
         def register(function: F) -> F:
             if rate_limit is not None:  # refused before anything is registered
@@ -206,7 +211,8 @@ class Server:
             tool = self.add_tool(function_tool(function, name=name, title=title, description=description,
                                                input_schema=input_schema, output_schema=output_schema,
                                                annotations=annotations, icons=icons, meta=linked,
-                                               requires_client_capabilities=requires_client_capabilities, task=task))
+                                               requires_client_capabilities=requires_client_capabilities, task=task,
+                                               heartbeat=heartbeat))
             if rate_limit is not None:
                 from ._ratelimit import tool_limits
 
@@ -222,20 +228,20 @@ class Server:
                 task: str = "never", stdin: Union[str, dict[str, str]] = "json", output: str = "text",
                 timeout: Optional[float] = None, max_output_bytes: Optional[int] = None, cwd: Optional[str] = None,
                 env: Optional[dict[str, str]] = None, shell: bool = False, progress: Optional[str] = None,
-                confirm: Optional[str] = None) -> Tool:
+                confirm: Optional[str] = None, heartbeat: Union[float, bool, None] = None) -> Tool:
         """Register a program as a tool. Its arguments arrive as JSON on stdin; stdout is the result.
 
         `stdin` is "json" (the arguments), "none" or {"argument": NAME}; `output` "text" or "json"
         (structured content); `timeout` (default 30 s) and `max_output_bytes` (16 MiB) end a run;
-        `progress` is a regex over stderr lines; `confirm` a question the user must accept first. See
-        docs/manifest.md, and mcpserver._command for the rules on argv placeholders.
+        `progress` is a regex over stderr lines; `confirm` a question the user must accept first; `heartbeat`
+        as for tool(). See docs/manifest.md, and mcpserver._command for the rules on argv placeholders.
         """
         from ._command import command_tool  # subprocess and selectors load only for servers that run programs
 
         given: dict[str, Any] = {"title": title, "description": description, "input_schema": input_schema,
                                  "output_schema": output_schema, "annotations": annotations, "icons": icons,
                                  "meta": meta, "timeout": timeout, "max_output_bytes": max_output_bytes, "cwd": cwd,
-                                 "env": env, "progress": progress, "confirm": confirm}
+                                 "env": env, "progress": progress, "confirm": confirm, "heartbeat": heartbeat}
         options = {key: value for key, value in given.items() if value is not None}  # unset: the spec's defaults
         return self.add_tool(command_tool(name, command, task=task, stdin=stdin, output=output, shell=shell,
                                           **options))

@@ -26,10 +26,11 @@ from .schema._validate import check_schema, quick_validator, validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional
+    from typing import Any, Callable, Optional, Union
     Handler = Callable[[dict[str, Any], Optional[Context]], Any]
 
-__all__ = ["Tool", "ToolError", "ToolResult", "function_tool", "unexpected_failure"]
+__all__ = ["MAX_HEARTBEAT", "MIN_HEARTBEAT", "Tool", "ToolError", "ToolResult", "check_heartbeat", "function_tool",
+           "unexpected_failure"]
 
 log = _log.get("mcpserver.tools")
 
@@ -45,8 +46,13 @@ TOOL_OPTIONS: dict[str, Optional[str]] = {
     "meta": "_meta",
     "requires_client_capabilities": None,
     "task": "task",  # in a manifest too: "never", "optional" or "required" (mcpserver._tasks)
+    "heartbeat": "heartbeat",  # seconds between progress beats while the tool is silent (mcpserver._heartbeat)
 }
 TASK_MODES = ("never", "optional", "required")
+# A heartbeat more often than this floods the client rather than reassuring it; one rarer than an hour is longer
+# than any client waits (the SDKs time out after about 60 s). Past either bound, ConfigError.
+MIN_HEARTBEAT = 0.05
+MAX_HEARTBEAT = 3600.0
 
 TOOL_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
@@ -116,7 +122,7 @@ class Tool:
     """A tool's definition and its handler, checked together when the tool is made."""
 
     __slots__ = ("_quick_input", "_quick_output", "annotations", "definition", "description", "handler",
-                 "header_params", "icons", "input_schema", "meta", "name", "output_schema",
+                 "header_params", "heartbeat", "icons", "input_schema", "meta", "name", "output_schema",
                  "requires_client_capabilities", "takes_context", "task", "title")
 
     def __init__(self, name: str, input_schema: dict[str, Any], handler: Handler, *, title: Optional[str] = None,
@@ -124,10 +130,11 @@ class Tool:
                  annotations: Optional[dict[str, Any]] = None, icons: Optional[list[dict[str, Any]]] = None,
                  meta: Optional[dict[str, Any]] = None,
                  requires_client_capabilities: Optional[dict[str, Any]] = None, takes_context: bool = False,
-                 task: str = "never"):
+                 task: str = "never", heartbeat: Union[float, bool, None] = None):
         where = f"tool {name!r}"
         if task not in TASK_MODES:
             raise ConfigError(f"{where}: task must be one of {', '.join(TASK_MODES)}, not {task!r}")
+        self.heartbeat = check_heartbeat(heartbeat, where)  # None: the server's; False: none
         if not isinstance(name, str) or not 0 < len(name) <= 128 or not TOOL_NAME_CHARACTERS.issuperset(name):
             raise ConfigError(f"invalid tool name {name!r}: use 1 to 128 of A-Z a-z 0-9 _ - .")
         check_schema(input_schema, f"{where} inputSchema", root_object=True)
@@ -255,6 +262,17 @@ def _check_annotations(annotations: Optional[dict[str, Any]], where: str) -> Non
         raise ConfigError(f"{where}: annotations.title must be a string")
 
 
+def check_heartbeat(seconds: Any, where: str) -> Union[float, bool, None]:
+    """A heartbeat as given (seconds between beats; False: none; None: the default), or ConfigError."""
+    if seconds is None or seconds is False:
+        return seconds
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not MIN_HEARTBEAT <= seconds <= MAX_HEARTBEAT:  # NaN is within no bounds
+        raise ConfigError(f"{where}: heartbeat must be seconds between beats, from {MIN_HEARTBEAT:g} to "
+                          f"{MAX_HEARTBEAT:g}, or false for none, not {seconds!r}")
+    return seconds
+
+
 def _check_icons(icons: Optional[list[dict[str, Any]]], where: str) -> None:
     if icons is None:
         return
@@ -290,7 +308,8 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
                   description: Optional[str] = None, input_schema: Optional[dict[str, Any]] = None,
                   output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
                   icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
-                  requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never") -> Tool:
+                  requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
+                  heartbeat: Union[float, bool, None] = None) -> Tool:
     """A Tool from a Python function; the schema comes from its signature unless given.
 
     A parameter annotated `Context` receives the request's context and is not part of the schema.
@@ -311,7 +330,7 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
     return Tool(tool_name, input_schema, _handler(fn, converters, context_parameter), title=title,
                 description=description, output_schema=output_schema, annotations=annotations, icons=icons, meta=meta,
                 requires_client_capabilities=requires_client_capabilities, takes_context=context_parameter is not None,
-                task=task)
+                task=task, heartbeat=heartbeat)
 
 
 def _handler(fn: Callable[..., Any], converters: dict[str, Callable[[Any], Any]],

@@ -103,6 +103,7 @@ LAYERS = (
     ("http._server",),  # the roles built and joined, serve_app
     ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit"),
     ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
+    ("_heartbeat",),  # a call's progress beats, on the deadline thread
     ("_middleware",),
     ("schema._derive", "_subscriptions"),
     # OAuth, the resource server's side: JOSE, the principal and refusals, fetching, validators, the entry point

@@ -198,7 +198,8 @@ WINGS = ("mcpserver.tasks", "mcpserver.legacy", "mcpserver.http", "mcpserver.cli
 # Nor the modules of what it does not serve, or of a process it is not: each costs a start-up its lookup, its
 # read and its run however small it is (about 0.4M instructions), and the demo has tools only.
 UNUSED_BY_THE_DEMO = ("mcpserver._resources", "mcpserver._prompts", "mcpserver._completions", "mcpserver._command",
-                      "mcpserver.content", "mcpserver._pid1", "mcpserver._pypy")
+                      "mcpserver.content", "mcpserver._pid1", "mcpserver._pypy", "mcpserver._heartbeat",
+                      "mcpserver._deadlines")
 
 
 @needs_importtime
@@ -227,3 +228,12 @@ def test_the_control_each_wing_shows_up_where_it_is_used():
         assert wing in imported, done.stdout
         # everything.py registers resources, templates with completions and prompts: their modules come then
         assert {"mcpserver._resources", "mcpserver._prompts", "mcpserver._completions"} <= imported
+    # heartbeats (and the deadline thread) come with the first call that beats: a tool with one, and a token
+    beating = call("silent", seconds=0.01)
+    beating["params"]["_meta"]["progressToken"] = 1
+    for data, loaded in ((line(call("silent", seconds=0.01)), False), (line(beating), True)):
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "mcpserver",
+                               os.path.join(ROOT, "tests", "heartbeat_tools.py")], input=data, capture_output=True,
+                              env=env, timeout=60)
+        imported = names(re.findall(rb"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", done.stderr))
+        assert ("mcpserver._heartbeat" in imported) is loaded and ("mcpserver._deadlines" in imported) is loaded
