@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from mcptest import DEMO, EXAMPLES, MOVIES, StdioServer, call
+from mcptest import DEMO, EXAMPLES, MOVIES, ROOT, StdioServer, call
 from official_schemas import LEGACY_REVISIONS, conforms, errors
 
 REVISIONS = LEGACY_REVISIONS
@@ -134,6 +134,36 @@ def test_the_other_examples_conform_to_each_revision(revision, target):
             session.ask("prompts/get", name="recommend", arguments={"mood": "sleepy"})
 
 
+EVERY_FIELD = os.path.join(ROOT, "tests", "every_field.py")
+FIXTURE_ANSWERS = {"sampling/createMessage": {"role": "assistant", "model": "m",
+                                              "content": {"type": "text", "text": "ok"}},
+                   "elicitation/create": {"action": "accept", "content": {"name": "Ada"}}}
+
+
+def every_field(session):
+    """Everything tests/every_field.py offers, asked of it (tests/unit/test_revision_schemas.py asks the same
+    in process, of every example, in every revision)."""
+    for tool in session.ask("tools/list")["tools"]:
+        arguments = {"x": 1, "y": 2} if tool["name"] == "point" else {}
+        session.ask("tools/call", name=tool["name"], arguments=arguments, _meta={"progressToken": tool["name"]})
+    for resource in session.ask("resources/list")["resources"]:
+        session.ask("resources/read", uri=resource["uri"])
+    session.ask("resources/templates/list")
+    session.ask("resources/read", uri="every://items/apple")
+    session.ask("prompts/list")
+    session.ask("prompts/get", name="every_message", arguments={"topic": "space"})
+    assert {n["method"] for n in session.notifications} >= {"notifications/progress", "notifications/message"}
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_every_optional_field_is_shaped_for_each_revision_over_real_pipes(revision):
+    with StdioServer(EVERY_FIELD) as server:
+        capabilities = {"sampling": {}, "elicitation": {}} if revision >= "2025-06-18" else {"sampling": {}}
+        session = Session(server, revision, capabilities, answers=FIXTURE_ANSWERS)
+        session.ask("logging/setLevel", level="debug")
+        every_field(session)
+
+
 def test_an_unknown_revision_gets_the_newest_legacy_one_and_a_modern_request_is_still_served():
     with StdioServer(DEMO) as server:
         server.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -205,6 +235,17 @@ class HttpSession(Session):
         response.read()
         connection.close()
         assert response.status == 202, response.status
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_every_optional_field_is_shaped_for_each_revision_over_http(revision):
+    from mcptest import HttpServer
+
+    with HttpServer(EVERY_FIELD) as server:
+        capabilities = {"sampling": {}, "elicitation": {}} if revision >= "2025-06-18" else {"sampling": {}}
+        session = HttpSession(server, revision, capabilities, answers=FIXTURE_ANSWERS)
+        session.ask("logging/setLevel", level="debug")
+        every_field(session)
 
 
 @pytest.mark.parametrize("revision", ["2025-11-25", "2025-03-26"])

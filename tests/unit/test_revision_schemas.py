@@ -19,10 +19,10 @@ import os
 
 import pytest
 from mcpserver.testing import Client, ClientError, accept, roots, sampled
-from mcptest import EXAMPLES
+from mcptest import EXAMPLES, ROOT
 from official_schemas import REVISIONS, conforms, definitions, undeclared
 
-EVERY_FIELD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "every_field.py")
+EVERY_FIELD = os.path.join(ROOT, "tests", "every_field.py")
 TARGETS = [*sorted(glob.glob(os.path.join(EXAMPLES, "*.py")) + glob.glob(os.path.join(EXAMPLES, "*.json"))),
            EVERY_FIELD]
 MODERN = REVISIONS[0]

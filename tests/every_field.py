@@ -1,7 +1,8 @@
 """A server that puts every optional field the SDK can send on the wire: titles, icons, `_meta`, output schemas,
 tool annotations, content of every kind with annotations (`lastModified` too), resource links, audio, progress
-with messages, log records, input with defaults. tests/unit/test_revision_schemas.py checks that each revision
-gets what its schema declares and nothing more; the examples use few of these fields.
+with messages, log records, input with defaults. tests/unit/test_revision_schemas.py (in process) and
+tests/conformance/test_legacy_schema.py (over pipes and sockets) check that each revision gets what its schema
+declares and nothing more; the examples use few of these fields.
 """
 
 from mcpserver import Context, Resource, Server, ToolError, ToolResult, content
