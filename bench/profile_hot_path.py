@@ -2,7 +2,7 @@
 
 Two paths, each fed a batch of tools/call echo requests written ahead:
 - stdio: mcpserver.stdio.serve_stdio over in-memory streams, against the bare loop's serve().
-- HTTP: one keep-alive connection served by mcpserver's own HTTP/1.1 server (mcpserver.http._server), its
+- HTTP: one keep-alive connection served by mcpserver's own HTTP/1.1 server (mcpserver.httpd), its
   requests written ahead into an in-memory stand-in for the socket and served as one of its workers
   serves pipelined requests (screen, app, response, next request), against the bare
   ThreadingHTTPServer's handler. The stand-in lends a real file descriptor (one end of a socketpair),
@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.join(ROOT, "server"))
 from mcpserver import http as mcp_http  # noqa: E402
 from mcpserver import stdio as mcp_stdio  # noqa: E402
 from mcpserver._loader import load_target  # noqa: E402
-from mcpserver.http import _server as _httpd  # noqa: E402
-from mcpserver.http._connection import Connection  # noqa: E402
+from mcpserver.httpd import _serve as _httpd  # noqa: E402
+from mcpserver.httpd._connection import Connection  # noqa: E402
 
 STDIO_REQUESTS = 20_000
 HTTP_REQUESTS = 5_000

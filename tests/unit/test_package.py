@@ -93,14 +93,15 @@ LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
     ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_latch"),
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
-    ("http._head",),  # a request head, parsed: no socket, no state
-    # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (http._server builds it)
-    ("http._poller",),  # readiness: epoll, or poll() where there is none
-    ("http._connection",),  # one client connection: its socket, buffers and state
-    ("http._writing",),  # a response going out; the bytes the server writes itself
-    ("http._reading", "http._pushing"),  # a request coming in; push streams
-    ("http._working", "http._accepting", "http._loop"),  # the workers; the door; the loop thread
-    ("http._server",),  # the roles built and joined, serve_app
+    # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (httpd._serve builds it)
+    ("httpd._head",),  # a request head, parsed: no socket, no state
+    ("httpd._poller",),  # readiness: epoll, or poll() where there is none
+    ("httpd._connection",),  # one client connection: its socket, buffers and state
+    ("httpd._writing",),  # a response going out; the bytes the server writes itself
+    ("httpd._reading", "httpd._pushing"),  # a request coming in; push streams
+    ("httpd._working", "httpd._accepting", "httpd._loop"),  # the workers; the door; the loop thread
+    ("httpd._serve",),  # the roles built and joined, serve_app
+    ("httpd",),
     ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit"),
     ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
     ("_middleware",),
@@ -214,8 +215,9 @@ def test_the_layer_rule_catches_an_upward_import():
     assert layering_problems({"stdio": "from . import http\n"}) == [
         f"stdio (layer {layer_of('stdio')}) imports http (layer {layer_of('http')})"]
     # The generic HTTP server sits low: MCP (the app, the registry) is above it, never inside it.
-    assert layering_problems({"http._server": "from ._app import McpApp\n"}) == [
-        f"http._server (layer {layer_of('http._server')}) imports http._app (layer {layer_of('http._app')})"]
+    assert layering_problems({"httpd._serve": "from ..http._app import McpApp\n"}) == [
+        f"httpd._serve (layer {layer_of('httpd._serve')}) imports http (layer {layer_of('http')})",
+        f"httpd._serve (layer {layer_of('httpd._serve')}) imports http._app (layer {layer_of('http._app')})"]
 
 
 def test_the_layer_rule_reads_a_folders_relative_imports_and_counts_its_init():

@@ -1,12 +1,8 @@
-"""Streamable HTTP: the WSGI app for a Server, the project's own HTTP/1.1 server, and how the two serve MCP.
+"""Streamable HTTP: the WSGI app for a Server, and how the project's own HTTP/1.1 server (mcpserver.httpd) serves it.
 
     gunicorn -w 4 'mcpserver.http:create_app("server/examples/demo.py")'
 
 The wing, by role:
-  _head      a request head, parsed strictly (RFC 9112): no socket, no state
-  _server    the generic HTTP/1.1 server: one event loop, a bounded pool of workers; serves any WSGI app, knows
-             no MCP (docs/adr/0004-our-own-http-server.md). Its roles are modules of their own, below it:
-             _poller, _connection, _accepting, _loop, _reading, _writing, _pushing, _working
   _response  Response and Refused: what the app answers with
   _stream    a request answered as server-sent events (progress, subscriptions/listen, a session's GET)
   _cors      CORS for the origins --allow-origin names: preflights, and the headers of every answer to them

@@ -1,5 +1,5 @@
 """How `python -m mcpserver --http` and `mcpserver.run(server, "http")` serve MCP: the policy on top of
-the generic HTTP server (_httpd) and the WSGI app (http).
+the generic HTTP server (mcpserver.httpd) and the WSGI app (mcpserver.http).
 
 Rules of this module:
 - Authentication is required off loopback: a static token (resolved by _app.resolve_token, as
@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import sys
 
+from .. import httpd
 from .._server import Server
 from .._wire import DEFAULT_GRACE_SECONDS
 from ..errors import ConfigError
-from . import _app, _server
+from . import _app
 from ._app import McpApp, is_loopback, resolve_token
 
 TYPE_CHECKING = False
@@ -62,14 +63,14 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
           allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
           max_body_bytes: int = _app.DEFAULT_MAX_BODY_BYTES, oauth: Optional[ResourceServer] = None,
           behind_proxy: bool = False, tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
-          max_connections: int = _server.DEFAULT_MAX_CONNECTIONS, max_requests: int = _server.DEFAULT_MAX_REQUESTS,
-          max_queued: int = _server.DEFAULT_MAX_QUEUED, read_timeout: float = _server.DEFAULT_READ_TIMEOUT,
-          header_timeout: float = _server.DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS,
+          max_connections: int = httpd.DEFAULT_MAX_CONNECTIONS, max_requests: int = httpd.DEFAULT_MAX_REQUESTS,
+          max_queued: int = httpd.DEFAULT_MAX_QUEUED, read_timeout: float = httpd.DEFAULT_READ_TIMEOUT,
+          header_timeout: float = httpd.DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS,
           max_listeners: Optional[int] = None, max_listeners_per_peer: int = _app.DEFAULT_MAX_LISTENERS_PER_PEER,
           max_listeners_per_principal: int = _app.DEFAULT_MAX_LISTENERS_PER_PRINCIPAL, metrics: bool = False,
           public_metrics: bool = False, health: bool = False, log_health: bool = False,
           rate_limit: Optional[str] = None, burst: Optional[int] = None,
-          worker_idle_seconds: float = _server.DEFAULT_IDLE_SECONDS) -> int:
+          worker_idle_seconds: float = httpd.DEFAULT_IDLE_SECONDS) -> int:
     """Serve `server` over Streamable HTTP until SIGTERM/SIGINT; return the exit status (0).
 
     The token is _app.resolve_token's (`token`, `token_file`, $MCPSERVER_TOKEN_FILE, $MCPSERVER_TOKEN);
@@ -101,7 +102,7 @@ def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: st
         print(f"mcpserver: serving {server.name} {server.version} at {scheme}://{shown}:{bound_port}{path} ({auth})",
               file=sys.stderr, flush=True)
 
-    return _server.serve_app(app, host=host, port=port, banner=banner, max_connections=max_connections,
+    return httpd.serve_app(app, host=host, port=port, banner=banner, max_connections=max_connections,
                             max_requests=max_requests, max_queued=max_queued, max_body_bytes=max_body_bytes,
                             read_timeout=read_timeout, header_timeout=header_timeout, grace_seconds=grace_seconds,
                             tls_cert=tls_cert, tls_key=tls_key, worker_idle_seconds=worker_idle_seconds)

@@ -11,7 +11,7 @@ The server, by role (each module's docstring states its rules):
   _writing     a response going out: what the socket takes now, the rest by the loop; what comes after it
   _pushing     push streams, driven by the loop without a thread
   _working     the workers: screen the request, run the app, start its response, take the next request
-  _server      this module: the roles built and joined, serve_app, signals, the limits' defaults
+  _serve       this module: the roles built and joined, serve_app, signals, the limits' defaults
 
 Rules of this module:
 - It knows no MCP. It serves one WSGI app and offers it, beyond WSGI: environ["mcpserver.headers"],
