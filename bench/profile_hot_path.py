@@ -39,6 +39,7 @@ from mcpserver import stdio as mcp_stdio  # noqa: E402
 from mcpserver._loader import load_target  # noqa: E402
 from mcpserver.httpd import _serve as _httpd  # noqa: E402
 from mcpserver.httpd._connection import Connection  # noqa: E402
+from mcpserver.httpd._machine import Machine  # noqa: E402
 
 STDIO_REQUESTS = 20_000
 HTTP_REQUESTS = 5_000
@@ -126,14 +127,15 @@ def _one_connection(handle: Callable[[Any], Any], requests: bytes, fd: int = -1)
 def http_ours(requests: bytes) -> Callable[[], bytes]:
     app = mcp_http.create_app(os.path.join(ROOT, "server", "examples", "demo.py"), token=None)
     httpd = _httpd._Server(app, "127.0.0.1", 0, max_connections=4)
-    httpd.acceptor.listener.close()  # nothing connects: the connection below is handed over directly
+    httpd.door.listener.close()  # nothing connects: the connection below is handed over directly
     lender = socket.socketpair()  # kept open as long as the closure: its fd stands for the connection's
     httpd.loop.poller.add(lender[0].fileno(), 0)
 
     def serve(sock: Any) -> None:
-        connection = Connection(sock, ("127.0.0.1", 0), None)
-        connection.buffer += requests  # all of them already read, as pipelined requests are
-        connection.state = httpd.reader.next_step(connection) or ""
+        machine = Machine(httpd.loop.rules, False, time.monotonic())
+        connection = Connection(sock, ("127.0.0.1", 0), None, machine)
+        machine.received(requests, False, time.monotonic())  # all of them already read, as pipelined requests are
+        connection.busy = True  # the loop handed it to a worker
         httpd.worker.work(connection)
 
     def run() -> bytes:

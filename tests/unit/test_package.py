@@ -95,12 +95,12 @@ LAYERS = (
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (httpd._serve builds it)
     ("httpd._head",),  # a request head, parsed: no socket, no state
+    ("httpd._machine",),  # a connection's states and rules: events in, actions out; no socket, thread or lock
     ("httpd._poller",),  # readiness: epoll, or poll() where there is none
-    ("httpd._connection",),  # one client connection: its socket, buffers and state
-    ("httpd._writing",),  # a response going out; the bytes the server writes itself
-    ("httpd._reading", "httpd._pushing"),  # a request coming in; push streams
-    ("httpd._working", "httpd._accepting", "httpd._loop"),  # the workers; the door; the loop thread
-    ("httpd._serve",),  # the roles built and joined, serve_app
+    ("httpd._connection",),  # one client connection: its socket, what it still has to write, its machine
+    ("httpd._accepting",),  # the door: the listening socket, newcomers, TLS
+    ("httpd._workers", "httpd._loop"),  # the two drivers of the machines, which never import each other
+    ("httpd._serve",),  # the door, the loop and the workers built; serve_app
     ("httpd",),
     ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit"),
     ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily

@@ -3,15 +3,17 @@
 
 The package, by role (each module's docstring states its rules):
   _head        a request head, parsed strictly (RFC 9112): no socket, no state
+  _machine     a connection's states and every rule between them: events in, actions out; no socket, thread,
+               lock or clock (h11's Connection is the model)
   _poller      readiness: epoll with EPOLLONESHOT, or poll() where there is none
-  _connection  one client connection: its socket, its buffers, its state (which says who owns it)
-  _accepting   the door: the listening socket, the bound on connections, TLS for new ones
-  _loop        the loop thread: owns every connection not running a request, its moves and deadlines
-  _reading     a request coming in: handshake, head, body (on the loop; briefly on a worker)
-  _writing     a response going out: what the socket takes now, the rest by the loop; what comes after it
-  _pushing     push streams, driven by the loop without a thread
-  _working     the workers: screen the request, run the app, start its response, take the next request
-  _serve       the roles built and joined, serve_app, signals, the limits' defaults
+  _connection  one client connection: its socket, what it still has to write, its machine, who has it
+  _accepting   the door: the listening socket, newcomers waiting for a place, TLS for new ones
+  _loop        the loop thread: drives the machine of every connection no worker has (readiness, deadlines,
+               hang-ups, push streams)
+  _workers     the pool of workers: each drives the machine of the connection it has (screen, run the app,
+               write its response, take the client's next request)
+  _serve       serve_app: the door, the loop and the workers built, each given what it uses of the others;
+               signals; the limits' defaults
 """
 
 from ._accepting import tls_context

@@ -1,24 +1,14 @@
 """The built-in HTTP/1.1 server: any WSGI app, from one event loop and a bounded pool of workers
-(docs/adr/0004-our-own-http-server.md says why it is ours, and why it is built this way).
-
-The server, by role (each module's docstring states its rules):
-  _head        a request head, parsed strictly (RFC 9112): no socket, no state
-  _poller      readiness: epoll with EPOLLONESHOT, or poll() where there is none
-  _connection  one client connection: its socket, its buffers, its state (which says who owns it)
-  _accepting   the door: the listening socket, the bound on connections, TLS for new ones
-  _loop        the loop thread: owns every connection not running a request, its moves and deadlines
-  _reading     a request coming in: handshake, head, body (on the loop; briefly on a worker)
-  _writing     a response going out: what the socket takes now, the rest by the loop; what comes after it
-  _pushing     push streams, driven by the loop without a thread
-  _working     the workers: screen the request, run the app, start its response, take the next request
-  _serve       this module: the roles built and joined, serve_app, signals, the limits' defaults
+(docs/adr/0004-our-own-http-server.md says why it is ours, and why it is built this way; docs/adr/0019 why it is a
+machine and two drivers).
 
 Rules of this module:
 - It knows no MCP. It serves one WSGI app and offers it, beyond WSGI: environ["mcpserver.headers"],
   environ["mcpserver.on_disconnect"], the app's `screen(environ)` and push streams (environ["mcpserver.push"]).
-- Each role is built with its own settings and state, then given the roles it calls (its join()): they call
-  one another in a cycle (a response out leads to the next request; a request may be answered before it
-  runs), always by name, `self.writer.deliver(...)`, so each call site says which role does what.
+- It builds the server: the door (the listening socket, opened first: a port that cannot be had fails before
+  anything else is made), the loop and the workers. Each is given what it uses of the others, as callables,
+  never the object that made them: the loop hands a request to the pool's submit(); a worker gives a
+  connection back to the loop's enter(), or closes it with its close().
 - SIGTERM/SIGINT: stop accepting, close connections that wait, call the app's `shutdown()` if it has one
   (streams end), let requests in flight finish within grace_seconds, exit 0 (also as PID 1). A second
   signal ends the wait at once. With TLS, SIGHUP loads the certificate again (the _accepting module); the
@@ -36,14 +26,11 @@ from .._json import THREAD_STACK_BYTES
 from .._latch import Latch
 from .._wire import DEFAULT_GRACE_SECONDS
 from ..errors import ConfigError
-from ._accepting import Acceptor, tls_context
+from ._accepting import Door, tls_context
 from ._connection import tls_eof, would_block
-from ._head import MAX_HEAD_BYTES, HttpError, parse_head
 from ._loop import Loop
-from ._pushing import Pusher
-from ._reading import Reader
-from ._working import DEFAULT_IDLE_SECONDS, Worker
-from ._writing import Writer
+from ._machine import Rules
+from ._workers import DEFAULT_IDLE_SECONDS, Worker
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,11 +51,7 @@ __all__ = [
     "DEFAULT_MAX_QUEUED",
     "DEFAULT_MAX_REQUESTS",
     "DEFAULT_READ_TIMEOUT",
-    "MAX_HEAD_BYTES",
-    "HttpError",
-    "parse_head",
     "serve_app",
-    "tls_context",
 ]
 
 DEFAULT_MAX_CONNECTIONS = 1024  # open connections; idle and slow ones cost a buffer, not a thread
@@ -83,30 +66,25 @@ _WAKEUP_FD = -1  # the key, among the replaced signal handlers, of the wakeup fd
 
 
 class _Server:
-    """One server's roles, built and joined. The listening socket is opened first: a port that cannot be had
-    fails before anything else is made."""
+    """One server: its door, its loop and its workers, each given what it uses of the others."""
 
     def __init__(self, app: Callable[..., Any], host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  max_requests: int = DEFAULT_MAX_REQUESTS, max_queued: int = DEFAULT_MAX_QUEUED,
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, read_timeout: float = DEFAULT_READ_TIMEOUT,
                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, worker_idle_seconds: float = DEFAULT_IDLE_SECONDS,
                  tls: Any = None):
-        blocking = would_block(tls is not None)
-        self.acceptor = Acceptor(host, port, max_connections=max_connections, tls=tls)
-        self.loop = Loop(read_timeout=read_timeout, header_timeout=header_timeout)
-        self.worker = Worker(app, host=self.acceptor.host, port=self.acceptor.port, max_requests=max_requests,
-                             max_queued=max_queued, max_body_bytes=max_body_bytes, idle_seconds=worker_idle_seconds)
-        self.reader = Reader(screening=self.worker.screen is not None, max_body_bytes=max_body_bytes,
-                             read_timeout=read_timeout, would_block=blocking,
-                             tls_eof=tls_eof() if tls is not None else ())
-        self.writer = Writer(max_body_bytes=max_body_bytes, read_timeout=read_timeout, would_block=blocking)
-        self.pusher = Pusher()
-        self.acceptor.join(self.loop)
-        self.loop.join(self.acceptor, self.reader, self.writer, self.pusher, self.worker)
-        self.reader.join(self.loop, self.writer, self.worker.workers)
-        self.writer.join(self.loop, self.reader, self.worker)
-        self.pusher.join(self.loop, self.writer)
-        self.worker.join(self.loop, self.acceptor, self.reader, self.writer, self.pusher)
+        blocking, eof = would_block(tls is not None), tls_eof() if tls is not None else ()
+        self.door = Door(host, port, max_connections=max_connections, tls=tls)
+        rules = Rules(read_timeout=read_timeout, header_timeout=header_timeout, max_body_bytes=max_body_bytes,
+                      screening=getattr(app, "screen", None) is not None)
+        self.loop = loop = Loop(self.door, rules, would_block=blocking, tls_eof=eof)
+        self.worker = Worker(app, host=self.door.host, port=self.door.port, read_timeout=read_timeout,
+                             poller=loop.poller, would_block=blocking, tls_eof=eof, enter=loop.enter,
+                             close=loop.close, pump_soon=loop.pump_soon, crowded=loop.crowded,
+                             max_requests=max_requests, max_queued=max_queued, idle_seconds=worker_idle_seconds)
+
+    def run(self, grace_seconds: float, hurry: Latch) -> int:
+        return self.loop.run(self.worker.pool.submit, self.worker.shutdown_app, grace_seconds, hurry)
 
 
 def fit_connections(wanted: int) -> int:
@@ -192,9 +170,9 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     hurry = Latch()
     previous = _handle_signals(server.loop, tls is not None, hurry, tls_cert, tls_key)
-    banner(server.acceptor.host, server.acceptor.port)  # after the handlers: a signal once it is seen is handled
+    banner(server.door.host, server.door.port)  # after the handlers: a signal once it is seen is handled
     try:
-        left = server.loop.run(grace_seconds, hurry)
+        left = server.run(grace_seconds, hurry)
         if left:
             print(f"mcpserver: exiting with {left} request(s) still running after the grace period", file=sys.stderr)
     finally:
