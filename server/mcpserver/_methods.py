@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Optional
     Handler = Callable[[Server, dict[str, Any], Context], Any]
 
-    from .legacy import LegacySession
+    from ._context import Negotiated
 
 __all__ = ["ANSWERED", "CANCELLED", "INDIRECT", "LISTENING", "METHODS", "MODERN_ONLY", "NAMED_BY", "Listening",
            "Reply", "cacheable", "call_tool_directly", "error_response", "success"]
@@ -58,7 +58,7 @@ class Reply:
     __slots__ = ("http_status", "listening", "outcome", "response", "session")
 
     def __init__(self, response: Optional[dict[str, Any]], outcome: str = ANSWERED, http_status: int = 200,
-                 listening: Optional[Listening] = None, session: Optional[LegacySession] = None):
+                 listening: Optional[Listening] = None, session: Optional[Negotiated] = None):
         self.response = response
         self.outcome = outcome
         self.http_status = http_status

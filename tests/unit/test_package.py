@@ -234,10 +234,18 @@ def test_the_layer_rule_reads_a_folders_relative_imports_and_counts_its_init():
     assert layering_problems({"tasks": "from ._store import TaskStore\n"}) == []  # a folder gathers its own
 
 
+def _outside_classes(node):
+    """The node and what it holds, but not what a class defines (a Protocol's members are no module names)."""
+    yield node
+    if not isinstance(node, ast.ClassDef):
+        for child in ast.iter_child_nodes(node):
+            yield from _outside_classes(child)
+
+
 def defined_names(statements) -> set:
     """The names statements import, assign or define (a def in the run-time branch stands in for typing's)."""
     names = set()
-    for sub in (sub for statement in statements for sub in ast.walk(statement)):
+    for sub in (sub for statement in statements for sub in _outside_classes(statement)):
         if isinstance(sub, (ast.Import, ast.ImportFrom)):
             names |= {(alias.asname or alias.name).split(".")[0] for alias in sub.names}
         elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)):
@@ -277,6 +285,11 @@ def test_the_type_only_check_finds_a_runtime_use():
     source = ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from typing import Any\n"
               "def f(x: Any) -> Any:\n    return x is Any\n")
     assert type_only_names_used_at_run_time(source) == ["Any"]
+    # A Protocol's members are its own, not the module's: a local variable may share a member's name.
+    protocol = ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from typing import Protocol\n"
+                "    class Asked(Protocol):\n        def method(self) -> str: ...\n"
+                "def f(asked: Asked) -> str:\n    method = asked.method()\n    return Asked.__name__ + method\n")
+    assert type_only_names_used_at_run_time(protocol) == ["Asked"]
 
 
 @pytest.mark.skipif(not os.path.isfile(os.path.join(ROOT, "pyproject.toml")), reason="no pyproject.toml beside tests/")

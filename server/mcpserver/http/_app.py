@@ -55,7 +55,7 @@ from .._wire import status_line
 from ..errors import ConfigError, InternalError
 from ..legacy import opens_legacy
 from ._cors import Cors
-from ._response import Refused, Response, json_parts, printable, refused
+from ._response import Admitted, Refused, Response, json_parts, printable, refused
 from ._sessions import Sessions, modern
 from ._stream import STREAMED, Stream
 
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from ._response import StartResponse
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_MAX_LISTENERS_PER_PRINCIPAL",
-           "Admitted", "McpApp", "create_app", "is_loopback", "read_token_file", "resolve_token"]
+           "McpApp", "create_app", "is_loopback", "read_token_file", "resolve_token"]
 
 log = _log.get("mcpserver.http")
 access_log = _log.get("mcpserver.http.access")
@@ -159,18 +159,6 @@ def resolve_token(token: Optional[str] = None, token_file: Optional[str] = None,
 
 
 
-
-
-class Admitted:
-    """What the checks on a request's head learned: who it is, what it accepts, how long its body is."""
-
-    __slots__ = ("accepted", "length", "principal", "principal_key")
-
-    def __init__(self, accepted: frozenset[str], length: int, principal: Any, principal_key: Optional[str]):
-        self.accepted = accepted
-        self.length = length
-        self.principal = principal
-        self.principal_key = principal_key
 
 
 class _ListenSlots:
@@ -269,20 +257,25 @@ class McpApp:
                 raise ConfigError(str(exc)) from None
         elif burst is not None:
             raise ConfigError("a burst needs a rate limit (--rate-limit N/s, N/m or N/h)")
-        self.sessions = Sessions(self)  # the legacy era's (LEGACY.md §4)
+        self.sessions = Sessions(server, read_body=self.read_body, serve_request=self.serve_request,
+                                 listen_slot=self.listen_slot, opened=self._session_opened)  # LEGACY.md §4
         server.middleware.trace_if_configured()
         self.public_metrics = public_metrics
         self.health = None
         if health:  # the built-in server's loop answers `immediate` paths itself, without a worker
             from ._health import Health
 
-            self.health = Health(self, log_health)
+            self.health = Health(server, oauth, log_health)
             self.immediate = self.health.immediate()
         self.metrics = None
         if metrics or metrics_dir:
             from ._metrics import measure
 
-            self.metrics = measure(self, metrics_dir)
+            self.metrics = measure(server, lambda: len(self.sessions.table), metrics_dir)
+
+    def _session_opened(self) -> None:
+        if self.metrics is not None:
+            self.metrics.session_opened()
 
     def _origin_allowed(self, origin: str) -> bool:
         if origin.rstrip("/") in self.allowed_origins:
