@@ -468,7 +468,7 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
 
 def _open_task_store(server: Any) -> None:
     """Open the store now, so one that cannot serve is refused at start-up (ConfigError), not at a first task."""
-    from .tasks._methods import task_manager
+    from .tasks import task_manager
 
     task_manager(server)
 

@@ -117,9 +117,9 @@ def cacheable(server: Server, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 def _tasks() -> Any:
-    """mcpserver.tasks._methods, imported when a task tool or a tasks/* method is first used: a server
-    without them never loads the wing."""
-    from .tasks import _methods as tasks
+    """The Tasks wing, imported when a task tool or a tasks/* method is first used: a server without them never
+    loads it."""
+    from . import tasks
 
     return tasks
 

@@ -55,7 +55,7 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noq
 
         warn_if_oversized("mcpserver.run")
     if server.task_store is not None:  # refused now if it cannot serve; and this server's changes reach the bus
-        from .tasks._shared import shared
+        from .store import shared
 
         shared(server)
     if transport == "stdio":

@@ -11,10 +11,9 @@ import pytest
 import test_session_store
 import test_task_store
 from mcpserver.errors import ConfigError
+from mcpserver.store import PostgresTaskStore, StoreUnavailable, TaskLimitReached, open_task_store
+from mcpserver.store._postgres import SCHEMA_VERSION, redacted
 from mcpserver.tasks import Tasks
-from mcpserver.tasks._open import open_task_store
-from mcpserver.tasks._postgres import SCHEMA_VERSION, PostgresTaskStore, redacted
-from mcpserver.tasks._record import StoreUnavailable, TaskLimitReached
 from pgserver import PostgresServer
 from task_store_worker import StoreProcess, race_creates
 from test_task_store import RESULT

@@ -16,7 +16,7 @@ BEING_SPLIT: dict = {}
 
 
 def sources(root: str = PACKAGE_DIR) -> dict:
-    """Every module's source by dotted name ("mcpserver.tasks._store"; a folder's __init__ is the folder)."""
+    """Every module's source by dotted name ("mcpserver.store._store"; a folder's __init__ is the folder)."""
     found = {}
     for folder, _, files in os.walk(root):
         inside = os.path.relpath(folder, root)

@@ -83,7 +83,7 @@ def test_the_public_api_is_what_all_says():
         assert hasattr(mcpserver, name), name
 
 
-# The package's layers, lowest first, by module (dotted below a folder: "tasks._store"; a folder's own name is
+# The package's layers, lowest first, by module (dotted below a folder: "store._store"; a folder's own name is
 # its __init__). A module imports only from layers below its own, never from its own layer or above, so every
 # arrow points down: command line -> transports -> protocol -> methods -> registry -> ground. Lazy imports
 # inside functions count too (imports for type checkers alone never run, and do not), and importing a module of
@@ -114,12 +114,14 @@ LAYERS = (
     ("skills._frontmatter",), ("skills._catalog",), ("skills._methods",), ("skills",),
     ("_server",),
     ("_loader",),
-    # the Tasks wing: the record, the store and its backends, the operations over them, the runner, its methods
-    # (and what the store shares besides: legacy sessions' events, the bus)
-    ("tasks._record", "tasks._events", "tasks._sender"), ("tasks._bus", "tasks._sql_sessions"), ("tasks._store",),
-    ("tasks._sql",),
-    ("tasks._sqlite", "tasks._postgres"),
-    ("tasks._open",), ("tasks._shared",), ("tasks._operations",), ("tasks._runner",), ("tasks._methods",), ("tasks",),
+    # the shared store: a task as it is kept, legacy sessions' events, the sender and the bus, the stores and their
+    # backends, opening one, the server's own; then the folder
+    ("store._task", "store._events", "store._sender"), ("store._bus", "store._sql_sessions"), ("store._store",),
+    ("store._sql",),
+    ("store._sqlite", "store._postgres"),
+    ("store._open",), ("store._shared",), ("store",),
+    # the Tasks wing, above the store: a record's rules, the operations over a store, the runner, its methods
+    ("tasks._record",), ("tasks._operations",), ("tasks._runner",), ("tasks._methods",), ("tasks",),
     ("_methods",),  # what each method does, and the Reply
     # the legacy era: the revisions' shaping, the sessions, its dispatch; then the folder
     ("legacy._shaping",), ("legacy._sessions",), ("legacy._dispatch",), ("legacy",),
@@ -138,7 +140,7 @@ LAYERS = (
 
 
 def package_sources(root: str = PACKAGE_DIR) -> dict:
-    """Every module of the package by dotted name ("protocol", "tasks._store", "tasks" for its __init__),
+    """Every module of the package by dotted name ("protocol", "store._store", "store" for its __init__),
     the root __init__ left out."""
     sources = {}
     for folder, _, files in os.walk(root):
@@ -222,16 +224,20 @@ def test_the_layer_rule_catches_an_upward_import():
 
 def test_the_layer_rule_reads_a_folders_relative_imports_and_counts_its_init():
     # From inside a wing: `..` is the package above it; importing a wing's module runs the wing's __init__.
-    store = layer_of("tasks._store")
-    assert layering_problems({"tasks._store": "from ._runner import TaskManager\n"}) == [
-        f"tasks._store (layer {store}) imports tasks._runner (layer {layer_of('tasks._runner')})"]
-    assert layering_problems({"tasks._store": "from ..protocol import Reply\n"}) == [
-        f"tasks._store (layer {store}) imports protocol (layer {layer_of('protocol')})"]
+    record = layer_of("tasks._record")
+    assert layering_problems({"tasks._record": "from ._runner import TaskManager\n"}) == [
+        f"tasks._record (layer {record}) imports tasks._runner (layer {layer_of('tasks._runner')})"]
+    assert layering_problems({"tasks._record": "from ..protocol import Reply\n"}) == [
+        f"tasks._record (layer {record}) imports protocol (layer {layer_of('protocol')})"]
+    # The store is below the Tasks wing: it never reaches up into it.
+    store = layer_of("store._store")
+    assert layering_problems({"store._store": "from ..tasks import Tasks\n"}) == [
+        f"store._store (layer {store}) imports tasks (layer {layer_of('tasks')})"]
     methods = layer_of("_methods")
     assert layering_problems({"_methods": "def f():\n    from .legacy import _dispatch\n"}) == [
         f"_methods (layer {methods}) imports legacy (layer {layer_of('legacy')})",
         f"_methods (layer {methods}) imports legacy._dispatch (layer {layer_of('legacy._dispatch')})"]
-    assert layering_problems({"tasks": "from ._store import TaskStore\n"}) == []  # a folder gathers its own
+    assert layering_problems({"tasks": "from ._record import TaskNotFound\n"}) == []  # a folder gathers its own
 
 
 def _outside_classes(node):

@@ -13,10 +13,11 @@ import time
 
 import pytest
 from mcpserver.errors import ConfigError
+from mcpserver.store import SqliteTaskStore, StoreFull, StoreUnavailable, TaskLimitReached
+from mcpserver.store._sql_sessions import SqlSessionStore
+from mcpserver.store._sqlite import APPLICATION_ID, SCHEMA_VERSION
 from mcpserver.tasks import Tasks
-from mcpserver.tasks._record import StoreFull, StoreUnavailable, TaskLimitReached, _process_start
-from mcpserver.tasks._sql_sessions import SqlSessionStore
-from mcpserver.tasks._sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteTaskStore
+from mcpserver.tasks._record import _process_start
 from task_store_worker import StoreProcess, race_creates
 from test_session_store import across_processes, contract
 from test_task_store import RESULT, Clock, memory_grown
@@ -351,7 +352,7 @@ def test_the_sessions_events_are_bounded_across_sessions_in_the_database(path):
 
 def test_what_outlives_any_session_goes_from_the_database(path):
     """A session no process ended (its processes died): its rows go once they are older than a session lives."""
-    from mcpserver.tasks._sql_sessions import KEEP_MS
+    from mcpserver.store._sql_sessions import KEEP_MS
 
     clock = Clock()
     writer, reader = SqliteTaskStore(path, clock=clock), SqliteTaskStore(path)

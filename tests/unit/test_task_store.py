@@ -1,4 +1,4 @@
-"""The task store's interface (mcpserver.tasks._store), the same for every backend: these tests run on
+"""The task store's interface (mcpserver.store._store), the same for every backend: these tests run on
 MemoryTaskStore and SqliteTaskStore here, and on PostgresTaskStore in tests/task_store (which imports
 them and gives `make_store` another meaning). `make_store()` opens a store; for a shared backend, a
 second call opens a second store object on the same tasks (another connection, as another process would)."""
@@ -7,19 +7,9 @@ import dataclasses
 import threading
 
 import pytest
-from mcpserver.tasks import Tasks
-from mcpserver.tasks._record import (
-    MAX_RESULT_BYTES,
-    InvalidTransition,
-    Runner,
-    StoreFull,
-    StoreUnavailable,
-    TaskLimitReached,
-    TaskNotFound,
-    new_task,
-    this_runner,
-)
-from mcpserver.tasks._store import MemoryTaskStore
+from mcpserver.store import MAX_RESULT_BYTES, MemoryTaskStore, Runner, StoreFull, StoreUnavailable, TaskLimitReached
+from mcpserver.tasks import InvalidTransition, TaskNotFound, Tasks
+from mcpserver.tasks._record import new_task, this_runner
 
 try:
     import sqlite3  # noqa: F401  (a Python built without it: the musl-busybox lab cell)
@@ -77,7 +67,7 @@ def make_store(request, tmp_path, clock):
                 return first[0]
             store = MemoryTaskStore(**options)
         else:
-            from mcpserver.tasks._sqlite import SqliteTaskStore
+            from mcpserver.store import SqliteTaskStore
 
             store = SqliteTaskStore(str(tmp_path / "tasks.db"), **options)
         tasks = Tasks(store)

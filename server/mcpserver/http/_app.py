@@ -577,7 +577,7 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
     if task_store is not None:
         target.task_store = task_store
     if target.task_store is not None:  # refused now if it cannot serve; and this app's changes reach the bus
-        from ..tasks._shared import shared
+        from ..store import shared
 
         shared(target)
     if max_listen_seconds is not None:

@@ -110,7 +110,7 @@ class Health:
         server = self.server
         if server.task_store is not None or any(tool.task != "never" for tool in server.tools.values()):
             try:
-                from ..tasks._methods import task_manager
+                from ..tasks import task_manager
 
                 task_manager(server).tasks.store.load("mcpserver-readiness-probe")
             except Exception as exc:

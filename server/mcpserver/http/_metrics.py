@@ -299,7 +299,7 @@ def _has_tasks(server: Server) -> bool:
 
 def _task_store(server: Server) -> Any:
     """The server's task store, opened if it was not yet (a scrape is as good a first need as a task)."""
-    from ..tasks._methods import task_manager
+    from ..tasks import task_manager
 
     return task_manager(server).tasks.store if _has_tasks(server) else None
 
@@ -309,7 +309,7 @@ def _tasks(server: Server) -> list[tuple[Labels, float]]:
     store = _task_store(server)
     if store is None:
         return []
-    from ..tasks._record import STATUSES
+    from ..store import STATUSES
 
     counts = store.count_by_status(store.now())
     return [] if counts is None else [((("status", status),), counts.get(status, 0)) for status in STATUSES]

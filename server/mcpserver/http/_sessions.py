@@ -176,7 +176,7 @@ class Sessions:
             return Stream(server, None, {}, environ, principal, release, peer=peer, channel=carried,
                           cursor=replay.head, preface=preface)
         if replay.final and replay.missed and not (replay.events and replay.events[-1][0] == replay.head):
-            from ..tasks._events import MAX_SESSION_EVENT_BYTES, MAX_SESSION_EVENTS
+            from ..store import MAX_SESSION_EVENT_BYTES, MAX_SESSION_EVENTS
 
             lost = InternalError(f"Internal error: the response to this request was dropped from the session's "
                                  f"event store before the client read it (it keeps {MAX_SESSION_EVENTS} events and "

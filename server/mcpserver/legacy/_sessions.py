@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from .._context import Negotiated
     from .._server import Server
-    from ..tasks._events import SessionStore
+    from ..store import SessionStore
 
 __all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "DEFAULT_SESSION_TTL", "MAX_SESSION_STATES",
            "MAX_SUBSCRIPTIONS", "LegacyPeer", "SessionTable"]
@@ -306,7 +306,7 @@ class SessionTable:
     @property
     def store(self) -> SessionStore:
         """Where sessions' subscriptions and streams' events are kept: the server's store (--task-store)."""
-        from ..tasks._shared import shared  # a legacy HTTP session's first use: the server's store opens
+        from ..store import shared  # a legacy HTTP session's first use: the server's store opens
 
         return shared(self.server).sessions
 

@@ -26,14 +26,12 @@ import time
 import weakref
 
 from .. import _log
+from ..store import StoreUnavailable, Swept, TaskRecord, TaskStore, TaskStoreError
 from ._record import (
     DEFAULT_POLL_INTERVAL_MS,
     DEFAULT_TTL_MS,
     InvalidTransition,
-    StoreUnavailable,
     TaskNotFound,
-    TaskRecord,
-    TaskStoreError,
     dead_runner,
     finished,
     new_task,
@@ -45,7 +43,6 @@ from ._record import (
     with_status,
     without_answers,
 )
-from ._store import Swept, TaskStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""SqlSessionStore: what legacy HTTP sessions keep beyond one connection (tasks._events), in the database of an SQL task
+"""SqlSessionStore: what legacy HTTP sessions keep beyond one connection (_events), in the database of an SQL task
 store, so that a process other than the one that wrote a stream replays it (a client resumed on another replica, or
 on a gunicorn worker other than the first), and a session's subscriptions hold on every process that serves it.
 

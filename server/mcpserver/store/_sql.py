@@ -14,9 +14,9 @@ Rules of this module:
 
 from __future__ import annotations
 
-from ._record import COLUMNS, StoreUnavailable, TaskRecord, from_row, to_row
 from ._sql_sessions import SqlSessionStore
 from ._store import ConnectionPool, TaskStore, too_many_tasks
+from ._task import COLUMNS, StoreUnavailable, TaskRecord, from_row, to_row
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .. import _log
 from ._events import MemorySessionStore
-from ._record import (
+from ._task import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_TASKS_PER_OWNER,
     StoreFull,
