@@ -114,9 +114,10 @@ LAYERS = (
     ("skills._frontmatter",), ("skills._catalog",), ("skills._methods",), ("skills",),
     ("_server",),
     ("_loader",),
-    # the shared store: a task as it is kept, legacy sessions' events, the sender and the bus, the stores and their
-    # backends, opening one, the server's own; then the folder
-    ("store._task", "store._events", "store._sender"), ("store._bus", "store._sql_sessions"), ("store._store",),
+    # the shared store: a task as it is kept, legacy sessions' events, the sender, an SQL store's database; the bus
+    # and the SQL session store over it; the stores and their backends, opening one, the server's own; the folder
+    ("store._task", "store._events", "store._sender"), ("store._database",), ("store._bus", "store._sql_sessions"),
+    ("store._store",),
     ("store._sql",),
     ("store._sqlite", "store._postgres"),
     ("store._open",), ("store._shared",), ("store",),

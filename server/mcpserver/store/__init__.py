@@ -13,6 +13,8 @@ HTTP session first needs what the store keeps for it):
              Last-Event-ID, and their subscriptions), in memory by default; _sql_sessions in an SQL store's
              database, so another process replays
   _sender    the thread that writes what must not wait for a database (the bus's changes, sessions' events)
+  _database  an SQL store's database, which its tasks, sessions' events and bus share: connections, statements,
+             transactions, the driver's errors translated
   _bus       the notification bus of a shared store: changes to every process's listeners (SQLite, PostgreSQL)
   _store     TaskStore, the interface a backend implements (seven primitives), and MemoryTaskStore, the default
   _sql       what the SQL stores share; _sqlite (one host), _postgres (many hosts, an optional extra)
