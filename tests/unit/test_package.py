@@ -86,9 +86,9 @@ def test_the_public_api_is_what_all_says():
 # The package's layers, lowest first, by module (dotted below a folder: "store._store"; a folder's own name is
 # its __init__). A module imports only from layers below its own, never from its own layer or above, so every
 # arrow points down: command line -> transports -> protocol -> methods -> registry -> ground. Lazy imports
-# inside functions count too (imports for type checkers alone never run, and do not), and importing a module of
-# a folder imports the folder's __init__ first, so both must be below the importer. The root __init__ is the
-# facade and may import anything.
+# inside functions count too, and so do imports for type checkers alone (they never run, but to read a module
+# one reads what it names); importing a module of a folder imports the folder's __init__ first, so both must be
+# below the importer. The root __init__ is the facade and may import anything.
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
     ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_latch"),
@@ -160,13 +160,8 @@ def package_imports(source: str, module: str = "", folders: frozenset = frozense
     folder's module, the folder's __init__ too. `folders`: the dotted names that are folders (packages), to
     resolve relative imports from a folder's __init__ and to know what `from . import x` names."""
     package = module if module in folders else module.rpartition(".")[0]
-    tree = ast.parse(source)
-    type_only = {id(sub) for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") ==
-                 "TYPE_CHECKING" for statement in node.body for sub in ast.walk(statement)}
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in type_only:  # for type checkers only: it never runs
-            continue
+    for node in ast.walk(ast.parse(source)):  # imports for type checkers too: to read a module, one reads them
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package.split(".") if package else []
             base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
@@ -205,6 +200,57 @@ def layering_problems(sources: dict) -> list:
 
 def test_imports_only_point_down_the_layers():
     assert layering_problems(package_sources()) == []
+
+
+def import_rings(sources: dict) -> list:
+    """Every group of modules that import one another round a ring (a folder's __init__ imports its modules),
+    type-only imports included: to read one module of a ring, you must read the others."""
+    folders = frozenset(name for name in sources if any(other.startswith(name + ".") for other in sources))
+    graph = {module: sorted(name for name in package_imports(source, module, folders) if name in sources
+                            and name != module) for module, source in sources.items()}
+    order, low, stack, rings = {}, {}, [], []
+
+    def visit(module):  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in graph[module]:
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            ring = [stack.pop()]
+            while ring[-1] != module:
+                ring.append(stack.pop())
+            if len(ring) > 1:
+                rings.append(sorted(ring))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return sorted(rings)
+
+
+def test_no_modules_import_one_another_round_a_ring():
+    assert import_rings(package_sources()) == []
+
+
+def test_the_ring_check_sees_a_ring_of_imports_for_type_checkers():
+    # The ring issue 49 broke: the tracing middleware and the middleware chain, each naming the other.
+    sources = {"_middleware": "def f():\n    from ._tracing import traced\n",
+               "_tracing": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ._middleware import Call\n"}
+    assert import_rings(sources) == [["_middleware", "_tracing"]]
+    assert layering_problems(sources) == [
+        f"_tracing (layer {layer_of('_tracing')}) imports _middleware (layer {layer_of('_middleware')})"]
+    # A folder's __init__ gathers its modules: one of them importing the folder's face is a ring too.
+    assert import_rings({"legacy": "from ._dispatch import dispatch\n", "legacy._dispatch": "",
+                         "protocol": "from . import legacy\n",
+                         "legacy._shaping": "from ..protocol import Request\n"}) == []
+    assert import_rings({"legacy": "from ._dispatch import dispatch\n",
+                         "legacy._dispatch": "from ..protocol import Request\n",
+                         "protocol": "def f():\n    from . import legacy\n"}) == [
+        ["legacy", "legacy._dispatch", "protocol"]]
 
 
 def layer_of(module: str) -> int:
