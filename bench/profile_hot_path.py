@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "server"))
 from mcpserver import http as mcp_http  # noqa: E402
 from mcpserver import stdio as mcp_stdio  # noqa: E402
 from mcpserver._loader import load_target  # noqa: E402
+from mcpserver.httpd import ServeOptions  # noqa: E402
 from mcpserver.httpd import _serve as _httpd  # noqa: E402
 from mcpserver.httpd._connection import Connection  # noqa: E402
 from mcpserver.httpd._machine import Machine  # noqa: E402
@@ -126,7 +127,7 @@ def _one_connection(handle: Callable[[Any], Any], requests: bytes, fd: int = -1)
 
 def http_ours(requests: bytes) -> Callable[[], bytes]:
     app = mcp_http.create_app(os.path.join(ROOT, "server", "examples", "demo.py"), token=None)
-    httpd = _httpd._Server(app, "127.0.0.1", 0, max_connections=4)
+    httpd = _httpd._Server(app, ServeOptions(host="127.0.0.1", port=0, max_connections=4))
     httpd.door.listener.close()  # nothing connects: the connection below is handed over directly
     lender = socket.socketpair()  # kept open as long as the closure: its fd stands for the connection's
     httpd.loop.poller.add(lender[0].fileno(), 0)

@@ -13,7 +13,7 @@ The package, by role (each module's docstring states its rules):
   _workers     the pool of workers: each drives the machine of the connection it has (screen, run the app,
                write its response, take the client's next request)
   _serve       serve_app: the door, the loop and the workers built, each given what it uses of the others;
-               signals; the limits' defaults
+               signals; ServeOptions, the server's options and their defaults
 """
 
 from ._accepting import tls_context
@@ -26,9 +26,10 @@ from ._serve import (
     DEFAULT_MAX_QUEUED,
     DEFAULT_MAX_REQUESTS,
     DEFAULT_READ_TIMEOUT,
+    ServeOptions,
     serve_app,
 )
 
 __all__ = ["DEFAULT_HEADER_TIMEOUT", "DEFAULT_IDLE_SECONDS", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_CONNECTIONS",
            "DEFAULT_MAX_QUEUED", "DEFAULT_MAX_REQUESTS", "DEFAULT_READ_TIMEOUT", "MAX_HEAD_BYTES", "HttpError",
-           "parse_head", "serve_app", "tls_context"]
+           "ServeOptions", "parse_head", "serve_app", "tls_context"]

@@ -24,6 +24,7 @@ import threading
 
 from .._json import THREAD_STACK_BYTES
 from .._latch import Latch
+from .._options import frozen_options, replace
 from .._wire import DEFAULT_GRACE_SECONDS
 from ..errors import ConfigError
 from ._accepting import Door, tls_context
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_MAX_QUEUED",
     "DEFAULT_MAX_REQUESTS",
     "DEFAULT_READ_TIMEOUT",
+    "ServeOptions",
     "serve_app",
 ]
 
@@ -65,23 +67,50 @@ RESERVED_FDS = 64  # descriptors RLIMIT_NOFILE keeps for all but connections: fi
 _WAKEUP_FD = -1  # the key, among the replaced signal handlers, of the wakeup fd that was set before
 
 
+@frozen_options(frozen=True, kw_only=True)
+class ServeOptions:
+    """How the server listens and what it bounds: each option named once, here (the command line's HTTP options
+    and mcpserver.http.HttpOptions, which adds the app's, are made from these names)."""
+
+    host: str = "127.0.0.1"
+    port: int = 3000  # 0 picks a free one
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_requests: int = DEFAULT_MAX_REQUESTS
+    max_queued: int = DEFAULT_MAX_QUEUED
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    grace_seconds: float = DEFAULT_GRACE_SECONDS  # after SIGTERM/SIGINT, for requests in flight to finish
+    tls_cert: Optional[str] = None  # serve HTTPS with this PEM certificate chain (SIGHUP loads it again)
+    tls_key: Optional[str] = None  # its private key, unless it is in tls_cert's file
+    worker_idle_seconds: float = DEFAULT_IDLE_SECONDS  # a worker idle this long exits (the _workers module)
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections", "max_requests", "max_body_bytes", "read_timeout", "header_timeout",
+                     "worker_idle_seconds"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ConfigError(f"{name} must be positive, not {value!r}")
+        if self.max_queued < 0:
+            raise ConfigError(f"max_queued must not be negative, not {self.max_queued!r}")
+        if self.tls_key and not self.tls_cert:
+            raise ConfigError("a TLS key without a certificate: give --tls-cert too")
+
+
 class _Server:
     """One server: its door, its loop and its workers, each given what it uses of the others."""
 
-    def __init__(self, app: Callable[..., Any], host: str, port: int, *, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 max_requests: int = DEFAULT_MAX_REQUESTS, max_queued: int = DEFAULT_MAX_QUEUED,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, read_timeout: float = DEFAULT_READ_TIMEOUT,
-                 header_timeout: float = DEFAULT_HEADER_TIMEOUT, worker_idle_seconds: float = DEFAULT_IDLE_SECONDS,
-                 tls: Any = None):
+    def __init__(self, app: Callable[..., Any], options: ServeOptions, tls: Any = None):
         blocking, eof = would_block(tls is not None), tls_eof() if tls is not None else ()
-        self.door = Door(host, port, max_connections=max_connections, tls=tls)
-        rules = Rules(read_timeout=read_timeout, header_timeout=header_timeout, max_body_bytes=max_body_bytes,
-                      screening=getattr(app, "screen", None) is not None)
+        self.door = Door(options.host, options.port, max_connections=options.max_connections, tls=tls)
+        rules = Rules(read_timeout=options.read_timeout, header_timeout=options.header_timeout,
+                      max_body_bytes=options.max_body_bytes, screening=getattr(app, "screen", None) is not None)
         self.loop = loop = Loop(self.door, rules, would_block=blocking, tls_eof=eof)
-        self.worker = Worker(app, host=self.door.host, port=self.door.port, read_timeout=read_timeout,
+        self.worker = Worker(app, host=self.door.host, port=self.door.port, read_timeout=options.read_timeout,
                              poller=loop.poller, would_block=blocking, tls_eof=eof, enter=loop.enter,
                              close=loop.close, pump_soon=loop.pump_soon, crowded=loop.crowded,
-                             max_requests=max_requests, max_queued=max_queued, idle_seconds=worker_idle_seconds)
+                             max_requests=options.max_requests, max_queued=options.max_queued,
+                             idle_seconds=options.worker_idle_seconds)
 
     def run(self, grace_seconds: float, hurry: Latch) -> int:
         return self.loop.run(self.worker.pool.submit, self.worker.shutdown_app, grace_seconds, hurry)
@@ -138,41 +167,30 @@ def _handle_signals(loop: Loop, tls: bool, hurry: Latch, tls_cert: Optional[str]
     return previous
 
 
-def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable[[str, int], None],
-              max_connections: int = DEFAULT_MAX_CONNECTIONS, max_requests: int = DEFAULT_MAX_REQUESTS,
-              max_queued: int = DEFAULT_MAX_QUEUED, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-              read_timeout: float = DEFAULT_READ_TIMEOUT, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
-              grace_seconds: float = DEFAULT_GRACE_SECONDS, tls_cert: Optional[str] = None,
-              tls_key: Optional[str] = None, worker_idle_seconds: float = DEFAULT_IDLE_SECONDS) -> int:
+def serve_app(app: Callable[..., Any], options: Optional[ServeOptions] = None, *, banner: Callable[[str, int], None],
+              **keywords: Any) -> int:
     """Serve a WSGI app until SIGTERM/SIGINT; `banner(host, port)` is called once listening. Returns 0.
-    With `tls_cert` (and `tls_key`, unless the key is in the same file) it serves HTTPS. A worker idle for
-    `worker_idle_seconds` exits (the _working module keeps a few)."""
-    for name, value in (("max_connections", max_connections), ("max_requests", max_requests),
-                        ("max_body_bytes", max_body_bytes), ("read_timeout", read_timeout),
-                        ("header_timeout", header_timeout), ("worker_idle_seconds", worker_idle_seconds)):
-        if not value > 0:
-            raise ConfigError(f"{name} must be positive, not {value!r}")
-    if max_queued < 0:
-        raise ConfigError(f"max_queued must not be negative, not {max_queued!r}")
-    if tls_key and not tls_cert:
-        raise ConfigError("a TLS key without a certificate: give --tls-cert too")
-    tls = tls_context(tls_cert, tls_key) if tls_cert else None
-    fitted = fit_connections(max_connections)
-    if fitted < max_connections:
-        print(f"mcpserver: serving at most {fitted} connections, not {max_connections}: the limit on open "
+    `options` (or the same names as keywords: ServeOptions(**keywords)) say where and within which bounds; with
+    a `tls_cert` it serves HTTPS."""
+    if options is None:
+        options = ServeOptions(**keywords)
+    elif keywords:
+        options = replace(options, **keywords)
+    tls = tls_context(options.tls_cert, options.tls_key) if options.tls_cert else None
+    fitted = fit_connections(options.max_connections)
+    if fitted < options.max_connections:
+        print(f"mcpserver: serving at most {fitted} connections, not {options.max_connections}: the limit on open "
               "files (ulimit -n) allows no more", file=sys.stderr, flush=True)
     threading.stack_size(THREAD_STACK_BYTES)
     try:
-        server = _Server(app, host, port, max_connections=fitted, max_requests=max_requests, max_queued=max_queued,
-                         max_body_bytes=max_body_bytes, read_timeout=read_timeout, header_timeout=header_timeout,
-                         worker_idle_seconds=worker_idle_seconds, tls=tls)
+        server = _Server(app, replace(options, max_connections=fitted), tls)
     except OSError as exc:
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        raise ConfigError(f"cannot listen on {options.host}:{options.port}: {exc.strerror}") from None
     hurry = Latch()
-    previous = _handle_signals(server.loop, tls is not None, hurry, tls_cert, tls_key)
+    previous = _handle_signals(server.loop, tls is not None, hurry, options.tls_cert, options.tls_key)
     banner(server.door.host, server.door.port)  # after the handlers: a signal once it is seen is handled
     try:
-        left = server.run(grace_seconds, hurry)
+        left = server.run(options.grace_seconds, hurry)
         if left:
             print(f"mcpserver: exiting with {left} request(s) still running after the grace period", file=sys.stderr)
     finally:
