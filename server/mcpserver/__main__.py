@@ -433,25 +433,7 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
         _started(collecting, freeze=False)
         return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])
     args = _parse(argv)
-    bounded = None
-    if own_process and sys.implementation.name == "pypy":  # CPython starts without importing what only PyPy needs
-        from ._pypy import bounded_environment
-
-        bounded = bounded_environment()
-    if bounded is not None:  # PyPy sized its nursery from a large CPU cache: start again with it bounded
-        _start_again(bounded)
-    token, environ = args.token, {}
-    if args.http and not args.resource:  # $MCPSERVER_TOKEN leaves the environment before any tool can read it
-        environ = dict(os.environ)
-        scrubbed = _token_out_of_environment()
-        if scrubbed:
-            environ[_environment.TOKEN] = scrubbed
-    if args.generic_errors:
-        os.environ[_environment.GENERIC_ERRORS] = "1"
-    if os.getpid() == 1:  # a container's entrypoint; any other start does without the module
-        from ._pid1 import init_if_pid1
-
-        init_if_pid1()
+    environ = _set_up_process(args, own_process)
     try:
         _log.configure(args.log_level, args.log_file, args.log_format)
     except OSError as exc:
@@ -468,10 +450,35 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
         if args.log_format == "json":  # records made while a request is answered say which
             server.middleware(_log.in_request, outermost=True)
         _started(collecting)
-        return _serve(server, args, token, environ)
+        return _serve(server, args, args.token, environ)
     except ConfigError as exc:
         print(f"mcpserver: {exc}", file=sys.stderr)
         return 1
+
+
+def _set_up_process(args: Any, own_process: bool) -> dict[str, str]:
+    """What the process needs before it loads the server: PyPy's nursery bounded (a start again), the token out
+    of the environment, generic errors, PID 1's duties. Returns the environment the token is resolved from."""
+    bounded = None
+    if own_process and sys.implementation.name == "pypy":  # CPython starts without importing what only PyPy needs
+        from ._pypy import bounded_environment
+
+        bounded = bounded_environment()
+    if bounded is not None:  # PyPy sized its nursery from a large CPU cache: start again with it bounded
+        _start_again(bounded)
+    environ: dict[str, str] = {}
+    if args.http and not args.resource:  # $MCPSERVER_TOKEN leaves the environment before any tool can read it
+        environ = dict(os.environ)
+        scrubbed = _token_out_of_environment()
+        if scrubbed:
+            environ[_environment.TOKEN] = scrubbed
+    if args.generic_errors:
+        os.environ[_environment.GENERIC_ERRORS] = "1"
+    if os.getpid() == 1:  # a container's entrypoint; any other start does without the module
+        from ._pid1 import init_if_pid1
+
+        init_if_pid1()
+    return environ
 
 
 def _open_task_store(server: Any) -> None:
