@@ -90,24 +90,6 @@ def test_a_runner_killed_mid_run_reads_failed_even_before_it_is_reaped(path):
     assert record.error["code"] == -32603 and "ended before the task finished" in record.error["message"]
 
 
-def test_after_sigkill_and_a_restart_the_dead_task_is_failed_and_a_finished_result_survives(path):
-    first = StoreProcess(path)
-    running = first.ok("create", "alice")["task_id"]
-    done = first.ok("create", "alice")["task_id"]
-    first.ok("finish", done, result=RESULT)
-    first.process.send_signal(signal.SIGKILL)
-    first.process.wait()
-    first.close()
-    restarted = StoreProcess(path)  # the server again, on the same store
-    try:
-        failed = restarted.ok("get", running, "alice")
-        assert failed["status"] == "failed" and "ended before the task finished" in failed["status_message"]
-        assert restarted.ok("get", done, "alice")["detailed"]["result"] == RESULT
-        assert restarted.ok("sweep") == {"expired": 0, "orphaned": 0}  # the get already saved it as failed
-    finally:
-        restarted.close()
-
-
 def test_a_file_that_is_not_sqlite_is_refused_at_open(path):
     with open(path, "wb") as file:
         file.write(b"this is no database, it is a text file that happens to sit where the store should " * 64)
