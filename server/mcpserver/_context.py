@@ -288,7 +288,7 @@ class Context:
         self.flight = flight if flight is not None else Flight()
         self.answers: dict[str, Any] = answers if answers is not None else {}  # the client's, keyed as asked
         self.peer = peer  # a legacy session's client; None in 2026-07-28
-        self.task: Any = None  # a task tool's call (mcpserver._tasks._TaskRun); None for a plain call
+        self.task: Any = None  # a task tool's call (mcpserver.tasks._runner._TaskRun); None for a plain call
         self._asked = 0
 
     @property
@@ -382,7 +382,7 @@ class Context:
 
     def supports(self, capability: str) -> bool:
         """Whether the client declared `capability` ("elicitation", "sampling", "roots", ...) on this request,
-        or when its legacy session was negotiated (only what that revision defines: _legacy.initialize)."""
+        or when its legacy session was negotiated (only what that revision defines: legacy._shaping.initialize)."""
         return capability in self.client_capabilities
 
     def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:

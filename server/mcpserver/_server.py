@@ -33,7 +33,7 @@ DEFAULT_PAGE_SIZE = 100
 
 
 class Server:
-    """An MCP server's contents and identity. Transports serve it; `protocol.handle` answers for it.
+    """An MCP server's contents and identity. Transports serve it; `protocol.dispatch` answers for it.
 
     >>> server = Server("demo", "1.0.0")
     >>> @server.tool()

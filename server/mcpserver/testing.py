@@ -438,7 +438,7 @@ class Client:
 
     @property
     def session(self) -> Any:
-        """The legacy session the handshake opened (mcpserver._legacy.LegacySession); None in 2026-07-28."""
+        """The legacy session the handshake opened (mcpserver.legacy.LegacySession); None in 2026-07-28."""
         return None if self._peer is None else self._peer.session
 
     # -- the methods ---------------------------------------------------------------------------------------

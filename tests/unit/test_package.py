@@ -355,3 +355,84 @@ def test_every_folder_of_the_package_is_in_the_distribution():
     folders = {"mcpserver." + name for name in package_sources() if "." not in name
                and os.path.isdir(os.path.join(PACKAGE_DIR, name))}
     assert set(re.findall(r'"([^"]+)"', named.group(1))) == {"mcpserver"} | folders
+
+
+# What prose may name that is no module of ours: the wire's _meta field, PyPy's own JSON module.
+NOT_OURS = ("_meta", "_pypyjson")
+_NAMED = re.compile(r"(?<![\w.\"'/-])((?:mcpserver\.)?_?[a-z][a-z0-9_]*(?:\.(?:_?[a-z][a-z0-9_]*))*\.[A-Za-z_]\w*)"
+                    r"(?![\w(])")
+
+
+def _prose(source: str) -> list:
+    """(line, text) of every docstring and comment of a module."""
+    import io
+    import tokenize
+
+    found = [(token.start[0], token.string) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring:
+                found.append((node.body[0].lineno, docstring))
+    return found
+
+
+def _names_something(dotted: str) -> bool:
+    """Whether mcpserver.<dotted> is a module of the package, or an attribute of one."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module("mcpserver." + ".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return hasattr(mcpserver, parts[0])
+
+
+def _module_reference(named: str, modules: set) -> str:
+    """What a dotted name in prose names below mcpserver, if it names a module of ours at all ("" if not)."""
+    if named.startswith("mcpserver."):
+        return named[len("mcpserver."):]
+    first, last = named.split(".")[0], named.rsplit(".", 1)[1]
+    if first in NOT_OURS or last in ("py", "md", "db", "json") or not (first.startswith("_") or first in modules):
+        return ""
+    return named
+
+
+def stale_references(root: str = PACKAGE_DIR) -> list:
+    """Modules (and their names) that docstrings and comments name and that do not exist: `mcpserver.x.y`,
+    `module.name` of a module of the package (from the folder the text is in, or the top), `_module.name`."""
+    stale = []
+    modules = {name.split(".")[-1] for name in package_sources()} | set(package_sources())
+    for folder, _, files in os.walk(root):
+        inside = os.path.relpath(folder, root).replace(os.sep, ".").strip(".")
+        for file_name in (name for name in files if name.endswith(".py")):
+            with open(os.path.join(folder, file_name), encoding="utf-8") as file:
+                texts = _prose(file.read())
+            for line, text in texts:
+                for match in _NAMED.finditer(text):
+                    dotted = _module_reference(match.group(1), modules)
+                    if dotted and not (inside and _names_something(f"{inside}.{dotted}")) \
+                            and not _names_something(dotted):
+                        stale.append(f"{os.path.join(inside, file_name)}:{line}: {match.group(1)}")
+    return sorted(stale)
+
+
+def test_docstrings_and_comments_name_only_modules_that_exist():
+    # Nine such references outlived moves (issue 49), the registry's own docstring among them:
+    # "`protocol.handle` answers for it", years after handle was gone.
+    assert stale_references() == []
+
+
+def test_the_stale_reference_check_sees_a_moved_module(tmp_path):
+    (tmp_path / "mod.py").write_text('"""Answered by `protocol.handle`, kept in mcpserver._tasks; see _httpd.serve.\n\n'
+                                     'Fine: `protocol.dispatch`, mcpserver.tasks.Tasks, the `_meta.ui` field."""\n')
+    assert [entry.split(": ")[1] for entry in stale_references(str(tmp_path))] == [
+        "_httpd.serve", "mcpserver._tasks", "protocol.handle"]

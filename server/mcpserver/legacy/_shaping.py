@@ -11,7 +11,7 @@ Rules of this module (pure: no I/O, no state; the transport holds a session's st
   or serverInfo `_meta`.
 - The session is a frozen value: the negotiated revision, the client's capabilities and its info.
   What changes over a session (log level, subscriptions, the server's own requests) is the
-  transport's (mcpserver._session).
+  transport's, kept in a LegacyPeer (mcpserver.legacy._sessions).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Rules of this module:
   to save it again.
 - Listeners learn of changes two ways: `on_change` calls back after every change made through this
   object, in this process; changes other processes made are seen by polling `versions` (one query for
-  many tasks) or by `wait_for_change`, which re-reads every `store.poll_seconds`.
+  many tasks) or by `wait_for_change`, which re-reads every `TaskStore.poll_seconds`.
 """
 
 from __future__ import annotations
