@@ -755,8 +755,8 @@ def _sse_section(results: dict[str, Any]) -> list[str]:
                     "response. Delivered is frames received before the response, per second from the request sent "
                     "to the stream's end; emitted is the count the tool produced over the same time. A stream "
                     "keeps at most 256 notifications waiting for the socket and then keeps only the latest progress "
-                    "(`SSE_BACKLOG` in server/mcpserver/http/_stream.py), so delivered can be far below emitted; what is "
-                    "delivered is checked as over stdio (strictly increasing, ending with the last step). The "
+                    "(`SSE_BACKLOG` in server/mcpserver/http/_stream.py), so delivered can be far below emitted; what "
+                    "is delivered is checked as over stdio (strictly increasing, ending with the last step). The "
                     "official SDK is not measured here: its HTTP app in this benchmark answers with JSON, not SSE.",
                     _table(results, "http.progress", "http", [("delivered min /s", "per_s", "min"),
                                                               ("delivered median /s", "per_s", "median"),

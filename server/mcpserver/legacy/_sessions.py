@@ -305,7 +305,7 @@ class SessionTable:
 
     @property
     def store(self) -> SessionStore:
-        """Where sessions' subscriptions and streams' events are kept: the server's store (--task-store)."""
+        """Where sessions' subscriptions and streams' events are kept: the server's store (--store)."""
         from ..store import shared  # a legacy HTTP session's first use: the server's store opens
 
         return shared(self.server).sessions

@@ -1,4 +1,4 @@
-"""What the server's store (--task-store) shares, opened once per server: the tasks, and what legacy HTTP sessions
+"""What the server's store (--store) shares, opened once per server: the tasks, and what legacy HTTP sessions
 keep beyond one connection (their streams' events, their subscriptions).
 
 Rules of this module:

@@ -2,7 +2,7 @@
 
     from mcpserver.tasks import SqliteTaskStore
 
-    server.task_store = SqliteTaskStore("tasks.db")     # or --task-store tasks.db, or postgresql://...
+    server.task_store = SqliteTaskStore("tasks.db")     # or --store tasks.db, or postgresql://...
 
 The wing, by role (nothing outside it imports it until a task tool is called or a tasks/* method comes); the
 stores themselves, and what a shared one carries besides tasks, are mcpserver.store's (re-exported here):
