@@ -283,8 +283,9 @@ class Loop:
             elif action == WORK:
                 with conn.lock:
                     conn.busy = True
-                    with self.lock:
+                    with self.lock:  # no longer reclaimable: neither waiting nor (a pipelined request) writing
                         self.waiting.pop(conn, None)
+                        self.writers.pop(conn, None)
                 if self.submit(conn):
                     return
                 with conn.lock:
