@@ -229,7 +229,8 @@ class McpApp:
 
             self._rates = Buckets(Rate(options.rate_limit, options.burst))
         self.sessions = Sessions(server, read_body=self.read_body, serve_request=self.serve_request,
-                                 listen_slot=self.listen_slot, opened=self._session_opened)  # LEGACY.md §4
+                                 listen_slot=self.listen_slot, opened=self._session_opened,
+                                 lacking_scope=self.lacking_scope)  # LEGACY.md §4
         server.middleware.trace_if_configured()
         self.public_metrics = options.public_metrics
         self._serve_probes_and_figures(options)
@@ -380,6 +381,10 @@ class McpApp:
 
     def serve_request(self, request: protocol.Request, environ: dict[str, Any],
                       admitted: Admitted) -> Union[Response, Stream]:
+        if self.oauth is not None and self.server.scoped:
+            lacking = self.lacking_scope(request, admitted)
+            if lacking is not None:
+                return lacking
         headers = self._mirrored(environ)
         streams = not admitted.accepted.isdisjoint(STREAMED)
         if request.work == protocol.LISTEN:
@@ -399,6 +404,25 @@ class McpApp:
             if on_disconnect is not None:
                 on_disconnect(flight.cancel)
         return Response.json(protocol.dispatch(request, self.server, headers, flight=flight))
+
+    def lacking_scope(self, request: protocol.Request, admitted: Admitted) -> Optional[Response]:
+        """403 insufficient_scope when the entry the request calls, reads or gets needs scopes the token lacks,
+        its challenge naming every scope the request needs (mcpserver._scopes); None to go on."""
+        if self.oauth is None or not self.server.scoped:
+            return None
+        from .._scopes import needed
+
+        scopes = needed(self.server, request.method, request.params)
+        if not scopes or scopes <= admitted.principal.scopes:
+            return None
+        from ..auth import InsufficientScope
+
+        authenticator = self.oauth.authenticator
+        missing = " ".join(sorted(scopes - admitted.principal.scopes))
+        refusal = InsufficientScope(f"{request.method} needs the scope {missing}, which the token lacks",
+                                    scope=" ".join(sorted(scopes | authenticator.required_scopes)))
+        return Response.plain(403, f"Forbidden: {refusal.description}", ("WWW-Authenticate",
+                                                                        authenticator.challenge(refusal)))
 
     def listen_slot(self, environ: dict[str, Any], admitted: Admitted) -> Callable[[], None]:
         """A slot for one more open stream (listen, a session's GET), counted against its peer's and its
@@ -463,8 +487,15 @@ class McpApp:
                                   ("Content-Length", "0")])
         if method not in ("GET", "HEAD"):
             return Response.plain(405, "The resource metadata is read with GET", ("Allow", "GET, HEAD, OPTIONS"))
-        return Response(200, [("Content-Type", "application/json"), ("Content-Length", str(len(self._metadata))),
-                              ("Cache-Control", "public, max-age=300"), *cors], self._metadata)
+        metadata = self._metadata
+        if self.server.scoped:  # the scopes of every entry too: a client may ask for any of them (RFC 9728 §2)
+            from .._scopes import every_scope
+
+            assert self.oauth is not None
+            supported = every_scope(self.server).union(self.oauth.metadata.get("scopes_supported", ()))
+            metadata = protocol.encode({**self.oauth.metadata, "scopes_supported": sorted(supported)})
+        return Response(200, [("Content-Type", "application/json"), ("Content-Length", str(len(metadata))),
+                              ("Cache-Control", "public, max-age=300"), *cors], metadata)
 
     @staticmethod
     def _mirrored(environ: dict[str, Any]) -> dict[str, str]:
