@@ -81,7 +81,8 @@ def metadata_url(server):
 # --- discovery: RFC 9728 metadata and the 401 that points to it --------------------------------------------------
 
 def test_the_metadata_is_served_at_both_well_known_paths(accounts, issuer):
-    expected = {"resource": accounts.url, "authorization_servers": [issuer.issuer], "scopes_supported": ["mcp:read"],
+    expected = {"resource": accounts.url, "authorization_servers": [issuer.issuer],
+                "scopes_supported": ["mcp:read", "mcp:write"],  # --scope's, and rename_account's own
                 "bearer_methods_supported": ["header"]}
     for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
         status, headers, body = accounts.post(method="GET", path=path, headers={})
