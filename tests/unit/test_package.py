@@ -98,6 +98,7 @@ LAYERS = (
     ("httpd._machine",),  # a connection's states and rules: events in, actions out; no socket, thread or lock
     ("httpd._poller",),  # readiness: epoll, or poll() where there is none
     ("httpd._connection",),  # one client connection: its socket, what it still has to write, its machine
+    ("httpd._unix",),  # a Unix socket's file: checked, made with its mode, removed
     ("httpd._accepting",),  # the door: the listening socket, newcomers, TLS
     ("httpd._workers", "httpd._loop"),  # the two drivers of the machines, which never import each other
     ("httpd._serve",),  # the door, the loop and the workers built; serve_app

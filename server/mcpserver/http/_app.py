@@ -13,6 +13,9 @@ Rules of this module:
   is not on loopback is refused (403) unless insecure_no_auth says something in front
   authenticates. The body must be application/json (else 415) and at most max_body_bytes (else
   413); an Accept that excludes JSON gets 406.
+- On a Unix socket (unix_socket, or gunicorn bound to one) every peer is on this host, admitted by the socket
+  file's mode: it is served as a loopback peer is (no token needed unless one is set; OAuth over plain HTTP), and
+  Host and Origin are checked as on loopback, for a proxy that forwards a browser's requests to the socket.
 - Every one of those checks needs only the request head, and a refusal is one exception
   (Refused, carrying its Response). A server that knows `screen(environ)` (the built-in one)
   calls it before it waits for a body, so a refused request never holds a slot while its body
@@ -217,7 +220,9 @@ class McpApp:
         self.insecure_no_auth = options.insecure_no_auth
         self.allowed_origins = {origin.rstrip("/") for origin in options.allowed_origins}
         self._cors: Optional[Cors] = Cors(self.allowed_origins, self.path) if self.allowed_origins else None
-        self.loopback = loopback = is_loopback(options.host) if options.loopback is None else options.loopback
+        self.unix_socket = options.unix_socket is not None  # every peer is on this host, admitted by the file's mode
+        self.loopback = loopback = (self.unix_socket or is_loopback(options.host) if options.loopback is None
+                                    else options.loopback)
         hosts = options.allowed_hosts  # none named: the loopback names when bound to loopback, else any
         self.allowed_hosts: Optional[set[str]] = (
             {h.lower() for h in hosts} | ({*_LOOPBACK_NAMES} if loopback else set()) if hosts or loopback else None)
@@ -299,7 +304,7 @@ class McpApp:
             self.metrics.refused(status[:3])
         if not access_log.enabled(20):  # --log-level warning: the line's fields are not even gathered
             return
-        access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),
+        access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR") or "-",  # "" on a Unix socket
                         printable(environ.get("REQUEST_METHOD")),
                         printable(environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO")),
                         status[:3], printable(environ.get("HTTP_MCP_METHOD", "-")),
@@ -441,7 +446,7 @@ class McpApp:
             principal = self._authenticate_oauth(environ)
             return principal, f"subject {principal.subject}" if principal.subject else f"client {principal.client_id}"
         if self._token is None:
-            if self.insecure_no_auth or is_loopback(str(environ.get("REMOTE_ADDR", ""))):
+            if self.insecure_no_auth or self.unix_socket or _local_peer(environ):
                 return None, None
             raise refused(403, "This server has no token, so it serves loopback clients only; set "
                            f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)")
@@ -455,8 +460,8 @@ class McpApp:
         return None, _STATIC_TOKEN
 
     def _authenticate_oauth(self, environ: dict[str, Any]) -> Any:
-        if not (self.behind_proxy or environ.get("wsgi.url_scheme") == "https"
-                or is_loopback(str(environ.get("REMOTE_ADDR", "")))):
+        if not (self.behind_proxy or environ.get("wsgi.url_scheme") == "https" or self.unix_socket
+                or _local_peer(environ)):
             raise refused(403, "OAuth bearer tokens are accepted over HTTPS only (serve with --tls-cert/--tls-key, "
                            "or say --behind-proxy when a proxy terminates TLS)")
         assert self.oauth is not None
@@ -543,6 +548,19 @@ class _FoldedHeaders(dict):  # type: ignore[type-arg]
 
 
 
+
+
+def _local_peer(environ: dict[str, Any]) -> bool:
+    """Whether the peer is on this host: on loopback, or on a Unix socket of another WSGI server (gunicorn's
+    --bind unix:PATH, which hands the app the connection's socket)."""
+    if is_loopback(str(environ.get("REMOTE_ADDR", ""))):
+        return True
+    connection = environ.get("gunicorn.socket")  # the WSGI server's own key: no client can set it
+    if connection is None:
+        return False
+    import socket
+
+    return getattr(connection, "family", None) == getattr(socket, "AF_UNIX", None)
 
 
 def _last(value: str) -> str:
