@@ -58,7 +58,8 @@ class Server:
                  page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
                  state_key: Union[str, Sequence[str], None] = None, state_ttl: float = DEFAULT_STATE_TTL,
                  max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = (), task_store: Any = None,
-                 heartbeat: Optional[float] = None):
+                 heartbeat: Optional[float] = None, description: Optional[str] = None,
+                 website_url: Optional[str] = None):
         """`state_key` seals the requestState of input_required rounds and legacy session ids: a key, or keys
         with the sealing one first, the others still opening what they sealed (default $MCPSERVER_STATE_KEY,
         $MCPSERVER_STATE_KEYS or $MCPSERVER_STATE_KEYS_FILE, else a key of this process only); `state_ttl` is
@@ -67,12 +68,16 @@ class Server:
         are empty, for a server that adds them at run time; `task_store` keeps the tasks of task tools: None
         or "memory" (this process), the path of an SQLite file (every process on the host, across restarts)
         or a postgresql:// URL; `heartbeat`, the seconds between progress beats of a silent tool's call whose
-        client sent a progressToken, for every tool that does not say otherwise (`@server.tool(heartbeat=)`)."""
+        client sent a progressToken, for every tool that does not say otherwise (`@server.tool(heartbeat=)`);
+        `description` and `website_url`, what serverInfo says of the server besides its name, version and title
+        (2025-11-25 on; a Server Card needs a description)."""
         _check_options(name, ttl_ms, cache_scope, page_size)
         self.name = name
         self.version = version
         self.middleware = MiddlewareChain()  # @server.middleware: around every request (mcpserver._middleware)
         self.title = title
+        self.description = description
+        self.website_url = website_url
         self.instructions = instructions
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
@@ -105,9 +110,10 @@ class Server:
     @property
     def info(self) -> dict[str, Any]:
         """The Implementation object clients see as serverInfo (in every result: built once per identity)."""
-        identity = (self.name, self.version, self.title)
+        identity = (self.name, self.version, self.title, self.description, self.website_url)
         if self._info[0] != identity:
-            info = {"name": self.name, "version": self.version, "title": self.title}
+            info = {"name": self.name, "version": self.version, "title": self.title, "description": self.description,
+                    "websiteUrl": self.website_url}
             self._info = (identity, {key: value for key, value in info.items() if value is not None})
         return self._info[1]
 
