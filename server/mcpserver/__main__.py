@@ -208,6 +208,11 @@ OPTIONS = (
            "the authorization server's keys), with no token and without a worker", group=HTTP_GROUP),
     Option("--log-health", bool, "put /healthz and /readyz in the access log (left out by default)",
            group=HTTP_GROUP),
+    Option("--server-card", bool, "experimental (SEP-2127, a draft): serve the MCP Server Card at PATH/server-card "
+           "to anyone, made from serverInfo (whose name must be namespace/name, with a description)",
+           group=HTTP_GROUP),
+    Option("--ai-catalog", bool, "experimental: serve /.well-known/ai-catalog.json, the AI Catalog that points to "
+           "the Server Card (it implies --server-card)", group=HTTP_GROUP),
     Option("--resource", str, "this endpoint's public URL, the audience its OAuth access tokens must name",
            metavar="URL", group=OAUTH_GROUP),
     Option("--authorization-server", list, "the issuer URL of an authorization server whose tokens are accepted "

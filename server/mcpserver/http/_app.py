@@ -241,7 +241,15 @@ class McpApp:
         self._serve_probes_and_figures(options)
 
     def _serve_probes_and_figures(self, options: HttpOptions) -> None:
-        """/healthz and /readyz (mcpserver.http._health), /metrics (mcpserver.http._metrics), when asked for."""
+        """/healthz and /readyz (mcpserver.http._health), /metrics (mcpserver.http._metrics), the Server Card and
+        the AI Catalog (mcpserver.http._card), when asked for."""
+        self.card = None
+        if options.server_card:
+            from ._card import ServerCard
+
+            self.card = ServerCard(self.server, self.path, resource=options.oauth.resource if options.oauth else None,
+                                   unix_socket=self.unix_socket, static_token=self._token is not None,
+                                   behind_proxy=self.behind_proxy, catalog=options.ai_catalog)
         self.health = None
         if options.health:  # the built-in server's loop answers `immediate` paths itself, without a worker
             from ._health import Health
@@ -334,14 +342,21 @@ class McpApp:
         if self.health is not None and path in self.immediate:  # a probe: anyone may ask, nothing is checked
             probed = self.immediate[path](environ.get("REQUEST_METHOD", ""), environ.get("REMOTE_ADDR", "-"))
             raise Refused(Response(int(probed[0][:3]), probed[1], probed[2]))
-        scrape = path == METRICS_PATH and self.metrics is not None
-        if path != self.path and not scrape:
-            if self.oauth is not None and path in self.oauth.metadata_paths:
-                raise Refused(self._resource_metadata(environ.get("REQUEST_METHOD")))
-            raise refused(404, f"Not found: the MCP endpoint is {self.path}")
+        scrape = card = False  # a route beside the endpoint: /metrics, the Server Card or the AI Catalog
+        if path != self.path:
+            scrape = path == METRICS_PATH and self.metrics is not None
+            card = self.card is not None and path in self.card.paths
+            if not (scrape or card):
+                if self.oauth is not None and path in self.oauth.metadata_paths:
+                    raise Refused(self._resource_metadata(environ.get("REQUEST_METHOD")))
+                raise refused(404, f"Not found: the MCP endpoint is {self.path}")
         host = _host_name(environ.get("HTTP_HOST", "")).lower()
         if not self._host_allowed(host):
             raise refused(403, f"Host {printable(host)!r} is not allowed (DNS rebinding protection)")
+        if card:  # public, for any origin (mcpserver.http._card); rate-limited per peer as an anonymous client
+            if self._rates is not None:
+                self._limit_rate(f"peer {self._peer(environ)}")
+            raise Refused(self.card.answer(environ, path))  # type: ignore[union-attr]
         origin = environ.get("HTTP_ORIGIN")
         if origin is not None and not self._origin_allowed(origin):
             raise refused(403, f"Origin {printable(origin)!r} is not allowed")
