@@ -104,7 +104,8 @@ LAYERS = (
     ("httpd._serve",),  # the door, the loop and the workers built; serve_app
     ("httpd",),
     ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit",
-     "_scopes"),  # _scopes: an entry's OAuth scopes, below auth/ which checks the server's with it
+     "_scopes", "_semconv"),  # _scopes: an entry's OAuth scopes (auth/ checks the server's with it); _semconv:
+    # OpenTelemetry's MCP conventions, which the spans and the metrics spell alike
     ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
     ("_heartbeat",),  # a call's progress beats, on the deadline thread
     ("_middleware",),

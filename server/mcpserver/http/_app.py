@@ -236,7 +236,7 @@ class McpApp:
         self.sessions = Sessions(server, read_body=self.read_body, serve_request=self.serve_request,
                                  listen_slot=self.listen_slot, opened=self._session_opened,
                                  lacking_scope=self.lacking_scope)  # LEGACY.md §4
-        server.middleware.trace_if_configured()
+        server.middleware.trace_if_configured("unix" if self.unix_socket else "tcp")
         self.public_metrics = options.public_metrics
         self._serve_probes_and_figures(options)
 
@@ -260,7 +260,8 @@ class McpApp:
         if options.metrics or options.metrics_dir:
             from ._metrics import measure
 
-            self.metrics = measure(self.server, lambda: len(self.sessions.table), options.metrics_dir)
+            self.metrics = measure(self.server, lambda: len(self.sessions.table), options.metrics_dir,
+                                   "unix" if self.unix_socket else "tcp")
 
     def _session_opened(self) -> None:
         if self.metrics is not None:
