@@ -184,6 +184,31 @@ def test_another_users_directory_or_socket_is_refused(short_dir):
     assert os.lstat(path).st_uid == 65534
 
 
+def test_what_belongs_to_someone_else_is_refused_whoever_runs_the_test(short_dir, monkeypatch):
+    """The same refusals as above without root: this process is told it is another user, so what it owns is
+    someone else's (the checks read os.geteuid(); the files, the socket and bind() are real)."""
+    from mcpserver import ConfigError
+    from mcpserver.httpd._unix import UnixSocketFile
+
+    sticky = tempfile.gettempdir()  # /tmp: root's and sticky, so its directory passes for any user
+    path = os.path.join(sticky, f"mcpx-{os.getpid()}.sock")
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left.bind(path)  # a stale socket of this user, which would be replaced...
+    left.close()
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 4242)  # ...were it ours
+    try:
+        with pytest.raises(ConfigError, match=f"belongs to another user \\(uid {os.getuid()}\\)") as refused:
+            UnixSocketFile(path).listen()
+        if os.stat(sticky).st_uid == 0:
+            assert "the socket there belongs to another user" in str(refused.value)
+        assert stat.S_ISSOCK(os.lstat(path).st_mode)  # left where it was
+    finally:
+        os.unlink(path)
+    if os.getuid() != 0:  # root's directories are allowed to anyone: only then is the directory's owner refused
+        with pytest.raises(ConfigError, match=r"its directory .* belongs to another user"):
+            UnixSocketFile(os.path.join(short_dir, "other.sock")).listen()
+
+
 def test_a_path_af_unix_cannot_take_gets_a_clear_error(short_dir):
     fits = os.path.join(short_dir, "s" * (107 - len(short_dir) - 1))
     assert len(os.fsencode(fits)) == 107
