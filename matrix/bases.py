@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from . import arches
 from .bootstrap import BootstrapFailed, apk_base, debootstrap_base
 from .engine import TAG_LABEL, Engine
 from .errors import CellProblem, EngineError
-from .model import Bootstrap, BootstrapMethod, Cell, Family, Outcome
+from .model import BaseMade, Bootstrap, BootstrapMethod, Cell, Family, Outcome
 from .processes import tail
 from .text import shorten
 from .travel import Store, fetch_image, keep_image
@@ -252,6 +253,13 @@ class Bases:
         self._lock = threading.Lock()
         self._locks: dict[tuple[BaseStep, ...], threading.Lock] = {}
         self._done: dict[tuple[BaseStep, ...], Base | CellProblem] = {}
+        self._made: list[BaseMade] = []
+        self._digests: dict[str, str] = {}  # a made base's tarball digest, by its tag (bootstrap.py)
+
+    def made(self) -> tuple[BaseMade, ...]:
+        """The bases this run made or fetched, in the order they were ready, each with its time and digest."""
+        with self._lock:
+            return tuple(self._made)
 
     def done(self, steps: tuple[BaseStep, ...]) -> bool:
         """Whether that base has been dealt with (made, found, or given up on) in this run."""
@@ -279,8 +287,14 @@ class Bases:
                 reason = step.reason + ("; " + "; ".join(failures) if failures else "")
                 raise CellProblem(Outcome.UNAVAILABLE, reason)
             log = self.logdir / f"base-{_slug(step.image)}-{step.action.value}.log"
+            began = time.monotonic()
             failure = self._try(step, log)
             if failure is None:
+                if step.action.makes:
+                    made = BaseMade(image=step.image, how=step.reason, seconds=round(time.monotonic() - began, 3),
+                                    sha256=self._digests.get(step.image, ""))  # fmt: skip
+                    with self._lock:
+                        self._made.append(made)
                 if step.action is not BaseAction.PULL:  # pulled bases come from a registry already
                     keep_image(self.stores, self.engine, step.image, log)
                 return Base(image=step.image, how=step.reason)
@@ -299,8 +313,10 @@ class Bases:
         maker = debootstrap_base if step.action is BaseAction.DEBOOTSTRAP else apk_base
         try:
             assert step.bootstrap is not None
-            maker(self.engine, step.bootstrap, mirror=step.source, tag=step.image, workdir=self.workdir, log=log,
-                  labels={**self.labels, TAG_LABEL: step.image})  # fmt: skip
+            made = maker(self.engine, step.bootstrap, mirror=step.source, tag=step.image, workdir=self.workdir, log=log,
+                         labels={**self.labels, TAG_LABEL: step.image})  # fmt: skip
+            with self._lock:
+                self._digests[step.image] = made
         except BootstrapFailed as exc:
             raise CellProblem(Outcome.ERROR, f"base: {exc}", _log_tail(log)) from exc
         return None

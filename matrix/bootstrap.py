@@ -83,8 +83,8 @@ def import_rootfs(engine: Engine, root: Path, tag: str, log: Path, labels: Mappi
 
 
 def debootstrap_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir: Path, log: Path,
-                     labels: Mapping[str, str]) -> None:  # fmt: skip
-    """A Debian or Ubuntu base from `mirror` (debootstrap's default when ''), imported as `tag`."""
+                     labels: Mapping[str, str]) -> str:  # fmt: skip
+    """A Debian or Ubuntu base from `mirror` (debootstrap's default when ''), imported as `tag`; returns ''."""
     target = Path(tempfile.mkdtemp(prefix=f"debootstrap-{boot.suite}-", dir=workdir))
     try:
         # For another architecture debootstrap runs the second stage in the tree itself, through the kernel's
@@ -105,6 +105,7 @@ def debootstrap_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, 
         with open(log, "a", encoding="utf-8") as sink:
             sink.writelines(f"mcplab: {n}\n" for n in notes)
         import_rootfs(engine, target, tag, log, labels, boot.arch)
+        return ""
     finally:
         remove_tree(target)
 
@@ -123,9 +124,9 @@ def remove_tree(target: Path) -> None:
 
 
 def apk_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir: Path, log: Path,
-             labels: Mapping[str, str]) -> None:  # fmt: skip
+             labels: Mapping[str, str]) -> str:  # fmt: skip
     """Alpine's minirootfs from apk.static: fetch apk-tools-static from the mirror's index, then let it
-    install alpine-base into an empty root, imported as `tag`."""
+    install alpine-base into an empty root, imported as `tag`; returns ''."""
     arch = ARCHES[boot.arch].apk if boot.arch else os.uname().machine
     repo = f"{mirror}/{boot.release}/main"
     target = Path(tempfile.mkdtemp(prefix=f"apk-{boot.release}-", dir=workdir))
@@ -153,6 +154,7 @@ def apk_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir:
             raise BootstrapFailed(f"apk.static failed (exit {done.returncode}); see {log}")
         (target / "etc/apk/repositories").write_text(f"{repo}\n{mirror}/{boot.release}/community\n")
         import_rootfs(engine, target, tag, log, labels, boot.arch)
+        return ""
     except OSError as exc:
         raise BootstrapFailed(f"Alpine bootstrap from {mirror} failed: {exc}") from exc
     finally:

@@ -91,6 +91,7 @@ class Lab:
         self.processes = self.engine.processes  # docker clients and host processes alike
         self.run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.began = time.monotonic()
         self.workdir = options.cache / "tmp" / self.run_id
         self.logdir = options.cache / "logs" / self.run_id
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -112,6 +113,7 @@ class Lab:
         self.stopping = Stopping()
         self.stop, self.interrupted = self.stopping.stop, self.stopping.interrupted
         self.kept: list[Kept] = []
+        self.measuring = 0.0  # seconds the first answers took, after the suites (schedule.py)
         self._lock = threading.Lock()
 
     def surroundings(self) -> Surroundings:
@@ -145,7 +147,7 @@ class Lab:
                          pytest=self.pytest, distributions=self.distributions, memo=self.memo,
                          attempts=self.attempts(), surroundings=self.surroundings(), selection=options.selection,
                          root=options.root, cache=options.cache, stopping=self.stopping, progress=self.progress,
-                         startup_targets=self.startup_targets)  # fmt: skip
+                         startup_targets=self.startup_targets, began=self.began)  # fmt: skip
 
     def keep(self, kept: Kept) -> None:
         with self._lock:
@@ -190,5 +192,8 @@ def environment(lab: Lab, *, engine_version: str, partial: str = "") -> Environm
         shard=str(lab.options.shard) if lab.options.shard else "",
         plan=lab.options.plan,
         partial=partial,
+        duration=round(time.monotonic() - lab.began, 3),
+        measuring=round(lab.measuring, 3),
+        bases=lab.bases.made(),
     )
 

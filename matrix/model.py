@@ -293,6 +293,26 @@ class FirstAnswer:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Phase:
+    """One step of a cell's run and its wall time: "base" (had, or waited for while another thread made it),
+    "build runtime", "pytest folder", "suite unit", ... Where a run's time goes is the sum of these."""
+
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaseMade:
+    """A base this run made or fetched (not one it found present), how, in how long, and the sha256 of the tree it
+    was made from when that tree is a tarball (mmdebstrap's, reproducible: the same inputs give the same digest)."""
+
+    image: str
+    how: str
+    seconds: float
+    sha256: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     outcome: Outcome
@@ -315,6 +335,8 @@ class CellResult:
     machine: str = ""
     byteorder: str = ""
     maxsize: int = 0
+    started: float = 0.0  # seconds after the run began that a job slot took it up (waiting for a slot or its base)
+    phases: tuple[Phase, ...] = ()  # what its time went on, in order
 
     def suite(self, name: Suite) -> SuiteResult | None:
         return next((s for s in self.suites if s.suite is name), None)
@@ -336,3 +358,6 @@ class Environment:
     plan: str = ""  # a digest of the cell table and selection, the same for every shard of one plan
     partial: str = ""  # why the report does not cover the whole plan (interrupted, stopped early)
     extra: dict[str, str] = field(default_factory=dict)
+    duration: float = 0.0  # the run's wall time, planning to reports
+    measuring: float = 0.0  # of which the first answers, measured one cell at a time after the suites
+    bases: tuple[BaseMade, ...] = ()  # the bases it made or fetched

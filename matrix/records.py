@@ -14,11 +14,13 @@ from typing import Any
 from .errors import LabInputError
 from .model import (
     SUITES,
+    BaseMade,
     CellResult,
     EarlierAttempt,
     Environment,
     FirstAnswer,
     Outcome,
+    Phase,
     Skip,
     Suite,
     SuiteResult,
@@ -60,7 +62,9 @@ def from_json(
     if data.get("schema") not in READABLE:
         raise LabInputError(f"{source} has schema {data.get('schema')!r}; this lab reads {SCHEMA!r}.")
     results = tuple(_cell_from(c) for c in data["cells"])
-    env = Environment(**{**data["environment"], "dirty": tuple(data["environment"].get("dirty", ()))})
+    found = data["environment"]
+    env = Environment(**{**found, "dirty": tuple(found.get("dirty", ())),
+                         "bases": tuple(BaseMade(**b) for b in found.get("bases", ()))})  # fmt: skip
     return results, env, tuple(Suite(s) for s in data.get("suites", SUITES))
 
 
@@ -93,7 +97,9 @@ def _cell_from(data: dict[str, Any]) -> CellResult:
     if found:
         first = FirstAnswer(**{**found, "samples_ms": tuple(found.get("samples_ms", ())),
                                "bare_samples_ms": tuple(found.get("bare_samples_ms", ()))})  # fmt: skip
-    return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites, "first_answer": first})
+    phases = tuple(Phase(**p) for p in data.get("phases", ()))
+    return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites, "first_answer": first,
+                         "phases": phases})  # fmt: skip
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import junit
+from . import junit, timing
 from .budgets import ASSUMES, CPYTHON, budget_for, kind_of, megabytes
 from .compare import SinceLastFull
 from .history import FLAKE_NAMED, FLAKE_WINDOW, FlakeRate
@@ -241,6 +241,7 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
         lines += ["", heading, "", *(_md_escape(change) for change in changes)]
     lines += _md_findings(results)
     lines += ["", *flake_lines(flakes)] if flakes else []
+    lines += _md_time(results, env)
     lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
     return "\n".join(lines) + "\n"
 
@@ -264,6 +265,21 @@ def _md_findings(results: Sequence[CellResult]) -> list[str]:
     if skipped:
         lines += ["", "Skipped tests, with the reasons they gave:", ""]
         lines += [f"- {_md_escape(line)}" for line in skipped]
+    return lines
+
+
+def _md_time(results: Sequence[CellResult], env: Environment) -> list[str]:
+    """Where the run's time went: its phases summed over the cells, each cell's, and the bases it made."""
+    totals = timing.phase_totals(results)
+    if not totals:
+        return []
+    lines = ["", f"Where the time went: {timing.summary(results, env)}.", "",
+             "| phase | cells | seconds in all | longest |", "|---|---:|---:|---|"]  # fmt: skip
+    lines += [f"| {t.name} | {t.cells} | {t.seconds:,.0f} | `{t.longest}` {t.longest_seconds:,.0f} s |" for t in totals]
+    lines += ["", "| cell | " + " | ".join(timing.COLUMNS) + " |", "|---|" + "---:|" * len(timing.COLUMNS)]
+    lines += [f"| `{row[0]}` | " + " | ".join(row[1:]) + " |" for row in timing.cell_rows(results)]
+    made = timing.base_lines(env)
+    lines += ["", "Bases made or fetched by this run:", "", *(f"- {_md_escape(line)}" for line in made)] if made else []
     return lines
 
 

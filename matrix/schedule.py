@@ -106,12 +106,14 @@ def _first_answers(lab: Lab, cells: Sequence[Cell], results: dict[str, CellResul
     def say(name: str) -> None:
         lab.progress.update(name, "measuring the first answer")
 
+    began = time.monotonic()
     ordered = [results[c.name] for c in cells if c.name in results]
     memo = lab.options.cache / "first-answer" if lab.options.use_cache else None
     for measured in measure_all(lab.engine, ordered, lab.startup_targets, run_id=lab.run_id, memo=memo, on_cell=say,
                                 stop=lab.stop):  # fmt: skip
         results[measured.cell] = measured
         lab.progress.update(measured.cell, measured.outcome.value, done=True)
+    lab.measuring = time.monotonic() - began
     if on_result:
         on_result(_with_pending(cells, results, known, "not finished yet"))
 

@@ -294,3 +294,17 @@ def test_an_emulated_cell_runs_fewer_suites_unless_every_one_is_asked_for_and_ea
     assert budget.slowdown == budgets.SLOWDOWN["s390x"] > 1.0 == native.slowdown
     assert (budget.cpu, budget.memory) == (native.cpu * budget.slowdown, native.memory * budgets.EMULATED_MEMORY)
     assert budgets.budget_for(Suite.UNIT, budgets.CPYTHON, "i386") == budgets.DEFAULT  # native on x86_64
+
+
+def test_a_cell_records_where_its_time_went_and_the_report_sums_it(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"])
+    lab = a_lab(tmp_path, engine)
+    result = run(lab)["fx-bookworm"]
+    names = [phase.name for phase in result.phases]
+    assert names == ["base", "build python", "build runtime", "build test", "build install", "pytest folder",
+                     "suite unit", "suite http", "suite payload", "interpreter facts"]
+    assert 0 <= result.started < 5 and all(phase.seconds >= 0 for phase in result.phases)
+    assert sum(phase.seconds for phase in result.phases) == pytest.approx(result.duration, abs=0.05)
+    markdown = report.to_markdown([result], Environment(duration=12.0, measuring=3.0))
+    assert "Where the time went: 12 s wall:" in markdown
+    assert "| suite unit | 1 |" in markdown and "| `fx-bookworm` |" in markdown

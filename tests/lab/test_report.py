@@ -14,11 +14,13 @@ import pytest
 from matrix import records, report
 from matrix.junit import merged
 from matrix.model import (
+    BaseMade,
     CellResult,
     EarlierAttempt,
     Environment,
     FirstAnswer,
     Outcome,
+    Phase,
     Skip,
     Suite,
     SuiteResult,
@@ -36,7 +38,9 @@ JUNIT_ONE_FAILURE = """<?xml version="1.0" encoding="utf-8"?><testsuites>
 </testsuite></testsuites>"""
 
 ENV = Environment(engine="20.10.24", kernel="6.1", commit="abc123", date="2026-11-30T00:00:00+00:00",
-                  run_id="20261130000000-abcdef", logs="/tmp/logs", dirty=("server/x.py",))  # fmt: skip
+                  run_id="20261130000000-abcdef", logs="/tmp/logs", dirty=("server/x.py",), duration=140.0,
+                  bases=(BaseMade(image="mcplab/base:debian-bookworm-0123", how="bootstrapped", seconds=61.5,
+                                  sha256="ab" * 32),))  # fmt: skip
 FAILING_ID = "tests/unit/test_proto.py::TestTools::test_add[2-3]"
 
 
@@ -64,7 +68,8 @@ def results() -> list[CellResult]:
     not_run = SuiteResult(suite=Suite.HTTP, outcome=Outcome.NOT_RUN)
     made = [
         CellResult(cell="debian-bookworm-py3.11", outcome=Outcome.PASSED, duration=12.0, suites=(passed, not_run),
-                   python_version="3.11.2", implementation="CPython", first_answer=FIRST),
+                   python_version="3.11.2", implementation="CPython", first_answer=FIRST, started=2.0,
+                   phases=(Phase(name="base", seconds=1.0), Phase(name="suite unit", seconds=11.0))),
         CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,), python_version="3.11.17",
                    implementation="PyPy 8.0.1", first_answer=FirstAnswer(error="the probe failed: boom")),
         CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT, suites=(timeout,)),
@@ -287,3 +292,11 @@ def test_the_html_report_opens_with_the_shape_of_the_matrix_and_folds_the_unavai
     assert "id='ubuntu-24.04-py3.12'" in folded[: folded.index("</details>")]
     ran = page[page.index("<table><tr><th>cell</th>") : page.index("<details class=gone>")]
     assert "ubuntu-24.04-py3.12" not in ran and "s390x (s390x, big-endian, 64-bit)" in ran
+
+
+def test_the_reports_say_where_the_time_went_and_give_each_base_made_with_its_digest() -> None:
+    markdown = report.to_markdown(results(), ENV)
+    assert "Where the time went: 140 s wall: 12 s of cell phases side by side" in markdown
+    assert "| suite unit | 1 | 11 | `debian-bookworm-py3.11` 11 s |" in markdown
+    assert "| `debian-bookworm-py3.11` | 2 | 1 | 0 | 0 | 11 | 0 | 12 |" in markdown
+    assert f"mcplab/base:debian-bookworm-0123: bootstrapped, 62 s, tarball sha256 {'ab' * 32}" in markdown
