@@ -236,6 +236,7 @@ def _host_cell(tools: CellTools, cell: Cell, chosen: Sequence[Suite], record: Ce
         + [p for p in sorted((root / "tests").glob("*")) if p.is_file()]
     )
     pytest = PytestFolder(folder=folder, wheels=",".join(tools.pytest.wheels(folder)), pip=tools.pytest.pip(folder))
+    record = replace(record, notes=without_add_ons(folder))
     host = HostCell(cell=cell, interpreter=interpreter, venv_python=venv_python, code=code, pytest=pytest, root=root,
                     distribution=tools.distributions.get)  # fmt: skip
     suites = _run_suites(tools, cell, chosen, say, lambda suite: ON_HOST[suite](host, suite))
@@ -262,6 +263,7 @@ def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], c
         wheels = tools.pytest.wheels(folder)
         pytest = PytestFolder(folder=folder, volume=volume_name(folder.name, wheels), wheels=",".join(wheels),
                               pip=tools.pytest.pip(folder))  # fmt: skip
+        record = replace(record, notes=without_add_ons(folder))
     ids = Images(**{stage: tools.engine.image_id(getattr(built, stage)) or "" for stage in STAGES})
     cut = not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0
     where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=tools.distributions.get,
@@ -271,6 +273,11 @@ def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], c
     say("interpreter facts")
     found = interpreter_facts(tools, cell, built.python)
     return _finish(record, cell, suites, found, image=built.runtime, base=base.how)
+
+
+def without_add_ons(folder: Path) -> tuple[str, ...]:
+    """What the cell's wheel folder lacks of what users deploy with the server, and why (wheels.ADD_ONS)."""
+    return tuple(f"without {name}: {why}" for name, why in PytestFolders.missing(folder).items())
 
 
 def interpreter_facts(tools: CellTools, cell: Cell, image: str) -> hostcells.Facts:

@@ -335,6 +335,7 @@ class CellResult:
     machine: str = ""
     byteorder: str = ""
     maxsize: int = 0
+    notes: tuple[str, ...] = ()  # what it ran without, and why: an add-on no release of which serves its Python
     started: float = 0.0  # seconds after the run began that a job slot took it up (waiting for a slot or its base)
     phases: tuple[Phase, ...] = ()  # what its time went on, in order
 

@@ -99,7 +99,7 @@ def _cell_from(data: dict[str, Any]) -> CellResult:
                                "bare_samples_ms": tuple(found.get("bare_samples_ms", ()))})  # fmt: skip
     phases = tuple(Phase(**p) for p in data.get("phases", ()))
     return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites, "first_answer": first,
-                         "phases": phases})  # fmt: skip
+                         "phases": phases, "notes": tuple(data.get("notes", ()))})  # fmt: skip
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -139,9 +139,9 @@ def skipped_lines(results: Sequence[CellResult]) -> list[str]:
 
 def _why(result: CellResult) -> str:
     if result.message:
-        return result.message
+        return "; ".join((result.message, *result.notes))
     bad = [s for s in result.suites if s.outcome not in (Outcome.PASSED, Outcome.NOT_RUN)]
-    return "; ".join(f"{s.suite.value}: {s.message or _failed_count(s)}" for s in bad)
+    return "; ".join([f"{s.suite.value}: {s.message or _failed_count(s)}" for s in bad] + list(result.notes))
 
 
 def _failed_count(suite: SuiteResult) -> str:

@@ -72,7 +72,8 @@ def results() -> list[CellResult]:
                    phases=(Phase(name="base", seconds=1.0), Phase(name="suite unit", seconds=11.0))),
         CellResult(cell="debian-sid-py3.15", outcome=Outcome.FAILED, suites=(failed,), python_version="3.11.17",
                    implementation="PyPy 8.0.1", first_answer=FirstAnswer(error="the probe failed: boom")),
-        CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT, suites=(timeout,)),
+        CellResult(cell="debian-trixie-py3.13", outcome=Outcome.TIMEOUT, suites=(timeout,),
+                   notes=("without gunicorn: no release of gunicorn (or of what it needs) serves python3.13",)),
         CellResult(cell="ubuntu-24.04-py3.12", outcome=Outcome.UNAVAILABLE, message="ubuntu:24.04: not present"),
         CellResult(
             cell="alpine-3.23-py3.12",
@@ -300,3 +301,9 @@ def test_the_reports_say_where_the_time_went_and_give_each_base_made_with_its_di
     assert "| suite unit | 1 | 11 | `debian-bookworm-py3.11` 11 s |" in markdown
     assert "| `debian-bookworm-py3.11` | 2 | 1 | 0 | 0 | 11 | 0 | 12 |" in markdown
     assert f"mcplab/base:debian-bookworm-0123: bootstrapped, 62 s, tarball sha256 {'ab' * 32}" in markdown
+
+
+def test_a_cell_without_an_add_on_says_so_in_every_rendering() -> None:
+    said = "without gunicorn: no release of gunicorn (or of what it needs) serves python3.13"
+    for text in (report.to_markdown(results(), ENV), report.to_table(results()), report.to_html(results(), ENV)):
+        assert said in text
