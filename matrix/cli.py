@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from . import LAB_ROOT, history, records, report
+from . import LAB_ROOT, history, records, report, skips
 from .arches import ARCHES, native
 from .budgets import UNDER_EMULATION
 from .build import Unbuildable
@@ -340,8 +340,9 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     since = since_last_full(results, *last_full) if last_full else None
-    _finish(lab, results, engine_version=engine_version, whole_table=whole_table, since=since)
-    code = exit_code(results, strict=options.strict, interrupted=lab.interrupted.is_set())
+    env = _finish(lab, results, engine_version=engine_version, whole_table=whole_table, since=since)
+    nowhere = len(skips.ran_nowhere(results)) if skips.judged(env) else 0
+    code = exit_code(results, strict=options.strict, interrupted=lab.interrupted.is_set(), ran_nowhere=nowhere)
     if code is Exit.NOTHING_RAN:
         reasons = "; ".join(f"{r.cell}: {r.message}" for r in results if r.outcome is Outcome.UNAVAILABLE)
         raise NothingToRun(f"no selected cell can run here ({reasons}).")
@@ -358,8 +359,9 @@ def _last_full(results: Path) -> tuple[tuple[CellResult, ...], Environment] | No
 
 
 def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, whole_table: bool,
-            since: SinceLastFull | None) -> None:  # fmt: skip
-    """Write the reports, move the links, print the table and where the reports are."""
+            since: SinceLastFull | None) -> Environment:  # fmt: skip
+    """Write the reports, move the links, print the table and where the reports are; returns what the reports say
+    of the run."""
     options = lab.options
     folder = options.results / lab.run_id
     why_partial = f"interrupted ({lab.stop_reason})" if lab.interrupted.is_set() else lab.stop_reason
@@ -372,10 +374,11 @@ def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, who
     if whole_table and not why_partial and selection.suites == SUITES and not selection.only and not options.shard:
         report.point(options.results / records.LATEST_FULL, folder)
     _prune_reports(options.results)
-    print(report.to_table(results, suites=selection.suites, since=since, flakes=flakes), end="")
+    print(report.to_table(results, suites=selection.suites, since=since, flakes=flakes, env=env), end="")
     for kept in lab.kept:
         print(kept.advice())
     print(f"reports: {folder} ({', '.join(report.REPORT_FILES)}); {options.results / records.LATEST} points there")
+    return env
 
 
 def _prune_reports(results: Path) -> None:
@@ -412,8 +415,9 @@ def _merge(args: argparse.Namespace) -> Exit:
     environ = replace(first, shard=f"merged {len(envs)} shards", run_id="", extra=shards)
     out = args.results.resolve()
     report.write_reports(merged, environ, out, suites=suites)
-    print(report.to_table(merged, suites=suites), end="")
-    code = exit_code(merged, strict=args.strict)
+    print(report.to_table(merged, suites=suites, env=environ), end="")
+    nowhere = len(skips.ran_nowhere(merged)) if skips.judged(environ) else 0
+    code = exit_code(merged, strict=args.strict, ran_nowhere=nowhere)
     if code is Exit.NOTHING_RAN:
         raise NothingToRun("none of the merged cells could run.")
     return code

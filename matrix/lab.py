@@ -192,6 +192,7 @@ def environment(lab: Lab, *, engine_version: str, partial: str = "") -> Environm
         shard=str(lab.options.shard) if lab.options.shard else "",
         plan=lab.options.plan,
         partial=partial,
+        subset=lab.options.selection.subset,
         duration=round(time.monotonic() - lab.began, 3),
         measuring=round(lab.measuring, 3),
         bases=lab.bases.made(),

@@ -227,6 +227,9 @@ class EarlierAttempt:
         return f"{len(self.failures)} failed" if self.failures else self.outcome.value
 
 
+SKIPPED_MARK = 0.05  # a suite that skipped more than this share of its tests is marked in every report
+
+
 @dataclass(frozen=True, kw_only=True)
 class SuiteResult:
     suite: Suite
@@ -256,11 +259,16 @@ class SuiteResult:
 
     @property
     def counts(self) -> str:
-        """ "31/31", or "30/31 (1 skipped)": passed over tests that ran."""
-        ran = self.tests - self.skipped
-        text = f"{self.passed}/{ran}"
-        notes = [f"{self.skipped} skipped"] if self.skipped else []
-        notes += [f"{self.repetitions} stress"] if self.repetitions else []
+        """ "1,113 passed", "1,110 passed, 3 skipped", "1,108 passed, 2 failed, 3 skipped": never a full score when
+        something did not run. A suite that skipped more than SKIPPED_MARK of its tests is marked, with the share."""
+        said = [f"{self.passed:,} passed"]
+        said += [f"{self.failed:,} failed"] if self.failed else []
+        said += [f"{self.errors:,} errors"] if self.errors else []
+        said += [f"{self.skipped:,} skipped"] if self.skipped else []
+        text = ", ".join(said)
+        if self.tests and self.skipped > SKIPPED_MARK * self.tests:
+            text += f" ⚠ {self.skipped / self.tests:.0%} skipped"
+        notes = [f"{self.repetitions} stress"] if self.repetitions else []
         notes += [f"run {n}: {e.summary}" for n, e in enumerate(self.earlier, 1)]
         notes += ["cached"] if self.cached else []
         return f"{text} ({', '.join(notes)})" if notes else text
@@ -358,6 +366,9 @@ class Environment:
     shard: str = ""
     plan: str = ""  # a digest of the cell table and selection, the same for every shard of one plan
     partial: str = ""  # why the report does not cover the whole plan (interrupted, stopped early)
+    # '' for a whole run (every cell that is not opt-in, every suite), which fails on a test no cell ran
+    # (skips.ran_nowhere); else what it was limited to, and such a run names those tests without failing on them
+    subset: str = ""
     extra: dict[str, str] = field(default_factory=dict)
     duration: float = 0.0  # the run's wall time, planning to reports
     measuring: float = 0.0  # of which the first answers, measured one cell at a time after the suites

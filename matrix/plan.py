@@ -33,6 +33,18 @@ class Selection:
     only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()  # --rerun-failed: these cells, and in each these suites
     asked: bool = False  # --suite named them: an emulated cell then runs them all too (budgets.UNDER_EMULATION)
 
+    @property
+    def subset(self) -> str:
+        """'' when nothing narrows the run (every cell that is not opt-in, or more with --arch all; every suite),
+        else the options that do, as given."""
+        picked = [(option, values) for option, values in (
+            ("--distro", self.distros), ("--python", self.pythons), ("--implementation", self.implementations),
+            ("--cell", self.cells), ("--arch", tuple(a for a in self.arches if a != "all"))) if values]  # fmt: skip
+        parts = [f"{option} {','.join(values)}" for option, values in picked]
+        parts += [f"--suite {','.join(s.value for s in self.suites)}"] if self.suites != SUITES else []
+        parts += ["--rerun-failed"] if self.only else []
+        return " ".join(parts)
+
     def suites_for(self, cell: str) -> tuple[Suite, ...]:
         """The suites to run in that cell."""
         if not self.only:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import junit, timing
+from . import junit, skips, timing
 from .budgets import ASSUMES, CPYTHON, budget_for, kind_of, megabytes
 from .compare import SinceLastFull
 from .history import FLAKE_NAMED, FLAKE_WINDOW, FlakeRate
@@ -121,6 +121,29 @@ REPRODUCE_NOTE = ("To reproduce, each line reruns only that suite in only that c
 def warning_lines(results: Sequence[CellResult]) -> list[str]:
     """Every suite whose use came close to a limit it ran under, passed or not: the next run may cross it."""
     return [f"{r.cell} {s.suite.value}: {s.near_limit}" for r in results for s in r.suites if s.near_limit]
+
+
+def nowhere_lines(results: Sequence[CellResult], env: Environment) -> list[str]:
+    """The tests every cell that collected them skipped (skips.ran_nowhere): a heading, then one line each."""
+    found = skips.ran_nowhere(results)
+    if not found:
+        return []
+    if skips.judged(env):
+        head = f"Ran nowhere ({len(found)}): skipped in every cell that collected them, which fails a whole run:"
+    else:
+        limited = env.subset or env.partial or f"shard {env.shard}"
+        head = (f"Skipped in every cell of this run ({len(found)}; it was limited: {limited}), so perhaps run in none; "
+                "a whole run fails on such a test:")
+    return [head, *(t.text for t in found)]
+
+
+def host_only_lines(results: Sequence[CellResult]) -> list[str]:
+    """The tests the cells left out as host-only (skips.host_only), named once: a heading, then one line each."""
+    found = skips.host_only(results)
+    if not found:
+        return []
+    return [f"Host-only ({len(found)}): not collected in any cell; `make test` runs them on the host:",
+            *(f"{name}: {reason}" for name, reason in found.items())]
 
 
 def skipped_lines(results: Sequence[CellResult]) -> list[str]:
@@ -240,6 +263,8 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
         heading, *changes = since_lines(since)
         lines += ["", heading, "", *(_md_escape(change) for change in changes)]
     lines += _md_findings(results)
+    for heading, *listed in (found for found in (nowhere_lines(results, env), host_only_lines(results)) if found):
+        lines += ["", heading, "", *(f"- `{_md_escape(line)}`" for line in listed)]
     lines += ["", *flake_lines(flakes)] if flakes else []
     lines += _md_time(results, env)
     lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
@@ -310,8 +335,8 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
 
 
-def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
-             since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
+def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES, since: SinceLastFull | None = None,
+             flakes: Sequence[FlakeRate] = (), env: Environment | None = None) -> str:  # fmt: skip
     """The plain-text table printed at the end of a run."""
     header = ["cell", "outcome", "arch", "python", *(s.value for s in suites), "first answer", "time"]
     rows = [
@@ -333,6 +358,8 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
         out += [f"    {line}" for line in reproduce_lines([r])]
     out += [f"warning: {line}" for line in warning_lines(results)]
     out += [f"skipped: {line}" for line in skipped_lines(results)]
+    nowhere = nowhere_lines(results, env or Environment())
+    out += [nowhere[0], *(f"    {line}" for line in nowhere[1:])] if nowhere else []
     out += since_lines(since)
     out += [flaky_lately(flakes)] if flaky_lately(flakes) else []
     return "\n".join(out) + "\n"
@@ -395,7 +422,7 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         _html_grid(results), _html_charts(ran, suites),
     ]  # fmt: skip
     body = [_html_table(ran, suites), f"<p class=env>{e(FIRST_ANSWER_NOTE)}</p>", _html_unavailable(results)]
-    body += _html_sections(results, suites, since, flakes)
+    body += _html_sections(results, env, suites, since, flakes)
     details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
     return "\n".join(head + body + details) + "\n</body></html>\n"
 
@@ -428,8 +455,8 @@ def _html_unavailable(results: Sequence[CellResult]) -> str:
             f"<th>cell</th><th>arch</th><th>why it cannot run here</th></tr>{rows}</table></details>")
 
 
-def _html_sections(results: Sequence[CellResult], suites: Sequence[Suite], since: SinceLastFull | None,
-                   flakes: Sequence[FlakeRate]) -> list[str]:  # fmt: skip
+def _html_sections(results: Sequence[CellResult], env: Environment, suites: Sequence[Suite],
+                   since: SinceLastFull | None, flakes: Sequence[FlakeRate]) -> list[str]:  # fmt: skip
     e = html.escape
     body = []
     usage = usage_rows(results, suites)
@@ -443,7 +470,8 @@ def _html_sections(results: Sequence[CellResult], suites: Sequence[Suite], since
     if again:
         body.append(f"<h2>Reproduce</h2><p class=env>{e(REPRODUCE_NOTE)}</p><pre class=again>"
                     + "\n".join(e(line) for line in again) + "</pre>")  # fmt: skip
-    for heading, *lines in (section for section in (since_lines(since), flake_lines(flakes)) if section):
+    sections = (nowhere_lines(results, env), host_only_lines(results), since_lines(since), flake_lines(flakes))
+    for heading, *lines in (section for section in sections if section):
         body.append(f"<h2>{e(heading.rstrip(':'))}</h2><ul>"
                     + "".join(f"<li>{e(c.removeprefix('- '))}</li>" for c in lines) + "</ul>")  # fmt: skip
     return body

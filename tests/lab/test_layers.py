@@ -15,7 +15,7 @@ MATRIX = LAB_ROOT / "matrix"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "model", "arches", "exits", "text", "stopping", "progress", "venv", "probe_first_answer"),
     ("errors", "budgets", "junit", "compare", "history", "timing", "processes"),  # pure rules; the tracker of every host process
-    ("outcomes", "plan", "table", "engine", "host", "wheels"),  # the outcome rules; the docker CLI
+    ("outcomes", "plan", "table", "engine", "host", "wheels", "skips"),  # the outcome rules; the docker CLI
     ("records", "travel", "attempts", "bootstrap", "conformance", "startup", "clean"),  # one attempt, one base
     ("memo", "report", "bases", "build"),  # remembered passes, renderings, where bases come from, images
     ("install",),  # the install suite's attempts, which build on the images' suite files
