@@ -272,7 +272,8 @@ def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], c
     tools.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=ids.runtime)
     say("interpreter facts")
     found = interpreter_facts(tools, cell, built.python)
-    return _finish(record, cell, suites, found, image=built.runtime, base=base.how)
+    return _finish(record, cell, suites, found, image=built.runtime, base=base.how, base_image=base.image,
+                   base_sha256=base.sha256)  # fmt: skip
 
 
 def without_add_ons(folder: Path) -> tuple[str, ...]:

@@ -84,7 +84,7 @@ class Flavour(str, enum.Enum):
 
 
 class BootstrapMethod(str, enum.Enum):
-    DEBOOTSTRAP = "debootstrap"
+    MMDEBSTRAP = "mmdebstrap"
     APK = "apk"
     BUILDER = "builder"  # no recipe of its own: the base is had as another cell with that base has it
 
@@ -93,8 +93,8 @@ class BootstrapMethod(str, enum.Enum):
 class Bootstrap:
     """How a base can be made without a registry.
 
-    DEBOOTSTRAP: `suite` (and optional `keyring`, `script`), mirror from `mirror_env` or debootstrap's
-    default. APK: `release` ("v3.23"), mirror from `mirror_env`, which must be set. BUILDER: the cell's
+    MMDEBSTRAP: `suite` (and optional `keyring`), mirror from `mirror_env` or mmdebstrap's default.
+    APK: `release` ("v3.23"), mirror from `mirror_env`, which must be set. BUILDER: the cell's
     `base` only hosts a builder stage of the family's Dockerfile (the musl+busybox family compiles CPython
     there and ships an image FROM scratch); it is had exactly as the table's other cell with that `base`
     has it (`Cell.base_cell`), so both share one base.
@@ -106,8 +106,7 @@ class Bootstrap:
     mirror_env: str = ""
     keyring: str = ""
     keyring_env: str = ""  # an environment variable that, when set, names the keyring file instead
-    script: str = ""
-    arch: str = ""  # debootstrap --arch / apk.static's index: the cell's architecture ('' for the machine's own)
+    arch: str = ""  # mmdebstrap --architectures, apk.static's index: the cell's architecture ('' for the machine's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,7 +328,9 @@ class CellResult:
     message: str = ""  # the reason for unavailable, the error for error
     log_tail: str = ""
     image: str = ""
-    base: str = ""  # how the base was had, e.g. "debootstrapped from debootstrap's default mirror"
+    base: str = ""  # how the base was had, e.g. "mmdebstrapped from mmdebstrap's default mirror"
+    base_image: str = ""  # the base it was built FROM
+    base_sha256: str = ""  # the sha256 of the tarball its base was made from (bootstrap.ROOTFS_LABEL), if made
     family: str = ""
     python: str = ""
     python_version: str = ""  # the exact version the suites ran on, e.g. 3.9.2

@@ -305,6 +305,8 @@ def _md_time(results: Sequence[CellResult], env: Environment) -> list[str]:
     lines += [f"| `{row[0]}` | " + " | ".join(row[1:]) + " |" for row in timing.cell_rows(results)]
     made = timing.base_lines(env)
     lines += ["", "Bases made or fetched by this run:", "", *(f"- {_md_escape(line)}" for line in made)] if made else []
+    used = timing.digest_lines(results)
+    lines += ["", "Bases the cells were built from:", "", *(f"- {_md_escape(line)}" for line in used)] if used else []
     return lines
 
 
@@ -556,8 +558,10 @@ def _memory_chart(ran: Sequence[CellResult], suites: Sequence[Suite], label: int
 
 def _html_details(r: CellResult) -> str:
     e = html.escape
+    made = f"({r.base_image}, tarball sha256 {r.base_sha256})" if r.base_sha256 else ""
+    base = " ".join(filter(None, (r.base, made)))
     facts = [("arch", r.arch), ("machine", machine_facts(r)),
-             ("python", interpreter_text(r) if r.python_version else ""), ("base", r.base), ("image", r.image),
+             ("python", interpreter_text(r) if r.python_version else ""), ("base", base), ("image", r.image),
              ("first answer", _first_answer_details(r.first_answer)), ("time", f"{r.duration:.0f}s")]
     out = [f"<h3 id='d-{e(r.cell)}' class={r.outcome.value}>{e(r.cell)}: {r.outcome.value}</h3>",
            "<p>" + " · ".join(f"{k} {e(v)}" for k, v in facts if v) + "</p>"]  # fmt: skip

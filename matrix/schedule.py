@@ -144,7 +144,7 @@ def _with_pending(cells: Sequence[Cell], results: Mapping[str, CellResult], know
 
 def _prefetch_work(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseStep, ...]]
                    ) -> list[Callable[[], object]]:  # fmt: skip
-    """Bases and pytest folders first, all at once: they are network- and disk-bound (debootstrap, pip),
+    """Bases and pytest folders first, all at once: they are network- and disk-bound (mmdebstrap, pip),
     so running them side by side beats queueing them behind --jobs."""
     distinct_bases: dict[tuple[BaseStep, ...], list[str]] = {}
     for cell in cells:

@@ -70,3 +70,14 @@ def base_lines(env: Environment) -> list[str]:
     """Each base the run made or fetched: how, how long, and its tarball's digest where it has one."""
     return [f"{b.image}: {b.how}, {b.seconds:.0f} s" + (f", tarball sha256 {b.sha256}" if b.sha256 else "")
             for b in env.bases]  # fmt: skip
+
+
+def digest_lines(results: Sequence[CellResult]) -> list[str]:
+    """Each base the cells were built FROM, once, with the sha256 of the tarball the lab made it from: the same
+    inputs make the same tarball again (bootstrap.py), so a base is checked by its digest."""
+    found: dict[str, str] = {}
+    for result in results:
+        if result.base_image:
+            found.setdefault(result.base_image, result.base_sha256)
+    return [f"{image}: " + (f"sha256 {sha} (its tarball)" if sha else "not made by the lab")
+            for image, sha in found.items()]  # fmt: skip

@@ -199,7 +199,8 @@ class PytestFolders:
             except WheelError as exc:
                 if NO_RELEASE not in str(exc):  # the index could not be reached: no folder rather than one without it
                     raise
-                missing[add_on] = f"no release of {add_on} (or of what it needs) serves {implementation.command}{python}"
+                serves = f"{implementation.command}{python}"
+                missing[add_on] = f"no release of {add_on} (or of what it needs) serves {serves}"
                 continue
             seen |= trial
         return wheels, missing

@@ -45,6 +45,7 @@ class FakeEngine(Engine):
                  unbuildable_stages: Sequence[str] = ()) -> None:  # fmt: skip
         super().__init__(docker="fake-docker", processes=_Processes(self))
         self.present = {ref: _id(ref) for ref in present}
+        self.labels: dict[str, dict[str, str]] = {}  # image -> its labels, where a test gives it some
         self.broken_stages = set(broken_stages)
         self.unbuildable_stages = set(unbuildable_stages)  # their recipe says this machine cannot build them
         # suite name -> pass, fail, stress, unavailable, hang, killed, oom, or flaky (fails its first run only)
@@ -83,6 +84,9 @@ class FakeEngine(Engine):
 
     def image_id(self, ref: str) -> str | None:
         return self.present.get(ref)
+
+    def image_facts(self, ref: str) -> dict[str, object]:
+        return {"tags": [ref], "labels": dict(self.labels.get(ref, {}))} if ref in self.present else {}
 
     def references(self, repository: str) -> tuple[str, ...]:
         return tuple(ref for ref in self.present if ref.startswith(f"{repository}:"))

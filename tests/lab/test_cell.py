@@ -237,7 +237,7 @@ def test_what_a_run_writes_into_the_checkout_is_ignored_by_git(tmp_path: Path) -
 
 
 def test_a_suite_that_did_not_pass_says_the_line_that_reruns_only_it_in_only_its_cell(tmp_path: Path) -> None:
-    bootstrap = {"method": "debootstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
+    bootstrap = {"method": "mmdebstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
     (i386,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-i386",  # type: ignore[dict-item]
                                                   "arch": "i386", "bootstrap": bootstrap}]})  # fmt: skip
     engine = FakeEngine(present=["debian:bookworm", bootstrap_tag(i386, "")], suites={"http": "fail"})
@@ -277,7 +277,7 @@ def test_an_emulated_cell_runs_fewer_suites_unless_every_one_is_asked_for_and_ea
 ) -> None:
     from matrix import budgets
 
-    bootstrap = {"method": "debootstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
+    bootstrap = {"method": "mmdebstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
     (s390x,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-s390x",  # type: ignore[dict-item]
                                                    "arch": "s390x", "bootstrap": bootstrap}]})  # fmt: skip
     every = (*IN_CONTAINER, Suite.HOSTILE)
@@ -308,3 +308,15 @@ def test_a_cell_records_where_its_time_went_and_the_report_sums_it(tmp_path: Pat
     markdown = report.to_markdown([result], Environment(duration=12.0, measuring=3.0))
     assert "Where the time went: 12 s wall:" in markdown
     assert "| suite unit | 1 |" in markdown and "| `fx-bookworm` |" in markdown
+
+
+def test_a_cell_records_the_digest_of_the_tarball_its_base_was_made_from(tmp_path: Path) -> None:
+    from matrix.bootstrap import ROOTFS_LABEL
+
+    engine = FakeEngine(present=["debian:bookworm"])
+    engine.labels["debian:bookworm"] = {ROOTFS_LABEL: "ab" * 32}
+    result = run(a_lab(tmp_path, engine))["fx-bookworm"]
+    assert (result.base_image, result.base_sha256) == ("debian:bookworm", "ab" * 32)
+    markdown = report.to_markdown([result], Environment())
+    assert f"- debian:bookworm: sha256 {'ab' * 32} (its tarball)" in markdown
+    assert f"tarball sha256 {'ab' * 32}" in report.to_html([result], Environment())

@@ -14,7 +14,8 @@ MATRIX = LAB_ROOT / "matrix"
 # -> an attempt -> the engine and the process tracker -> the plain data. __init__ holds LAB_ROOT only.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "model", "arches", "exits", "text", "stopping", "progress", "venv", "probe_first_answer"),
-    ("errors", "budgets", "junit", "compare", "history", "timing", "processes"),  # pure rules; the tracker of every host process
+    # pure rules; the tracker of every host process
+    ("errors", "budgets", "junit", "compare", "history", "timing", "processes"),
     ("outcomes", "plan", "table", "engine", "host", "wheels", "skips"),  # the outcome rules; the docker CLI
     ("records", "travel", "attempts", "bootstrap", "conformance", "startup", "clean"),  # one attempt, one base
     ("memo", "report", "bases", "build"),  # remembered passes, renderings, where bases come from, images
