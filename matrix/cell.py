@@ -267,7 +267,7 @@ def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], c
     ids = Images(**{stage: tools.engine.image_id(getattr(built, stage)) or "" for stage in STAGES})
     cut = not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0
     where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=tools.distributions.get,
-                          left_out=budgets.LEFT_OUT_UNDER_EMULATION if cut else {})  # fmt: skip
+                          scope=budgets.UNDER_EMULATION if cut else {})  # fmt: skip
     suites = _run_suites(tools, cell, chosen, say, lambda suite: IN_CONTAINER[suite](where, suite))
     tools.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=ids.runtime)
     say("interpreter facts")

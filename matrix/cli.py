@@ -126,8 +126,9 @@ def _selection_options(sel: argparse._ArgumentGroup) -> None:
                           "'all' for every one, the opt-in ones too (riscv64, ppc64el, armhf: emulated, long)",
                      )  # fmt: skip
     sel.add_argument("--suite", action="append", default=[],
-                     help=", ".join(s.value for s in SUITES) + "; 'all' for every one, also in an emulated cell, which "
-                          "otherwise runs only " + ", ".join(s.value for s in UNDER_EMULATION))  # fmt: skip
+                     help=", ".join(s.value for s in SUITES) + "; 'all' for every one. A suite named here runs whole "
+                          "in an emulated cell too, which otherwise runs a declared part of "
+                          + ", ".join(s.value for s in UNDER_EMULATION) + " (matrix/budgets.py)")  # fmt: skip
     sel.add_argument("--rerun-failed", action="store_true",
                      help="only the suites that failed, errored, timed out, were flaky or were cancelled in the "
                           "latest run (RESULTS/latest), in their cells")  # fmt: skip

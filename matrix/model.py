@@ -252,6 +252,7 @@ class SuiteResult:
     over_budget: str = ""  # which budget (budgets.py) its usage broke, and by how much: a failure
     near_limit: str = ""  # its peak came within budgets.NEAR_LIMIT of the memory limit: a warning, even on a pass
     earlier: tuple[EarlierAttempt, ...] = ()  # the attempts before this one that did not pass (--retries)
+    scope: tuple[str, ...] = ()  # the test files it was cut to (an emulated cell's: budgets.UNDER_EMULATION); () all
     # One did not pass: the command that reruns only it in only its cell, and after a `#` (so a pasted line runs the
     # rerun alone) the `docker run` into the same image with the same mounts, for debugging by hand.
     reproduce: str = ""

@@ -82,7 +82,7 @@ def suite_from_dict(data: dict[str, Any]) -> SuiteResult:
     earlier = tuple(_earlier_from(e) for e in data.get("earlier", ()))
     return SuiteResult(**{**data, "suite": Suite(data["suite"]), "outcome": Outcome(data["outcome"]),
                           "failures": failures, "skips": skips, "usage": Usage(**data.get("usage", {})),
-                          "earlier": earlier})  # fmt: skip
+                          "earlier": earlier, "scope": tuple(data.get("scope", ()))})  # fmt: skip
 
 
 def _earlier_from(data: dict[str, Any]) -> EarlierAttempt:

@@ -137,6 +137,23 @@ def nowhere_lines(results: Sequence[CellResult], env: Environment) -> list[str]:
     return [head, *(t.text for t in found)]
 
 
+def emulated_lines(results: Sequence[CellResult]) -> list[str]:
+    """What each emulated cell ran: its declared part of each suite (budgets.UNDER_EMULATION), whole or cut to test
+    files, and the suites it left out."""
+    lines = []
+    for r in results:
+        if not any(s.scope for s in r.suites):
+            continue
+        ran = [f"{s.suite.value} ({', '.join(p.removeprefix(f'tests/{s.suite.value}/') for p in s.scope)})"
+               if s.scope else f"{s.suite.value} (whole)" for s in r.suites if s.outcome is not Outcome.NOT_RUN]
+        left = [s.suite.value for s in r.suites if s.outcome is Outcome.NOT_RUN and s.message]
+        lines.append(f"{r.cell}: " + "; ".join(ran) + (f"; not run: {', '.join(left)}" if left else ""))
+    if not lines:
+        return []
+    return ["What the emulated cells ran (what can differ by architecture; matrix/budgets.py UNDER_EMULATION, "
+            "--suite NAME runs a suite whole):", *lines]  # fmt: skip
+
+
 def host_only_lines(results: Sequence[CellResult]) -> list[str]:
     """The tests the cells left out as host-only (skips.host_only), named once: a heading, then one line each."""
     found = skips.host_only(results)
@@ -265,6 +282,8 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
     lines += _md_findings(results)
     for heading, *listed in (found for found in (nowhere_lines(results, env), host_only_lines(results)) if found):
         lines += ["", heading, "", *(f"- `{_md_escape(line)}`" for line in listed)]
+    emulated = emulated_lines(results)
+    lines += ["", emulated[0], "", *(f"- {_md_escape(line)}" for line in emulated[1:])] if emulated else []
     lines += ["", *flake_lines(flakes)] if flakes else []
     lines += _md_time(results, env)
     lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
@@ -472,7 +491,8 @@ def _html_sections(results: Sequence[CellResult], env: Environment, suites: Sequ
     if again:
         body.append(f"<h2>Reproduce</h2><p class=env>{e(REPRODUCE_NOTE)}</p><pre class=again>"
                     + "\n".join(e(line) for line in again) + "</pre>")  # fmt: skip
-    sections = (nowhere_lines(results, env), host_only_lines(results), since_lines(since), flake_lines(flakes))
+    sections = (nowhere_lines(results, env), host_only_lines(results), emulated_lines(results), since_lines(since),
+                flake_lines(flakes))  # fmt: skip
     for heading, *lines in (section for section in sections if section):
         body.append(f"<h2>{e(heading.rstrip(':'))}</h2><ul>"
                     + "".join(f"<li>{e(c.removeprefix('- '))}</li>" for c in lines) + "</ul>")  # fmt: skip
@@ -573,6 +593,7 @@ def _html_details(r: CellResult) -> str:
         if s.outcome is Outcome.NOT_RUN:
             continue
         where = f" (cached: passed in run {s.produced_by} at {s.produced_at})" if s.cached else ""
+        where += f" (cut to {', '.join(s.scope)}, under emulation)" if s.scope else ""
         counted = s.counts if s.tests else ""
         used = f"; {usage_text(s)} ({s.usage.measured_by})" if s.usage.measured_by else ""
         out.append(f"<p><b>{e(s.suite.value)}</b>: {s.outcome.value} {e(counted)} in {s.duration:.0f}s"

@@ -130,7 +130,7 @@ class InTestImage(Runner):
     volume: str = field(metadata=DECLARED)  # the pytest folder's volume, named by its exact wheels
     env: tuple[tuple[str, str], ...] = field(metadata=DECLARED)  # suite_env
     cpu_cache_kb: int = field(metadata=DECLARED)  # the cache /proc/cpuinfo reports in it (0: this machine's)
-    left_out: tuple[str, ...] = field(metadata=DECLARED)  # test files not run (pytest --ignore-glob), under emulation
+    scope: tuple[str, ...] = field(metadata=DECLARED)  # the test files it is cut to under emulation; () for all
     image: str  # the tag that names image_id
     folder: Path  # what the volume is filled from
 
@@ -144,7 +144,7 @@ class InTestImage(Runner):
         return _kept(where, run_in_container(
             where.engine, run_id=where.run_id, cell=name, suite=self.suite, image=self.image, volume=self.volume,
             timeout=where.timeout, logdir=where.logdir, keep=where.keep, env=dict(self.env), binds=binds,
-            extra=tuple(f"--ignore-glob={glob}" for glob in self.left_out),
+            paths=self.scope,
         ))  # fmt: skip
 
     def by_hand(self, where: Surroundings) -> str:
@@ -297,7 +297,7 @@ class ContainerCell:
     ids: Images
     pytest: PytestFolder | None
     distribution: Callable[[], Distribution]  # built once per run; DistributionError when it cannot be
-    left_out: Mapping[Suite, tuple[str, ...]] = field(default_factory=dict)  # budgets.LEFT_OUT_UNDER_EMULATION
+    scope: Mapping[Suite, tuple[str, ...]] = field(default_factory=dict)  # budgets.UNDER_EMULATION, when emulated
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,7 +329,7 @@ def _in_test_image(at: ContainerCell, suite: Suite) -> Runner:
     assert at.pytest is not None
     return InTestImage(**_common(at.cell, suite), image_id=at.ids.test, volume=at.pytest.volume,
                        env=suite_env(at.cell, suite), cpu_cache_kb=at.cell.cpu_cache_kb,
-                       left_out=at.left_out.get(suite, ()), image=at.images.test, folder=at.pytest.folder)  # fmt: skip
+                       scope=at.scope.get(suite, ()), image=at.images.test, folder=at.pytest.folder)  # fmt: skip
 
 
 def _install_in_image(at: ContainerCell, suite: Suite) -> Runner:

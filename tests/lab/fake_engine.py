@@ -205,8 +205,8 @@ def suite_of(spec: ContainerSpec) -> str:
     """Which suite a measured suite container runs ('' for other containers)."""
     if spec.args[:3] != ("-c", MEASURE, "mcplab-measure"):
         return ""
-    command = spec.args[3:]
-    return "install" if command[3] == "install" else command[4].removeprefix("tests/")
+    junit = next(a for a in spec.args if a.startswith("--junitxml="))
+    return junit.rpartition("/junit-")[2].removesuffix(".xml")  # attempts.junit_in_container
 
 
 def _id(ref: str) -> str:

@@ -272,7 +272,7 @@ class RemoteFakeEngine(FakeEngine):
         return "tcp://127.0.0.2:2375"
 
 
-def test_an_emulated_cell_runs_fewer_suites_unless_every_one_is_asked_for_and_each_gets_its_slowdown(
+def test_an_emulated_cell_runs_its_declared_part_unless_suites_are_asked_for_and_each_gets_its_slowdown(
     tmp_path: Path,
 ) -> None:
     from matrix import budgets
@@ -280,15 +280,20 @@ def test_an_emulated_cell_runs_fewer_suites_unless_every_one_is_asked_for_and_ea
     bootstrap = {"method": "mmdebstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
     (s390x,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-s390x",  # type: ignore[dict-item]
                                                    "arch": "s390x", "bootstrap": bootstrap}]})  # fmt: skip
-    every = (*IN_CONTAINER, Suite.HOSTILE)
+    every = (*IN_CONTAINER, Suite.HOSTILE, Suite.INSTALL)
     engine = RemoteFakeEngine(present=[bootstrap_tag(s390x, "")])
     result = run(a_lab(tmp_path, engine, selection=Selection(suites=every)), (s390x,))["fx-bookworm-s390x"]
-    assert outcomes(result) == {"unit": "passed", "http": "passed", "payload": "passed"}
-    assert result.suite(Suite.HOSTILE).message == "not run under emulation on s390x unless asked for (--suite all)"
+    assert outcomes(result) == {"unit": "passed", "http": "passed", "payload": "passed", "hostile": "passed"}
+    assert result.suite(Suite.INSTALL).message == "not run under emulation on s390x unless asked for (--suite all)"
+    unit = result.suite(Suite.UNIT)
+    assert unit is not None and unit.scope == budgets.UNDER_EMULATION[Suite.UNIT]
+    assert result.suite(Suite.PAYLOAD).scope == ()  # type: ignore[union-attr]  # whole
+    assert "what the emulated cells ran" in report.to_markdown([result], Environment()).lower()
     asked = run(a_lab(tmp_path, engine, selection=Selection(suites=every, asked=True)), (s390x,))["fx-bookworm-s390x"]
-    assert outcomes(asked)["hostile"] == "passed"
+    assert "install" in outcomes(asked) and asked.suite(Suite.UNIT).scope == ()  # type: ignore[union-attr]
     first, again = [s.args for s in engine.runs if s.name.endswith("-fx-bookworm-s390x-unit")]
-    assert "--ignore-glob=tests/unit/test_cli*.py" in first and "--ignore-glob=tests/unit/test_cli*.py" not in again
+    assert "tests/unit/test_nesting.py" in first and "tests/unit" not in first
+    assert "tests/unit" in again and "tests/unit/test_nesting.py" not in again
     budget = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON, "s390x")
     native = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON)
     assert budget.slowdown == budgets.SLOWDOWN["s390x"] > 1.0 == native.slowdown
