@@ -219,7 +219,7 @@ def _main(argv: list[str]) -> Ended:
         raise UsageError("--json goes with --list, --shards with --github-matrix.")
     if not chosen:
         raise UsageError(f"shard {which} of this selection is empty; use fewer shards.")
-    options = Options(
+    options = Options(table=cells,
         selection=selection, jobs=parse_jobs(args.jobs, jobs_auto()), fail_fast=args.fail_fast, keep=args.keep,
         strict=args.strict, timeout=args.timeout, root=args.root.resolve(), cache=args.cache.resolve(),
         results=args.results.resolve(), shard=which, plan=plan_digest(selected, selection, which.count if which else 1),
@@ -333,7 +333,8 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
         try:
             def partial(results: list[CellResult]) -> None:
                 env = environment(lab, engine_version=engine_version, partial="the run is still going")
-                report.write_reports(results, env, folder, suites=options.selection.suites, summary=False)
+                report.write_reports(results, env, folder, suites=options.selection.suites, summary=False,
+                                     table=options.table)  # fmt: skip
                 report.point(options.results / records.LATEST, folder)
 
             results = run_matrix(lab, cells, on_result=partial)
@@ -369,7 +370,8 @@ def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, who
     env = environment(lab, engine_version=engine_version, partial=why_partial)
     line = history.entry(results, run_id=lab.run_id, date=env.date, commit=env.commit)
     flakes = history.rates(history.append(options.results, line))
-    report.write_reports(results, env, folder, suites=options.selection.suites, since=since, flakes=flakes)
+    report.write_reports(results, env, folder, suites=options.selection.suites, since=since, flakes=flakes,
+                         table=options.table)  # fmt: skip
     report.point(options.results / records.LATEST, folder)
     selection = options.selection
     if whole_table and not why_partial and selection.suites == SUITES and not selection.only and not options.shard:
@@ -410,12 +412,13 @@ def _merge(args: argparse.Namespace) -> Exit:
         envs.append((directory, env))
         suites = suites or shard_suites
     check_shards(envs)
-    merged = order_results(merge_results(groups), load_cells(args.cells))
+    table = load_cells(args.cells)
+    merged = order_results(merge_results(groups), table)
     first = envs[0][1]
     shards = {f"shard {e.shard}": f"{e.host}, engine {e.engine}, {e.date}, run {e.run_id}" for _, e in envs}
     environ = replace(first, shard=f"merged {len(envs)} shards", run_id="", extra=shards)
     out = args.results.resolve()
-    report.write_reports(merged, environ, out, suites=suites)
+    report.write_reports(merged, environ, out, suites=suites, table=table)
     print(report.to_table(merged, suites=suites, env=environ), end="")
     nowhere = len(skips.ran_nowhere(merged)) if skips.judged(environ) else 0
     code = exit_code(merged, strict=args.strict, ran_nowhere=nowhere)

@@ -25,7 +25,7 @@ from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
 from .install import Distributions
 from .memo import SuiteMemo
-from .model import Environment
+from .model import Cell, Environment
 from .plan import Selection, Shard
 from .progress import Progress
 from .startup import StartupTarget
@@ -57,6 +57,7 @@ class Options:
     registry: str = ""  # HOST:PORT/PREFIX images and passed-suite records travel through
     cache_dir: Path | None = None  # a folder (a CI cache) they travel through
     durations: Mapping[str, float] = field(default_factory=dict)  # an earlier run's, to start the longest first
+    table: tuple[Cell, ...] = ()  # the whole cell table, which the reports show every cell of
 
 
 def prune_runs(folder: Path, *, keep: int) -> None:

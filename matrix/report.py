@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import junit, skips, timing
+from .arches import native
 from .budgets import ASSUMES, CPYTHON, budget_for, kind_of, megabytes
 from .compare import SinceLastFull
 from .history import FLAKE_NAMED, FLAKE_WINDOW, FlakeRate
 from .model import (
     SUITES,
+    Cell,
     CellResult,
     Environment,
     FirstAnswer,
@@ -45,7 +47,7 @@ _MARK = {
     Outcome.TIMEOUT: "⏱",
     Outcome.UNAVAILABLE: "⚪",
     Outcome.CANCELLED: "🚫",
-    Outcome.NOT_RUN: "",
+    Outcome.NOT_RUN: "▫️",
 }
 
 
@@ -254,20 +256,26 @@ def since_lines(since: SinceLastFull | None) -> list[str]:
 
 
 def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
-                since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
+                since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = (), table: Sequence[Cell] = ()
+                ) -> str:  # fmt: skip
+    """The report as Markdown: a row per cell of `table` (those the run did not select say "not run"), then the
+    findings, where the time went and what the run tested."""
+    unselected = not_selected(table, results)
     lines = [
         "| cell | outcome | arch | python | " + " | ".join(s.value for s in suites)
         + " | first answer | time | notes |",
         "|---|---|---|---|" + "---|" * len(suites) + "---|---|---|",
     ]
-    for r in results:
-        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", arch_text(r), interpreter_text(r)]
+    for r in [*results, *unselected]:
+        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value.replace('-', ' ')}", arch_text(r),
+               interpreter_text(r)]  # fmt: skip
         row += [suite_text(r.suite(s)) for s in suites]
         row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(shorten(_why(r), 200))]
         lines.append("| " + " | ".join(row) + " |")
     tally = counts(results)
     summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
-    lines += ["", f"{len(results)} cells: {summary}."]
+    left = f" {len(unselected)} more in the table, not selected by this run." if unselected else ""
+    lines += ["", f"{len(results)} cells: {summary}.{left}"]
     lines += ["", flaky_lately(flakes)] if flaky_lately(flakes) else []
     usage = usage_rows(results, suites)
     if usage:
@@ -405,7 +413,8 @@ td.why{color:#57606a;font-size:12px;max-width:420px}
 .panel{border:1px solid #d0d7de;padding:4px 10px} .panel h3,.charts h3{margin:4px 0;font-size:14px}
 table.grid{margin:0} table.grid th,table.grid td{border:none;padding:1px 3px;font-size:12px;text-align:center}
 table.grid th:first-child{text-align:right}
-a.sq{display:inline-block;width:14px;height:14px;margin:1px;border:1px solid #8c959f;vertical-align:middle}
+.sq{display:inline-block;width:14px;height:14px;margin:1px;border:1px solid #8c959f;vertical-align:middle}
+.sq.not-run,.legend span.not-run{background:#fff;border:1px dashed #8c959f;color:#57606a}
 a.sq.passed{background:#2da44e} a.sq.failed{background:#cf222e} a.sq.error{background:#a40e26}
 a.sq.timeout{background:#d4a72c} a.sq.flaky{background:#e16f24} a.sq.cancelled{background:#8250df}
 a.sq.unavailable{background:#eaeef2}
@@ -422,12 +431,17 @@ def _css(suite: SuiteResult | None) -> str:
 
 
 def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
-            since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
+            since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = (), table: Sequence[Cell] = ()
+            ) -> str:  # fmt: skip
     """One self-contained page: inline CSS and SVG, no scripts, no external assets. At the top the shape of the
-    matrix (a square per cell, linking to its row) and the charts; then the cells that ran, the unavailable ones
-    folded with their reasons, and every cell's details."""
+    matrix (a square per cell of `table`, the cell table, each linking to its row; a cell this run did not select in
+    its own colour, "not run") and the charts; then the cells that ran, the unavailable ones folded with their
+    reasons, and every cell's details."""
     e = html.escape
     tally = counts(results)
+    unselected = not_selected(table, results)
+    if unselected:
+        tally["not run (not selected)"] = len(unselected)
     ran = [r for r in results if r.outcome is not Outcome.UNAVAILABLE]
     lately = flaky_lately(flakes)
     head = [
@@ -438,9 +452,10 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         + "<br>".join(e(line) for line in provenance(env)) + "</div>",
         f"<p class=lately>{e(lately)}</p>" if lately else "",
         "<div class=legend>"
-        + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN)
+        + "".join(f"<span class={o.value}>{o.value.replace('-', ' ')}</span>" for o in Outcome
+                  if o is not Outcome.NOT_RUN or unselected)
         + "</div>",
-        _html_grid(results), _html_charts(ran, suites),
+        _html_grid([*results, *unselected]), _html_charts(ran, suites),
     ]  # fmt: skip
     body = [_html_table(ran, suites), f"<p class=env>{e(FIRST_ANSWER_NOTE)}</p>", _html_unavailable(results)]
     body += _html_sections(results, env, suites, since, flakes)
@@ -499,6 +514,14 @@ def _html_sections(results: Sequence[CellResult], env: Environment, suites: Sequ
     return body
 
 
+def not_selected(table: Sequence[Cell], results: Sequence[CellResult]) -> list[CellResult]:
+    """The cells of the table this run did not select, as records that say so: the grid shows every cell."""
+    ran = {r.cell for r in results}
+    return [CellResult(cell=c.name, outcome=Outcome.NOT_RUN, message="not selected by this run", family=c.family.value,
+                       release=c.release, interpreter=c.slug, arch=c.arch or native())
+            for c in table if c.name not in ran]  # fmt: skip
+
+
 def _version_order(slug: str) -> tuple[int, ...]:
     """py3.9 < py3.13 < py3.13t < pypy3.11: columns by interpreter, then by version."""
     numbers = slug.lstrip("pyth").rstrip("t").split(".")
@@ -518,15 +541,21 @@ def _html_grid(results: Sequence[CellResult]) -> str:
                                          for c in columns) + "</tr>"  # fmt: skip
         body = []
         for family, release in rows:
-            squares = ["".join(f"<a href='#{e(r.cell)}' class='sq {r.outcome.value}' title='{e(r.cell)}: "
-                               f"{r.outcome.value}'></a>" for r in mine
-                               if (r.family, r.release, r.interpreter) == (family, release, c))
-                       for c in columns]  # fmt: skip
+            squares = ["".join(_square(r) for r in mine if (r.family, r.release, r.interpreter) == (family, release, c))
+                       for c in columns]
             name = family if family == release else f"{family} {release}"
             body.append(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{sq}</td>" for sq in squares) + "</tr>")
         panels.append(f"<div class=panel><h3>{e(arch or '?')}</h3><table class=grid>{head}{''.join(body)}</table>"
                       "</div>")
     return "<div class=panels>" + "".join(panels) + "</div>"
+
+
+def _square(r: CellResult) -> str:
+    """A cell's square in the grid: a link to its row, or for a cell the run did not select, a square saying so."""
+    e = html.escape
+    if r.outcome is Outcome.NOT_RUN:
+        return f"<span class='sq not-run' title='{e(r.cell)}: not run (not selected)'></span>"
+    return f"<a href='#{e(r.cell)}' class='sq {r.outcome.value}' title='{e(r.cell)}: {r.outcome.value}'></a>"
 
 
 _BAR, _ROW = 360, 14  # the charts' bar length and row height, in pixels
@@ -646,13 +675,15 @@ def write_reports(
     summary: bool = True,
     since: SinceLastFull | None = None,
     flakes: Sequence[FlakeRate] = (),
+    table: Sequence[Cell] = (),
 ) -> dict[str, Path]:
-    """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set."""
+    """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set. `table`: the
+    cell table, whose cells the run did not select the Markdown and the HTML grid show as not run."""
     files = {
         "results.json": to_json(results, env, suites=suites).encode(),
-        "matrix.md": to_markdown(results, env, suites=suites, since=since, flakes=flakes).encode(),
+        "matrix.md": to_markdown(results, env, suites=suites, since=since, flakes=flakes, table=table).encode(),
         "junit.xml": junit.merged(results),
-        "report.html": to_html(results, env, suites=suites, since=since, flakes=flakes).encode(),
+        "report.html": to_html(results, env, suites=suites, since=since, flakes=flakes, table=table).encode(),
     }
     written = {}
     for name, data in files.items():

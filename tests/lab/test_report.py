@@ -308,3 +308,19 @@ def test_a_cell_without_an_add_on_says_so_in_every_rendering() -> None:
     said = "without gunicorn: no release of gunicorn (or of what it needs) serves python3.13"
     for text in (report.to_markdown(results(), ENV), report.to_table(results()), report.to_html(results(), ENV)):
         assert said in text
+
+
+def test_the_grid_shows_every_cell_of_the_table_with_a_panel_per_architecture() -> None:
+    from matrix.table import load_cells
+
+    table = load_cells()
+    ran = [r for r in results() if r.cell == "debian-bookworm-py3.11"]
+    page = report.to_html(ran, ENV, table=table)
+    for arch in ("amd64", "i386", "arm64", "s390x", "riscv64"):
+        assert f"<h3>{arch}</h3>" in page, arch
+    assert page.count("class='sq ") == len(table)  # every cell, the one that ran among them
+    assert "title='debian-bookworm-py3.11-s390x: not run (not selected)'" in page
+    assert "<span class=not-run>not run</span>" in page  # in the legend, in its own colour
+    markdown = report.to_markdown(ran, ENV, table=table)
+    assert "| `debian-bookworm-py3.11-s390x` | ▫️ not run |" in markdown
+    assert f"1 cells: 1 passed. {len(table) - 1} more in the table, not selected by this run." in markdown
