@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from . import LAB_ROOT, history, records, report, skips
+from . import LAB_ROOT, history, publish, records, report, skips
 from .arches import ARCHES, native
 from .budgets import UNDER_EMULATION
 from .build import Unbuildable
@@ -157,6 +157,10 @@ def _running_options(run: argparse._ArgumentGroup) -> None:
     run.add_argument("--cache-dir", type=Path, metavar="DIR",
                      help="the same with `docker save` archives in a folder (e.g. a CI cache)")  # fmt: skip
     run.add_argument("--merge", nargs="+", metavar="DIR", help="join the results of every shard of a run into one")
+    run.add_argument("--publish", action="store_true",
+                     help="after a whole run that passed, of a tree without uncommitted changes, write its summary "
+                          "into README.md, its report to docs/matrix.md and its grid to docs/img/report.png, each "
+                          "naming the commit and the run (make matrix-publish)")  # fmt: skip
 
 
 def needs_host_tools(argv: Sequence[str]) -> bool:
@@ -219,7 +223,7 @@ def _main(argv: list[str]) -> Ended:
         raise UsageError("--json goes with --list, --shards with --github-matrix.")
     if not chosen:
         raise UsageError(f"shard {which} of this selection is empty; use fewer shards.")
-    options = Options(table=cells,
+    options = Options(table=cells, publish=args.publish,
         selection=selection, jobs=parse_jobs(args.jobs, jobs_auto()), fail_fast=args.fail_fast, keep=args.keep,
         strict=args.strict, timeout=args.timeout, root=args.root.resolve(), cache=args.cache.resolve(),
         results=args.results.resolve(), shard=which, plan=plan_digest(selected, selection, which.count if which else 1),
@@ -345,9 +349,23 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
     env = _finish(lab, results, engine_version=engine_version, whole_table=whole_table, since=since)
     nowhere = len(skips.ran_nowhere(results)) if skips.judged(env) else 0
     code = exit_code(results, strict=options.strict, interrupted=lab.interrupted.is_set(), ran_nowhere=nowhere)
+    if options.publish:
+        code = _publish(lab, results, env, code)
     if code is Exit.NOTHING_RAN:
         reasons = "; ".join(f"{r.cell}: {r.message}" for r in results if r.outcome is Outcome.UNAVAILABLE)
         raise NothingToRun(f"no selected cell can run here ({reasons}).")
+    return code
+
+
+def _publish(lab: Lab, results: Sequence[CellResult], env: Environment, code: Exit) -> Exit:
+    """--publish: the run's reports where the repository shows them, or why not (which fails a run that passed)."""
+    why = publish.refusal(env, code)
+    if why:
+        print(f"run_matrix: not published: {why}", file=sys.stderr)
+        return Exit.USAGE if code is Exit.PASSED else code
+    options = lab.options
+    written = publish.publish(options.root, options.results / lab.run_id, results, env, options.table, lab.processes)
+    print(f"published {publish.named(env)}: " + ", ".join(str(p.relative_to(options.root)) for p in written))
     return code
 
 

@@ -58,6 +58,7 @@ class Options:
     cache_dir: Path | None = None  # a folder (a CI cache) they travel through
     durations: Mapping[str, float] = field(default_factory=dict)  # an earlier run's, to start the longest first
     table: tuple[Cell, ...] = ()  # the whole cell table, which the reports show every cell of
+    publish: bool = False  # --publish: a whole run that passed writes what the repository shows of the lab
 
 
 def prune_runs(folder: Path, *, keep: int) -> None:

@@ -266,7 +266,8 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
         + " | first answer | time | notes |",
         "|---|---|---|---|" + "---|" * len(suites) + "---|---|---|",
     ]
-    for r in [*results, *unselected]:
+    rank = {c.name: i for i, c in enumerate(table)}  # the table's order, the cells not selected in their places
+    for r in sorted([*results, *unselected], key=lambda r: rank.get(r.cell, len(rank))):
         row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value.replace('-', ' ')}", arch_text(r),
                interpreter_text(r)]  # fmt: skip
         row += [suite_text(r.suite(s)) for s in suites]

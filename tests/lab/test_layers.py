@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("outcomes", "plan", "table", "engine", "host", "wheels", "skips"),  # the outcome rules; the docker CLI
     ("records", "travel", "attempts", "bootstrap", "conformance", "startup", "clean"),  # one attempt, one base
     ("memo", "report", "bases", "build"),  # remembered passes, renderings, where bases come from, images
-    ("install",),  # the install suite's attempts, which build on the images' suite files
+    ("install", "publish"),  # the install suite's attempts; what the repository shows of a run
     ("suites",),  # what a suite is in each place: the table of runners
     ("cell",),  # one cell from its base to its record
     ("lab",),  # the run context, which makes every tool once
