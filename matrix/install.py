@@ -42,6 +42,9 @@ DRIVER = Path(__file__).with_name("install_driver.sh")
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "server/mcpserver")
 BUILD_TIMEOUT = 600.0
 WORK_IN_CONTAINER = "/tmp/mcplab-install"
+# Set, to the cell's name, wherever the lab runs the project's suites: tests/conftest.py then leaves out the tests
+# marked host_only (the README, docs/, mypy, a browser), and names them in the JUnit XML (matrix/skips.py).
+IN_A_CELL = "MCPLAB_CELL"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,7 +192,7 @@ def run_in_container(engine: Engine, distribution: Distribution, *, run_id: str,
     """The driver in the cell's install image (no embedded server), the wheel on its stdin."""
     spec = suite_spec(
         run_id=run_id, cell=cell, suite=Suite.INSTALL, image=image, volume=volume, interactive=True,
-        env={"MCPLAB_WORK": WORK_IN_CONTAINER, "MCPLAB_PIP": f"{PYTEST_MOUNT}/{pip_wheel}"},
+        env={"MCPLAB_WORK": WORK_IN_CONTAINER, "MCPLAB_PIP": f"{PYTEST_MOUNT}/{pip_wheel}", IN_A_CELL: cell},
         command=("/bin/sh", "-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name,
                  *PYTEST_ARGS, f"--junitxml={junit_in_container(Suite.INSTALL)}"),
     )  # fmt: skip
@@ -206,7 +209,7 @@ def run_on_host(processes: Processes, distribution: Distribution, *, interpreter
     work = workdir / f"{cell}-install"
     shutil.rmtree(work, ignore_errors=True)
     lab = stage_suites(root, work)
-    env = host_env(pytest_folder, {"MCP_PYTHON": interpreter, "MCPLAB_WORK": str(work / "install"),
+    env = host_env(pytest_folder, {"MCP_PYTHON": interpreter, "MCPLAB_WORK": str(work / "install"), IN_A_CELL: cell,
                                    "MCPLAB_PIP": str(pytest_folder / pip_wheel)})  # fmt: skip
     junit = workdir / f"{cell}-install.xml"
     argv = ["sh", "-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name, *PYTEST_ARGS,

@@ -49,6 +49,7 @@ MATRIX = Path(__file__).resolve().parent
 HARNESS = tuple(MATRIX / name for name in ("suites.py", "attempts.py", "outcomes.py", "junit.py", "install.py",
                                            "install_driver.sh", "conformance.py", "arches.py"))  # fmt: skip
 STRESSED = (Suite.UNIT, Suite.HTTP)  # where the concurrency tests are (tests/unit, tests/http)
+IN_A_CELL = install.IN_A_CELL
 
 
 DECLARED = {"input": True}  # the metadata of a field that decides a runner's result, and so goes into its key
@@ -319,10 +320,11 @@ def _common(cell: Cell, suite: Suite) -> dict[str, Any]:
 
 
 def suite_env(cell: Cell, suite: Suite) -> tuple[tuple[str, str], ...]:
-    """What pytest runs with: MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks
-    for it, and the interpreter settings its budgets assume of pytest itself (budgets.DRIVER_ENV)."""
+    """What pytest runs with: the cell's name (IN_A_CELL: tests/conftest.py then leaves out the host-only tests),
+    MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks for it, and the interpreter
+    settings its budgets assume of pytest itself (budgets.DRIVER_ENV)."""
     stress = (("MCPSERVER_STRESS", str(cell.stress)),) if cell.stress and suite in STRESSED else ()
-    return stress + DRIVER_ENV.get(kind(cell.implementation, cell.flavour), ())
+    return ((IN_A_CELL, cell.name), *stress, *DRIVER_ENV.get(kind(cell.implementation, cell.flavour), ()))
 
 
 def _in_test_image(at: ContainerCell, suite: Suite) -> Runner:

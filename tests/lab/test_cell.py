@@ -262,7 +262,8 @@ def test_a_suite_that_did_not_pass_says_the_line_that_reruns_only_it_in_only_its
         platform = "--platform linux/386 " if cell.arch else ""
         assert shell.startswith(f"docker run --rm -it {platform}--network none --user mcp --mount type=volume,"
                                 "source=mcplab-pytest-py3.11-"), shell
-        assert shell.endswith(f",target=/opt/pytest,readonly --entrypoint /bin/sh {test_image}"), shell
+        assert shell.endswith(f",target=/opt/pytest,readonly -e MCPLAB_CELL={cell.name} --entrypoint /bin/sh "
+                              f"{test_image}"), shell  # as the lab runs it: the host-only tests left out
 
 
 class RemoteFakeEngine(FakeEngine):

@@ -226,7 +226,9 @@ def test_a_big_cache_variant_runs_its_cells_images_with_a_cpuinfo_saying_so_and_
     (big,) = [s for s in engine.runs if suite_of(s) == "payload" and "fx-pypy-big" in s.name]
     assert plain.binds == () and len(big.binds) == 1 and big.binds[0][1] == "/proc/cpuinfo"
     assert big.binds[0][0].endswith("/cpuinfo-491520KB")  # in the run's workdir, gone with it
-    assert dict(big.env) == dict(plain.env) == {"PYPY_GC_NURSERY": "4MB", "MCPTEST_DRIVER_ONLY": "PYPY_GC_NURSERY"}
+    nursery = {"PYPY_GC_NURSERY": "4MB", "MCPTEST_DRIVER_ONLY": "PYPY_GC_NURSERY"}
+    assert dict(big.env) == {**nursery, "MCPLAB_CELL": "fx-pypy-big"} and dict(plain.env) == {**nursery,
+                                                                                              "MCPLAB_CELL": "fx-pypy"}
     assert f"type=bind,source={big.binds[0][0]},target=/proc/cpuinfo,readonly" in big.argv()
 
 
@@ -256,7 +258,9 @@ def test_the_free_threaded_cell_stresses_only_the_concurrency_suites_and_counts_
     result = run(lab, (FREE,))["fx-free"]
     assert result.flavour == "free-threaded"
     stressed = {suite_of(s): dict(s.env) for s in engine.runs if suite_of(s)}
-    assert stressed == {"unit": {"MCPSERVER_STRESS": "3"}, "http": {"MCPSERVER_STRESS": "3"}, "payload": {}}
+    cell = {"MCPLAB_CELL": "fx-free"}
+    assert stressed == {"unit": {**cell, "MCPSERVER_STRESS": "3"}, "http": {**cell, "MCPSERVER_STRESS": "3"},
+                        "payload": cell}
     assert {s.value for s in STRESSED} == {"unit", "http"}
     unit = result.suite(Suite.UNIT)
     assert unit is not None and unit.repetitions == 2 and unit.counts == "3 passed, 1 skipped ⚠ 25% skipped (2 stress)"
