@@ -52,7 +52,10 @@ def _cases(junit_xml: str) -> list[ET.Element]:
 
 
 def _base_id(case: ET.Element) -> str:
-    """A test's id without a stress repetition's [stressN-seedS]: every repetition is the same test."""
+    """A test's id without a stress repetition's [stressN-seedS]: every repetition is the same test. A module skipped
+    whole (pytest.importorskip at its top) is one case named by its dotted path: its file's path then."""
+    if not case.get("classname"):
+        return case.get("name", "").replace(".", "/") + ".py"
     return STRESS_ID.sub("", test_id(case))
 
 
@@ -67,7 +70,7 @@ def ran_nowhere(results: Sequence[CellResult]) -> list[RanNowhere]:
             for case in _cases(suite.junit_xml) if suite.junit_xml else ():
                 found = case.find("skipped")
                 if found is None:
-                    ran.add(_base_id(case))
+                    ran |= {_base_id(case), _base_id(case).partition("::")[0]}  # the test, and so its module
                 else:
                     reason = (found.get("message") or found.text or "").strip()
                     skipped.setdefault(_base_id(case), {})[result.cell] = reason

@@ -59,6 +59,14 @@ def test_the_official_conformance_suites_scenarios_that_exercise_nothing_are_its
                                          suites=(*result.suites, conformance))]) == []  # fmt: skip
 
 
+def test_a_module_one_cell_skipped_whole_ran_where_any_of_its_tests_ran() -> None:
+    whole = '<testcase classname="" name="tests.http.test_http_tls"><skipped message="collection skipped">x</skipped>'
+    results = [cell("musl", whole + "</testcase>"), cell("glibc", ran("test_handshake", "tests.http.test_http_tls"))]
+    assert skips.ran_nowhere(results) == []
+    (found,) = skips.ran_nowhere(results[:1])
+    assert found.test_id == "tests/http/test_http_tls.py"
+
+
 def test_stress_repetitions_are_one_test() -> None:
     results = [cell("ft", ran("test_race[stress0-seed1]"), skipped("test_race[stress1-seed2]", "slow")),
                cell("gil", skipped("test_race", "no threads"))]  # fmt: skip
