@@ -178,6 +178,7 @@ def query(port, expression):
     return answer["data"]["result"]
 
 
+@pytest.mark.host_only("runs a real Prometheus server, which apt-get installs as root: the lab's images have none")
 def test_a_real_prometheus_scrapes_it_with_the_token_and_answers_a_query(tmp_path):
     binary = prometheus_binary()
     token = tmp_path / "token"
