@@ -333,8 +333,19 @@ class HttpServer(_ServerProcess):
         return self
 
 
-GUNICORN = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
-HAS_GUNICORN = os.path.exists(GUNICORN)
+def _gunicorn() -> list[str]:
+    """How to start gunicorn: its script where pip installed one; else `python -m gunicorn` where the package is
+    importable (the lab's cells have it in their wheel folder, unpacked, with no script); [] when it is neither."""
+    import importlib.util
+
+    script = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    if os.path.exists(script):
+        return [script]
+    return [sys.executable, "-m", "gunicorn"] if importlib.util.find_spec("gunicorn") else []
+
+
+GUNICORN = _gunicorn()
+HAS_GUNICORN = bool(GUNICORN)
 
 
 @contextmanager
@@ -346,7 +357,7 @@ def gunicorn_server(app: str, *options: str, env: Optional[dict[str, str]] = Non
     import socket
 
     port = port or free_port()
-    process = subprocess.Popen([GUNICORN, "-b", f"127.0.0.1:{port}", "--log-level", "warning", *options, app],
+    process = subprocess.Popen([*GUNICORN, "-b", f"127.0.0.1:{port}", "--log-level", "warning", *options, app],
                                env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
