@@ -118,16 +118,6 @@ UNDER_EMULATION: Mapping[Suite, tuple[str, ...]] = {
 }
 
 
-# A suite's timeout is --timeout (a hung suite's bound, not a speed limit) times its share: the install suite runs
-# tests/unit again against the installed copy, after pip, so it takes longer than the unit suite itself; on trixie's
-# PyPy 7.3.19 (its pure-Python JSON encoder) with four cells on two cores that was past 600 s, twice.
-TIMEOUT_SHARE: Mapping[Suite, float] = {Suite.INSTALL: 2.0}
-
-
-def timeout_share(suite: Suite) -> float:
-    return TIMEOUT_SHARE.get(suite, 1.0)
-
-
 def slowdown(arch: str) -> float:
     """How many times slower a suite runs in a cell of `arch` on this machine (1.0 where it runs natively)."""
     if not arch or not arches.emulated(arch):

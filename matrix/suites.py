@@ -34,7 +34,7 @@ from .attempts import (
     run_in_container,
     run_on_host,
 )
-from .budgets import DRIVER_ENV, Budget, budget_for, kind, timeout_share
+from .budgets import DRIVER_ENV, Budget, budget_for, kind
 from .build import Images, digest, suite_files
 from .conformance import ConformanceTool
 from .engine import Engine
@@ -338,7 +338,7 @@ def _install_in_image(at: ContainerCell, suite: Suite) -> Runner:
     assert at.pytest is not None
     made = at.distribution()
     return InstallInImage(**_common(at.cell, suite), image_id=at.ids.install, volume=at.pytest.volume,
-                          wheel=files_digest([made.wheel]), twine=made.twine.ok, driver=files_digest([install.DRIVER]),
+                          wheel=files_digest([made.wheel]), twine=made.ok, driver=files_digest([install.DRIVER]),
                           image=at.images.install, folder=at.pytest.folder, pip=at.pytest.pip,
                           distribution=made)  # fmt: skip
 
@@ -373,7 +373,7 @@ def _host_pytest(at: HostCell, suite: Suite) -> Runner:
 def _install_on_host(at: HostCell, suite: Suite) -> Runner:
     made = at.distribution()
     return InstallOnHost(**_on_host(at, suite), suites=digest(suite_files(at.root)), wheel=files_digest([made.wheel]),
-                         twine=made.twine.ok, driver=files_digest([install.DRIVER]), pip=at.pytest.pip,
+                         twine=made.ok, driver=files_digest([install.DRIVER]), pip=at.pytest.pip,
                          distribution=made)  # fmt: skip
 
 
@@ -411,8 +411,7 @@ def outcome_of(runner: Runner, where: Surroundings, memo: SuiteMemo, attempts: A
     hit = memo.get(runner.key)
     if hit is not None:
         return within_budget(hit, runner.budget)
-    # an emulated architecture's time; a suite that runs another's tests too (install) has its share
-    where = replace(where, timeout=where.timeout * runner.budget.slowdown * timeout_share(runner.suite))
+    where = replace(where, timeout=where.timeout * runner.budget.slowdown)  # an emulated architecture's time
     done = [within_budget(runner.attempt(where, name), runner.budget)]
     while done[-1].outcome in RETRIED and len(done) <= attempts.retries and not attempts.interrupted.is_set():
         done.append(within_budget(runner.attempt(where, f"{name}-run{len(done) + 1}"), runner.budget))

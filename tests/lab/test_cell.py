@@ -103,18 +103,6 @@ def test_a_suite_timeout_is_a_timeout_and_the_others_still_run(tmp_path: Path) -
     assert http is not None and http.message == "did not finish within 0s; the harness stopped it"
 
 
-def test_a_suite_with_a_timeout_share_is_run_under_that_multiple_of_the_timeout(tmp_path: Path, monkeypatch) -> None:
-    from matrix import budgets
-
-    assert budgets.timeout_share(Suite.INSTALL) == 2.0  # it runs tests/unit again, after pip
-    monkeypatch.setitem(budgets.TIMEOUT_SHARE, Suite.HTTP, 3.0)  # (the fake engine cannot install a wheel)
-    engine = FakeEngine(present=["debian:bookworm"])
-    assert outcomes(run(a_lab(tmp_path, engine, timeout=100.0))["fx-bookworm"])["http"] == "passed"
-    by_suite = {name.rsplit("-", 1)[1]: timeout for name, timeout in engine.timeouts.items()
-                if name.endswith(("-unit", "-http", "-payload"))}
-    assert by_suite == {"unit": 100.0, "http": 300.0, "payload": 100.0}
-
-
 def test_a_suite_killed_by_a_signal_is_an_error_not_a_timeout(tmp_path: Path) -> None:
     engine = FakeEngine(present=["debian:bookworm"], suites={"unit": "killed", "payload": "oom"})
     result = run(a_lab(tmp_path, engine))["fx-bookworm"]

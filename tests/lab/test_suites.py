@@ -5,6 +5,7 @@ runs every one of them in `make matrix`, and test_engine_suites.py runs them aga
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_install_gives_the_wheel_to_the_install_image_and_joins_the_hosts_checks
     assert spec.env["MCPLAB_PIP"] == "/opt/pytest/pip-25-py3-none-any.whl" and spec.network == "none"
     assert engine.inputs[spec.name] == made.wheel.read_bytes()  # the wheel travels on stdin: any engine
     install = result.suite(Suite.INSTALL)
-    assert install is not None and install.tests == 3  # the cell's two, and the host's twine check
+    assert install is not None and install.tests == 4  # the cell's two, and the host's twine check and file list
     if twine_ok:
         assert install.outcome is Outcome.PASSED
     else:
@@ -87,6 +88,27 @@ def test_install_gives_the_wheel_to_the_install_image_and_joins_the_hosts_checks
         (failure,) = install.failures
         assert failure.test_id == "distribution.py::test_twine_check_passes"
         assert "FAILED: long_description missing" in failure.details  # colour codes gone: the XML stays readable
+
+
+def test_a_wheel_without_every_file_of_the_package_fails_the_install_suite_naming_them(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from matrix.build import ContextFile
+    from matrix.install import missing_from
+
+    made = wheel_of(tmp_path)
+    with zipfile.ZipFile(made.wheel, "w") as wheel:
+        wheel.writestr("mcpserver/__init__.py", "")
+    sources = [ContextFile(arcname=f"server/mcpserver/{name}", data=b"", mode=0o644)
+               for name in ("__init__.py", "store/__init__.py", "py.typed")]  # fmt: skip
+    assert missing_from(made.wheel, sources) == ("mcpserver/py.typed", "mcpserver/store/__init__.py")
+    lab = a_lab(tmp_path, FakeEngine(present=["debian:bookworm"]), selection=suites(Suite.INSTALL), retries=0)
+    lab.distributions.get = lambda: replace(made, missing=missing_from(made.wheel, sources))  # type: ignore[method-assign]
+    install = run(lab)["fx-bookworm"].suite(Suite.INSTALL)
+    assert install is not None and install.outcome is Outcome.FAILED
+    (failure,) = install.failures
+    assert failure.test_id == "distribution.py::test_the_wheel_holds_every_source_file"
+    assert "lacks 2 files of server/mcpserver: mcpserver/py.typed, mcpserver/store/__init__.py" in failure.message
 
 
 def test_an_interpreter_that_cannot_install_a_wheel_makes_only_that_suite_unavailable(tmp_path: Path) -> None:
