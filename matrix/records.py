@@ -31,8 +31,10 @@ from .outcomes import counts
 
 LATEST, LATEST_FULL = "latest", "latest-full"  # RESULTS/<link>: the newest run's folder, the newest full run's
 
-SCHEMA = "mcplab-results/4"  # 4: suites' usage (peak memory, CPU time) and earlier attempts; the flaky outcome
-READABLE = frozenset({"mcplab-results/3", SCHEMA})  # 3 lacks only what has defaults
+# 4: suites' usage (peak memory, CPU time) and earlier attempts; the flaky outcome. 5: each cell's phases, notes,
+# base and its digest, each suite's scope under emulation, the run's duration, bases made and subset.
+SCHEMA = "mcplab-results/5"
+READABLE = frozenset({"mcplab-results/3", "mcplab-results/4", SCHEMA})  # the older lack only what has defaults
 
 def to_json(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
     data = {

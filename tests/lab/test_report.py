@@ -139,7 +139,7 @@ def test_every_rendering_names_the_interpreter_the_first_answer_and_every_skip_w
 def test_json_round_trip_is_lossless() -> None:
     text = records.to_json(results(), ENV, suites=(Suite.UNIT, Suite.HTTP))
     data = json.loads(text)
-    assert data["schema"] == "mcplab-results/4"
+    assert data["schema"] == "mcplab-results/5"
     assert data["counts"]["failed"] == 1
     assert data["environment"]["engine"] == "20.10.24"
     back, env, suites = records.from_json(text)
