@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from . import arches
 from . import host as hostcells
 from .bases import BaseStep
+from .build import plan_build
 from .cell import base_plans, known_unavailable, run_cell
 from .lab import INTERRUPT_GRACE, Lab, stores
 from .model import Cell, CellResult, Family, Implementation, Outcome
@@ -119,7 +120,8 @@ def _first_answers(lab: Lab, cells: Sequence[Cell], results: dict[str, CellResul
 
 
 def _start_prefetch(work: Sequence[Callable[[], object]]) -> cf.ThreadPoolExecutor:
-    pool = cf.ThreadPoolExecutor(max_workers=max(1, min(8, len(work))), thread_name_prefix="prefetch")
+    # All at once: each is a download, a bootstrap or a build waiting for its base, none holds a job slot.
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, len(work)), thread_name_prefix="prefetch")
     for item in work:
         pool.submit(item)
     return pool
@@ -163,10 +165,25 @@ def _prefetch_work(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[Ba
             return None
 
         work.append(get_base)
+    work += [functools.partial(_compile, lab, cell, plans[cell.name]) for cell in cells
+             if cell.compiles_python and not cell.like and plans.get(cell.name)]  # fmt: skip
     pythons = {(c.python, c.implementation) for c in cells
                if c.family is not Family.HOST or hostcells.find_interpreter(c.python)}  # fmt: skip
     work += [functools.partial(_try_pytest_folder, lab, *python) for python in sorted(pythons)]
     return work
+
+
+def _compile(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> None:
+    """A cell that compiles its Python has its images built as soon as its base is there, job slot or none: the
+    compile is a cold run's longest step. The cell, when it starts, finds them built or waits for the build (the
+    builder builds a tag once). What breaks is the cell's to report."""
+    with contextlib.suppress(Exception):
+        base = lab.bases.obtain(steps)
+        if lab.stop.is_set() or known_unavailable(cell, {cell.name: steps}, dict(os.environ), engine=lab.engine,
+                                                  root=lab.options.root, unbuildable=lab.builder.unbuildable):
+            return
+        lab.progress.update(cell.name, "build (in the background)")
+        lab.builder.build(plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image) or ""))
 
 
 def _try_pytest_folder(lab: Lab, python: str, implementation: Implementation) -> None:

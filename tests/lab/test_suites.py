@@ -336,3 +336,19 @@ def test_results_with_the_new_fields_survive_the_json_round_trip(tmp_path: Path)
     back, _, _ = records.from_json(records.to_json([result], records.Environment()))
     assert back == (result,)
     assert json.loads(records.to_json([result], records.Environment()))["cells"][0]["first_answer"]["runs"] == 3
+
+
+def test_a_cell_that_compiles_its_python_is_built_in_the_background_before_it_has_a_job_slot(tmp_path: Path) -> None:
+    from matrix.cell import base_plans
+    from matrix.schedule import _prefetch_work
+
+    engine = FakeEngine(present=["debian:sid", "debian:trixie"])
+    lab = a_lab(tmp_path, engine, selection=suites(Suite.UNIT))
+    plans = base_plans((PYPY, FREE), engine, {})
+    work = _prefetch_work(lab, (PYPY, FREE), plans)
+    compiles = [item for item in work if getattr(item, "func", None).__name__ == "_compile"]  # type: ignore[union-attr]
+    assert [item.args[1].name for item in compiles] == ["fx-free"]  # type: ignore[attr-defined]  # PyPy is a package
+    compiles[0]()
+    assert [tag.split(":")[1].rsplit("-", 2)[1] for tag, _ in engine.builds] == ["builder", "python", "runtime", "test",
+                                                                               "install"]  # fmt: skip
+    assert run(lab, (FREE,))["fx-free"].outcome is Outcome.PASSED and len(engine.builds) == 5  # found built
