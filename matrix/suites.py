@@ -34,7 +34,7 @@ from .attempts import (
     run_in_container,
     run_on_host,
 )
-from .budgets import DRIVER_ENV, Budget, budget_for, kind
+from .budgets import DRIVER_ENV, Budget, budget_for, kind, slowdown
 from .build import Images, digest, suite_files
 from .conformance import ConformanceTool
 from .engine import Engine
@@ -321,10 +321,12 @@ def _common(cell: Cell, suite: Suite) -> dict[str, Any]:
 
 def suite_env(cell: Cell, suite: Suite) -> tuple[tuple[str, str], ...]:
     """What pytest runs with: the cell's name (IN_A_CELL: tests/conftest.py then leaves out the host-only tests),
-    MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks for it, and the interpreter
-    settings its budgets assume of pytest itself (budgets.DRIVER_ENV)."""
+    MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks for it, MCPTEST_SLOWDOWN in an
+    emulated cell, and the interpreter settings its budgets assume of pytest itself (budgets.DRIVER_ENV)."""
     stress = (("MCPSERVER_STRESS", str(cell.stress)),) if cell.stress and suite in STRESSED else ()
-    return ((IN_A_CELL, cell.name), *stress, *DRIVER_ENV.get(kind(cell.implementation, cell.flavour), ()))
+    # Under emulation, the factor tests scale their own tight timings by (a shell's start takes seconds there).
+    emulated = (("MCPTEST_SLOWDOWN", f"{slowdown(cell.arch):g}"),) if slowdown(cell.arch) > 1 else ()
+    return ((IN_A_CELL, cell.name), *stress, *emulated, *DRIVER_ENV.get(kind(cell.implementation, cell.flavour), ()))
 
 
 def _in_test_image(at: ContainerCell, suite: Suite) -> Runner:
