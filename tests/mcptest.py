@@ -333,18 +333,22 @@ class HttpServer(_ServerProcess):
         return self
 
 
-def _gunicorn() -> list[str]:
-    """How to start gunicorn: its script where pip installed one; else `python -m gunicorn` where the package is
-    importable (the lab's cells have it in their wheel folder, unpacked, with no script); [] when it is neither."""
+def _gunicorn() -> tuple[list[str], str]:
+    """How to start gunicorn (its script where pip installed one; else `python -m gunicorn` where the package is
+    importable: the lab's cells have it in their wheel folder, unpacked, with no script), or why it cannot start."""
     import importlib.util
 
+    if importlib.util.find_spec("ssl") is None:  # gunicorn imports ssl whatever it serves (gunicorn/sock.py)
+        return [], "gunicorn imports ssl, and this Python was built without it (the musl image's: docs/musl.md)"
     script = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
     if os.path.exists(script):
-        return [script]
-    return [sys.executable, "-m", "gunicorn"] if importlib.util.find_spec("gunicorn") else []
+        return [script], ""
+    if importlib.util.find_spec("gunicorn"):
+        return [sys.executable, "-m", "gunicorn"], ""
+    return [], "gunicorn is not installed here (the test extra has it, and the lab's wheel folders)"
 
 
-GUNICORN = _gunicorn()
+GUNICORN, GUNICORN_MISSING = _gunicorn()  # GUNICORN_MISSING: why it cannot run here ('' when it can)
 HAS_GUNICORN = bool(GUNICORN)
 
 

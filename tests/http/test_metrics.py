@@ -15,6 +15,7 @@ import pytest
 from mcptest import (
     DEMO,
     EXAMPLES,
+    GUNICORN_MISSING,
     HAS_GUNICORN,
     META,
     SLOW_TOOLS,
@@ -222,7 +223,7 @@ scrape_configs:
 
 # --- gunicorn's workers ---------------------------------------------------------------------------------------------
 
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_under_gunicorn_any_worker_answers_for_both(tmp_path):
     directory = tmp_path / "metrics"
     directory.mkdir()
