@@ -34,7 +34,7 @@ from .suites import Attempts, Surroundings
 from .travel import Archives, Registry, Store
 from .wheels import PytestFolders
 
-DEFAULT_TIMEOUT = 600.0  # seconds per suite
+DEFAULT_TIMEOUT = 900.0  # seconds per suite: a hung suite's bound (PyPy's unit suite took 450 s on a loaded machine)
 KEEP_RUNS = 20  # the newest runs' log folders (and report folders) are kept
 INTERRUPT_GRACE = 30.0  # seconds the workers get to return after an interrupt killed their processes
 
