@@ -338,7 +338,7 @@ def _gunicorn() -> tuple[list[str], str]:
     importable: the lab's cells have it in their wheel folder, unpacked, with no script), or why it cannot start."""
     import importlib.util
 
-    if importlib.util.find_spec("ssl") is None:  # gunicorn imports ssl whatever it serves (gunicorn/sock.py)
+    if importlib.util.find_spec("_ssl") is None:  # gunicorn imports ssl whatever it serves (gunicorn/sock.py)
         return [], "gunicorn imports ssl, and this Python was built without it (the musl image's: docs/musl.md)"
     script = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
     if os.path.exists(script):
