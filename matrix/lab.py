@@ -116,6 +116,7 @@ class Lab:
         self.stop, self.interrupted = self.stopping.stop, self.stopping.interrupted
         self.kept: list[Kept] = []
         self.measuring = 0.0  # seconds the first answers took, after the suites (schedule.py)
+        self.compiling: set[str] = set()  # cells whose compiled Python is being built in the background (schedule.py)
         self._lock = threading.Lock()
 
     def surroundings(self) -> Surroundings:

@@ -70,12 +70,15 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
 
     def is_ready(cell: Cell) -> bool:
         steps = plans.get(cell.name)
+        if cell.name in lab.compiling:  # built in the background (_compile): ready once its images are
+            return False
         return steps is None or not steps[0].action.makes or lab.bases.done(steps)
 
     try:
         while (waiting and not lab.stop.is_set()) or running:
             while len(running) < lab.options.jobs and waiting and not lab.stop.is_set():
-                pick = pick_next(waiting, is_ready, anything_running=bool(running), durations=lab.options.durations)
+                pick = pick_next(waiting, is_ready, anything_running=bool(running), durations=lab.options.durations,
+                                 running=list(running.values()), slots=lab.options.jobs)  # fmt: skip
                 if pick is None:
                     break
                 waiting.remove(pick)
@@ -165,8 +168,9 @@ def _prefetch_work(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[Ba
             return None
 
         work.append(get_base)
-    work += [functools.partial(_compile, lab, cell, plans[cell.name]) for cell in cells
-             if cell.compiles_python and not cell.like and plans.get(cell.name)]  # fmt: skip
+    compiled = [cell for cell in cells if cell.compiles_python and not cell.like and plans.get(cell.name)]
+    lab.compiling.update(cell.name for cell in compiled)
+    work += [functools.partial(_compile, lab, cell, plans[cell.name]) for cell in compiled]
     pythons = {(c.python, c.implementation) for c in cells
                if c.family is not Family.HOST or hostcells.find_interpreter(c.python)}  # fmt: skip
     work += [functools.partial(_try_pytest_folder, lab, *python) for python in sorted(pythons)]
@@ -177,13 +181,17 @@ def _compile(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> None:
     """A cell that compiles its Python has its images built as soon as its base is there, job slot or none: the
     compile is a cold run's longest step. The cell, when it starts, finds them built or waits for the build (the
     builder builds a tag once). What breaks is the cell's to report."""
-    with contextlib.suppress(Exception):
+    try:
         base = lab.bases.obtain(steps)
         if lab.stop.is_set() or known_unavailable(cell, {cell.name: steps}, dict(os.environ), engine=lab.engine,
                                                   root=lab.options.root, unbuildable=lab.builder.unbuildable):
             return
         lab.progress.update(cell.name, "build (in the background)")
         lab.builder.build(plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image) or ""))
+    except Exception:  # the cell, which runs the same build again, reports it
+        return
+    finally:
+        lab.compiling.discard(cell.name)
 
 
 def _try_pytest_folder(lab: Lab, python: str, implementation: Implementation) -> None:

@@ -188,6 +188,20 @@ def test_scheduler_prefers_ready_container_cells_and_never_idles() -> None:
     assert pick_next([], lambda c: True, anything_running=False) is None
 
 
+def test_while_bases_are_made_host_cells_take_at_most_half_the_slots() -> None:
+    hosts = [c for c in CELLS if c.family is Family.HOST]
+    bookworm = CELLS[1]
+    coming = [*hosts, bookworm]  # bookworm's base is still being made; the host cells are ready at once
+
+    def ready(cell: Cell) -> bool:
+        return cell.family is Family.HOST
+
+    assert pick_next(coming, ready, anything_running=True, running=hosts[:2], slots=6) is hosts[0]
+    assert pick_next(coming, ready, anything_running=True, running=hosts[:3], slots=6) is None  # 3 of 6: wait
+    assert pick_next(coming, lambda c: True, anything_running=True, running=hosts[:3], slots=6) is bookworm
+    assert pick_next(hosts, ready, anything_running=True, running=hosts[:3], slots=6) is hosts[0]  # none coming
+
+
 def test_a_cell_that_compiles_its_python_starts_first_once_its_base_is_there() -> None:
     # The trixie base serves both; the musl cell's builder stage takes minutes, so it takes the first slot.
     trixie = next(c for c in CELLS if c.name == "debian-trixie-py3.13")
