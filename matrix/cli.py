@@ -232,7 +232,7 @@ def _main(argv: list[str]) -> Ended:
         use_cache=not args.no_cache, registry=args.registry, retries=args.retries,
         cache_dir=args.cache_dir.resolve() if args.cache_dir else None, durations=_earlier_durations(args.results),
     )  # fmt: skip
-    return Ended(_run(chosen, options, whole_table=len(chosen) == len(cells)))
+    return Ended(_run(chosen, options))
 
 
 def selection_of(args: argparse.Namespace) -> Selection | None:
@@ -326,7 +326,7 @@ def _base(cells: Sequence[Cell], name: str) -> None:
     print(base.image)
 
 
-def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
+def _run(cells: Sequence[Cell], options: Options) -> Exit:
     engine = Engine()
     engine_version = ""
     if any(c.family.in_container for c in cells) or engine.asked_for():
@@ -348,7 +348,7 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     since = since_last_full(results, *last_full) if last_full else None
-    env = _finish(lab, results, engine_version=engine_version, whole_table=whole_table, since=since)
+    env = _finish(lab, results, engine_version=engine_version, since=since)
     nowhere = len(skips.ran_nowhere(results)) if skips.judged(env) else 0
     code = exit_code(results, strict=options.strict, interrupted=lab.interrupted.is_set(), ran_nowhere=nowhere)
     if options.publish:
@@ -380,8 +380,8 @@ def _last_full(results: Path) -> tuple[tuple[CellResult, ...], Environment] | No
     return found, env
 
 
-def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, whole_table: bool,
-            since: SinceLastFull | None) -> Environment:  # fmt: skip
+def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, since: SinceLastFull | None
+            ) -> Environment:  # fmt: skip
     """Write the reports, move the links, print the table and where the reports are; returns what the reports say
     of the run."""
     options = lab.options
@@ -394,7 +394,8 @@ def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, who
                          table=options.table)  # fmt: skip
     report.point(options.results / records.LATEST, folder)
     selection = options.selection
-    if whole_table and not why_partial and selection.suites == SUITES and not selection.only and not options.shard:
+    # A whole run: every cell but the opt-in ones (or more, with --arch all), every suite, not cut short, not a shard.
+    if not selection.subset and not why_partial and not options.shard:
         report.point(options.results / records.LATEST_FULL, folder)
     _prune_reports(options.results)
     print(report.to_table(results, suites=selection.suites, since=since, flakes=flakes, env=env), end="")
