@@ -19,6 +19,8 @@ help:
 	@echo "make test-clients only the real legacy-era clients (SDKs 1.x, the Inspector; installed on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, ARCH=, SUITES=, JOBS=; ARCH=all SUITES=all: everything)"
+	@echo "make matrix-publish  make matrix, then (a whole run that passed, of a committed tree) write its summary into"
+	@echo "                 README.md, its report to docs/matrix.md and its grid to docs/img/report.png"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
 	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
@@ -93,7 +95,7 @@ SUITES ?=
 JOBS ?= auto
 MATRIX_ARGS ?=
 
-.PHONY: matrix lab-engine lab-browser lab-registry test-lab clean-lab
+.PHONY: matrix matrix-publish lab-engine lab-browser lab-registry test-lab clean-lab
 
 # The lab's host tools (pytest, pytest-testinfra, packaging) from the `lab` extra, without building mcpserver
 # itself: matrix/venv.py, the same code scripts/run_matrix.py provisions itself with on a bare Python.
@@ -108,6 +110,10 @@ lab-engine:
 # `run_matrix: exit N: ...` (CI: call the script directly).
 matrix: $(LAB_VENV)/.installed lab-engine lab-browser  # the host cells run tests/http, whose CORS test needs Chromium
 	$(LAB_PY) scripts/run_matrix.py --jobs $(JOBS) $(if $(DISTRO),--distro $(DISTRO)) $(if $(PYTHON_VERSION),--python $(PYTHON_VERSION)) $(if $(ARCH),--arch $(ARCH)) $(if $(SUITES),--suite $(SUITES)) $(MATRIX_ARGS)
+
+# What the repository shows of the lab is written by a run (matrix/publish.py), never by hand.
+matrix-publish:
+	$(MAKE) matrix MATRIX_ARGS="$(MATRIX_ARGS) --publish"
 
 test-lab: $(LAB_VENV)/.installed $(if $(ENGINE),lab-engine lab-browser lab-registry)
 	$(LAB_PY) -m pytest -q -p no:cacheprovider tests/lab $(if $(ENGINE),,-m "not engine")

@@ -991,7 +991,7 @@ def _lab_section(path: Optional[str]) -> list[str]:
                      f"| {outcome} |")
     speedup, result = _lab_times(path)
     lines += ["", f"First run ÷ unchanged rerun: {speedup}; target ≥ 5x: {result}.", ""]
-    return lines
+    return [*lines, *data["profile"], ""] if data.get("profile") else lines
 
 
 LAB_TIMES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lab_times.json")

@@ -1,4 +1,4 @@
-"""The architectures a cell can be built for, named as Debian names them (debootstrap --arch), and what each is
+"""The architectures a cell can be built for, named as Debian names them (mmdebstrap --architectures), and what each is
 called by the engine (docker's --platform), by the kernel (uname -m), by Alpine and by the kernel's binfmt_misc
 handler that runs it when this machine cannot.
 

@@ -143,16 +143,17 @@ def run_in_container(
     keep: bool = False,
     env: Mapping[str, str] | None = None,
     binds: tuple[tuple[str, str], ...] = (),
-    extra: tuple[str, ...] = (),
+    paths: tuple[str, ...] = (),
 ) -> tuple[SuiteResult, Kept | None]:
-    """Run tests/<suite> in a fresh container (`extra`: more of pytest's arguments). Returns the result and, when
-    kept for debugging, the container."""
-    command = (*PYTEST_IN_IMAGE, f"tests/{suite.value}", *PYTEST_ARGS, *extra,
+    """Run tests/<suite> in a fresh container, or only `paths` of it. Returns the result and, when kept for
+    debugging, the container."""
+    command = (*PYTEST_IN_IMAGE, *(paths or (f"tests/{suite.value}",)), *PYTEST_ARGS,
                f"--junitxml={junit_in_container(suite)}")  # fmt: skip
     spec = suite_spec(run_id=run_id, cell=cell, suite=suite, image=image, volume=volume, env=env, command=command)
     spec = replace(spec, binds=binds)
     attempt = container_attempt(engine, spec, suite, timeout=timeout, log=logdir / f"{cell}-{suite.value}.log")
-    return settle(engine, spec, judge(suite, attempt), keep=keep, cell=cell, suite=suite, volume=volume)
+    judged = replace(judge(suite, attempt), scope=paths)
+    return settle(engine, spec, judged, keep=keep, cell=cell, suite=suite, volume=volume)
 
 
 def cpuinfo_reporting(cache_kb: int, real: Path = Path("/proc/cpuinfo")) -> str:

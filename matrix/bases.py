@@ -16,29 +16,30 @@ import hashlib
 import os
 import shutil
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import arches
-from .bootstrap import BootstrapFailed, apk_base, debootstrap_base
+from .bootstrap import ROOTFS_LABEL, SOURCE_DATE_EPOCH, BootstrapFailed, apk_base, mmdebstrap_base
 from .engine import TAG_LABEL, Engine
 from .errors import CellProblem, EngineError
-from .model import Bootstrap, BootstrapMethod, Cell, Family, Outcome
+from .model import BaseMade, Bootstrap, BootstrapMethod, Cell, Family, Outcome
 from .processes import tail
 from .text import shorten
 from .travel import Store, fetch_image, keep_image
 
 BASE_REPO = "mcplab/base"
 REGISTRY_MIRROR_ENV = "LAB_REGISTRY_MIRROR"  # host[:port] of a pull-through mirror of the official images
-BOOTSTRAP_VERSION = "1"  # bump to remake every bootstrapped base (e.g. when the recipe below changes)
+BOOTSTRAP_VERSION = "2"  # bump to remake every bootstrapped base (e.g. when the recipe changes). 2: mmdebstrap
 
 
 class BaseAction(str, enum.Enum):
     PRESENT = "present"
     FETCH = "fetch"  # from the lab's own image store (--registry, --cache-dir): made on another machine
     PULL = "pull"
-    DEBOOTSTRAP = "debootstrap"
+    MMDEBSTRAP = "mmdebstrap"
     APK = "apk"
     UNAVAILABLE = "unavailable"
 
@@ -56,8 +57,9 @@ class BaseFacts:
     present: frozenset[str] = frozenset()  # image references present in the engine
     registry: str = ""  # '' when a registry may be reachable, else why not
     env: Mapping[str, str] | None = None
-    debootstrap: bool = False  # the tool is installed
-    root: bool = False  # debootstrap needs root
+    mmdebstrap: bool = False  # the tool is installed
+    arch_test: bool = False  # ... and arch-test, which it needs to make a tree of another architecture
+    root: bool = False  # mmdebstrap's root mode needs root
     keyrings: frozenset[str] = frozenset()  # keyring files that exist
     store: bool = False  # an image store (--registry, --cache-dir) may hold bases made elsewhere
     arch: str = field(default_factory=arches.native)  # this machine's own architecture (Debian's name)
@@ -71,14 +73,15 @@ class BaseStep:
     image: str  # the reference the Dockerfile will build FROM once the step succeeded
     source: str = ""  # pull: the reference to pull (maybe through a mirror); bootstrap: the mirror
     reason: str = ""  # unavailable: why; otherwise a short description for the report
-    bootstrap: Bootstrap | None = None  # debootstrap/apk: the recipe
+    bootstrap: Bootstrap | None = None  # mmdebstrap/apk: the recipe
 
 
 def bootstrap_tag(cell: Cell, mirror: str) -> str:
     """mcplab/base:<family>-<suite or release>-<hash of the inputs>."""
     boot = cell.bootstrap
     assert boot is not None
-    parts = (BOOTSTRAP_VERSION, boot.method.value, boot.suite, boot.release, mirror, boot.keyring, boot.script)
+    parts = (BOOTSTRAP_VERSION, boot.method.value, boot.suite, boot.release, mirror, boot.keyring,
+             str(SOURCE_DATE_EPOCH))  # fmt: skip
     # The machine's own architecture is not an input, so the bases made before cells had one keep their tags.
     inputs = "\0".join(parts + ((cell.arch, *arches.emulator_env(cell.arch).values()) if cell.arch else ()))
     digest = hashlib.sha256(inputs.encode()).hexdigest()[:12]
@@ -145,13 +148,13 @@ def _bootstrap_step(cell: Cell, tag: str, mirror: str, facts: BaseFacts) -> tupl
     boot, env = cell.bootstrap, facts.env or {}
     if boot is None:
         return None, "official images cannot be bootstrapped here (pull only)"
-    if boot.method is BootstrapMethod.DEBOOTSTRAP:
-        why = _debootstrap_blocker(cell, boot, mirror, facts)
+    if boot.method is BootstrapMethod.MMDEBSTRAP:
+        why = _mmdebstrap_blocker(cell, boot, mirror, facts)
         if why:
             return None, why
         recipe = replace(boot, keyring=keyring_for(boot, env), arch=cell.arch)
-        where = (f"for {cell.arch} " if cell.arch else "") + "from " + (mirror or "debootstrap's default mirror")
-        return BaseStep(action=BaseAction.DEBOOTSTRAP, image=tag, source=mirror, reason=f"debootstrapped {where}",
+        where = (f"for {cell.arch} " if cell.arch else "") + "from " + (mirror or "mmdebstrap's default mirror")
+        return BaseStep(action=BaseAction.MMDEBSTRAP, image=tag, source=mirror, reason=f"mmdebstrapped {where}",
                         bootstrap=recipe), ""  # fmt: skip
     if boot.method is BootstrapMethod.APK:
         if not mirror:
@@ -162,15 +165,17 @@ def _bootstrap_step(cell: Cell, tag: str, mirror: str, facts: BaseFacts) -> tupl
     return None, "a builder cell's base is had like another cell's, and none was given"
 
 
-def _debootstrap_blocker(cell: Cell, boot: Bootstrap, mirror: str, facts: BaseFacts) -> str:
+def _mmdebstrap_blocker(cell: Cell, boot: Bootstrap, mirror: str, facts: BaseFacts) -> str:
     if cell.family is not Family.DEBIAN and not mirror:
-        # debootstrap's default mirror serves Debian only.
+        # mmdebstrap's default mirror serves Debian only.
         name = cell.family.value.capitalize()
-        return f"no {name} mirror configured (set {boot.mirror_env} to bootstrap it with debootstrap)"
-    if not facts.debootstrap:
-        return "debootstrap is not installed (apt-get install debootstrap)"
+        return f"no {name} mirror configured (set {boot.mirror_env} to bootstrap it with mmdebstrap)"
+    if not facts.mmdebstrap:
+        return "mmdebstrap is not installed (apt-get install mmdebstrap; make lab-engine does)"
+    if cell.arch and cell.arch != facts.arch and not facts.arch_test:
+        return f"mmdebstrap needs arch-test to make a tree for {cell.arch} (apt-get install arch-test)"
     if not facts.root:
-        return "debootstrap needs root"
+        return "mmdebstrap needs root"
     keyring = keyring_for(boot, facts.env or {})
     if keyring and keyring not in facts.keyrings:
         where = f", or set {boot.keyring_env} to the archive keyring file" if boot.keyring_env else ""
@@ -223,7 +228,8 @@ def gather_facts(engine: Engine, cells: tuple[Cell, ...], env: Mapping[str, str]
         present=present,
         registry=registry,
         env=dict(env),
-        debootstrap=shutil.which("debootstrap") is not None,
+        mmdebstrap=shutil.which("mmdebstrap") is not None,
+        arch_test=shutil.which("arch-test") is not None,
         root=os.geteuid() == 0,
         keyrings=keyrings,
         store=store,
@@ -234,6 +240,7 @@ def gather_facts(engine: Engine, cells: tuple[Cell, ...], env: Mapping[str, str]
 class Base:
     image: str  # the reference to build FROM
     how: str  # which step worked, for the report
+    sha256: str = ""  # the tarball it was made from, where the lab made it (bootstrap.ROOTFS_LABEL)
 
 
 class Bases:
@@ -252,6 +259,13 @@ class Bases:
         self._lock = threading.Lock()
         self._locks: dict[tuple[BaseStep, ...], threading.Lock] = {}
         self._done: dict[tuple[BaseStep, ...], Base | CellProblem] = {}
+        self._made: list[BaseMade] = []
+        self._digests: dict[str, str] = {}  # a made base's tarball digest, by its tag (bootstrap.py)
+
+    def made(self) -> tuple[BaseMade, ...]:
+        """The bases this run made or fetched, in the order they were ready, each with its time and digest."""
+        with self._lock:
+            return tuple(self._made)
 
     def done(self, steps: tuple[BaseStep, ...]) -> bool:
         """Whether that base has been dealt with (made, found, or given up on) in this run."""
@@ -279,13 +293,27 @@ class Bases:
                 reason = step.reason + ("; " + "; ".join(failures) if failures else "")
                 raise CellProblem(Outcome.UNAVAILABLE, reason)
             log = self.logdir / f"base-{_slug(step.image)}-{step.action.value}.log"
+            began = time.monotonic()
             failure = self._try(step, log)
             if failure is None:
+                if step.action.makes:
+                    made = BaseMade(image=step.image, how=step.reason, seconds=round(time.monotonic() - began, 3),
+                                    sha256=self._digests.get(step.image, ""))  # fmt: skip
+                    with self._lock:
+                        self._made.append(made)
                 if step.action is not BaseAction.PULL:  # pulled bases come from a registry already
                     keep_image(self.stores, self.engine, step.image, log)
-                return Base(image=step.image, how=step.reason)
+                return Base(image=step.image, how=step.reason, sha256=self._rootfs_digest(step.image))
             failures.append(failure)
         raise CellProblem(Outcome.UNAVAILABLE, "no way to get the base")
+
+    def _rootfs_digest(self, image: str) -> str:
+        """What the base's label says its tarball's sha256 was ('' for a base the lab did not make)."""
+        with self._lock:
+            if image in self._digests:
+                return self._digests[image]
+        labels = self.engine.image_facts(image).get("labels") or {}
+        return str(labels.get(ROOTFS_LABEL, "")) if isinstance(labels, dict) else ""
 
     def _try(self, step: BaseStep, log: Path) -> str | None:
         """Take one step: None when the base is there now, else why this way did not work. A bootstrap
@@ -296,11 +324,13 @@ class Bases:
             return None if fetch_image(self.stores, self.engine, step.image, log) else "not in the image store"
         if step.action is BaseAction.PULL:
             return self._pull(step, log)
-        maker = debootstrap_base if step.action is BaseAction.DEBOOTSTRAP else apk_base
+        maker = mmdebstrap_base if step.action is BaseAction.MMDEBSTRAP else apk_base
         try:
             assert step.bootstrap is not None
-            maker(self.engine, step.bootstrap, mirror=step.source, tag=step.image, workdir=self.workdir, log=log,
-                  labels={**self.labels, TAG_LABEL: step.image})  # fmt: skip
+            made = maker(self.engine, step.bootstrap, mirror=step.source, tag=step.image, workdir=self.workdir, log=log,
+                         labels={**self.labels, TAG_LABEL: step.image})  # fmt: skip
+            with self._lock:
+                self._digests[step.image] = made
         except BootstrapFailed as exc:
             raise CellProblem(Outcome.ERROR, f"base: {exc}", _log_tail(log)) from exc
         return None

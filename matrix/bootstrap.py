@@ -1,14 +1,23 @@
-"""How a base is made offline: debootstrap (Debian, Ubuntu) or apk.static (Alpine) into a folder, the tree made
-fit to be an image, then `docker import`ed. Which way a base comes (present, the store, a pull, made here) is
-decided in bases.py."""
+"""How a base is made offline: mmdebstrap (Debian, Ubuntu) or apk.static (Alpine), as a tarball of the tree, made
+fit to be an image, then imported. Which way a base comes (present, the store, a pull, made here) is decided in
+bases.py.
+
+mmdebstrap makes the same tarball, byte for byte, from the same inputs and the same mirror content, given
+SOURCE_DATE_EPOCH: the time it stamps everything with, pinned here (and an input of the base's tag). Each base image
+carries its tarball's sha256 (ROOTFS_LABEL), which every report gives. Run as `python -m matrix.bootstrap TREE`,
+this module is mmdebstrap's customize hook (CUSTOMIZE): prepare_rootfs on the tree before it is packed.
+"""
 
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import io
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import urllib.request
@@ -16,6 +25,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import LAB_ROOT
 from .arches import ARCHES, emulator_env
 from .engine import Engine
 from .model import Bootstrap
@@ -23,6 +33,14 @@ from .processes import tail
 
 BOOTSTRAP_TIMEOUT = 1200.0
 SNAPSHOT_APT_CONF = "etc/apt/apt.conf.d/99mcplab-snapshot"
+SOURCE_DATE_EPOCH = 1767225600  # 2026-01-01T00:00:00Z: every file of a base is stamped with it
+ROOTFS_LABEL = "org.mcpserver.lab.rootfs-sha256"  # a base image's label: the sha256 of the tarball it was made from
+MERGED_USR = "/usr/share/mmdebstrap/hooks/maybe-merged-usr"  # mmdebstrap's own: merge /usr where the suite can
+# Run on the host with the tree as $1, before mmdebstrap packs it (its own cleanup then drops what it put there).
+CUSTOMIZE = f'PYTHONPATH={shlex.quote(str(LAB_ROOT))} {shlex.quote(sys.executable)} -m matrix.bootstrap "$1"'
+# Inside the tree, and not to be kept: the host's resolver and name (the engine gives every container its own),
+# and the bootstrap's own apt setting (--aptopt writes it here).
+NOT_KEPT = ("etc/resolv.conf", "etc/hostname", "etc/apt/apt.conf.d/99mmdebstrap")
 
 
 class BootstrapFailed(Exception):
@@ -46,14 +64,17 @@ def snapshot_expired(release_text: str, now: datetime) -> bool:
 
 
 def prepare_rootfs(root: Path, now: datetime) -> list[str]:
-    """Make a fresh debootstrap tree fit to be an image; returns what it did, for the log.
+    """Make a fresh tree fit to be an image; returns what it did, for the log.
 
     - If the suite's Release file has expired (a frozen snapshot), tell apt not to check Valid-Until,
       or every `apt-get update` in the Dockerfile would refuse.
     - Drop the package lists and downloaded .debs: the Dockerfile updates them anyway, and they are
       half the size of a minbase tree.
+    - Drop what the host put in it (NOT_KEPT): a base is the same whichever machine made it.
     """
     notes = []
+    for name in NOT_KEPT:
+        (root / name).unlink(missing_ok=True)
     lists = root / "var/lib/apt/lists"
     releases = sorted(lists.glob("*_Release")) + sorted(lists.glob("*_InRelease"))
     if any(snapshot_expired(p.read_text(encoding="utf-8", errors="replace"), now) for p in releases):
@@ -72,45 +93,60 @@ def prepare_rootfs(root: Path, now: datetime) -> list[str]:
     return notes
 
 
-def import_rootfs(engine: Engine, root: Path, tag: str, log: Path, labels: Mapping[str, str], arch: str = "") -> None:
-    """The tree as an image under `tag`, labelled as the lab's, of the architecture `arch` ('' for the machine's
-    own) as `docker image inspect` tells it."""
+def import_rootfs(engine: Engine, rootfs: Path, tag: str, log: Path, labels: Mapping[str, str], arch: str = "") -> str:
+    """The tarball as an image under `tag`, labelled as the lab's and with the tarball's sha256 (ROOTFS_LABEL), of the
+    architecture `arch` ('' for the machine's own) as `docker image inspect` tells it; returns the sha256."""
     platform = ARCHES[arch].platform if arch else ""
-    done = engine.import_rootfs(root, tag, labels=labels, log=log, timeout=BOOTSTRAP_TIMEOUT, platform=platform,
-                                env=emulator_env(arch))  # fmt: skip
+    sha256 = file_digest(rootfs)
+    done = engine.import_rootfs(rootfs, tag, labels={**labels, ROOTFS_LABEL: sha256}, log=log,
+                                timeout=BOOTSTRAP_TIMEOUT, platform=platform, env=emulator_env(arch))  # fmt: skip
     if not done.ok:
         raise BootstrapFailed(f"docker import of {tag} failed: {tail(done.output, 3)}")
+    return sha256
 
 
-def debootstrap_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir: Path, log: Path,
-                     labels: Mapping[str, str]) -> None:  # fmt: skip
-    """A Debian or Ubuntu base from `mirror` (debootstrap's default when ''), imported as `tag`."""
-    target = Path(tempfile.mkdtemp(prefix=f"debootstrap-{boot.suite}-", dir=workdir))
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def mmdebstrap_argv(boot: Bootstrap, mirror: str, tarball: Path) -> list[str]:
+    """mmdebstrap's command for a minbase tree as a tarball. /usr is merged where the suite has usr-is-merged, as
+    debootstrap merges it; the Release files' Valid-Until is not checked while bootstrapping (a frozen snapshot's
+    has passed), and the customize hook (CUSTOMIZE) decides from those files whether the base's apt checks it."""
+    argv = ["mmdebstrap", "--variant=minbase", "--mode=root", "--format=tar", f"--hook-dir={MERGED_USR}",
+            '--aptopt=Acquire::Check-Valid-Until "false"', f"--customize-hook={CUSTOMIZE}"]  # fmt: skip
+    argv += [f"--architectures={boot.arch}"] if boot.arch else []
+    argv += [f"--keyring={boot.keyring}"] if boot.keyring else []
+    return [*argv, boot.suite, str(tarball), *([mirror] if mirror else [])]
+
+
+def mmdebstrap_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir: Path, log: Path,
+                    labels: Mapping[str, str]) -> str:  # fmt: skip
+    """A Debian or Ubuntu base from `mirror` (mmdebstrap's default when ''), as a tarball that the same inputs make
+    byte for byte again (SOURCE_DATE_EPOCH), imported as `tag`; returns the tarball's sha256."""
+    folder = Path(tempfile.mkdtemp(prefix=f"mmdebstrap-{boot.suite}-", dir=workdir))
+    tarball = folder / "rootfs.tar"
     try:
-        # For another architecture debootstrap runs the second stage in the tree itself, through the kernel's
-        # binfmt_misc emulator where this machine needs one (cell.known_unavailable checked it is registered).
-        argv = ["debootstrap", "--variant=minbase", *([f"--arch={boot.arch}"] if boot.arch else [])]
-        if boot.keyring:
-            argv.append(f"--keyring={boot.keyring}")
-        argv += [boot.suite, str(target)]
-        if mirror:
-            argv.append(mirror)
-            if boot.script:
-                argv.append(f"/usr/share/debootstrap/scripts/{boot.script}")
-        env = {**os.environ, **emulator_env(boot.arch)}  # the second stage's emulated CPU (arches.py)
-        done = engine.processes.command(argv, timeout=BOOTSTRAP_TIMEOUT, log=log, env=env)
+        # For another architecture mmdebstrap runs the packages' scripts in the tree through the kernel's binfmt_misc
+        # emulator where this machine needs one (cell.known_unavailable checked it is registered), as its CPU.
+        # TMPDIR: the tree it mounts /proc and /dev in is made under `folder`, which remove_tree unmounts if killed.
+        env = {**os.environ, "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH), "TMPDIR": str(folder),
+               **emulator_env(boot.arch)}  # fmt: skip
+        done = engine.processes.command(mmdebstrap_argv(boot, mirror, tarball), timeout=BOOTSTRAP_TIMEOUT, log=log,
+                                        env=env)  # fmt: skip
         if not done.ok:
-            raise BootstrapFailed(f"debootstrap {boot.suite} failed (exit {done.returncode}); see {log}")
-        notes = prepare_rootfs(target, datetime.now(timezone.utc))
-        with open(log, "a", encoding="utf-8") as sink:
-            sink.writelines(f"mcplab: {n}\n" for n in notes)
-        import_rootfs(engine, target, tag, log, labels, boot.arch)
+            raise BootstrapFailed(f"mmdebstrap {boot.suite} failed (exit {done.returncode}); see {log}")
+        return import_rootfs(engine, tarball, tag, log, labels, boot.arch)
     finally:
-        remove_tree(target)
+        remove_tree(folder)
 
 
 def remove_tree(target: Path) -> None:
-    """rm -rf a bootstrap tree, first unmounting what a killed debootstrap may have left mounted in it
+    """rm -rf a bootstrap tree, first unmounting what a killed bootstrap may have left mounted in it
     (proc, sys, devpts), deepest first, so nothing outside the tree is touched."""
     try:
         mounts = Path("/proc/mounts").read_text().splitlines()
@@ -123,9 +159,9 @@ def remove_tree(target: Path) -> None:
 
 
 def apk_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir: Path, log: Path,
-             labels: Mapping[str, str]) -> None:  # fmt: skip
+             labels: Mapping[str, str]) -> str:  # fmt: skip
     """Alpine's minirootfs from apk.static: fetch apk-tools-static from the mirror's index, then let it
-    install alpine-base into an empty root, imported as `tag`."""
+    install alpine-base into an empty root, imported as `tag` from a tarball; returns its sha256."""
     arch = ARCHES[boot.arch].apk if boot.arch else os.uname().machine
     repo = f"{mirror}/{boot.release}/main"
     target = Path(tempfile.mkdtemp(prefix=f"apk-{boot.release}-", dir=workdir))
@@ -152,7 +188,13 @@ def apk_base(engine: Engine, boot: Bootstrap, *, mirror: str, tag: str, workdir:
         if not done.ok:
             raise BootstrapFailed(f"apk.static failed (exit {done.returncode}); see {log}")
         (target / "etc/apk/repositories").write_text(f"{repo}\n{mirror}/{boot.release}/community\n")
-        import_rootfs(engine, target, tag, log, labels, boot.arch)
+        tarball = tools / "rootfs.tar"
+        packed = engine.processes.command(["tar", "--sort=name", "--numeric-owner", f"--mtime=@{SOURCE_DATE_EPOCH}",
+                                           "--clamp-mtime", "-C", str(target), "-cf", str(tarball), "."],
+                                          timeout=BOOTSTRAP_TIMEOUT, log=log)  # fmt: skip
+        if not packed.ok:
+            raise BootstrapFailed(f"tar of the Alpine tree failed: {packed.last_line()}")
+        return import_rootfs(engine, tarball, tag, log, labels, boot.arch)
     except OSError as exc:
         raise BootstrapFailed(f"Alpine bootstrap from {mirror} failed: {exc}") from exc
     finally:
@@ -167,3 +209,8 @@ def apk_version(index_text: str, package: str) -> str:
         if fields.get("P") == package:
             return fields.get("V", "")
     return ""
+
+
+if __name__ == "__main__":  # mmdebstrap's customize hook (CUSTOMIZE): the tree's path is the argument
+    for note in prepare_rootfs(Path(sys.argv[1]), datetime.now(timezone.utc)):
+        print(f"mcplab: {note}")

@@ -19,7 +19,7 @@ from .engine import LABEL, RUN_LABEL, ContainerSpec, Engine
 from .errors import CellProblem
 from .install import DistributionError, Distributions
 from .memo import SuiteMemo, files_digest
-from .model import Cell, CellResult, Family, Outcome, Suite, SuiteResult
+from .model import Cell, CellResult, Family, Outcome, Phase, Suite, SuiteResult
 from .outcomes import cancelled_if_interrupted, cell_outcome
 from .plan import Selection
 from .processes import Processes, tail
@@ -61,6 +61,7 @@ class CellTools:
     stopping: Stopping
     progress: Progress
     startup_targets: dict[str, StartupTarget]  # where each finished cell's server starts, for the first answers
+    began: float = 0.0  # time.monotonic() when the run began: a cell's record says when it started after it
 
 
 def base_plans(cells: Sequence[Cell], engine: Engine, env: Mapping[str, str], *, store: bool = False
@@ -132,16 +133,33 @@ def availability(cell: Cell, plans: Mapping[str, tuple[BaseStep, ...]], env: Map
     return "available", detail
 
 
+class Timeline:
+    """The phases of one cell's run as its steps announce them: each lasts until the next begins."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self._marks: list[tuple[str, float]] = []
+
+    def enter(self, phase: str) -> None:
+        self._marks.append((phase, time.monotonic()))
+
+    def phases(self) -> tuple[Phase, ...]:
+        ends = [at for _, at in self._marks[1:]] + [time.monotonic()]
+        return tuple(Phase(name=name, seconds=round(end - at, 3)) for (name, at), end in zip(self._marks, ends))
+
+
 def run_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...]) -> CellResult:
-    started = time.monotonic()
+    timeline = Timeline()
+    started = timeline.began
     stopping = tools.stopping
 
     def say(phase: str) -> None:
+        timeline.enter(phase)
         tools.progress.update(cell.name, phase)
 
     record = CellResult(cell=cell.name, outcome=Outcome.ERROR, family=cell.family.value, python=cell.python,
-                        arch=cell.arch or arches.native(), release=cell.release,
-                        interpreter=cell.slug)  # fmt: skip
+                        arch=cell.arch or arches.native(), release=cell.release, interpreter=cell.slug,
+                        started=round(started - tools.began, 3) if tools.began else 0.0)  # fmt: skip
     chosen = [s for s in cell.suites if s in tools.selection.suites_for(cell.name)]
     if not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0:
         chosen = [s for s in chosen if s in budgets.UNDER_EMULATION]
@@ -160,7 +178,7 @@ def run_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...]) -> CellR
         result = replace(record, message=f"harness error: {exc}", log_tail=tail(traceback.format_exc()))
         if stopping.interrupted.is_set():  # the interrupt killed what it was waiting for (a probe, a venv)
             result = replace(result, outcome=Outcome.CANCELLED, message=f"cancelled: {stopping.reason}")
-    result = replace(result, duration=time.monotonic() - started)
+    result = replace(result, duration=time.monotonic() - started, phases=timeline.phases())
     tools.progress.update(cell.name, result.outcome.value, done=True)
     return result
 
@@ -211,17 +229,20 @@ def _host_cell(tools: CellTools, cell: Cell, chosen: Sequence[Suite], record: Ce
     say("pytest folder")
     folder = tools.pytest.folder(cell.python)
     root = tools.root
+    say("venv")
     venv_python = hostcells.prepare_venv(tools.processes, interpreter, cell.python, root, tools.cache / "host")
     code = files_digest(
         [root / "server/mcpserver", root / "server/examples", root / "pyproject.toml"]
         + [p for p in sorted((root / "tests").glob("*")) if p.is_file()]
     )
     pytest = PytestFolder(folder=folder, wheels=",".join(tools.pytest.wheels(folder)), pip=tools.pytest.pip(folder))
+    record = replace(record, notes=without_add_ons(folder))
     host = HostCell(cell=cell, interpreter=interpreter, venv_python=venv_python, code=code, pytest=pytest, root=root,
                     distribution=tools.distributions.get)  # fmt: skip
     suites = _run_suites(tools, cell, chosen, say, lambda suite: ON_HOST[suite](host, suite))
     tools.startup_targets[cell.name] = StartupTarget(python=str(venv_python), inputs=f"{interpreter}\0{code}",
                                                      demo=str(root / "server/examples/demo.py"))  # fmt: skip
+    say("interpreter facts")
     found = hostcells.facts(tools.processes, venv_python)
     return _finish(record, cell, suites, found, base=f"host {interpreter}")
 
@@ -242,14 +263,22 @@ def _container_cell(tools: CellTools, cell: Cell, steps: tuple[BaseStep, ...], c
         wheels = tools.pytest.wheels(folder)
         pytest = PytestFolder(folder=folder, volume=volume_name(folder.name, wheels), wheels=",".join(wheels),
                               pip=tools.pytest.pip(folder))  # fmt: skip
+        record = replace(record, notes=without_add_ons(folder))
     ids = Images(**{stage: tools.engine.image_id(getattr(built, stage)) or "" for stage in STAGES})
     cut = not tools.selection.asked and budgets.slowdown(cell.arch) > 1.0
     where = ContainerCell(cell=cell, images=built, ids=ids, pytest=pytest, distribution=tools.distributions.get,
-                          left_out=budgets.LEFT_OUT_UNDER_EMULATION if cut else {})  # fmt: skip
+                          scope=budgets.UNDER_EMULATION if cut else {})  # fmt: skip
     suites = _run_suites(tools, cell, chosen, say, lambda suite: IN_CONTAINER[suite](where, suite))
     tools.startup_targets[cell.name] = StartupTarget(image=built.runtime, inputs=ids.runtime)
+    say("interpreter facts")
     found = interpreter_facts(tools, cell, built.python)
-    return _finish(record, cell, suites, found, image=built.runtime, base=base.how)
+    return _finish(record, cell, suites, found, image=built.runtime, base=base.how, base_image=base.image,
+                   base_sha256=base.sha256)  # fmt: skip
+
+
+def without_add_ons(folder: Path) -> tuple[str, ...]:
+    """What the cell's wheel folder lacks of what users deploy with the server, and why (wheels.ADD_ONS)."""
+    return tuple(f"without {name}: {why}" for name, why in PytestFolders.missing(folder).items())
 
 
 def interpreter_facts(tools: CellTools, cell: Cell, image: str) -> hostcells.Facts:

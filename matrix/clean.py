@@ -4,7 +4,7 @@ An image built FROM a lab image inherits the lab's labels, so a label alone prov
 is one that still wears the tag its TAG_LABEL names (the identity the lab gave it when it built it); a
 user's derived image wears the user's tags and stays. Containers are the lab's when they carry the label
 and a name the lab gives (mcplab-...); volumes do not inherit labels. Pulled bases are listed in
-.cache/lab/pulled.txt. The Docker engine and debootstrap stay installed.
+.cache/lab/pulled.txt. The Docker engine and mmdebstrap stay installed.
 """
 
 from __future__ import annotations

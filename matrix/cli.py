@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from . import LAB_ROOT, history, records, report
+from . import LAB_ROOT, history, publish, records, report, skips
 from .arches import ARCHES, native
 from .budgets import UNDER_EMULATION
 from .build import Unbuildable
@@ -126,8 +126,9 @@ def _selection_options(sel: argparse._ArgumentGroup) -> None:
                           "'all' for every one, the opt-in ones too (riscv64, ppc64el, armhf: emulated, long)",
                      )  # fmt: skip
     sel.add_argument("--suite", action="append", default=[],
-                     help=", ".join(s.value for s in SUITES) + "; 'all' for every one, also in an emulated cell, which "
-                          "otherwise runs only " + ", ".join(s.value for s in UNDER_EMULATION))  # fmt: skip
+                     help=", ".join(s.value for s in SUITES) + "; 'all' for every one. A suite named here runs whole "
+                          "in an emulated cell too, which otherwise runs a declared part of "
+                          + ", ".join(s.value for s in UNDER_EMULATION) + " (matrix/budgets.py)")  # fmt: skip
     sel.add_argument("--rerun-failed", action="store_true",
                      help="only the suites that failed, errored, timed out, were flaky or were cancelled in the "
                           "latest run (RESULTS/latest), in their cells")  # fmt: skip
@@ -156,6 +157,10 @@ def _running_options(run: argparse._ArgumentGroup) -> None:
     run.add_argument("--cache-dir", type=Path, metavar="DIR",
                      help="the same with `docker save` archives in a folder (e.g. a CI cache)")  # fmt: skip
     run.add_argument("--merge", nargs="+", metavar="DIR", help="join the results of every shard of a run into one")
+    run.add_argument("--publish", action="store_true",
+                     help="after a whole run that passed, of a tree without uncommitted changes, write its summary "
+                          "into README.md, its report to docs/matrix.md and its grid to docs/img/report.png, each "
+                          "naming the commit and the run (make matrix-publish)")  # fmt: skip
 
 
 def needs_host_tools(argv: Sequence[str]) -> bool:
@@ -166,8 +171,10 @@ def needs_host_tools(argv: Sequence[str]) -> bool:
 
 
 def jobs_auto() -> int:
-    # Cells spend most of their time waiting on the engine and the network, not on this host's CPU.
-    return 2 * (os.cpu_count() or 1)
+    # Cells spend most of their time waiting (on the engine, the network, and in their suites: a cold run's suites
+    # took 7,650 s of wall time and 1,867 s of CPU), so more of them run at once than there are CPUs; at 4 per CPU
+    # a loaded 2-core machine ran out of CPU and PyPy's unit suite out of time.
+    return 3 * (os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -218,14 +225,14 @@ def _main(argv: list[str]) -> Ended:
         raise UsageError("--json goes with --list, --shards with --github-matrix.")
     if not chosen:
         raise UsageError(f"shard {which} of this selection is empty; use fewer shards.")
-    options = Options(
+    options = Options(table=cells, publish=args.publish,
         selection=selection, jobs=parse_jobs(args.jobs, jobs_auto()), fail_fast=args.fail_fast, keep=args.keep,
         strict=args.strict, timeout=args.timeout, root=args.root.resolve(), cache=args.cache.resolve(),
         results=args.results.resolve(), shard=which, plan=plan_digest(selected, selection, which.count if which else 1),
         use_cache=not args.no_cache, registry=args.registry, retries=args.retries,
         cache_dir=args.cache_dir.resolve() if args.cache_dir else None, durations=_earlier_durations(args.results),
     )  # fmt: skip
-    return Ended(_run(chosen, options, whole_table=len(chosen) == len(cells)))
+    return Ended(_run(chosen, options))
 
 
 def selection_of(args: argparse.Namespace) -> Selection | None:
@@ -319,7 +326,7 @@ def _base(cells: Sequence[Cell], name: str) -> None:
     print(base.image)
 
 
-def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
+def _run(cells: Sequence[Cell], options: Options) -> Exit:
     engine = Engine()
     engine_version = ""
     if any(c.family.in_container for c in cells) or engine.asked_for():
@@ -332,7 +339,8 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
         try:
             def partial(results: list[CellResult]) -> None:
                 env = environment(lab, engine_version=engine_version, partial="the run is still going")
-                report.write_reports(results, env, folder, suites=options.selection.suites, summary=False)
+                report.write_reports(results, env, folder, suites=options.selection.suites, summary=False,
+                                     table=options.table)  # fmt: skip
                 report.point(options.results / records.LATEST, folder)
 
             results = run_matrix(lab, cells, on_result=partial)
@@ -340,11 +348,26 @@ def _run(cells: Sequence[Cell], options: Options, *, whole_table: bool) -> Exit:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     since = since_last_full(results, *last_full) if last_full else None
-    _finish(lab, results, engine_version=engine_version, whole_table=whole_table, since=since)
-    code = exit_code(results, strict=options.strict, interrupted=lab.interrupted.is_set())
+    env = _finish(lab, results, engine_version=engine_version, since=since)
+    nowhere = len(skips.ran_nowhere(results)) if skips.judged(env) else 0
+    code = exit_code(results, strict=options.strict, interrupted=lab.interrupted.is_set(), ran_nowhere=nowhere)
+    if options.publish:
+        code = _publish(lab, results, env, code)
     if code is Exit.NOTHING_RAN:
         reasons = "; ".join(f"{r.cell}: {r.message}" for r in results if r.outcome is Outcome.UNAVAILABLE)
         raise NothingToRun(f"no selected cell can run here ({reasons}).")
+    return code
+
+
+def _publish(lab: Lab, results: Sequence[CellResult], env: Environment, code: Exit) -> Exit:
+    """--publish: the run's reports where the repository shows them, or why not (which fails a run that passed)."""
+    why = publish.refusal(env, code)
+    if why:
+        print(f"run_matrix: not published: {why}", file=sys.stderr)
+        return Exit.USAGE if code is Exit.PASSED else code
+    options = lab.options
+    written = publish.publish(options.root, options.results / lab.run_id, results, env, options.table, lab.processes)
+    print(f"published {publish.named(env)}: " + ", ".join(str(p.relative_to(options.root)) for p in written))
     return code
 
 
@@ -357,25 +380,29 @@ def _last_full(results: Path) -> tuple[tuple[CellResult, ...], Environment] | No
     return found, env
 
 
-def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, whole_table: bool,
-            since: SinceLastFull | None) -> None:  # fmt: skip
-    """Write the reports, move the links, print the table and where the reports are."""
+def _finish(lab: Lab, results: Sequence[CellResult], *, engine_version: str, since: SinceLastFull | None
+            ) -> Environment:  # fmt: skip
+    """Write the reports, move the links, print the table and where the reports are; returns what the reports say
+    of the run."""
     options = lab.options
     folder = options.results / lab.run_id
     why_partial = f"interrupted ({lab.stop_reason})" if lab.interrupted.is_set() else lab.stop_reason
     env = environment(lab, engine_version=engine_version, partial=why_partial)
     line = history.entry(results, run_id=lab.run_id, date=env.date, commit=env.commit)
     flakes = history.rates(history.append(options.results, line))
-    report.write_reports(results, env, folder, suites=options.selection.suites, since=since, flakes=flakes)
+    report.write_reports(results, env, folder, suites=options.selection.suites, since=since, flakes=flakes,
+                         table=options.table)  # fmt: skip
     report.point(options.results / records.LATEST, folder)
     selection = options.selection
-    if whole_table and not why_partial and selection.suites == SUITES and not selection.only and not options.shard:
+    # A whole run: every cell but the opt-in ones (or more, with --arch all), every suite, not cut short, not a shard.
+    if not selection.subset and not why_partial and not options.shard:
         report.point(options.results / records.LATEST_FULL, folder)
     _prune_reports(options.results)
-    print(report.to_table(results, suites=selection.suites, since=since, flakes=flakes), end="")
+    print(report.to_table(results, suites=selection.suites, since=since, flakes=flakes, env=env), end="")
     for kept in lab.kept:
         print(kept.advice())
     print(f"reports: {folder} ({', '.join(report.REPORT_FILES)}); {options.results / records.LATEST} points there")
+    return env
 
 
 def _prune_reports(results: Path) -> None:
@@ -406,14 +433,16 @@ def _merge(args: argparse.Namespace) -> Exit:
         envs.append((directory, env))
         suites = suites or shard_suites
     check_shards(envs)
-    merged = order_results(merge_results(groups), load_cells(args.cells))
+    table = load_cells(args.cells)
+    merged = order_results(merge_results(groups), table)
     first = envs[0][1]
     shards = {f"shard {e.shard}": f"{e.host}, engine {e.engine}, {e.date}, run {e.run_id}" for _, e in envs}
     environ = replace(first, shard=f"merged {len(envs)} shards", run_id="", extra=shards)
     out = args.results.resolve()
-    report.write_reports(merged, environ, out, suites=suites)
-    print(report.to_table(merged, suites=suites), end="")
-    code = exit_code(merged, strict=args.strict)
+    report.write_reports(merged, environ, out, suites=suites, table=table)
+    print(report.to_table(merged, suites=suites, env=environ), end="")
+    nowhere = len(skips.ran_nowhere(merged)) if skips.judged(environ) else 0
+    code = exit_code(merged, strict=args.strict, ran_nowhere=nowhere)
     if code is Exit.NOTHING_RAN:
         raise NothingToRun("none of the merged cells could run.")
     return code

@@ -264,18 +264,20 @@ class Engine:
 
     def import_rootfs(self, root: Path, tag: str, *, labels: Mapping[str, str], log: Path, timeout: float,
                       platform: str = "", env: Mapping[str, str] | None = None) -> Completed:  # fmt: skip
-        """tar the tree into `docker import` under `tag`; both processes are tracked. For another architecture
-        (`platform`, docker's name) the tree is built into an image FROM scratch instead: Debian's 20.10 engine
-        ignores `docker import --platform` and would call it its own, where a build sets what it is told; `env` is
-        set in its image (ENV), for every stage built FROM it."""
+        """A tree (a folder, or a tarball of one) as an image under `tag`, by `docker import`; every process tracked.
+        For another architecture (`platform`, docker's name) the tree is built into an image FROM scratch instead:
+        Debian's 20.10 engine ignores `docker import --platform` and would call it its own, where a build sets what
+        it is told; `env` is set in its image (ENV), for every stage built FROM it."""
         if platform:
             return self._build_rootfs(root, tag, labels=labels, log=log, timeout=timeout, platform=platform,
                                       env=env or {})  # fmt: skip
-        tar = self.processes.start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
         changes = [a for k, v in sorted(labels.items()) for a in ("--change", f"LABEL {k}={v}")]
+        argv = [self.docker, "import", *changes, "--change", 'CMD ["/bin/sh"]']
+        if root.is_file():
+            return self.processes.command([*argv, str(root), tag], timeout=timeout, log=log)
+        tar = self.processes.start(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stderr=subprocess.DEVNULL)
         try:
-            done = self.processes.command([self.docker, "import", *changes, "--change", 'CMD ["/bin/sh"]', "-", tag],
-                                timeout=timeout, log=log, stdin_from=tar)  # fmt: skip
+            done = self.processes.command([*argv, "-", tag], timeout=timeout, log=log, stdin_from=tar)
         finally:
             self.processes.finish(tar)
         return done if tar.returncode == 0 else Completed(returncode=tar.returncode or 1, output="tar failed")
@@ -284,10 +286,13 @@ class Engine:
                       platform: str, env: Mapping[str, str]) -> Completed:  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="mcplab-rootfs-", dir=root.parent) as folder:
             # ADD unpacks a tar with its own owners (a build context's files would all become root's).
-            made = self.processes.command(["tar", "--numeric-owner", "-C", str(root), "-cf", f"{folder}/rootfs.tar",
-                                           "."], timeout=timeout, log=log)  # fmt: skip
-            if not made.ok:
-                return made
+            if root.is_file():
+                os.link(root, f"{folder}/rootfs.tar")  # the same file system: a link, not a copy
+            else:
+                made = self.processes.command(["tar", "--numeric-owner", "-C", str(root), "-cf",
+                                               f"{folder}/rootfs.tar", "."], timeout=timeout, log=log)  # fmt: skip
+                if not made.ok:
+                    return made
             settings = "".join(f"ENV {k}={v}\n" for k, v in sorted(env.items()))
             Path(folder, "Dockerfile").write_text(f'FROM scratch\nADD rootfs.tar /\n{settings}CMD ["/bin/sh"]\n')
             argv = ["build", "--platform", platform, "--tag", tag, *label_args(labels), folder]

@@ -19,7 +19,8 @@ class Exit(enum.IntEnum):
 
 MEANINGS = {
     Exit.PASSED: "every cell that could run passed (flaky ones too, unless --strict)",
-    Exit.FAILED: "a cell failed, errored or timed out (or, with --strict, was flaky or unavailable)",
+    Exit.FAILED: "a cell failed, errored or timed out, or a whole run has a test no cell ran (skipped in every cell "
+    "that collected it); with --strict also a cell that was flaky or unavailable",
     Exit.USAGE: "usage: a bad option or selector, a malformed cells.toml, or --merge of results that do not fit",
     Exit.NOTHING_RAN: "nothing could run: the Docker engine asked for does not answer, or every selected cell is "
     "unavailable",

@@ -1,8 +1,10 @@
 """The install suite (issue 16): the SDK as users get it. Once per run, on the host, PyPA `build` makes the
-sdist and the wheel from the package's own files and `twine check` reads them; then in every cell
-install_driver.sh installs that wheel with pip (into a venv where the cell's Python has venv and ensurepip,
-else with pip run from its own wheel, offline), and runs tests/install (the console script, --check of the
-examples, the wheel's contents, which copy is imported) and tests/unit against the installed copy.
+sdist and the wheel from the package's own files, `twine check` reads them, and the wheel is checked to hold every
+file of the package's source; then in every cell install_driver.sh installs that wheel with pip (into a venv where
+the cell's Python has venv and ensurepip, else with pip run from its own wheel, offline), and runs tests/install
+against the installed copy: which copy is imported, that every module of it imports, that it serves by its console
+script over stdio and over HTTP, --check of the examples, the wheel's contents. What the code does is the other
+suites' to test, on the embedded copy: running tests/unit again here took a quarter of a cold run's suite time.
 
 In a container the driver runs in the image's `install` stage: the cell's Python, the user and the suites,
 but no embedded server, so nothing but the installed copy can be imported.
@@ -17,6 +19,7 @@ import sys
 import tempfile
 import threading
 import xml.etree.ElementTree as ET
+import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,6 +45,9 @@ DRIVER = Path(__file__).with_name("install_driver.sh")
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "server/mcpserver")
 BUILD_TIMEOUT = 600.0
 WORK_IN_CONTAINER = "/tmp/mcplab-install"
+# Set, to the cell's name, wherever the lab runs the project's suites: tests/conftest.py then leaves out the tests
+# marked host_only (the README, docs/, mypy, a browser), and names them in the JUnit XML (matrix/skips.py).
+IN_A_CELL = "MCPLAB_CELL"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,16 +55,29 @@ class Distribution:
     wheel: Path
     sdist: Path
     twine: Completed  # `twine check` of both
+    missing: tuple[str, ...] = ()  # files of the package's source the wheel lacks (pyproject.toml's packages)
+
+    @property
+    def ok(self) -> bool:
+        return self.twine.ok and not self.missing
 
     def testcases(self) -> ET.Element:
         """What was checked on the host, as a JUnit testsuite to join each cell's own."""
-        suite = ET.Element("testsuite", name="distribution", tests="1")
+        suite = ET.Element("testsuite", name="distribution", tests="2")
         case = ET.SubElement(suite, "testcase", classname="distribution", name="test_twine_check_passes")
+        failures = 0
         if not self.twine.ok:
-            suite.set("failures", "1")
+            failures += 1
             said = _xml_text(self.twine.output)
             last = (said.strip().splitlines() or ["no output"])[-1]
             ET.SubElement(case, "failure", message=f"twine check failed: {last}").text = tail(said)
+        case = ET.SubElement(suite, "testcase", classname="distribution", name="test_the_wheel_holds_every_source_file")
+        if self.missing:
+            failures += 1
+            said = f"the wheel lacks {len(self.missing)} files of server/mcpserver: {', '.join(self.missing[:10])}"
+            ET.SubElement(case, "failure", message=f"{said} (pyproject.toml's packages list?)")
+        if failures:
+            suite.set("failures", str(failures))
         return suite
 
 
@@ -106,7 +125,8 @@ class Distributions:
         if not (list(out.glob("*.whl")) and list(out.glob("*.tar.gz"))):
             self._build(files, out)
         wheel, sdist = sorted(out.glob("*.whl"))[0], sorted(out.glob("*.tar.gz"))[0]
-        return Distribution(wheel=wheel, sdist=sdist, twine=self._twine_check(out, wheel, sdist))
+        return Distribution(wheel=wheel, sdist=sdist, twine=self._twine_check(out, wheel, sdist),
+                            missing=missing_from(wheel, files))  # fmt: skip
 
     def _twine_check(self, out: Path, wheel: Path, sdist: Path) -> Completed:
         """`twine check` of these very files, run once and remembered beside them (it takes seconds, and a
@@ -144,6 +164,14 @@ class Distributions:
             shutil.rmtree(built, ignore_errors=True)
 
 
+def missing_from(wheel: Path, files: list[ContextFile]) -> tuple[str, ...]:
+    """The files of the package's source (server/mcpserver) that the wheel does not hold."""
+    with zipfile.ZipFile(wheel) as archive:
+        held = set(archive.namelist())
+    package = (f.arcname.removeprefix("server/") for f in files if f.arcname.startswith("server/mcpserver/"))
+    return tuple(sorted(name for name in package if name not in held))
+
+
 def with_host_checks(junit: str, distribution: Distribution) -> str:
     """The cell's JUnit XML with the host's checks of the distribution joined in ('' stays '')."""
     if not junit:
@@ -177,7 +205,7 @@ def _judged(attempt: Attempt, distribution: Distribution) -> SuiteResult:
     if said:
         return SuiteResult(suite=Suite.INSTALL, outcome=Outcome.UNAVAILABLE, message=said,
                            duration=attempt.duration)  # fmt: skip
-    failed_here = not distribution.twine.ok and attempt.returncode == 0
+    failed_here = not distribution.ok and attempt.returncode == 0
     joined = replace(attempt, junit=with_host_checks(attempt.junit, distribution),
                      returncode=1 if failed_here else attempt.returncode)  # fmt: skip
     return judge(Suite.INSTALL, joined)
@@ -189,7 +217,7 @@ def run_in_container(engine: Engine, distribution: Distribution, *, run_id: str,
     """The driver in the cell's install image (no embedded server), the wheel on its stdin."""
     spec = suite_spec(
         run_id=run_id, cell=cell, suite=Suite.INSTALL, image=image, volume=volume, interactive=True,
-        env={"MCPLAB_WORK": WORK_IN_CONTAINER, "MCPLAB_PIP": f"{PYTEST_MOUNT}/{pip_wheel}"},
+        env={"MCPLAB_WORK": WORK_IN_CONTAINER, "MCPLAB_PIP": f"{PYTEST_MOUNT}/{pip_wheel}", IN_A_CELL: cell},
         command=("/bin/sh", "-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name,
                  *PYTEST_ARGS, f"--junitxml={junit_in_container(Suite.INSTALL)}"),
     )  # fmt: skip
@@ -206,7 +234,7 @@ def run_on_host(processes: Processes, distribution: Distribution, *, interpreter
     work = workdir / f"{cell}-install"
     shutil.rmtree(work, ignore_errors=True)
     lab = stage_suites(root, work)
-    env = host_env(pytest_folder, {"MCP_PYTHON": interpreter, "MCPLAB_WORK": str(work / "install"),
+    env = host_env(pytest_folder, {"MCP_PYTHON": interpreter, "MCPLAB_WORK": str(work / "install"), IN_A_CELL: cell,
                                    "MCPLAB_PIP": str(pytest_folder / pip_wheel)})  # fmt: skip
     junit = workdir / f"{cell}-install.xml"
     argv = ["sh", "-c", DRIVER.read_text(encoding="utf-8"), "install", distribution.wheel.name, *PYTEST_ARGS,

@@ -1,5 +1,5 @@
-# The install suite's driver (matrix/install.py), run by `sh -c` in a cell's test image or on the host:
-# install the built wheel as users do, then run tests/install and tests/unit with the installed copy.
+# The install suite's driver (matrix/install.py), run by `sh -c` in a cell's install image or on the host:
+# install the built wheel as users do, then run tests/install with the installed copy.
 #   $1     the wheel's file name; its bytes come on stdin
 #   $2...  pytest's arguments (--junitxml=..., -v, ...)
 #   MCP_PYTHON   the cell's interpreter      MCPLAB_WORK  an empty folder to install into
@@ -39,4 +39,4 @@ fi
 installed=$("$python" -c 'import mcpserver; print(mcpserver.__file__)')
 echo "mcplab-install: $way: mcpserver from $installed"
 export MCPLAB_INSTALLED="$way" MCPLAB_SCRIPTS="$scripts" MCPLAB_WHEEL="$wheel"
-exec "$python" -m pytest tests/install tests/unit "$@"
+exec "$python" -m pytest tests/install "$@"

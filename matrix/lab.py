@@ -25,7 +25,7 @@ from .conformance import ConformanceTool
 from .engine import LABEL, RUN_LABEL, Engine
 from .install import Distributions
 from .memo import SuiteMemo
-from .model import Environment
+from .model import Cell, Environment
 from .plan import Selection, Shard
 from .progress import Progress
 from .startup import StartupTarget
@@ -34,7 +34,7 @@ from .suites import Attempts, Surroundings
 from .travel import Archives, Registry, Store
 from .wheels import PytestFolders
 
-DEFAULT_TIMEOUT = 600.0  # seconds per suite
+DEFAULT_TIMEOUT = 900.0  # seconds per suite: a hung suite's bound (PyPy's unit suite took 450 s on a loaded machine)
 KEEP_RUNS = 20  # the newest runs' log folders (and report folders) are kept
 INTERRUPT_GRACE = 30.0  # seconds the workers get to return after an interrupt killed their processes
 
@@ -57,6 +57,8 @@ class Options:
     registry: str = ""  # HOST:PORT/PREFIX images and passed-suite records travel through
     cache_dir: Path | None = None  # a folder (a CI cache) they travel through
     durations: Mapping[str, float] = field(default_factory=dict)  # an earlier run's, to start the longest first
+    table: tuple[Cell, ...] = ()  # the whole cell table, which the reports show every cell of
+    publish: bool = False  # --publish: a whole run that passed writes what the repository shows of the lab
 
 
 def prune_runs(folder: Path, *, keep: int) -> None:
@@ -91,6 +93,7 @@ class Lab:
         self.processes = self.engine.processes  # docker clients and host processes alike
         self.run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.began = time.monotonic()
         self.workdir = options.cache / "tmp" / self.run_id
         self.logdir = options.cache / "logs" / self.run_id
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -112,6 +115,8 @@ class Lab:
         self.stopping = Stopping()
         self.stop, self.interrupted = self.stopping.stop, self.stopping.interrupted
         self.kept: list[Kept] = []
+        self.measuring = 0.0  # seconds the first answers took, after the suites (schedule.py)
+        self.compiling: set[str] = set()  # cells whose compiled Python is being built in the background (schedule.py)
         self._lock = threading.Lock()
 
     def surroundings(self) -> Surroundings:
@@ -145,7 +150,7 @@ class Lab:
                          pytest=self.pytest, distributions=self.distributions, memo=self.memo,
                          attempts=self.attempts(), surroundings=self.surroundings(), selection=options.selection,
                          root=options.root, cache=options.cache, stopping=self.stopping, progress=self.progress,
-                         startup_targets=self.startup_targets)  # fmt: skip
+                         startup_targets=self.startup_targets, began=self.began)  # fmt: skip
 
     def keep(self, kept: Kept) -> None:
         with self._lock:
@@ -190,5 +195,9 @@ def environment(lab: Lab, *, engine_version: str, partial: str = "") -> Environm
         shard=str(lab.options.shard) if lab.options.shard else "",
         plan=lab.options.plan,
         partial=partial,
+        subset=lab.options.selection.subset,
+        duration=round(time.monotonic() - lab.began, 3),
+        measuring=round(lab.measuring, 3),
+        bases=lab.bases.made(),
     )
 

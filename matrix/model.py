@@ -84,7 +84,7 @@ class Flavour(str, enum.Enum):
 
 
 class BootstrapMethod(str, enum.Enum):
-    DEBOOTSTRAP = "debootstrap"
+    MMDEBSTRAP = "mmdebstrap"
     APK = "apk"
     BUILDER = "builder"  # no recipe of its own: the base is had as another cell with that base has it
 
@@ -93,8 +93,8 @@ class BootstrapMethod(str, enum.Enum):
 class Bootstrap:
     """How a base can be made without a registry.
 
-    DEBOOTSTRAP: `suite` (and optional `keyring`, `script`), mirror from `mirror_env` or debootstrap's
-    default. APK: `release` ("v3.23"), mirror from `mirror_env`, which must be set. BUILDER: the cell's
+    MMDEBSTRAP: `suite` (and optional `keyring`), mirror from `mirror_env` or mmdebstrap's default.
+    APK: `release` ("v3.23"), mirror from `mirror_env`, which must be set. BUILDER: the cell's
     `base` only hosts a builder stage of the family's Dockerfile (the musl+busybox family compiles CPython
     there and ships an image FROM scratch); it is had exactly as the table's other cell with that `base`
     has it (`Cell.base_cell`), so both share one base.
@@ -106,8 +106,7 @@ class Bootstrap:
     mirror_env: str = ""
     keyring: str = ""
     keyring_env: str = ""  # an environment variable that, when set, names the keyring file instead
-    script: str = ""
-    arch: str = ""  # debootstrap --arch / apk.static's index: the cell's architecture ('' for the machine's own)
+    arch: str = ""  # mmdebstrap --architectures, apk.static's index: the cell's architecture ('' for the machine's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,6 +226,9 @@ class EarlierAttempt:
         return f"{len(self.failures)} failed" if self.failures else self.outcome.value
 
 
+SKIPPED_MARK = 0.05  # a suite that skipped more than this share of its tests is marked in every report
+
+
 @dataclass(frozen=True, kw_only=True)
 class SuiteResult:
     suite: Suite
@@ -250,17 +252,23 @@ class SuiteResult:
     over_budget: str = ""  # which budget (budgets.py) its usage broke, and by how much: a failure
     near_limit: str = ""  # its peak came within budgets.NEAR_LIMIT of the memory limit: a warning, even on a pass
     earlier: tuple[EarlierAttempt, ...] = ()  # the attempts before this one that did not pass (--retries)
+    scope: tuple[str, ...] = ()  # the test files it was cut to (an emulated cell's: budgets.UNDER_EMULATION); () all
     # One did not pass: the command that reruns only it in only its cell, and after a `#` (so a pasted line runs the
     # rerun alone) the `docker run` into the same image with the same mounts, for debugging by hand.
     reproduce: str = ""
 
     @property
     def counts(self) -> str:
-        """ "31/31", or "30/31 (1 skipped)": passed over tests that ran."""
-        ran = self.tests - self.skipped
-        text = f"{self.passed}/{ran}"
-        notes = [f"{self.skipped} skipped"] if self.skipped else []
-        notes += [f"{self.repetitions} stress"] if self.repetitions else []
+        """ "1,113 passed", "1,110 passed, 3 skipped", "1,108 passed, 2 failed, 3 skipped": never a full score when
+        something did not run. A suite that skipped more than SKIPPED_MARK of its tests is marked, with the share."""
+        said = [f"{self.passed:,} passed"]
+        said += [f"{self.failed:,} failed"] if self.failed else []
+        said += [f"{self.errors:,} errors"] if self.errors else []
+        said += [f"{self.skipped:,} skipped"] if self.skipped else []
+        text = ", ".join(said)
+        if self.tests and self.skipped > SKIPPED_MARK * self.tests:
+            text += f" ⚠ {self.skipped / self.tests:.0%} skipped"
+        notes = [f"{self.repetitions} stress"] if self.repetitions else []
         notes += [f"run {n}: {e.summary}" for n, e in enumerate(self.earlier, 1)]
         notes += ["cached"] if self.cached else []
         return f"{text} ({', '.join(notes)})" if notes else text
@@ -293,6 +301,26 @@ class FirstAnswer:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Phase:
+    """One step of a cell's run and its wall time: "base" (had, or waited for while another thread made it),
+    "build runtime", "pytest folder", "suite unit", ... Where a run's time goes is the sum of these."""
+
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaseMade:
+    """A base this run made or fetched (not one it found present), how, in how long, and the sha256 of the tree it
+    was made from when that tree is a tarball (mmdebstrap's, reproducible: the same inputs give the same digest)."""
+
+    image: str
+    how: str
+    seconds: float
+    sha256: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     outcome: Outcome
@@ -301,7 +329,9 @@ class CellResult:
     message: str = ""  # the reason for unavailable, the error for error
     log_tail: str = ""
     image: str = ""
-    base: str = ""  # how the base was had, e.g. "debootstrapped from debootstrap's default mirror"
+    base: str = ""  # how the base was had, e.g. "mmdebstrapped from mmdebstrap's default mirror"
+    base_image: str = ""  # the base it was built FROM
+    base_sha256: str = ""  # the sha256 of the tarball its base was made from (bootstrap.ROOTFS_LABEL), if made
     family: str = ""
     python: str = ""
     python_version: str = ""  # the exact version the suites ran on, e.g. 3.9.2
@@ -315,6 +345,9 @@ class CellResult:
     machine: str = ""
     byteorder: str = ""
     maxsize: int = 0
+    notes: tuple[str, ...] = ()  # what it ran without, and why: an add-on no release of which serves its Python
+    started: float = 0.0  # seconds after the run began that a job slot took it up (waiting for a slot or its base)
+    phases: tuple[Phase, ...] = ()  # what its time went on, in order
 
     def suite(self, name: Suite) -> SuiteResult | None:
         return next((s for s in self.suites if s.suite is name), None)
@@ -335,4 +368,10 @@ class Environment:
     shard: str = ""
     plan: str = ""  # a digest of the cell table and selection, the same for every shard of one plan
     partial: str = ""  # why the report does not cover the whole plan (interrupted, stopped early)
+    # '' for a whole run (every cell that is not opt-in, every suite), which fails on a test no cell ran
+    # (skips.ran_nowhere); else what it was limited to, and such a run names those tests without failing on them
+    subset: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    duration: float = 0.0  # the run's wall time, planning to reports
+    measuring: float = 0.0  # of which the first answers, measured one cell at a time after the suites
+    bases: tuple[BaseMade, ...] = ()  # the bases it made or fetched

@@ -160,14 +160,16 @@ def cell_outcome(suites: Sequence[SuiteResult]) -> Outcome:
     return Outcome.ERROR
 
 
-def exit_code(results: Sequence[CellResult], *, strict: bool = False, interrupted: bool = False) -> Exit:
-    """The run's exit code (exits.py says what each means)."""
+def exit_code(results: Sequence[CellResult], *, strict: bool = False, interrupted: bool = False,
+              ran_nowhere: int = 0) -> Exit:  # fmt: skip
+    """The run's exit code (exits.py says what each means). `ran_nowhere`: how many tests a whole run's cells all
+    skipped (skips.ran_nowhere; 0 for a run of some cells, which does not judge that)."""
     if interrupted:
         return Exit.INTERRUPTED
     ran = [r for r in results if r.outcome is not Outcome.UNAVAILABLE]
     if not ran:
         return Exit.NOTHING_RAN
-    if any(r.outcome in BAD for r in ran):
+    if any(r.outcome in BAD for r in ran) or ran_nowhere:
         return Exit.FAILED
     if strict and (len(ran) != len(results) or any(r.outcome is Outcome.FLAKY for r in ran)):
         return Exit.FAILED

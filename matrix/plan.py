@@ -33,6 +33,18 @@ class Selection:
     only: tuple[tuple[str, tuple[Suite, ...]], ...] = ()  # --rerun-failed: these cells, and in each these suites
     asked: bool = False  # --suite named them: an emulated cell then runs them all too (budgets.UNDER_EMULATION)
 
+    @property
+    def subset(self) -> str:
+        """'' when nothing narrows the run (every cell that is not opt-in, or more with --arch all; every suite),
+        else the options that do, as given."""
+        picked = [(option, values) for option, values in (
+            ("--distro", self.distros), ("--python", self.pythons), ("--implementation", self.implementations),
+            ("--cell", self.cells), ("--arch", tuple(a for a in self.arches if a != "all"))) if values]  # fmt: skip
+        parts = [f"{option} {','.join(values)}" for option, values in picked]
+        parts += [f"--suite {','.join(s.value for s in self.suites)}"] if self.suites != SUITES else []
+        parts += ["--rerun-failed"] if self.only else []
+        return " ".join(parts)
+
     def suites_for(self, cell: str) -> tuple[Suite, ...]:
         """The suites to run in that cell."""
         if not self.only:
@@ -195,17 +207,22 @@ def plan_digest(cells: Sequence[Cell], selection: Selection, count: int) -> str:
 
 
 def pick_next(waiting: Sequence[Cell], is_ready: Callable[[Cell], bool], *, anything_running: bool,
-              durations: Mapping[str, float] | None = None) -> Cell | None:  # fmt: skip
+              durations: Mapping[str, float] | None = None, running: Sequence[Cell] = (), slots: int = 0
+              ) -> Cell | None:  # fmt: skip
     """The next cell to start, or None to wait for a slot's work to finish first.
 
-    Ready cells first (their base is there), longest first, since the run ends with its longest cell: by
-    how long each took in an earlier run, a cell that run did not have first of all (it may well be long),
-    and otherwise cells that compile their Python (minutes of builder stage), then PyPy cells, then other
-    container cells, then host cells. A cell whose base is still being made is started only when nothing
-    else runs, so a free slot never idles forever.
+    Ready cells first (their base is there, and a compiled Python built), longest first, since the run ends with
+    its longest cell: by how long each took in an earlier run, a cell that run did not have first of all (it may
+    well be long), and otherwise cells that compile their Python (minutes of builder stage), then PyPy cells, then
+    other container cells, then host cells. While container cells wait for their bases, host cells (ready at once)
+    take at most half of the `slots`, or they would hold them all for their whole run. A cell whose base is still
+    being made is started only when nothing else runs, so a free slot never idles forever.
     """
     known = durations or {}
     ready = [c for c in waiting if is_ready(c)]
+    coming = slots and any(c.family.in_container and not is_ready(c) for c in waiting)
+    if coming and sum(not c.family.in_container for c in running) >= max(1, slots // 2):
+        ready = [c for c in ready if c.family.in_container]
     ready.sort(key=lambda c: (-known.get(c.name, float("inf")) if known else 0.0, _longest_first(c)))
     if ready:
         return ready[0]

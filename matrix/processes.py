@@ -1,4 +1,4 @@
-"""Every host process the lab starts, tracked: docker clients (through engine.Engine), debootstrap, pip, PyPA
+"""Every host process the lab starts, tracked: docker clients (through engine.Engine), mmdebstrap, pip, PyPA
 build and twine, host pytest runs, a served check. One `kill_all` reaches them all, and it is lock-free so a
 signal handler can call it; each process gets a session of its own, so a timeout kills its children too.
 """

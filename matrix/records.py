@@ -14,11 +14,13 @@ from typing import Any
 from .errors import LabInputError
 from .model import (
     SUITES,
+    BaseMade,
     CellResult,
     EarlierAttempt,
     Environment,
     FirstAnswer,
     Outcome,
+    Phase,
     Skip,
     Suite,
     SuiteResult,
@@ -29,8 +31,10 @@ from .outcomes import counts
 
 LATEST, LATEST_FULL = "latest", "latest-full"  # RESULTS/<link>: the newest run's folder, the newest full run's
 
-SCHEMA = "mcplab-results/4"  # 4: suites' usage (peak memory, CPU time) and earlier attempts; the flaky outcome
-READABLE = frozenset({"mcplab-results/3", SCHEMA})  # 3 lacks only what has defaults
+# 4: suites' usage (peak memory, CPU time) and earlier attempts; the flaky outcome. 5: each cell's phases, notes,
+# base and its digest, each suite's scope under emulation, the run's duration, bases made and subset.
+SCHEMA = "mcplab-results/5"
+READABLE = frozenset({"mcplab-results/3", "mcplab-results/4", SCHEMA})  # the older lack only what has defaults
 
 def to_json(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES) -> str:
     data = {
@@ -60,7 +64,9 @@ def from_json(
     if data.get("schema") not in READABLE:
         raise LabInputError(f"{source} has schema {data.get('schema')!r}; this lab reads {SCHEMA!r}.")
     results = tuple(_cell_from(c) for c in data["cells"])
-    env = Environment(**{**data["environment"], "dirty": tuple(data["environment"].get("dirty", ()))})
+    found = data["environment"]
+    env = Environment(**{**found, "dirty": tuple(found.get("dirty", ())),
+                         "bases": tuple(BaseMade(**b) for b in found.get("bases", ()))})  # fmt: skip
     return results, env, tuple(Suite(s) for s in data.get("suites", SUITES))
 
 
@@ -78,7 +84,7 @@ def suite_from_dict(data: dict[str, Any]) -> SuiteResult:
     earlier = tuple(_earlier_from(e) for e in data.get("earlier", ()))
     return SuiteResult(**{**data, "suite": Suite(data["suite"]), "outcome": Outcome(data["outcome"]),
                           "failures": failures, "skips": skips, "usage": Usage(**data.get("usage", {})),
-                          "earlier": earlier})  # fmt: skip
+                          "earlier": earlier, "scope": tuple(data.get("scope", ()))})  # fmt: skip
 
 
 def _earlier_from(data: dict[str, Any]) -> EarlierAttempt:
@@ -93,7 +99,9 @@ def _cell_from(data: dict[str, Any]) -> CellResult:
     if found:
         first = FirstAnswer(**{**found, "samples_ms": tuple(found.get("samples_ms", ())),
                                "bare_samples_ms": tuple(found.get("bare_samples_ms", ()))})  # fmt: skip
-    return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites, "first_answer": first})
+    phases = tuple(Phase(**p) for p in data.get("phases", ()))
+    return CellResult(**{**data, "outcome": Outcome(data["outcome"]), "suites": suites, "first_answer": first,
+                         "phases": phases, "notes": tuple(data.get("notes", ()))})  # fmt: skip
 
 
 def write_atomic(path: Path, data: bytes) -> None:

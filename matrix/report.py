@@ -15,12 +15,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import junit
+from . import junit, skips, timing
+from .arches import native
 from .budgets import ASSUMES, CPYTHON, budget_for, kind_of, megabytes
 from .compare import SinceLastFull
 from .history import FLAKE_NAMED, FLAKE_WINDOW, FlakeRate
 from .model import (
     SUITES,
+    Cell,
     CellResult,
     Environment,
     FirstAnswer,
@@ -45,7 +47,7 @@ _MARK = {
     Outcome.TIMEOUT: "⏱",
     Outcome.UNAVAILABLE: "⚪",
     Outcome.CANCELLED: "🚫",
-    Outcome.NOT_RUN: "",
+    Outcome.NOT_RUN: "▫️",
 }
 
 
@@ -123,6 +125,46 @@ def warning_lines(results: Sequence[CellResult]) -> list[str]:
     return [f"{r.cell} {s.suite.value}: {s.near_limit}" for r in results for s in r.suites if s.near_limit]
 
 
+def nowhere_lines(results: Sequence[CellResult], env: Environment) -> list[str]:
+    """The tests every cell that collected them skipped (skips.ran_nowhere): a heading, then one line each."""
+    found = skips.ran_nowhere(results)
+    if not found:
+        return []
+    if skips.judged(env):
+        head = f"Ran nowhere ({len(found)}): skipped in every cell that collected them, which fails a whole run:"
+    else:
+        limited = env.subset or env.partial or f"shard {env.shard}"
+        head = (f"Skipped in every cell of this run ({len(found)}; it was limited: {limited}), so perhaps run in none; "
+                "a whole run fails on such a test:")
+    return [head, *(t.text for t in found)]
+
+
+def emulated_lines(results: Sequence[CellResult]) -> list[str]:
+    """What each emulated cell ran: its declared part of each suite (budgets.UNDER_EMULATION), whole or cut to test
+    files, and the suites it left out."""
+    lines = []
+    for r in results:
+        if not any(s.scope for s in r.suites):
+            continue
+        ran = [f"{s.suite.value} ({', '.join(p.removeprefix(f'tests/{s.suite.value}/') for p in s.scope)})"
+               if s.scope else f"{s.suite.value} (whole)" for s in r.suites if s.outcome is not Outcome.NOT_RUN]
+        left = [s.suite.value for s in r.suites if s.outcome is Outcome.NOT_RUN and s.message]
+        lines.append(f"{r.cell}: " + "; ".join(ran) + (f"; not run: {', '.join(left)}" if left else ""))
+    if not lines:
+        return []
+    return ["What the emulated cells ran (what can differ by architecture; matrix/budgets.py UNDER_EMULATION, "
+            "--suite NAME runs a suite whole):", *lines]  # fmt: skip
+
+
+def host_only_lines(results: Sequence[CellResult]) -> list[str]:
+    """The tests the cells left out as host-only (skips.host_only), named once: a heading, then one line each."""
+    found = skips.host_only(results)
+    if not found:
+        return []
+    return [f"Host-only ({len(found)}): not collected in any cell; `make test` runs them on the host:",
+            *(f"{name}: {reason}" for name, reason in found.items())]
+
+
 def skipped_lines(results: Sequence[CellResult]) -> list[str]:
     """Every skipped test, grouped by cell, suite and reason: a skip is reported with why, never only counted."""
     lines = []
@@ -139,9 +181,9 @@ def skipped_lines(results: Sequence[CellResult]) -> list[str]:
 
 def _why(result: CellResult) -> str:
     if result.message:
-        return result.message
+        return "; ".join((result.message, *result.notes))
     bad = [s for s in result.suites if s.outcome not in (Outcome.PASSED, Outcome.NOT_RUN)]
-    return "; ".join(f"{s.suite.value}: {s.message or _failed_count(s)}" for s in bad)
+    return "; ".join([f"{s.suite.value}: {s.message or _failed_count(s)}" for s in bad] + list(result.notes))
 
 
 def _failed_count(suite: SuiteResult) -> str:
@@ -214,20 +256,27 @@ def since_lines(since: SinceLastFull | None) -> list[str]:
 
 
 def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
-                since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
+                since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = (), table: Sequence[Cell] = ()
+                ) -> str:  # fmt: skip
+    """The report as Markdown: a row per cell of `table` (those the run did not select say "not run"), then the
+    findings, where the time went and what the run tested."""
+    unselected = not_selected(table, results)
     lines = [
         "| cell | outcome | arch | python | " + " | ".join(s.value for s in suites)
         + " | first answer | time | notes |",
         "|---|---|---|---|" + "---|" * len(suites) + "---|---|---|",
     ]
-    for r in results:
-        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value}", arch_text(r), interpreter_text(r)]
+    rank = {c.name: i for i, c in enumerate(table)}  # the table's order, the cells not selected in their places
+    for r in sorted([*results, *unselected], key=lambda r: rank.get(r.cell, len(rank))):
+        row = [f"`{r.cell}`", f"{_MARK[r.outcome]} {r.outcome.value.replace('-', ' ')}", arch_text(r),
+               interpreter_text(r)]  # fmt: skip
         row += [suite_text(r.suite(s)) for s in suites]
         row += [first_answer_text(r), f"{r.duration:.0f}s" if r.duration else "", _md_escape(shorten(_why(r), 200))]
         lines.append("| " + " | ".join(row) + " |")
     tally = counts(results)
     summary = ", ".join(f"{n} {k}" for k, n in tally.items() if n)
-    lines += ["", f"{len(results)} cells: {summary}."]
+    left = f" {len(unselected)} more in the table, not selected by this run." if unselected else ""
+    lines += ["", f"{len(results)} cells: {summary}.{left}"]
     lines += ["", flaky_lately(flakes)] if flaky_lately(flakes) else []
     usage = usage_rows(results, suites)
     if usage:
@@ -240,7 +289,12 @@ def to_markdown(results: Sequence[CellResult], env: Environment, *, suites: Sequ
         heading, *changes = since_lines(since)
         lines += ["", heading, "", *(_md_escape(change) for change in changes)]
     lines += _md_findings(results)
+    for heading, *listed in (found for found in (nowhere_lines(results, env), host_only_lines(results)) if found):
+        lines += ["", heading, "", *(f"- `{_md_escape(line)}`" for line in listed)]
+    emulated = emulated_lines(results)
+    lines += ["", emulated[0], "", *(f"- {_md_escape(line)}" for line in emulated[1:])] if emulated else []
     lines += ["", *flake_lines(flakes)] if flakes else []
+    lines += _md_time(results, env)
     lines += ["", FIRST_ANSWER_NOTE, "", *provenance(env)]
     return "\n".join(lines) + "\n"
 
@@ -264,6 +318,23 @@ def _md_findings(results: Sequence[CellResult]) -> list[str]:
     if skipped:
         lines += ["", "Skipped tests, with the reasons they gave:", ""]
         lines += [f"- {_md_escape(line)}" for line in skipped]
+    return lines
+
+
+def _md_time(results: Sequence[CellResult], env: Environment) -> list[str]:
+    """Where the run's time went: its phases summed over the cells, each cell's, and the bases it made."""
+    totals = timing.phase_totals(results)
+    if not totals:
+        return []
+    lines = ["", f"Where the time went: {timing.summary(results, env)}.", "",
+             "| phase | cells | seconds in all | longest |", "|---|---:|---:|---|"]  # fmt: skip
+    lines += [f"| {t.name} | {t.cells} | {t.seconds:,.0f} | `{t.longest}` {t.longest_seconds:,.0f} s |" for t in totals]
+    lines += ["", "| cell | " + " | ".join(timing.COLUMNS) + " |", "|---|" + "---:|" * len(timing.COLUMNS)]
+    lines += [f"| `{row[0]}` | " + " | ".join(row[1:]) + " |" for row in timing.cell_rows(results)]
+    made = timing.base_lines(env)
+    lines += ["", "Bases made or fetched by this run:", "", *(f"- {_md_escape(line)}" for line in made)] if made else []
+    used = timing.digest_lines(results)
+    lines += ["", "Bases the cells were built from:", "", *(f"- {_md_escape(line)}" for line in used)] if used else []
     return lines
 
 
@@ -294,8 +365,8 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
 
 
-def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
-             since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
+def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES, since: SinceLastFull | None = None,
+             flakes: Sequence[FlakeRate] = (), env: Environment | None = None) -> str:  # fmt: skip
     """The plain-text table printed at the end of a run."""
     header = ["cell", "outcome", "arch", "python", *(s.value for s in suites), "first answer", "time"]
     rows = [
@@ -317,6 +388,8 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
         out += [f"    {line}" for line in reproduce_lines([r])]
     out += [f"warning: {line}" for line in warning_lines(results)]
     out += [f"skipped: {line}" for line in skipped_lines(results)]
+    nowhere = nowhere_lines(results, env or Environment())
+    out += [nowhere[0], *(f"    {line}" for line in nowhere[1:])] if nowhere else []
     out += since_lines(since)
     out += [flaky_lately(flakes)] if flaky_lately(flakes) else []
     return "\n".join(out) + "\n"
@@ -341,7 +414,8 @@ td.why{color:#57606a;font-size:12px;max-width:420px}
 .panel{border:1px solid #d0d7de;padding:4px 10px} .panel h3,.charts h3{margin:4px 0;font-size:14px}
 table.grid{margin:0} table.grid th,table.grid td{border:none;padding:1px 3px;font-size:12px;text-align:center}
 table.grid th:first-child{text-align:right}
-a.sq{display:inline-block;width:14px;height:14px;margin:1px;border:1px solid #8c959f;vertical-align:middle}
+.sq{display:inline-block;width:14px;height:14px;margin:1px;border:1px solid #8c959f;vertical-align:middle}
+.sq.not-run,.legend span.not-run{background:#fff;border:1px dashed #8c959f;color:#57606a}
 a.sq.passed{background:#2da44e} a.sq.failed{background:#cf222e} a.sq.error{background:#a40e26}
 a.sq.timeout{background:#d4a72c} a.sq.flaky{background:#e16f24} a.sq.cancelled{background:#8250df}
 a.sq.unavailable{background:#eaeef2}
@@ -358,12 +432,17 @@ def _css(suite: SuiteResult | None) -> str:
 
 
 def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence[Suite] = SUITES,
-            since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = ()) -> str:  # fmt: skip
+            since: SinceLastFull | None = None, flakes: Sequence[FlakeRate] = (), table: Sequence[Cell] = ()
+            ) -> str:  # fmt: skip
     """One self-contained page: inline CSS and SVG, no scripts, no external assets. At the top the shape of the
-    matrix (a square per cell, linking to its row) and the charts; then the cells that ran, the unavailable ones
-    folded with their reasons, and every cell's details."""
+    matrix (a square per cell of `table`, the cell table, each linking to its row; a cell this run did not select in
+    its own colour, "not run") and the charts; then the cells that ran, the unavailable ones folded with their
+    reasons, and every cell's details."""
     e = html.escape
     tally = counts(results)
+    unselected = not_selected(table, results)
+    if unselected:
+        tally["not run (not selected)"] = len(unselected)
     ran = [r for r in results if r.outcome is not Outcome.UNAVAILABLE]
     lately = flaky_lately(flakes)
     head = [
@@ -374,12 +453,13 @@ def to_html(results: Sequence[CellResult], env: Environment, *, suites: Sequence
         + "<br>".join(e(line) for line in provenance(env)) + "</div>",
         f"<p class=lately>{e(lately)}</p>" if lately else "",
         "<div class=legend>"
-        + "".join(f"<span class={o.value}>{o.value}</span>" for o in Outcome if o is not Outcome.NOT_RUN)
+        + "".join(f"<span class={o.value}>{o.value.replace('-', ' ')}</span>" for o in Outcome
+                  if o is not Outcome.NOT_RUN or unselected)
         + "</div>",
-        _html_grid(results), _html_charts(ran, suites),
+        _html_grid([*results, *unselected]), _html_charts(ran, suites),
     ]  # fmt: skip
     body = [_html_table(ran, suites), f"<p class=env>{e(FIRST_ANSWER_NOTE)}</p>", _html_unavailable(results)]
-    body += _html_sections(results, suites, since, flakes)
+    body += _html_sections(results, env, suites, since, flakes)
     details = ["<h2>Details</h2>"] + [_html_details(r) for r in results]
     return "\n".join(head + body + details) + "\n</body></html>\n"
 
@@ -412,8 +492,8 @@ def _html_unavailable(results: Sequence[CellResult]) -> str:
             f"<th>cell</th><th>arch</th><th>why it cannot run here</th></tr>{rows}</table></details>")
 
 
-def _html_sections(results: Sequence[CellResult], suites: Sequence[Suite], since: SinceLastFull | None,
-                   flakes: Sequence[FlakeRate]) -> list[str]:  # fmt: skip
+def _html_sections(results: Sequence[CellResult], env: Environment, suites: Sequence[Suite],
+                   since: SinceLastFull | None, flakes: Sequence[FlakeRate]) -> list[str]:  # fmt: skip
     e = html.escape
     body = []
     usage = usage_rows(results, suites)
@@ -427,10 +507,20 @@ def _html_sections(results: Sequence[CellResult], suites: Sequence[Suite], since
     if again:
         body.append(f"<h2>Reproduce</h2><p class=env>{e(REPRODUCE_NOTE)}</p><pre class=again>"
                     + "\n".join(e(line) for line in again) + "</pre>")  # fmt: skip
-    for heading, *lines in (section for section in (since_lines(since), flake_lines(flakes)) if section):
+    sections = (nowhere_lines(results, env), host_only_lines(results), emulated_lines(results), since_lines(since),
+                flake_lines(flakes))  # fmt: skip
+    for heading, *lines in (section for section in sections if section):
         body.append(f"<h2>{e(heading.rstrip(':'))}</h2><ul>"
                     + "".join(f"<li>{e(c.removeprefix('- '))}</li>" for c in lines) + "</ul>")  # fmt: skip
     return body
+
+
+def not_selected(table: Sequence[Cell], results: Sequence[CellResult]) -> list[CellResult]:
+    """The cells of the table this run did not select, as records that say so: the grid shows every cell."""
+    ran = {r.cell for r in results}
+    return [CellResult(cell=c.name, outcome=Outcome.NOT_RUN, message="not selected by this run", family=c.family.value,
+                       release=c.release, interpreter=c.slug, arch=c.arch or native())
+            for c in table if c.name not in ran]  # fmt: skip
 
 
 def _version_order(slug: str) -> tuple[int, ...]:
@@ -452,15 +542,21 @@ def _html_grid(results: Sequence[CellResult]) -> str:
                                          for c in columns) + "</tr>"  # fmt: skip
         body = []
         for family, release in rows:
-            squares = ["".join(f"<a href='#{e(r.cell)}' class='sq {r.outcome.value}' title='{e(r.cell)}: "
-                               f"{r.outcome.value}'></a>" for r in mine
-                               if (r.family, r.release, r.interpreter) == (family, release, c))
-                       for c in columns]  # fmt: skip
+            squares = ["".join(_square(r) for r in mine if (r.family, r.release, r.interpreter) == (family, release, c))
+                       for c in columns]
             name = family if family == release else f"{family} {release}"
             body.append(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{sq}</td>" for sq in squares) + "</tr>")
         panels.append(f"<div class=panel><h3>{e(arch or '?')}</h3><table class=grid>{head}{''.join(body)}</table>"
                       "</div>")
     return "<div class=panels>" + "".join(panels) + "</div>"
+
+
+def _square(r: CellResult) -> str:
+    """A cell's square in the grid: a link to its row, or for a cell the run did not select, a square saying so."""
+    e = html.escape
+    if r.outcome is Outcome.NOT_RUN:
+        return f"<span class='sq not-run' title='{e(r.cell)}: not run (not selected)'></span>"
+    return f"<a href='#{e(r.cell)}' class='sq {r.outcome.value}' title='{e(r.cell)}: {r.outcome.value}'></a>"
 
 
 _BAR, _ROW = 360, 14  # the charts' bar length and row height, in pixels
@@ -512,8 +608,10 @@ def _memory_chart(ran: Sequence[CellResult], suites: Sequence[Suite], label: int
 
 def _html_details(r: CellResult) -> str:
     e = html.escape
+    made = f"({r.base_image}, tarball sha256 {r.base_sha256})" if r.base_sha256 else ""
+    base = " ".join(filter(None, (r.base, made)))
     facts = [("arch", r.arch), ("machine", machine_facts(r)),
-             ("python", interpreter_text(r) if r.python_version else ""), ("base", r.base), ("image", r.image),
+             ("python", interpreter_text(r) if r.python_version else ""), ("base", base), ("image", r.image),
              ("first answer", _first_answer_details(r.first_answer)), ("time", f"{r.duration:.0f}s")]
     out = [f"<h3 id='d-{e(r.cell)}' class={r.outcome.value}>{e(r.cell)}: {r.outcome.value}</h3>",
            "<p>" + " · ".join(f"{k} {e(v)}" for k, v in facts if v) + "</p>"]  # fmt: skip
@@ -525,6 +623,7 @@ def _html_details(r: CellResult) -> str:
         if s.outcome is Outcome.NOT_RUN:
             continue
         where = f" (cached: passed in run {s.produced_by} at {s.produced_at})" if s.cached else ""
+        where += f" (cut to {', '.join(s.scope)}, under emulation)" if s.scope else ""
         counted = s.counts if s.tests else ""
         used = f"; {usage_text(s)} ({s.usage.measured_by})" if s.usage.measured_by else ""
         out.append(f"<p><b>{e(s.suite.value)}</b>: {s.outcome.value} {e(counted)} in {s.duration:.0f}s"
@@ -577,13 +676,15 @@ def write_reports(
     summary: bool = True,
     since: SinceLastFull | None = None,
     flakes: Sequence[FlakeRate] = (),
+    table: Sequence[Cell] = (),
 ) -> dict[str, Path]:
-    """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set."""
+    """Write the four reports; with `summary`, also append the Markdown to GITHUB_STEP_SUMMARY if set. `table`: the
+    cell table, whose cells the run did not select the Markdown and the HTML grid show as not run."""
     files = {
         "results.json": to_json(results, env, suites=suites).encode(),
-        "matrix.md": to_markdown(results, env, suites=suites, since=since, flakes=flakes).encode(),
+        "matrix.md": to_markdown(results, env, suites=suites, since=since, flakes=flakes, table=table).encode(),
         "junit.xml": junit.merged(results),
-        "report.html": to_html(results, env, suites=suites, since=since, flakes=flakes).encode(),
+        "report.html": to_html(results, env, suites=suites, since=since, flakes=flakes, table=table).encode(),
     }
     written = {}
     for name, data in files.items():

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from . import arches
 from . import host as hostcells
 from .bases import BaseStep
+from .build import plan_build
 from .cell import base_plans, known_unavailable, run_cell
 from .lab import INTERRUPT_GRACE, Lab, stores
 from .model import Cell, CellResult, Family, Implementation, Outcome
@@ -69,12 +70,15 @@ def _schedule(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseSte
 
     def is_ready(cell: Cell) -> bool:
         steps = plans.get(cell.name)
+        if cell.name in lab.compiling:  # built in the background (_compile): ready once its images are
+            return False
         return steps is None or not steps[0].action.makes or lab.bases.done(steps)
 
     try:
         while (waiting and not lab.stop.is_set()) or running:
             while len(running) < lab.options.jobs and waiting and not lab.stop.is_set():
-                pick = pick_next(waiting, is_ready, anything_running=bool(running), durations=lab.options.durations)
+                pick = pick_next(waiting, is_ready, anything_running=bool(running), durations=lab.options.durations,
+                                 running=list(running.values()), slots=lab.options.jobs)  # fmt: skip
                 if pick is None:
                     break
                 waiting.remove(pick)
@@ -106,18 +110,21 @@ def _first_answers(lab: Lab, cells: Sequence[Cell], results: dict[str, CellResul
     def say(name: str) -> None:
         lab.progress.update(name, "measuring the first answer")
 
+    began = time.monotonic()
     ordered = [results[c.name] for c in cells if c.name in results]
     memo = lab.options.cache / "first-answer" if lab.options.use_cache else None
     for measured in measure_all(lab.engine, ordered, lab.startup_targets, run_id=lab.run_id, memo=memo, on_cell=say,
                                 stop=lab.stop):  # fmt: skip
         results[measured.cell] = measured
         lab.progress.update(measured.cell, measured.outcome.value, done=True)
+    lab.measuring = time.monotonic() - began
     if on_result:
         on_result(_with_pending(cells, results, known, "not finished yet"))
 
 
 def _start_prefetch(work: Sequence[Callable[[], object]]) -> cf.ThreadPoolExecutor:
-    pool = cf.ThreadPoolExecutor(max_workers=max(1, min(8, len(work))), thread_name_prefix="prefetch")
+    # All at once: each is a download, a bootstrap or a build waiting for its base, none holds a job slot.
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, len(work)), thread_name_prefix="prefetch")
     for item in work:
         pool.submit(item)
     return pool
@@ -142,7 +149,7 @@ def _with_pending(cells: Sequence[Cell], results: Mapping[str, CellResult], know
 
 def _prefetch_work(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[BaseStep, ...]]
                    ) -> list[Callable[[], object]]:  # fmt: skip
-    """Bases and pytest folders first, all at once: they are network- and disk-bound (debootstrap, pip),
+    """Bases and pytest folders first, all at once: they are network- and disk-bound (mmdebstrap, pip),
     so running them side by side beats queueing them behind --jobs."""
     distinct_bases: dict[tuple[BaseStep, ...], list[str]] = {}
     for cell in cells:
@@ -161,10 +168,30 @@ def _prefetch_work(lab: Lab, cells: Sequence[Cell], plans: Mapping[str, tuple[Ba
             return None
 
         work.append(get_base)
+    compiled = [cell for cell in cells if cell.compiles_python and not cell.like and plans.get(cell.name)]
+    lab.compiling.update(cell.name for cell in compiled)
+    work += [functools.partial(_compile, lab, cell, plans[cell.name]) for cell in compiled]
     pythons = {(c.python, c.implementation) for c in cells
                if c.family is not Family.HOST or hostcells.find_interpreter(c.python)}  # fmt: skip
     work += [functools.partial(_try_pytest_folder, lab, *python) for python in sorted(pythons)]
     return work
+
+
+def _compile(lab: Lab, cell: Cell, steps: tuple[BaseStep, ...]) -> None:
+    """A cell that compiles its Python has its images built as soon as its base is there, job slot or none: the
+    compile is a cold run's longest step. The cell, when it starts, finds them built or waits for the build (the
+    builder builds a tag once). What breaks is the cell's to report."""
+    try:
+        base = lab.bases.obtain(steps)
+        if lab.stop.is_set() or known_unavailable(cell, {cell.name: steps}, dict(os.environ), engine=lab.engine,
+                                                  root=lab.options.root, unbuildable=lab.builder.unbuildable):
+            return
+        lab.progress.update(cell.name, "build (in the background)")
+        lab.builder.build(plan_build(cell, lab.options.root, base.image, lab.engine.image_id(base.image) or ""))
+    except Exception:  # the cell, which runs the same build again, reports it
+        return
+    finally:
+        lab.compiling.discard(cell.name)
 
 
 def _try_pytest_folder(lab: Lab, python: str, implementation: Implementation) -> None:

@@ -34,7 +34,7 @@ from .attempts import (
     run_in_container,
     run_on_host,
 )
-from .budgets import DRIVER_ENV, Budget, budget_for, kind, timeout_share
+from .budgets import DRIVER_ENV, Budget, budget_for, kind, slowdown
 from .build import Images, digest, suite_files
 from .conformance import ConformanceTool
 from .engine import Engine
@@ -49,6 +49,7 @@ MATRIX = Path(__file__).resolve().parent
 HARNESS = tuple(MATRIX / name for name in ("suites.py", "attempts.py", "outcomes.py", "junit.py", "install.py",
                                            "install_driver.sh", "conformance.py", "arches.py"))  # fmt: skip
 STRESSED = (Suite.UNIT, Suite.HTTP)  # where the concurrency tests are (tests/unit, tests/http)
+IN_A_CELL = install.IN_A_CELL
 
 
 DECLARED = {"input": True}  # the metadata of a field that decides a runner's result, and so goes into its key
@@ -130,7 +131,7 @@ class InTestImage(Runner):
     volume: str = field(metadata=DECLARED)  # the pytest folder's volume, named by its exact wheels
     env: tuple[tuple[str, str], ...] = field(metadata=DECLARED)  # suite_env
     cpu_cache_kb: int = field(metadata=DECLARED)  # the cache /proc/cpuinfo reports in it (0: this machine's)
-    left_out: tuple[str, ...] = field(metadata=DECLARED)  # test files not run (pytest --ignore-glob), under emulation
+    scope: tuple[str, ...] = field(metadata=DECLARED)  # the test files it is cut to under emulation; () for all
     image: str  # the tag that names image_id
     folder: Path  # what the volume is filled from
 
@@ -144,7 +145,7 @@ class InTestImage(Runner):
         return _kept(where, run_in_container(
             where.engine, run_id=where.run_id, cell=name, suite=self.suite, image=self.image, volume=self.volume,
             timeout=where.timeout, logdir=where.logdir, keep=where.keep, env=dict(self.env), binds=binds,
-            extra=tuple(f"--ignore-glob={glob}" for glob in self.left_out),
+            paths=self.scope,
         ))  # fmt: skip
 
     def by_hand(self, where: Surroundings) -> str:
@@ -297,7 +298,7 @@ class ContainerCell:
     ids: Images
     pytest: PytestFolder | None
     distribution: Callable[[], Distribution]  # built once per run; DistributionError when it cannot be
-    left_out: Mapping[Suite, tuple[str, ...]] = field(default_factory=dict)  # budgets.LEFT_OUT_UNDER_EMULATION
+    scope: Mapping[Suite, tuple[str, ...]] = field(default_factory=dict)  # budgets.UNDER_EMULATION, when emulated
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -319,24 +320,27 @@ def _common(cell: Cell, suite: Suite) -> dict[str, Any]:
 
 
 def suite_env(cell: Cell, suite: Suite) -> tuple[tuple[str, str], ...]:
-    """What pytest runs with: MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks
-    for it, and the interpreter settings its budgets assume of pytest itself (budgets.DRIVER_ENV)."""
+    """What pytest runs with: the cell's name (IN_A_CELL: tests/conftest.py then leaves out the host-only tests),
+    MCPSERVER_STRESS for the suites holding the concurrency tests, in a cell that asks for it, MCPTEST_SLOWDOWN in an
+    emulated cell, and the interpreter settings its budgets assume of pytest itself (budgets.DRIVER_ENV)."""
     stress = (("MCPSERVER_STRESS", str(cell.stress)),) if cell.stress and suite in STRESSED else ()
-    return stress + DRIVER_ENV.get(kind(cell.implementation, cell.flavour), ())
+    # Under emulation, the factor tests scale their own tight timings by (a shell's start takes seconds there).
+    emulated = (("MCPTEST_SLOWDOWN", f"{slowdown(cell.arch):g}"),) if slowdown(cell.arch) > 1 else ()
+    return ((IN_A_CELL, cell.name), *stress, *emulated, *DRIVER_ENV.get(kind(cell.implementation, cell.flavour), ()))
 
 
 def _in_test_image(at: ContainerCell, suite: Suite) -> Runner:
     assert at.pytest is not None
     return InTestImage(**_common(at.cell, suite), image_id=at.ids.test, volume=at.pytest.volume,
                        env=suite_env(at.cell, suite), cpu_cache_kb=at.cell.cpu_cache_kb,
-                       left_out=at.left_out.get(suite, ()), image=at.images.test, folder=at.pytest.folder)  # fmt: skip
+                       scope=at.scope.get(suite, ()), image=at.images.test, folder=at.pytest.folder)  # fmt: skip
 
 
 def _install_in_image(at: ContainerCell, suite: Suite) -> Runner:
     assert at.pytest is not None
     made = at.distribution()
     return InstallInImage(**_common(at.cell, suite), image_id=at.ids.install, volume=at.pytest.volume,
-                          wheel=files_digest([made.wheel]), twine=made.twine.ok, driver=files_digest([install.DRIVER]),
+                          wheel=files_digest([made.wheel]), twine=made.ok, driver=files_digest([install.DRIVER]),
                           image=at.images.install, folder=at.pytest.folder, pip=at.pytest.pip,
                           distribution=made)  # fmt: skip
 
@@ -371,7 +375,7 @@ def _host_pytest(at: HostCell, suite: Suite) -> Runner:
 def _install_on_host(at: HostCell, suite: Suite) -> Runner:
     made = at.distribution()
     return InstallOnHost(**_on_host(at, suite), suites=digest(suite_files(at.root)), wheel=files_digest([made.wheel]),
-                         twine=made.twine.ok, driver=files_digest([install.DRIVER]), pip=at.pytest.pip,
+                         twine=made.ok, driver=files_digest([install.DRIVER]), pip=at.pytest.pip,
                          distribution=made)  # fmt: skip
 
 
@@ -409,8 +413,7 @@ def outcome_of(runner: Runner, where: Surroundings, memo: SuiteMemo, attempts: A
     hit = memo.get(runner.key)
     if hit is not None:
         return within_budget(hit, runner.budget)
-    # an emulated architecture's time; a suite that runs another's tests too (install) has its share
-    where = replace(where, timeout=where.timeout * runner.budget.slowdown * timeout_share(runner.suite))
+    where = replace(where, timeout=where.timeout * runner.budget.slowdown)  # an emulated architecture's time
     done = [within_budget(runner.attempt(where, name), runner.budget)]
     while done[-1].outcome in RETRIED and len(done) <= attempts.retries and not attempts.interrupted.is_set():
         done.append(within_budget(runner.attempt(where, f"{name}-run{len(done) + 1}"), runner.budget))

@@ -23,7 +23,7 @@ _CELL_KEYS = {"name", "family", "release", "python", "base", "python_from", "boo
 # A variant names the cell whose images it runs, and says only how its machine differs.
 _VARIANT_KEYS = {"name", "like", "cpu_cache", "suites"}
 _CACHE_UNITS = {"KiB": 1, "MiB": 1024}
-_BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "keyring_env", "script"}
+_BOOTSTRAP_KEYS = {"method", "suite", "release", "mirror_env", "keyring", "keyring_env"}
 
 
 def load_cells(path: Path = CELLS_TOML) -> tuple[Cell, ...]:
@@ -214,8 +214,8 @@ def _parse_bootstrap(raw: Any, where: str) -> Bootstrap | None:
         known = ", ".join(m.value for m in BootstrapMethod)
         raise LabInputError(f"{where}: bootstrap method {raw.get('method')!r} is not one of {known}.") from None
     boot = Bootstrap(**{k: str(v) for k, v in raw.items() if k != "method"}, method=method)
-    if method is BootstrapMethod.DEBOOTSTRAP and not boot.suite:
-        raise LabInputError(f"{where}: a debootstrap bootstrap needs `suite`.")
+    if method is BootstrapMethod.MMDEBSTRAP and not boot.suite:
+        raise LabInputError(f"{where}: an mmdebstrap bootstrap needs `suite`.")
     if method is BootstrapMethod.APK and not (boot.release and boot.mirror_env):
         raise LabInputError(f"{where}: an apk bootstrap needs `release` and `mirror_env`.")
     if method is BootstrapMethod.BUILDER and set(raw) != {"method"}:

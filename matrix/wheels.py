@@ -1,10 +1,16 @@
-"""A folder of pure-Python pytest per target Python, downloaded once on the host and reused offline.
+"""A folder of pure-Python wheels per target Python: pytest, and what users deploy with the server (ADD_ONS),
+downloaded once on the host and reused offline.
 
 pip can download for another Python (`--python-version`), but it evaluates dependency markers against
 the interpreter running pip, so from a 3.11 host it leaves out `exceptiongroup` and `tomli` that pytest
 needs below 3.11. `resolve_for` therefore walks the requirements itself: it downloads each requirement
 with --no-deps for the target version, reads the wheel's Requires-Dist and follows those whose markers
 hold for the target. The wheels are unpacked into one folder that goes on PYTHONPATH, read-only.
+
+The add-ons go in so that the paths a production deployment takes (gunicorn in front of the WSGI app, Prometheus
+metrics, OpenTelemetry traces) run inside every image, on every interpreter and libc, not only on the host. Each is
+resolved for the target Python as pytest is; where no release of one serves that Python, the folder is made without
+it and its manifest says why (`missing`), which the cell's record repeats.
 
 The folder also holds pip's own wheel, not unpacked (nothing imports it from there): the install suite
 runs pip from it, offline, where a cell's Python has no ensurepip (`python pip-*.whl/pip install ...`).
@@ -32,9 +38,13 @@ if TYPE_CHECKING:
 # --merge run on a bare standard-library Python (as in CI's listing and merging jobs).
 
 REQUIREMENTS = ("pytest>=7",)
+# What users deploy beside the server (pyproject's test extra has them for the host). opentelemetry-sdk comes before
+# opentelemetry-api: it pins the API's exact version, which must be the one that lands, and the API is then had.
+ADD_ONS = ("gunicorn", "prometheus_client", "opentelemetry-sdk", "opentelemetry-api")
 PIP = "pip"
+NO_RELEASE = "No matching distribution found"  # what pip says when no release fits the target Python
 MANIFEST = "mcplab-wheels.json"  # written last: a folder without it is incomplete and is remade
-FORMAT = 2  # 2: pip's wheel is in the folder too; a folder of an older format is remade
+FORMAT = 3  # 2: pip's wheel is in the folder too; 3: the add-ons. A folder of an older format is remade
 
 
 class WheelError(Exception):
@@ -100,12 +110,14 @@ def _download(processes: Processes, requirement: str, python: str, dest: Path) -
 
 
 def resolve_for(processes: Processes, python: str, dest: Path, requirements: tuple[str, ...] = REQUIREMENTS,
-                implementation: Implementation = Implementation.CPYTHON) -> list[Path]:  # fmt: skip
-    """Download the closure of `requirements` for Python `python` into dest; returns the wheels."""
+                implementation: Implementation = Implementation.CPYTHON, seen: set[str] | None = None
+                ) -> list[Path]:  # fmt: skip
+    """Download the closure of `requirements` for Python `python` into dest; returns the wheels. `seen` names the
+    projects already had (they are left out), and gains those this adds."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     queue = list(requirements)
     wheels: list[Path] = []
     while queue:
@@ -148,7 +160,10 @@ class PytestFolders:
                 site = work / "site"
                 downloads.mkdir()
                 site.mkdir()
-                wheels = resolve_for(self.processes, python, downloads, implementation=implementation)
+                seen: set[str] = set()
+                wheels = resolve_for(self.processes, python, downloads, implementation=implementation, seen=seen)
+                add_ons, missing = self._add_ons(python, downloads, implementation, seen)
+                wheels += add_ons
                 for wheel in wheels:
                     with zipfile.ZipFile(wheel) as archive:
                         archive.extractall(site)
@@ -160,8 +175,10 @@ class PytestFolders:
                     "python": python,
                     "implementation": implementation.value,
                     "requirements": list(REQUIREMENTS),
+                    "add_ons": list(ADD_ONS),
                     "wheels": [w.name for w in wheels] + [pip.name],
                     "pip": pip.name,
+                    "missing": missing,
                 }
                 (site / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
                 shutil.rmtree(final, ignore_errors=True)
@@ -169,6 +186,29 @@ class PytestFolders:
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             return final
+
+    def _add_ons(self, python: str, dest: Path, implementation: Implementation, seen: set[str]
+                 ) -> tuple[list[Path], dict[str, str]]:  # fmt: skip
+        """The add-ons' wheels for that Python, and for each add-on no release of which serves it, why."""
+        wheels: list[Path] = []
+        missing: dict[str, str] = {}
+        for add_on in ADD_ONS:
+            trial = set(seen)  # an add-on that cannot be had leaves none of its closure behind
+            try:
+                wheels += resolve_for(self.processes, python, dest, (add_on,), implementation, trial)
+            except WheelError as exc:
+                if NO_RELEASE not in str(exc):  # the index could not be reached: no folder rather than one without it
+                    raise
+                serves = f"{implementation.command}{python}"
+                missing[add_on] = f"no release of {add_on} (or of what it needs) serves {serves}"
+                continue
+            seen |= trial
+        return wheels, missing
+
+    @staticmethod
+    def missing(folder: Path) -> dict[str, str]:
+        """The add-ons the folder lacks, each with why (no release of it serves the folder's Python)."""
+        return dict(json.loads((folder / MANIFEST).read_text()).get("missing", {}))
 
     @staticmethod
     def wheels(folder: Path) -> list[str]:

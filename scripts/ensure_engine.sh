@@ -1,10 +1,10 @@
 #!/bin/sh
-# Make sure a Docker engine answers before the lab runs, and that debootstrap is there to make bases.
+# Make sure a Docker engine answers before the lab runs, and that mmdebstrap is there to make bases.
 #
 # Order: an engine that already answers (DOCKER_HOST or the current docker context) is used as it is. An
 # engine that was named (DOCKER_HOST, DOCKER_CONTEXT or a current context other than "default") and does
 # not answer is an error: starting a local one instead would test somewhere else. Otherwise, on a Debian
-# or Ubuntu host where we are root, install docker.io and debootstrap from the distro and start dockerd in
+# or Ubuntu host where we are root, install docker.io and mmdebstrap from the distro and start dockerd in
 # the background, waiting with a deadline. Anywhere else, stop and say what to do.
 # Exit codes: 0 ready, 1 could not provision (message says why and what to do).
 set -eu
@@ -58,7 +58,7 @@ else
     missing=""
     command -v dockerd >/dev/null 2>&1 || missing="docker.io"
     command -v docker >/dev/null 2>&1 || missing="docker.io"
-    command -v debootstrap >/dev/null 2>&1 || missing="$missing debootstrap"
+    command -v mmdebstrap >/dev/null 2>&1 || missing="$missing mmdebstrap arch-test"
     # shellcheck disable=SC2086
     [ -z "$missing" ] || apt_install $missing
     if ! pgrep -x dockerd >/dev/null 2>&1; then
@@ -99,12 +99,12 @@ else
         || say "qemu-user-static is not registered in binfmt_misc (needs root): cells of other architectures will be reported unavailable"
 fi
 
-# debootstrap makes Debian/Ubuntu bases when no registry can be reached; without it those cells are
-# reported unavailable, so install it where we can and otherwise just say so.
-if ! command -v debootstrap >/dev/null 2>&1; then
+# mmdebstrap makes Debian/Ubuntu bases when no registry can be reached (arch-test lets it make them for another
+# architecture); without it those cells are reported unavailable, so install it where we can and otherwise say so.
+if ! command -v mmdebstrap >/dev/null 2>&1 || ! command -v arch-test >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && is_debian_like; then
-        apt_install debootstrap
+        apt_install mmdebstrap arch-test
     else
-        say "debootstrap is not installed: cells whose base must be bootstrapped will be reported unavailable"
+        say "mmdebstrap or arch-test is not installed: cells whose base must be bootstrapped will be reported unavailable"
     fi
 fi

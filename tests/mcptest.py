@@ -356,8 +356,23 @@ class HttpServer(_ServerProcess):
         return self
 
 
-GUNICORN = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
-HAS_GUNICORN = os.path.exists(GUNICORN)
+def _gunicorn() -> tuple[list[str], str]:
+    """How to start gunicorn (its script where pip installed one; else `python -m gunicorn` where the package is
+    importable: the lab's cells have it in their wheel folder, unpacked, with no script), or why it cannot start."""
+    import importlib.util
+
+    if importlib.util.find_spec("_ssl") is None:  # gunicorn imports ssl whatever it serves (gunicorn/sock.py)
+        return [], "gunicorn imports ssl, and this Python was built without it (the musl image's: docs/musl.md)"
+    script = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    if os.path.exists(script):
+        return [script], ""
+    if importlib.util.find_spec("gunicorn"):
+        return [sys.executable, "-m", "gunicorn"], ""
+    return [], "gunicorn is not installed here (the test extra has it, and the lab's wheel folders)"
+
+
+GUNICORN, GUNICORN_MISSING = _gunicorn()  # GUNICORN_MISSING: why it cannot run here ('' when it can)
+HAS_GUNICORN = bool(GUNICORN)
 
 
 @contextmanager
@@ -369,7 +384,7 @@ def gunicorn_server(app: str, *options: str, env: Optional[dict[str, str]] = Non
     import socket
 
     port = port or free_port()
-    process = subprocess.Popen([GUNICORN, "-b", f"127.0.0.1:{port}", "--log-level", "warning", *options, app],
+    process = subprocess.Popen([*GUNICORN, "-b", f"127.0.0.1:{port}", "--log-level", "warning", *options, app],
                                env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:

@@ -263,11 +263,12 @@ def _check_options(spec: CommandSpec, schema: dict[str, Any], where: str) -> Non
                                   "inputSchema")
 
 
-def _find_program(program: str, base_dir: Optional[str]) -> Optional[str]:
+def _find_program(program: str, base_dir: Optional[str], env: Optional[dict[str, str]] = None) -> Optional[str]:
+    """Where `program` is (an executable file), searched as exec does: in PATH (the run's `env`'s, when given)."""
     if os.sep in program:
         path = os.path.join(base_dir or os.getcwd(), program)
-        return path if os.access(path, os.X_OK) else None
-    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    for directory in (os.environ if env is None else env).get("PATH", os.defpath).split(os.pathsep):
         path = os.path.join(directory or os.curdir, program)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
@@ -354,15 +355,36 @@ class _Command:
 
         return read
 
+    def _startable(self, argv: list[str], env: dict[str, str]) -> None:
+        """ToolError unless the kernel can start the program: it is there, and the arguments and environment fit.
+        Checked before spawning because where the program is started by a child that shares the parent's memory
+        (glibc's posix_spawn, and so Python 3.13's subprocess), qemu-user loses the child's report of a failed exec,
+        and a missing program or E2BIG reads as a program that ran and exited 127."""
+        if not _find_program(argv[0], self.base_dir, env):
+            where = "is no longer there, or not executable" if os.sep in argv[0] else "is no longer on PATH"
+            raise ToolError(f"Command tool {self.name!r}: the program {argv[0]!r} {where} (it was when the server "
+                            "started); nothing was run")
+        mark = f"{MARK_VARIABLE}={_SERVER_MARK}-{'0' * 8}"  # run_program adds it
+        size = sum(len(item.encode()) + 1 + _POINTER for item in [*argv, mark, *(f"{k}={v}" for k, v in env.items())])
+        limit = _arg_max()
+        if limit and size > limit:
+            raise ToolError(f"Command tool {self.name!r}: its arguments and environment come to {size} bytes, more "
+                            f"than this system starts a program with (ARG_MAX, {limit} bytes); nothing was run")
+
     def __call__(self, arguments: dict[str, Any], context: Optional[Context]) -> Any:
         argv = self.argv(arguments)
+        env = self.environment(arguments)
+        self._startable(argv, env)
         if self.spec.confirm is not None:
             self._confirmed(arguments, context or Context())
-        run = run_program(argv, self.stdin_bytes(arguments), timeout=self.spec.timeout,
-                          max_output_bytes=self.spec.max_output_bytes, cwd=self.spec.cwd,
-                          env=self.environment(arguments), on_cancel=context.on_cancel if context else None,
-                          on_stderr_line=self._stderr_reader(context))
         shown = " ".join(argv[:3]) + (" ..." if len(argv) > 3 else "")
+        try:
+            run = run_program(argv, self.stdin_bytes(arguments), timeout=self.spec.timeout,
+                              max_output_bytes=self.spec.max_output_bytes, cwd=self.spec.cwd, env=env,
+                              on_cancel=context.on_cancel if context else None,
+                              on_stderr_line=self._stderr_reader(context))
+        except OSError as exc:  # the exec failed after the checks above (a program removed meanwhile, ...)
+            raise ToolError(f"Command `{shown}` could not be started: {exc.strerror or exc}") from None
         if run.cancelled:
             raise Cancelled(f"Command `{shown}` was cancelled and stopped")
         if run.timed_out:
@@ -440,6 +462,17 @@ def _progress_reader(pattern: re.Pattern[str], context: Context) -> Callable[[st
     return read
 
 
+_POINTER = 8  # bytes of each argv and environ pointer the kernel counts against ARG_MAX (4 on 32-bit: erring long)
+
+
+def _arg_max() -> int:
+    """The bytes of arguments and environment this system starts a program with (0 when it does not say)."""
+    try:
+        return max(0, os.sysconf("SC_ARG_MAX"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
 class ProgramRun:
     __slots__ = ("cancelled", "overflowed", "returncode", "stderr_tail", "stdout", "timed_out")
 
@@ -465,10 +498,16 @@ def run_program(argv: list[str], stdin: Optional[bytes], *, timeout: float, max_
     mark = f"{_SERVER_MARK}-{os.urandom(4).hex()}"
     _leftovers.started()
     cancel_read, cancel_write = os.pipe() if on_cancel is not None else (-1, -1)
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                               env={**(os.environ if env is None else env), MARK_VARIABLE: mark},
-                               start_new_session=True, close_fds=True)
+    try:
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                                   env={**(os.environ if env is None else env), MARK_VARIABLE: mark},
+                                   start_new_session=True, close_fds=True)
+    except OSError:
+        for fd in (cancel_read, cancel_write):
+            if fd >= 0:
+                os.close(fd)
+        raise
     try:
         if on_cancel is not None:
             on_cancel(lambda: _wake(cancel_write))

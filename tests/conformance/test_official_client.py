@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from mcptest import DEMO, GIT, HAS_GUNICORN, MOVIES, ROOT, SLOW_TOOLS, HttpServer, gunicorn_server
+from mcptest import DEMO, GIT, GUNICORN_MISSING, HAS_GUNICORN, MOVIES, ROOT, SLOW_TOOLS, HttpServer, gunicorn_server
 
 mcp = pytest.importorskip("mcp", reason="the official client needs Python 3.10+ and the dev extras")
 
@@ -178,7 +178,7 @@ def test_the_official_client_answers_elicitation_sampling_and_roots(transport):
     assert asked[:2] == ["Where to?", "How many days in Kyoto?"] and "Write a haiku about frogs." in asked
 
 
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_rounds_on_different_gunicorn_workers_share_the_state_key(tmp_path):
     log = tmp_path / "access.log"
     with gunicorn_server(f"mcpserver.http:create_app({INTERACTIVE!r})", "-w", "2", "--access-logfile", str(log),

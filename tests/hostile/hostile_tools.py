@@ -84,10 +84,12 @@ def zombies() -> int:
 
 _PIDFILE = {"type": "object", "properties": {"pidfile": {"type": "string", "maxLength": 4096}},
             "required": ["pidfile"], "additionalProperties": False}
-# Each leaves a process behind that writes its pid to `pidfile` and sleeps.
+# Each leaves a process behind that writes its pid to `pidfile` and sleeps. The timeout leaves the shells time to
+# start, which takes seconds under emulation (MCPTEST_SLOWDOWN: the lab's emulated cells set it).
+SLOWDOWN = float(os.environ.get("MCPTEST_SLOWDOWN") or 1)
 server.command("orphans", ["sh", "-c", "sleep 60 & sleep 60 & wait"], stdin="none", timeout=0.3)
 server.command("setsid_child", ["sh", "-c", 'setsid sh -c "echo \\$\\$ > $1; exec sleep 60" & sleep 60', "sh",
-                                "{pidfile}"], input_schema=_PIDFILE, stdin="none", timeout=0.5)
+                                "{pidfile}"], input_schema=_PIDFILE, stdin="none", timeout=0.5 * SLOWDOWN)
 # It waits until the daemon has written its pid, so the daemon has left the group before the run ends.
 server.command("daemon", ["sh", "-c", 'setsid sh -c "echo \\$\\$ > $1; exec sleep 60" </dev/null >/dev/null 2>&1 & '
                           'until [ -s "$1" ]; do sleep 0.01; done', "sh", "{pidfile}"],

@@ -155,6 +155,16 @@ def _status_field(pid: int, name: str) -> str:
     return "0"
 
 
+def blocks(pid: int, tid: int, signum: int) -> bool:
+    """Whether thread `tid` of `pid` blocks `signum` (its SigBlk mask in /proc); False when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as status:
+            mask = next(line.split()[1] for line in status if line.startswith("SigBlk:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
 def send_to_a_worker_thread(pid: int, signum: int) -> None:
     """Deliver `signum` to one of `pid`'s threads other than the main one (tgkill), as the kernel may do
     with a signal sent to the process: a free-threaded CPython then left the main thread asleep."""
@@ -176,7 +186,9 @@ def send_to_a_worker_thread(pid: int, signum: int) -> None:
     # and the one to aim at may not have started yet (a connection not accepted yet): list again until one is hit.
     while time.monotonic() < deadline:
         threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid)
-        for tid in threads:
+        # Only a thread that does not block it: the kernel delivers the process's signal to one of those, and an
+        # emulator's own thread blocks every signal (qemu-user's RCU thread: SIGTERM aimed at it is lost).
+        for tid in [tid for tid in threads if not blocks(pid, tid, signum)]:
             if libc.syscall(sys_tgkill, pid, tid, signum) == 0:
                 return
             assert ctypes.get_errno() == errno.ESRCH, os.strerror(ctypes.get_errno())

@@ -6,7 +6,7 @@ import os
 import time
 
 import pytest
-from mcptest import DEMO, EXAMPLES, HAS_GUNICORN, HttpServer, call, gunicorn_server
+from mcptest import DEMO, EXAMPLES, GUNICORN_MISSING, HAS_GUNICORN, HttpServer, call, gunicorn_server
 
 JOBS = os.path.join(EXAMPLES, "jobs.py")
 try:
@@ -60,7 +60,7 @@ def test_without_health_they_are_the_endpoints_404():
         assert probe(server, "/healthz")[0] == 404 and probe(server, "/readyz")[0] == 404
 
 
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_under_gunicorn_the_app_answers_them(tmp_path):
     app = f'mcpserver.http:create_app("{JOBS}", health=True, task_store="{tmp_path / "tasks.db"}")'
     with gunicorn_server(app, "-w", "2") as server:

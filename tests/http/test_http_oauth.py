@@ -16,6 +16,7 @@ import pytest
 from jose_keys import EC_JWK, RSA_JWK, KeyServer, ec_keypair, encode_part, hs256_with_public_key, sign
 from mcptest import (
     EXAMPLES,
+    GUNICORN_MISSING,
     HAS_GUNICORN,
     HttpServer,
     call,
@@ -246,7 +247,7 @@ def test_behind_a_proxy_only_requests_it_marks_as_https_are_served(issuer):
         assert server.post(call("whoami"), headers=headers)[0] == 200  # the nearest proxy's word counts
 
 
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_the_same_under_gunicorn_with_create_app(issuer, tmp_path):
     port = free_port()
     resource = f"http://127.0.0.1:{port}/mcp"

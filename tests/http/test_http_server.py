@@ -12,6 +12,7 @@ import time
 import pytest
 from mcptest import (
     DEMO,
+    GUNICORN_MISSING,
     HAS_GUNICORN,
     SLOW_TOOLS,
     HttpServer,
@@ -297,7 +298,7 @@ def test_insecure_no_auth_says_so_at_start_up():
         assert "WARNING: no authentication" in server.stderr
 
 
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_the_same_app_under_gunicorn_with_two_workers():
     with gunicorn_server(f"mcpserver.http:create_app({SLOW_TOOLS!r})", "-w", "2") as server:
         assert server.post(call("pid"))[0] == 200

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from mcptest import (
+    GUNICORN_MISSING,
     HAS_GUNICORN,
     META,
     SLOW_TOOLS,
@@ -234,7 +235,7 @@ def test_sigterm_lets_an_open_stream_finish():
         assert server.process.wait(10) == 0
 
 
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 @pytest.mark.parametrize("worker", ["sync", "gthread"])
 def test_under_gunicorn_progress_streams_and_closing_the_stream_cancels(worker, tmp_path):
     with gunicorn_server(f"mcpserver.http:create_app({SLOW_TOOLS!r})", "-w", "1", "-k", worker) as server:

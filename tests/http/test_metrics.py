@@ -15,6 +15,7 @@ import pytest
 from mcptest import (
     DEMO,
     EXAMPLES,
+    GUNICORN_MISSING,
     HAS_GUNICORN,
     META,
     SLOW_TOOLS,
@@ -178,6 +179,7 @@ def query(port, expression):
     return answer["data"]["result"]
 
 
+@pytest.mark.host_only("runs a real Prometheus server, which apt-get installs as root: the lab's images have none")
 def test_a_real_prometheus_scrapes_it_with_the_token_and_answers_a_query(tmp_path):
     binary = prometheus_binary()
     token = tmp_path / "token"
@@ -221,7 +223,7 @@ scrape_configs:
 
 # --- gunicorn's workers ---------------------------------------------------------------------------------------------
 
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_under_gunicorn_any_worker_answers_for_both(tmp_path):
     directory = tmp_path / "metrics"
     directory.mkdir()

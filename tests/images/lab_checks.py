@@ -128,6 +128,17 @@ def json_messages(content_type: str, body: bytes) -> list[dict[str, object]]:
     return [json.loads(text)]
 
 
+def guest_argv(cmdline: bytes) -> list[bytes]:
+    """A process's argv from its /proc/PID/cmdline as the kernel keeps it, without the emulator's part: a process of
+    another architecture run by qemu-user through binfmt_misc is, to the kernel, [qemu's binfmt handler, the program's
+    path, its argv...] with the P flag (Debian's qemu-user-static registers it so: "...-binfmt-P"), else [handler,
+    the program's path, argv[1:]...]."""
+    argv = cmdline.split(b"\0")
+    if argv and b"qemu" in argv[0]:
+        return argv[2:] if argv[0].endswith(b"-P") else argv[1:]
+    return argv
+
+
 def start_stdio(cell: Cell) -> str:
     """A detached stdio server (the image's default command) with stdin held open; returns its name
     once PID 1 is the cell's Python (the entrypoint's `exec` has happened)."""
@@ -136,7 +147,7 @@ def start_stdio(cell: Cell) -> str:
     deadline = time.monotonic() + READY_DEADLINE
     while time.monotonic() < deadline:
         done = ENGINE.exec(name, ["cat", "/proc/1/cmdline"])
-        argv = done.output.encode().split(b"\0") if done.ok else []
+        argv = guest_argv(done.output.encode()) if done.ok else []
         if argv and argv[0] == cell.interpreter.encode():
             return name
         time.sleep(0.1)
@@ -146,16 +157,18 @@ def start_stdio(cell: Cell) -> str:
 
 
 def caught_sigterm_by_pid_1(name: str) -> None:
-    """Wait until the server has a handler for SIGTERM (the SigCgt mask of its /proc/PID/status): a server
-    stopped before it set its handlers would die of the default action, not exit 0 as it should. As PID 1 the
-    server forks an init (mcpserver._pid1) that catches SIGTERM at once to forward it: the server is then that
-    init's child, which sets its own handlers only once it has loaded and is about to serve."""
+    """Wait until the server has a handler for SIGTERM (the SigCgt mask of its /proc/PID/status) and has said it
+    serves (which it says only after setting its handlers): a server stopped before it set its handlers would die
+    of the default action, not exit 0 as it should. As PID 1 the server forks an init (mcpserver._pid1) that
+    catches SIGTERM at once to forward it: the server is then that init's child, which sets its own handlers only
+    once it has loaded and is about to serve. Under qemu-user the mask is the emulator's, which catches every
+    signal from its start: there only the server's own word tells."""
     deadline = time.monotonic() + READY_DEADLINE
     script = "set -- $(cat /proc/1/task/1/children); cat /proc/${1:-1}/status"
     while time.monotonic() < deadline:
         done = ENGINE.exec(name, ["sh", "-c", script])
         masks = [line.split()[1] for line in done.output.splitlines() if line.startswith("SigCgt:")]
-        if masks and int(masks[0], 16) & (1 << (15 - 1)):
+        if masks and int(masks[0], 16) & (1 << (15 - 1)) and " over stdio" in ENGINE.logs(name):
             return
         time.sleep(0.1)
     pytest.fail(f"PID 1 of {name} never set a SIGTERM handler; its log:\n{ENGINE.logs(name)}")

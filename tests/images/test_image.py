@@ -13,6 +13,7 @@ from lab_checks import (
     Cell,
     HttpServer,
     caught_sigterm_by_pid_1,
+    guest_argv,
     json_messages,
     output_of,
     post,
@@ -45,7 +46,7 @@ def test_python_is_the_cells(host, cell: Cell) -> None:  # type: ignore[no-untyp
 
 
 def test_entrypoint_runs_the_cells_python_as_pid_1(host, cell: Cell) -> None:  # type: ignore[no-untyped-def]
-    argv = host.file("/proc/1/cmdline").content.split(b"\0")
+    argv = guest_argv(host.file("/proc/1/cmdline").content)
     assert argv[:3] == [cell.interpreter.encode(), b"-m", b"mcpserver"], argv
 
 

@@ -1,9 +1,14 @@
 """The SDK as pip installed it: the lab's install suite (matrix/install.py) builds the wheel, installs it with pip
-in each cell (a venv, or pip from its own wheel into a user site of its own) and runs this module and
-tests/unit against that copy. Outside it (no MCPLAB_INSTALLED) every test here skips, saying so."""
+in each cell (a venv, or pip from its own wheel into a user site of its own) and runs this module against that copy:
+that it is the copy pip recorded, that every module of it imports, and that it serves, by its console script over
+stdio and over HTTP. What the code does is the other suites' to test, on the embedded copy; the wheel holding every
+module of the source is checked on the host, where the source is. Outside the lab (no MCPLAB_INSTALLED) every test
+here skips, saying so."""
 
+import importlib
 import json
 import os
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -11,6 +16,7 @@ import zipfile
 
 import mcpserver
 import pytest
+from mcptest import HttpServer, StdioServer, call
 
 INSTALLED = os.environ.get("MCPLAB_INSTALLED", "")  # "venv" or "pip-wheel": how the driver installed it
 SCRIPTS = os.environ.get("MCPLAB_SCRIPTS", "")  # where pip put the console script
@@ -64,6 +70,26 @@ def test_the_console_script_prints_the_version():
     done = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[:2] == ["mcpserver", mcpserver.__version__], done.stdout
+
+
+def test_every_module_of_the_installed_package_imports():
+    names = [module.name for module in pkgutil.walk_packages(mcpserver.__path__, "mcpserver.")]
+    assert len(names) > 30, names
+    for name in names:
+        assert importlib.import_module(name).__file__.startswith(installed_package_dir()), name
+
+
+def test_the_console_script_serves_a_tool_call_over_stdio():
+    argv = [os.path.join(SCRIPTS, "mcpserver"), os.path.join(EXAMPLES, "demo.py")]
+    with StdioServer.from_argv(argv) as server:
+        answer = server.ask(call("echo", text="from the installed copy"))
+        assert answer["result"]["content"][0]["text"] == "from the installed copy", answer
+
+
+def test_the_installed_copy_serves_a_tool_call_over_http():
+    with HttpServer(os.path.join(EXAMPLES, "demo.py")) as server:
+        status, _, body = server.post(call("add", a=2, b=3))
+        assert status == 200 and body["result"]["structuredContent"] == {"sum": 5}, body
 
 
 def missing_programs(example: str) -> list[str]:

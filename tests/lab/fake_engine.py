@@ -45,6 +45,7 @@ class FakeEngine(Engine):
                  unbuildable_stages: Sequence[str] = ()) -> None:  # fmt: skip
         super().__init__(docker="fake-docker", processes=_Processes(self))
         self.present = {ref: _id(ref) for ref in present}
+        self.labels: dict[str, dict[str, str]] = {}  # image -> its labels, where a test gives it some
         self.broken_stages = set(broken_stages)
         self.unbuildable_stages = set(unbuildable_stages)  # their recipe says this machine cannot build them
         # suite name -> pass, fail, stress, unavailable, hang, killed, oom, or flaky (fails its first run only)
@@ -83,6 +84,9 @@ class FakeEngine(Engine):
 
     def image_id(self, ref: str) -> str | None:
         return self.present.get(ref)
+
+    def image_facts(self, ref: str) -> dict[str, object]:
+        return {"tags": [ref], "labels": dict(self.labels.get(ref, {}))} if ref in self.present else {}
 
     def references(self, repository: str) -> tuple[str, ...]:
         return tuple(ref for ref in self.present if ref.startswith(f"{repository}:"))
@@ -201,8 +205,8 @@ def suite_of(spec: ContainerSpec) -> str:
     """Which suite a measured suite container runs ('' for other containers)."""
     if spec.args[:3] != ("-c", MEASURE, "mcplab-measure"):
         return ""
-    command = spec.args[3:]
-    return "install" if command[3] == "install" else command[4].removeprefix("tests/")
+    junit = next(a for a in spec.args if a.startswith("--junitxml="))
+    return junit.rpartition("/junit-")[2].removesuffix(".xml")  # attempts.junit_in_container
 
 
 def _id(ref: str) -> str:

@@ -9,11 +9,20 @@ from pathlib import Path
 import pytest
 
 from matrix.bases import BaseAction, BaseFacts, bootstrap_tag, plan_base, pull_reference
-from matrix.bootstrap import apk_version, prepare_rootfs, snapshot_expired
+from matrix.bootstrap import (
+    CUSTOMIZE,
+    NOT_KEPT,
+    SOURCE_DATE_EPOCH,
+    apk_version,
+    mmdebstrap_argv,
+    prepare_rootfs,
+    snapshot_expired,
+)
 from matrix.table import load_cells
 
 CELLS = {c.name: c for c in load_cells()}
-HERE = BaseFacts(registry="no registry reachable (no such host)", debootstrap=True, root=True, env={}, arch="amd64")
+TOOLS = {"mmdebstrap": True, "arch_test": True}  # both installed
+HERE = BaseFacts(registry="no registry reachable (no such host)", **TOOLS, root=True, env={}, arch="amd64")
 UBUNTU_KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
 
 
@@ -28,7 +37,7 @@ def test_on_this_machine_debian_is_bootstrapped_and_the_rest_unavailable_with_re
         steps = plan_base(cell, HERE)
         recipe = cell.base_cell or cell  # the musl cell's builder stage runs on the trixie cell's base
         if recipe.family.value == "debian" and recipe.python_from.value == "distro":
-            assert [s.action for s in steps] == [BaseAction.DEBOOTSTRAP, BaseAction.UNAVAILABLE], name
+            assert [s.action for s in steps] == [BaseAction.MMDEBSTRAP, BaseAction.UNAVAILABLE], name
         else:
             assert [s.action for s in steps] == [BaseAction.UNAVAILABLE], name
             said = (f"{cell.base}: not present for {cell.arch}, not pulled" if cell.arch
@@ -40,7 +49,7 @@ def test_unavailable_reasons_say_what_to_set() -> None:
     ubuntu = plan_base(CELLS["ubuntu-24.04-py3.12"], HERE)[-1].reason
     assert ubuntu == (
         "ubuntu:24.04: not present, no registry reachable (no such host), "
-        "no Ubuntu mirror configured (set LAB_UBUNTU_MIRROR to bootstrap it with debootstrap)"
+        "no Ubuntu mirror configured (set LAB_UBUNTU_MIRROR to bootstrap it with mmdebstrap)"
     )
     alpine = plan_base(CELLS["alpine-3.23-py3.12"], HERE)[-1].reason
     assert "no Alpine mirror configured (set LAB_ALPINE_MIRROR" in alpine
@@ -49,7 +58,7 @@ def test_unavailable_reasons_say_what_to_set() -> None:
 
 
 def test_present_base_wins() -> None:
-    facts = BaseFacts(present=frozenset({"debian:bookworm"}), registry="", debootstrap=True, root=True, env={})
+    facts = BaseFacts(present=frozenset({"debian:bookworm"}), registry="", **TOOLS, root=True, env={})
     assert actions("debian-bookworm-py3.11", facts) == ["present"]
 
 
@@ -69,7 +78,7 @@ def test_the_musl_cell_shares_the_trixie_cells_base() -> None:
     # Its builder stage compiles on that base: one bootstrap serves both (Bases keys on the plan).
     musl, trixie = CELLS["musl-busybox-py3.13"], CELLS["debian-trixie-py3.13"]
     assert musl.base_cell == trixie
-    for facts in (HERE, BaseFacts(registry="", debootstrap=True, root=True, env={}), BaseFacts(engine="no engine")):
+    for facts in (HERE, BaseFacts(registry="", **TOOLS, root=True, env={}), BaseFacts(engine="no engine")):
         assert plan_base(musl, facts) == plan_base(trixie, facts)
     tag = bootstrap_tag(trixie, "")
     assert plan_base(musl, BaseFacts(present=frozenset({tag}), env={}))[0].image == tag
@@ -83,8 +92,8 @@ def test_a_builder_cell_without_a_base_cell_is_unavailable_with_the_reason() -> 
 
 
 def test_registry_first_then_bootstrap() -> None:
-    facts = BaseFacts(registry="", debootstrap=True, root=True, env={})
-    assert actions("debian-trixie-py3.13", facts) == ["pull", "debootstrap", "unavailable"]
+    facts = BaseFacts(registry="", **TOOLS, root=True, env={})
+    assert actions("debian-trixie-py3.13", facts) == ["pull", "mmdebstrap", "unavailable"]
     assert actions("debian-slim-py3.12", facts) == ["pull", "unavailable"]
 
 
@@ -101,13 +110,13 @@ def test_registry_mirror_is_honoured() -> None:
 
 def test_ubuntu_bootstraps_once_a_mirror_and_keyring_exist() -> None:
     env = {"LAB_UBUNTU_MIRROR": "http://ubuntu.mirror.invalid/ubuntu/"}
-    facts = BaseFacts(registry="x", debootstrap=True, root=True, env=env, keyrings=frozenset({UBUNTU_KEYRING}))
+    facts = BaseFacts(registry="x", **TOOLS, root=True, env=env, keyrings=frozenset({UBUNTU_KEYRING}))
     step = plan_base(CELLS["ubuntu-22.04-py3.10"], facts)[0]
-    assert (step.action, step.source) == (BaseAction.DEBOOTSTRAP, "http://ubuntu.mirror.invalid/ubuntu")
-    no_keyring = BaseFacts(registry="x", debootstrap=True, root=True, env=env)
+    assert (step.action, step.source) == (BaseAction.MMDEBSTRAP, "http://ubuntu.mirror.invalid/ubuntu")
+    no_keyring = BaseFacts(registry="x", **TOOLS, root=True, env=env)
     assert "set LAB_UBUNTU_KEYRING" in plan_base(CELLS["ubuntu-22.04-py3.10"], no_keyring)[-1].reason
     own = {**env, "LAB_UBUNTU_KEYRING": "/srv/ubuntu.gpg"}
-    facts = BaseFacts(registry="x", debootstrap=True, root=True, env=own, keyrings=frozenset({"/srv/ubuntu.gpg"}))
+    facts = BaseFacts(registry="x", **TOOLS, root=True, env=own, keyrings=frozenset({"/srv/ubuntu.gpg"}))
     step = plan_base(CELLS["ubuntu-22.04-py3.10"], facts)[0]
     assert step.bootstrap is not None and step.bootstrap.keyring == "/srv/ubuntu.gpg"
 
@@ -120,8 +129,8 @@ def test_alpine_bootstraps_from_a_configured_mirror() -> None:
 @pytest.mark.parametrize(
     ("facts", "fragment"),
     [
-        (BaseFacts(registry="x", debootstrap=False, root=True, env={}), "debootstrap is not installed"),
-        (BaseFacts(registry="x", debootstrap=True, root=False, env={}), "debootstrap needs root"),
+        (BaseFacts(registry="x", mmdebstrap=False, root=True, env={}), "mmdebstrap is not installed"),
+        (BaseFacts(registry="x", mmdebstrap=True, arch_test=True, root=False, env={}), "mmdebstrap needs root"),
         (BaseFacts(engine="no Docker engine answers", env={}), "no Docker engine answers"),
     ],
 )
@@ -134,9 +143,9 @@ def test_another_architecture_never_takes_the_machines_own_base_and_has_a_base_o
     arm = CELLS["debian-trixie-py3.13-arm64"]
     facts = replace(HERE, present=frozenset({"debian:trixie"}), registry="")
     steps = plan_base(arm, facts)
-    assert [s.action for s in steps] == [BaseAction.DEBOOTSTRAP, BaseAction.UNAVAILABLE]
+    assert [s.action for s in steps] == [BaseAction.MMDEBSTRAP, BaseAction.UNAVAILABLE]
     assert steps[0].bootstrap is not None and steps[0].bootstrap.arch == "arm64"
-    assert steps[0].reason == "debootstrapped for arm64 from debootstrap's default mirror"
+    assert steps[0].reason == "mmdebstrapped for arm64 from mmdebstrap's default mirror"
     assert "a pull for arm64 would retag this machine's own debian:trixie" in steps[-1].reason
     assert steps[0].image.startswith("mcplab/base:debian-trixie-arm64-")
     own = CELLS["debian-trixie-py3.13"]
@@ -145,8 +154,10 @@ def test_another_architecture_never_takes_the_machines_own_base_and_has_a_base_o
     assert [s.action for s in plan_base(arm, replace(facts, arch="arm64"))] == [BaseAction.PRESENT]
 
 
-def test_the_bases_made_before_cells_had_an_architecture_keep_their_tags() -> None:
-    assert bootstrap_tag(CELLS["debian-trixie-py3.13"], "") == "mcplab/base:debian-trixie-ed642526fffd"
+def test_a_bases_tag_moves_only_when_what_makes_it_does() -> None:
+    # Pinned: a change of the recipe's version, the pinned SOURCE_DATE_EPOCH or any other input remakes every base,
+    # which takes minutes on a fresh machine: on purpose only. The machine's own architecture is not an input.
+    assert bootstrap_tag(CELLS["debian-trixie-py3.13"], "") == "mcplab/base:debian-trixie-69793ed4c630"
 
 
 def test_bootstrap_tags_are_deterministic_and_move_with_the_mirror() -> None:
@@ -175,7 +186,11 @@ def test_prepare_rootfs_disables_valid_until_only_when_expired(tmp_path: Path) -
         lists.mkdir(parents=True)
         (lists / f"mirror_dists_{name}_Release").write_text(text)
         (lists / f"mirror_dists_{name}_main_binary-amd64_Packages").write_text("Package: x\n")
+        for name_ in NOT_KEPT:
+            (root / name_).parent.mkdir(parents=True, exist_ok=True)
+            (root / name_).write_text("the host's\n")
         prepare_rootfs(root, NOW)
+        assert not [name_ for name_ in NOT_KEPT if (root / name_).exists()], "the host's files stay out of a base"
         conf = root / "etc/apt/apt.conf.d/99mcplab-snapshot"
         assert conf.exists() == (name == "sid")
         assert not list(lists.glob("*")), "package lists are dropped from the base"
@@ -189,8 +204,21 @@ def test_apk_index_lookup() -> None:
 
 
 def test_with_an_image_store_a_bootstrapped_base_is_fetched_before_it_is_made_again() -> None:
-    facts = BaseFacts(registry="x", debootstrap=True, root=True, env={}, store=True)
+    facts = BaseFacts(registry="x", **TOOLS, root=True, env={}, store=True)
     steps = plan_base(CELLS["debian-bookworm-py3.11"], facts)
-    assert [s.action for s in steps] == [BaseAction.FETCH, BaseAction.DEBOOTSTRAP, BaseAction.UNAVAILABLE]
+    assert [s.action for s in steps] == [BaseAction.FETCH, BaseAction.MMDEBSTRAP, BaseAction.UNAVAILABLE]
     assert steps[0].image == steps[1].image == bootstrap_tag(CELLS["debian-bookworm-py3.11"], "")
     assert actions("debian-slim-py3.12", facts) == ["unavailable"]  # nothing of the lab's own to fetch
+
+
+def test_mmdebstraps_command_makes_a_minbase_tarball_its_customize_hook_prepares() -> None:
+    arm = plan_base(CELLS["debian-trixie-py3.13-arm64"], HERE)[0]
+    assert arm.bootstrap is not None
+    argv = mmdebstrap_argv(arm.bootstrap, "", Path("/work/rootfs.tar"))
+    assert argv[:4] == ["mmdebstrap", "--variant=minbase", "--mode=root", "--format=tar"]
+    assert f"--customize-hook={CUSTOMIZE}" in argv and "--architectures=arm64" in argv
+    assert argv[-2:] == ["trixie", "/work/rootfs.tar"]  # no mirror: mmdebstrap's default
+    assert "-m matrix.bootstrap" in CUSTOMIZE and SOURCE_DATE_EPOCH == 1767225600
+    own = plan_base(CELLS["debian-bookworm-py3.11"], HERE)[0].bootstrap
+    assert own is not None and mmdebstrap_argv(own, "http://mirror.invalid/debian", Path("t"))[-3:] == [
+        "bookworm", "t", "http://mirror.invalid/debian"]

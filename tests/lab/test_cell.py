@@ -103,18 +103,6 @@ def test_a_suite_timeout_is_a_timeout_and_the_others_still_run(tmp_path: Path) -
     assert http is not None and http.message == "did not finish within 0s; the harness stopped it"
 
 
-def test_a_suite_with_a_timeout_share_is_run_under_that_multiple_of_the_timeout(tmp_path: Path, monkeypatch) -> None:
-    from matrix import budgets
-
-    assert budgets.timeout_share(Suite.INSTALL) == 2.0  # it runs tests/unit again, after pip
-    monkeypatch.setitem(budgets.TIMEOUT_SHARE, Suite.HTTP, 3.0)  # (the fake engine cannot install a wheel)
-    engine = FakeEngine(present=["debian:bookworm"])
-    assert outcomes(run(a_lab(tmp_path, engine, timeout=100.0))["fx-bookworm"])["http"] == "passed"
-    by_suite = {name.rsplit("-", 1)[1]: timeout for name, timeout in engine.timeouts.items()
-                if name.endswith(("-unit", "-http", "-payload"))}
-    assert by_suite == {"unit": 100.0, "http": 300.0, "payload": 100.0}
-
-
 def test_a_suite_killed_by_a_signal_is_an_error_not_a_timeout(tmp_path: Path) -> None:
     engine = FakeEngine(present=["debian:bookworm"], suites={"unit": "killed", "payload": "oom"})
     result = run(a_lab(tmp_path, engine))["fx-bookworm"]
@@ -237,7 +225,7 @@ def test_what_a_run_writes_into_the_checkout_is_ignored_by_git(tmp_path: Path) -
 
 
 def test_a_suite_that_did_not_pass_says_the_line_that_reruns_only_it_in_only_its_cell(tmp_path: Path) -> None:
-    bootstrap = {"method": "debootstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
+    bootstrap = {"method": "mmdebstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
     (i386,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-i386",  # type: ignore[dict-item]
                                                   "arch": "i386", "bootstrap": bootstrap}]})  # fmt: skip
     engine = FakeEngine(present=["debian:bookworm", bootstrap_tag(i386, "")], suites={"http": "fail"})
@@ -262,7 +250,8 @@ def test_a_suite_that_did_not_pass_says_the_line_that_reruns_only_it_in_only_its
         platform = "--platform linux/386 " if cell.arch else ""
         assert shell.startswith(f"docker run --rm -it {platform}--network none --user mcp --mount type=volume,"
                                 "source=mcplab-pytest-py3.11-"), shell
-        assert shell.endswith(f",target=/opt/pytest,readonly --entrypoint /bin/sh {test_image}"), shell
+        assert shell.endswith(f",target=/opt/pytest,readonly -e MCPLAB_CELL={cell.name} --entrypoint /bin/sh "
+                              f"{test_image}"), shell  # as the lab runs it: the host-only tests left out
 
 
 class RemoteFakeEngine(FakeEngine):
@@ -272,25 +261,56 @@ class RemoteFakeEngine(FakeEngine):
         return "tcp://127.0.0.2:2375"
 
 
-def test_an_emulated_cell_runs_fewer_suites_unless_every_one_is_asked_for_and_each_gets_its_slowdown(
+def test_an_emulated_cell_runs_its_declared_part_unless_suites_are_asked_for_and_each_gets_its_slowdown(
     tmp_path: Path,
 ) -> None:
     from matrix import budgets
 
-    bootstrap = {"method": "debootstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
+    bootstrap = {"method": "mmdebstrap", "suite": "bookworm", "mirror_env": "LAB_DEBIAN_MIRROR"}
     (s390x,) = parse_cells({"schema": 1, "cell": [{**TABLE["cell"][0], "name": "fx-bookworm-s390x",  # type: ignore[dict-item]
                                                    "arch": "s390x", "bootstrap": bootstrap}]})  # fmt: skip
-    every = (*IN_CONTAINER, Suite.HOSTILE)
+    every = (*IN_CONTAINER, Suite.HOSTILE, Suite.INSTALL)
     engine = RemoteFakeEngine(present=[bootstrap_tag(s390x, "")])
     result = run(a_lab(tmp_path, engine, selection=Selection(suites=every)), (s390x,))["fx-bookworm-s390x"]
-    assert outcomes(result) == {"unit": "passed", "http": "passed", "payload": "passed"}
-    assert result.suite(Suite.HOSTILE).message == "not run under emulation on s390x unless asked for (--suite all)"
+    assert outcomes(result) == {"unit": "passed", "http": "passed", "payload": "passed", "hostile": "passed"}
+    assert result.suite(Suite.INSTALL).message == "not run under emulation on s390x unless asked for (--suite all)"
+    unit = result.suite(Suite.UNIT)
+    assert unit is not None and unit.scope == budgets.UNDER_EMULATION[Suite.UNIT]
+    assert result.suite(Suite.PAYLOAD).scope == ()  # type: ignore[union-attr]  # whole
+    assert "what the emulated cells ran" in report.to_markdown([result], Environment()).lower()
     asked = run(a_lab(tmp_path, engine, selection=Selection(suites=every, asked=True)), (s390x,))["fx-bookworm-s390x"]
-    assert outcomes(asked)["hostile"] == "passed"
+    assert "install" in outcomes(asked) and asked.suite(Suite.UNIT).scope == ()  # type: ignore[union-attr]
     first, again = [s.args for s in engine.runs if s.name.endswith("-fx-bookworm-s390x-unit")]
-    assert "--ignore-glob=tests/unit/test_cli*.py" in first and "--ignore-glob=tests/unit/test_cli*.py" not in again
+    assert "tests/unit/test_nesting.py" in first and "tests/unit" not in first
+    assert "tests/unit" in again and "tests/unit/test_nesting.py" not in again
     budget = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON, "s390x")
     native = budgets.budget_for(Suite.PAYLOAD, budgets.CPYTHON)
     assert budget.slowdown == budgets.SLOWDOWN["s390x"] > 1.0 == native.slowdown
     assert (budget.cpu, budget.memory) == (native.cpu * budget.slowdown, native.memory * budgets.EMULATED_MEMORY)
     assert budgets.budget_for(Suite.UNIT, budgets.CPYTHON, "i386") == budgets.DEFAULT  # native on x86_64
+
+
+def test_a_cell_records_where_its_time_went_and_the_report_sums_it(tmp_path: Path) -> None:
+    engine = FakeEngine(present=["debian:bookworm"])
+    lab = a_lab(tmp_path, engine)
+    result = run(lab)["fx-bookworm"]
+    names = [phase.name for phase in result.phases]
+    assert names == ["base", "build python", "build runtime", "build test", "build install", "pytest folder",
+                     "suite unit", "suite http", "suite payload", "interpreter facts"]
+    assert 0 <= result.started < 5 and all(phase.seconds >= 0 for phase in result.phases)
+    assert sum(phase.seconds for phase in result.phases) == pytest.approx(result.duration, abs=0.05)
+    markdown = report.to_markdown([result], Environment(duration=12.0, measuring=3.0))
+    assert "Where the time went: 12 s wall:" in markdown
+    assert "| suite unit | 1 |" in markdown and "| `fx-bookworm` |" in markdown
+
+
+def test_a_cell_records_the_digest_of_the_tarball_its_base_was_made_from(tmp_path: Path) -> None:
+    from matrix.bootstrap import ROOTFS_LABEL
+
+    engine = FakeEngine(present=["debian:bookworm"])
+    engine.labels["debian:bookworm"] = {ROOTFS_LABEL: "ab" * 32}
+    result = run(a_lab(tmp_path, engine))["fx-bookworm"]
+    assert (result.base_image, result.base_sha256) == ("debian:bookworm", "ab" * 32)
+    markdown = report.to_markdown([result], Environment())
+    assert f"- debian:bookworm: sha256 {'ab' * 32} (its tarball)" in markdown
+    assert f"tarball sha256 {'ab' * 32}" in report.to_html([result], Environment())

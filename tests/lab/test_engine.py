@@ -37,7 +37,7 @@ release = "bookworm"
 python = "3.11"
 base = "debian:bookworm"
 python_from = "distro"
-bootstrap = { method = "debootstrap", suite = "bookworm", mirror_env = "LAB_DEBIAN_MIRROR" }
+bootstrap = { method = "mmdebstrap", suite = "bookworm", mirror_env = "LAB_DEBIAN_MIRROR" }
 
 [[cell]]
 name = "fx-host-py3.11"
@@ -478,9 +478,11 @@ def test_a_tree_of_another_architecture_becomes_an_image_of_it(tmp_path: Path, e
     (tree / "etc/os-release").write_text("ID=debian\n")
     (tree / "etc/owned").write_text("by uid 42\n")
     os.chown(tree / "etc/owned", 42, 42)
+    tarball = tmp_path / "rootfs.tar"  # as mmdebstrap makes it
+    subprocess.run(["tar", "--numeric-owner", "-C", str(tree), "-cf", str(tarball), "."], check=True)
     tag = f"mcplab-test/rootfs:{uuid.uuid4().hex[:12]}"
     holder = f"mcplab-test-{tag.rpartition(':')[2]}"
-    done = engine.import_rootfs(tree, tag, labels={LABEL: "1", TAG_LABEL: tag}, log=tmp_path / "log", timeout=300,
+    done = engine.import_rootfs(tarball, tag, labels={LABEL: "1", TAG_LABEL: tag}, log=tmp_path / "log", timeout=300,
                                 platform="linux/arm64", env={"QEMU_CPU": "cortex-a72"})  # fmt: skip
     try:
         assert done.ok, done.output
@@ -495,3 +497,32 @@ def test_a_tree_of_another_architecture_becomes_an_image_of_it(tmp_path: Path, e
         engine.remove_containers(holder)
         engine.remove_images(tag)
 
+
+
+def test_two_bootstraps_of_one_base_make_the_same_tarball(tmp_path: Path, engine: Engine) -> None:
+    """mmdebstrap with the pinned SOURCE_DATE_EPOCH: the same recipe and mirror give a tarball of the same sha256, so
+    a base is checked by its digest (every report gives it). The two run side by side, as a cold run's do."""
+    import concurrent.futures
+
+    from matrix.bootstrap import ROOTFS_LABEL, mmdebstrap_base
+    from matrix.engine import TAG_LABEL
+    from matrix.model import Bootstrap, BootstrapMethod
+
+    boot = Bootstrap(method=BootstrapMethod.MMDEBSTRAP, suite="bookworm")
+    mirror = os.environ.get("LAB_DEBIAN_MIRROR", "")
+    tags = [f"mcplab-test/base:{uuid.uuid4().hex[:12]}" for _ in range(2)]
+
+    def make(tag: str) -> str:
+        log = tmp_path / f"{tag[-12:]}.log"
+        return mmdebstrap_base(engine, boot, mirror=mirror, tag=tag, workdir=tmp_path, log=log,
+                               labels={LABEL: "1", TAG_LABEL: tag})  # fmt: skip
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first, second = pool.map(make, tags)
+        assert len(first) == 64 and first == second
+        labels = engine.image_facts(tags[0]).get("labels")
+        assert isinstance(labels, dict) and labels[ROOTFS_LABEL] == first  # what the reports read of a base
+        assert os.listdir(tmp_path) == [name for name in os.listdir(tmp_path) if name.endswith(".log")]  # no tree left
+    finally:
+        engine.remove_images(*tags)

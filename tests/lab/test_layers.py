@@ -14,11 +14,12 @@ MATRIX = LAB_ROOT / "matrix"
 # -> an attempt -> the engine and the process tracker -> the plain data. __init__ holds LAB_ROOT only.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "model", "arches", "exits", "text", "stopping", "progress", "venv", "probe_first_answer"),
-    ("errors", "budgets", "junit", "compare", "history", "processes"),  # pure rules; the tracker of every host process
-    ("outcomes", "plan", "table", "engine", "host", "wheels"),  # the outcome rules; the docker CLI
+    # pure rules; the tracker of every host process
+    ("errors", "budgets", "junit", "compare", "history", "timing", "processes"),
+    ("outcomes", "plan", "table", "engine", "host", "wheels", "skips"),  # the outcome rules; the docker CLI
     ("records", "travel", "attempts", "bootstrap", "conformance", "startup", "clean"),  # one attempt, one base
     ("memo", "report", "bases", "build"),  # remembered passes, renderings, where bases come from, images
-    ("install",),  # the install suite's attempts, which build on the images' suite files
+    ("install", "publish"),  # the install suite's attempts; what the repository shows of a run
     ("suites",),  # what a suite is in each place: the table of runners
     ("cell",),  # one cell from its base to its record
     ("lab",),  # the run context, which makes every tool once

@@ -51,8 +51,9 @@ def test_arch_selects_by_debians_name_and_the_machines_own_for_cells_that_name_n
 
 def test_opt_in_cells_run_only_when_their_arch_or_their_name_is_asked_for() -> None:
     opt_in = {c.name for c in CELLS if c.opt_in}
-    assert opt_in == {"debian-trixie-py3.13-riscv64", "debian-bookworm-py3.11-ppc64el", "debian-trixie-py3.13-armhf",
-                      "debian-trixie-py3.13-arm64", "debian-bookworm-py3.11-s390x"}
+    assert opt_in == {"debian-trixie-py3.13-riscv64", "debian-bookworm-py3.11-ppc64el", "debian-trixie-py3.13-armhf"}
+    every_run = set(names(select(CELLS, Selection())))  # i386, arm64 and s390x are in every run
+    assert {"debian-bookworm-py3.11-i386", "debian-trixie-py3.13-arm64", "debian-bookworm-py3.11-s390x"} <= every_run
     assert not opt_in & set(names(select(CELLS, Selection(cells=("debian-*",)))))
     assert not opt_in & set(names(select(CELLS, Selection(arches=("*",)))))
     assert opt_in <= set(names(select(CELLS, Selection(arches=("all",)))))
@@ -75,7 +76,8 @@ def test_cell_globs_and_selectors_intersect() -> None:
     assert names(chosen) == ["debian-bookworm-py3.11", "debian-trixie-py3.13", "debian-trixie-pypy3.11",
                              "debian-sid-pypy3.11", "debian-trixie-pypy3.11-cache480m",
                              "debian-trixie-pypy3.11-cache512k", "debian-sid-pypy3.11-cache480m",
-                             "debian-sid-pypy3.11-cache512k", "debian-sid-py3.13t", "debian-bookworm-py3.11-i386"]
+                             "debian-sid-pypy3.11-cache512k", "debian-sid-py3.13t", "debian-bookworm-py3.11-i386",
+                             "debian-trixie-py3.13-arm64", "debian-bookworm-py3.11-s390x"]
 
 
 @pytest.mark.parametrize(("python", "expected"), [
@@ -184,6 +186,20 @@ def test_scheduler_prefers_ready_container_cells_and_never_idles() -> None:
     # Nothing ready and nothing running: start it anyway (it waits for its base in its slot).
     assert pick_next([bookworm], lambda c: False, anything_running=False) is bookworm
     assert pick_next([], lambda c: True, anything_running=False) is None
+
+
+def test_while_bases_are_made_host_cells_take_at_most_half_the_slots() -> None:
+    hosts = [c for c in CELLS if c.family is Family.HOST]
+    bookworm = CELLS[1]
+    coming = [*hosts, bookworm]  # bookworm's base is still being made; the host cells are ready at once
+
+    def ready(cell: Cell) -> bool:
+        return cell.family is Family.HOST
+
+    assert pick_next(coming, ready, anything_running=True, running=hosts[:2], slots=6) is hosts[0]
+    assert pick_next(coming, ready, anything_running=True, running=hosts[:3], slots=6) is None  # 3 of 6: wait
+    assert pick_next(coming, lambda c: True, anything_running=True, running=hosts[:3], slots=6) is bookworm
+    assert pick_next(hosts, ready, anything_running=True, running=hosts[:3], slots=6) is hosts[0]  # none coming
 
 
 def test_a_cell_that_compiles_its_python_starts_first_once_its_base_is_there() -> None:

@@ -5,6 +5,7 @@ runs every one of them in `make matrix`, and test_engine_suites.py runs them aga
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_install_gives_the_wheel_to_the_install_image_and_joins_the_hosts_checks
     assert spec.env["MCPLAB_PIP"] == "/opt/pytest/pip-25-py3-none-any.whl" and spec.network == "none"
     assert engine.inputs[spec.name] == made.wheel.read_bytes()  # the wheel travels on stdin: any engine
     install = result.suite(Suite.INSTALL)
-    assert install is not None and install.tests == 3  # the cell's two, and the host's twine check
+    assert install is not None and install.tests == 4  # the cell's two, and the host's twine check and file list
     if twine_ok:
         assert install.outcome is Outcome.PASSED
     else:
@@ -87,6 +88,27 @@ def test_install_gives_the_wheel_to_the_install_image_and_joins_the_hosts_checks
         (failure,) = install.failures
         assert failure.test_id == "distribution.py::test_twine_check_passes"
         assert "FAILED: long_description missing" in failure.details  # colour codes gone: the XML stays readable
+
+
+def test_a_wheel_without_every_file_of_the_package_fails_the_install_suite_naming_them(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from matrix.build import ContextFile
+    from matrix.install import missing_from
+
+    made = wheel_of(tmp_path)
+    with zipfile.ZipFile(made.wheel, "w") as wheel:
+        wheel.writestr("mcpserver/__init__.py", "")
+    sources = [ContextFile(arcname=f"server/mcpserver/{name}", data=b"", mode=0o644)
+               for name in ("__init__.py", "store/__init__.py", "py.typed")]  # fmt: skip
+    assert missing_from(made.wheel, sources) == ("mcpserver/py.typed", "mcpserver/store/__init__.py")
+    lab = a_lab(tmp_path, FakeEngine(present=["debian:bookworm"]), selection=suites(Suite.INSTALL), retries=0)
+    lab.distributions.get = lambda: replace(made, missing=missing_from(made.wheel, sources))  # type: ignore[method-assign]
+    install = run(lab)["fx-bookworm"].suite(Suite.INSTALL)
+    assert install is not None and install.outcome is Outcome.FAILED
+    (failure,) = install.failures
+    assert failure.test_id == "distribution.py::test_the_wheel_holds_every_source_file"
+    assert "lacks 2 files of server/mcpserver: mcpserver/py.typed, mcpserver/store/__init__.py" in failure.message
 
 
 def test_an_interpreter_that_cannot_install_a_wheel_makes_only_that_suite_unavailable(tmp_path: Path) -> None:
@@ -139,7 +161,7 @@ def test_conformance_serves_everything_py_published_on_loopback_and_removes_it(
     assert f"--allow-origin http://127.0.0.1:{port}" in args
     assert args.endswith("/opt/mcpserver/examples/everything.py")
     assert asked == [f"http://127.0.0.1:{port}/mcp"]
-    assert result.suite(Suite.CONFORMANCE).counts == "37/37 (13 skipped)"  # type: ignore[union-attr]
+    assert result.suite(Suite.CONFORMANCE).counts == "37 passed, 13 skipped ⚠ 26% skipped"  # type: ignore[union-attr]
     assert engine.live == {}
 
 
@@ -226,7 +248,9 @@ def test_a_big_cache_variant_runs_its_cells_images_with_a_cpuinfo_saying_so_and_
     (big,) = [s for s in engine.runs if suite_of(s) == "payload" and "fx-pypy-big" in s.name]
     assert plain.binds == () and len(big.binds) == 1 and big.binds[0][1] == "/proc/cpuinfo"
     assert big.binds[0][0].endswith("/cpuinfo-491520KB")  # in the run's workdir, gone with it
-    assert dict(big.env) == dict(plain.env) == {"PYPY_GC_NURSERY": "4MB", "MCPTEST_DRIVER_ONLY": "PYPY_GC_NURSERY"}
+    nursery = {"PYPY_GC_NURSERY": "4MB", "MCPTEST_DRIVER_ONLY": "PYPY_GC_NURSERY"}
+    assert dict(big.env) == {**nursery, "MCPLAB_CELL": "fx-pypy-big"} and dict(plain.env) == {**nursery,
+                                                                                              "MCPLAB_CELL": "fx-pypy"}
     assert f"type=bind,source={big.binds[0][0]},target=/proc/cpuinfo,readonly" in big.argv()
 
 
@@ -256,10 +280,12 @@ def test_the_free_threaded_cell_stresses_only_the_concurrency_suites_and_counts_
     result = run(lab, (FREE,))["fx-free"]
     assert result.flavour == "free-threaded"
     stressed = {suite_of(s): dict(s.env) for s in engine.runs if suite_of(s)}
-    assert stressed == {"unit": {"MCPSERVER_STRESS": "3"}, "http": {"MCPSERVER_STRESS": "3"}, "payload": {}}
+    cell = {"MCPLAB_CELL": "fx-free"}
+    assert stressed == {"unit": {**cell, "MCPSERVER_STRESS": "3"}, "http": {**cell, "MCPSERVER_STRESS": "3"},
+                        "payload": cell}
     assert {s.value for s in STRESSED} == {"unit", "http"}
     unit = result.suite(Suite.UNIT)
-    assert unit is not None and unit.repetitions == 2 and unit.counts == "3/3 (1 skipped, 2 stress)"
+    assert unit is not None and unit.repetitions == 2 and unit.counts == "3 passed, 1 skipped ⚠ 25% skipped (2 stress)"
     assert any(tag.startswith("mcplab/debian:sid-py3.14t-builder-") for tag, _ in engine.builds)
 
 
@@ -310,3 +336,19 @@ def test_results_with_the_new_fields_survive_the_json_round_trip(tmp_path: Path)
     back, _, _ = records.from_json(records.to_json([result], records.Environment()))
     assert back == (result,)
     assert json.loads(records.to_json([result], records.Environment()))["cells"][0]["first_answer"]["runs"] == 3
+
+
+def test_a_cell_that_compiles_its_python_is_built_in_the_background_before_it_has_a_job_slot(tmp_path: Path) -> None:
+    from matrix.cell import base_plans
+    from matrix.schedule import _prefetch_work
+
+    engine = FakeEngine(present=["debian:sid", "debian:trixie"])
+    lab = a_lab(tmp_path, engine, selection=suites(Suite.UNIT))
+    plans = base_plans((PYPY, FREE), engine, {})
+    work = _prefetch_work(lab, (PYPY, FREE), plans)
+    compiles = [item for item in work if getattr(item, "func", None).__name__ == "_compile"]  # type: ignore[union-attr]
+    assert [item.args[1].name for item in compiles] == ["fx-free"]  # type: ignore[attr-defined]  # PyPy is a package
+    compiles[0]()
+    assert [tag.split(":")[1].rsplit("-", 2)[1] for tag, _ in engine.builds] == ["builder", "python", "runtime", "test",
+                                                                               "install"]  # fmt: skip
+    assert run(lab, (FREE,))["fx-free"].outcome is Outcome.PASSED and len(engine.builds) == 5  # found built

@@ -35,7 +35,7 @@ def test_shipped_table_loads_and_covers_the_matrix() -> None:
 def test_every_debian_distro_cell_can_be_bootstrapped() -> None:
     for cell in load_cells():
         if cell.family is Family.DEBIAN and cell.python_from is PythonFrom.DISTRO:
-            assert cell.bootstrap is not None and cell.bootstrap.method == "debootstrap", cell.name
+            assert cell.bootstrap is not None and cell.bootstrap.method == "mmdebstrap", cell.name
 
 
 def _table(**overrides: object) -> dict[str, object]:
@@ -60,7 +60,7 @@ def _table(**overrides: object) -> dict[str, object]:
         ({"python_from": "host"}, "family 'host' goes with"),
         ({"colour": "red"}, "unknown keys"),
         ({"bootstrap": {"method": "apk", "release": "v3.23"}}, "needs `release` and `mirror_env`"),
-        ({"bootstrap": {"method": "debootstrap"}}, "needs `suite`"),
+        ({"bootstrap": {"method": "mmdebstrap"}}, "needs `suite`"),
         ({"bootstrap": {"method": "nix"}}, "bootstrap method 'nix'"),
         ({"arch": "x86_64"}, "arch 'x86_64' is not one of amd64, i386, arm64"),
         ({"opt_in": "yes"}, "opt_in is true or false"),

@@ -36,7 +36,7 @@ def test_a_second_machine_pulls_everything_builds_nothing_and_reruns_no_passed_s
         assert second[0] == 0, second[1]
         logs = Path(second[2]["environment"]["logs"])
         assert not list(logs.glob("build-*.log")), "the second machine built something"
-        assert not list(logs.glob("base-*-debootstrap.log")), "the second machine bootstrapped its base"
+        assert not list(logs.glob("base-*-mmdebstrap.log")), "the second machine bootstrapped its base"
         cell = cell_of(second[2], CONTAINER_CELL)
         assert cell["base"].startswith("fetched mcplab/base:debian-bookworm-"), cell["base"]
         for name in ("unit", "images"):

@@ -9,6 +9,7 @@ canaries prove the limit this suite guards is really there.
 import errno
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -131,20 +132,62 @@ def test_5mb_each_way_on_one_keep_alive_connection_costs_a_small_multiple_of_5mb
 
 
 # --- the canaries: the limit this suite guards against must really exist -----------------------
+# They start programs the way the server's command tools do (mcpserver/_command.py: start_new_session), which keeps
+# subprocess on its fork and exec path: the child reports a failed exec through a pipe, so E2BIG reaches the parent
+# everywhere. Python 3.13+ starts other programs with posix_spawn, where glibc's child reports it through memory it
+# shares with the parent (clone with CLONE_VM|CLONE_VFORK); qemu-user runs that clone as a fork, the report is lost,
+# and the parent sees a child that started and exited 127 (test_what_posix_spawn_reports_depends_on_the_emulator).
+
+
+def start(argv, **options):
+    return subprocess.run(argv, start_new_session=True, check=False, **options)
 
 
 @pytest.mark.skipif(not ON_LINUX, reason="MAX_ARG_STRLEN (128 KiB per argv/env string) is a Linux limit")
 def test_canary_a_500kb_argv_entry_fails_with_e2big():
     with pytest.raises(OSError) as caught:
-        subprocess.run([sys.executable, "-c", "pass", "x" * 500_000], check=False)
+        start([sys.executable, "-c", "pass", "x" * 500_000])
     assert caught.value.errno == errno.E2BIG
 
 
 @pytest.mark.skipif(not ON_LINUX, reason="MAX_ARG_STRLEN (128 KiB per argv/env string) is a Linux limit")
 def test_canary_a_500kb_environment_variable_fails_with_e2big():
     with pytest.raises(OSError) as caught:
-        subprocess.run([sys.executable, "-c", "pass"], env=dict(os.environ, BIG="x" * 500_000), check=False)
+        start([sys.executable, "-c", "pass"], env=dict(os.environ, BIG="x" * 500_000))
     assert caught.value.errno == errno.E2BIG
+
+
+def emulator():
+    """The emulator running this process, as the kernel names it ('' when the CPU runs it itself). qemu-user answers
+    a process's reads of its own /proc/self entries (its exe is the program it emulates); the same entry under
+    /proc/PID/task/PID/ is the kernel's (qemu-aarch64-static)."""
+    pid = os.getpid()
+    try:
+        kernel_says, told = os.readlink(f"/proc/{pid}/task/{pid}/exe"), os.readlink("/proc/self/exe")
+    except OSError:
+        return ""
+    return kernel_says if kernel_says != told else ""
+
+
+@pytest.mark.skipif(not ON_LINUX, reason="MAX_ARG_STRLEN (128 KiB per argv/env string) is a Linux limit")
+@pytest.mark.skipif(not hasattr(os, "posix_spawn"), reason="this Python has no os.posix_spawn")
+def test_what_posix_spawn_reports_depends_on_the_emulator():
+    """Natively, posix_spawn raises E2BIG for a 500 KB argument, and ENOENT for a program that is not there. glibc's
+    under qemu-user does not: its child's report is lost (see above), and the child exits 127. (musl's child reports
+    through a pipe, which survives the emulator.) This states which holds here, so a change in either fails it."""
+    qemu = emulator()
+    lost = bool(qemu) and platform.libc_ver()[0] == "glibc"
+    for argv, errno_natively in (([sys.executable, "-c", "pass", "x" * 500_000], errno.E2BIG),
+                                 (["/no/such/program"], errno.ENOENT)):
+        try:
+            pid = os.posix_spawn(argv[0], argv, dict(os.environ))
+        except OSError as error:
+            assert not lost, f"under {qemu}, glibc's posix_spawn of {argv[0]} reported {error}"
+            assert error.errno == errno_natively
+            continue
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        assert lost, f"posix_spawn started {argv[0][:40]} (exit {status}) where the kernel refuses it"
+        assert status == 127, f"under {qemu}, the child of a failed exec exited {status}"
 
 
 @pytest.mark.skipif(not ON_LINUX, reason="MAX_ARG_STRLEN (128 KiB per argv/env string) is a Linux limit")

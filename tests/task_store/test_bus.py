@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from mcptest import HAS_GUNICORN, ROOT, HttpServer, call, gunicorn_server, mcp_headers, request
+from mcptest import GUNICORN_MISSING, HAS_GUNICORN, ROOT, HttpServer, call, gunicorn_server, mcp_headers, request
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "http"))
 from legacy_http import LegacySession
@@ -144,7 +144,7 @@ def ok_on(server, connection, message):
     return body["result"]
 
 
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed (the test extra has it)")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_two_gunicorn_workers_hear_each_others_changes(spec):
     """The store opened in gunicorn's master (--preload): each worker starts its own bus threads after the fork. A
     keep-alive connection stays with one worker, so the listener and the changes are put on different ones."""

@@ -10,10 +10,10 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from mcptest import HAS_GUNICORN, gunicorn_server
+from mcptest import GUNICORN_MISSING, HAS_GUNICORN, gunicorn_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-pytestmark = pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed (the test extra has it)")
+pytestmark = pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,47 +1,38 @@
 """SKILL.md frontmatter (mcpserver.skills._frontmatter): the YAML subset read as PyYAML reads it, the rest refused.
 
 PyYAML's `yaml.safe_load` is the reference for two corpora in tests/unit/frontmatter/: corpus.txt, written for
-these tests to reach every construct of the subset, and public.json, the frontmatter of public SKILL.md files.
-Without PyYAML (a lab image with only pytest) those comparisons skip; the refusals need no reference.
+these tests to reach every construct of the subset, and public.json, the frontmatter of public SKILL.md files. The
+reference's answers are golden data (frontmatter/golden.json, frontmatter_golden.py): PyYAML is built per platform
+and the lab's cells have only pure-Python wheels, so every cell compares the parser with the golden file, and on the
+host a test checks the file against PyYAML itself, so it cannot drift from it.
 """
 
 import datetime
 import json
 import math
-import pathlib
 import sys
 
+import frontmatter_golden as golden
 import pytest
 from mcpserver.skills._frontmatter import MAX_DEPTH, MAX_FRONTMATTER_BYTES, FrontmatterError, load, parse, split
 
-HERE = pathlib.Path(__file__).parent / "frontmatter"
-STAND_INS = {"␣": " ", "→": "\t", "␍": "\r"}
+CORPUS = golden.CORPUS
+PUBLIC = golden.PUBLIC
+large_frontmatter = golden.large_frontmatter
+GOLDEN = golden.load()
 
 
-def read_corpus():
-    """corpus.txt's documents by name (the file's first lines say how it is written)."""
-    documents = {}
-    name = None
-    for line in (HERE / "corpus.txt").read_text(encoding="utf-8").removesuffix("\n").split("\n"):
-        if line.startswith("=== "):
-            name = line[4:]
-            assert name not in documents, f"two documents named {name!r}"
-            documents[name] = ""
-        elif name is not None:
-            for stand_in, char in STAND_INS.items():
-                line = line.replace(stand_in, char)
-            documents[name] += line + "\n"
-    return documents
+def reference(name, text):
+    """What PyYAML makes of `text`, as the golden file has it under `name`."""
+    entry = GOLDEN["documents"].get(name)
+    assert entry is not None, f"golden.json has nothing for {name!r}: run `python tests/unit/frontmatter_golden.py`"
+    assert entry["sha256"] == golden.digest(text), (f"{name!r} changed since golden.json was written: run "
+                                                    "`python tests/unit/frontmatter_golden.py`")
+    return golden.decode(entry["value"])
 
 
-CORPUS = read_corpus()
-PUBLIC = json.loads((HERE / "public.json").read_text(encoding="utf-8"))["files"]
-
-
-def safe_load(text):
-    yaml = pytest.importorskip("yaml", reason="PyYAML is the reference the parser is compared with; it is in the "
-                                              "test extra (pip install pyyaml)")
-    return yaml.safe_load(text)
+def public_name(entry):
+    return f"public/{entry['repository']}/{entry['path']}"
 
 
 def same(ours, theirs):
@@ -69,11 +60,28 @@ def test_the_written_corpus_has_at_least_150_documents():
     assert len(CORPUS) >= 150
 
 
+def test_the_golden_file_has_every_input_and_no_other():
+    assert set(GOLDEN["documents"]) == set(golden.inputs())
+
+
+@pytest.mark.host_only("PyYAML, the reference, is built per platform: the host has it (the test extra), the cells "
+                       "compare with the golden file it wrote")
+def test_the_golden_file_is_what_pyyaml_reads_today():
+    import yaml
+
+    today = golden.made_by(yaml)
+    written = {name: json.dumps(entry) for name, entry in GOLDEN["documents"].items()}  # NaN != NaN, its text is
+    changed = [name for name, entry in today["documents"].items() if written.get(name) != json.dumps(entry)]
+    assert not changed, (f"PyYAML {yaml.__version__} reads {len(changed)} inputs otherwise than golden.json says, "
+                         f"first {changed[0]!r}: run `python tests/unit/frontmatter_golden.py` and look at the diff")
+    assert golden.dumps(today) == golden.FILE.read_text(encoding="utf-8"), "golden.json is not as dumps() writes it"
+
+
 @pytest.mark.parametrize("final_break", [True, False], ids=["with-final-break", "without"])
 @pytest.mark.parametrize("name", list(CORPUS))
 def test_each_corpus_document_reads_as_pyyaml_reads_it(name, final_break):
     text = CORPUS[name] if final_break else CORPUS[name].removesuffix("\n")
-    expected = safe_load(text)
+    expected = reference(f"corpus/{name}/{'with-final-break' if final_break else 'without'}", text)
     assert isinstance(expected, dict), "a corpus document must be a mapping that PyYAML loads"
     ours = parse(text, name)
     assert same(ours, expected), f"{name}:\n ours:   {ours!r}\n PyYAML: {expected!r}"
@@ -86,7 +94,7 @@ def test_the_public_corpus_has_at_least_100_files_from_several_repositories():
 
 @pytest.mark.parametrize("entry", PUBLIC, ids=[f"{e['repository']}/{e['path']}" for e in PUBLIC])
 def test_each_public_frontmatter_reads_as_pyyaml_reads_it_or_is_refused_as_listed(entry):
-    expected = safe_load(entry["frontmatter"])  # PyYAML loads every one, refused or not
+    expected = reference(public_name(entry), entry["frontmatter"])  # PyYAML loads every one, refused or not
     if "refused" not in entry:
         ours = parse(entry["frontmatter"], entry["path"], first_line=2)
         assert same(ours, expected), f"ours:   {ours!r}\nPyYAML: {expected!r}"
@@ -111,7 +119,7 @@ def test_the_public_files_outside_the_subset_are_refused_for_the_dates_pyyaml_ma
         line = entry["frontmatter"].split("\n")[entry["refused"]["line"] - 2]  # the block starts on the file's line 2
         date = entry["refused"]["message"].split(" ")[0]
         assert date in line
-        assert date in [str(found) for found in dates_in(safe_load(entry["frontmatter"]))]
+        assert date in [str(found) for found in dates_in(reference(public_name(entry), entry["frontmatter"]))]
 
 
 def test_every_value_read_from_the_corpora_is_json():
@@ -310,21 +318,12 @@ def test_nesting_up_to_the_limit_parses_and_one_level_more_is_refused():
     assert (error.line, error.message) == (MAX_DEPTH + 1, f"collections nested more than {MAX_DEPTH} deep (MAX_DEPTH)")
 
 
-def large_frontmatter(chunks):
-    """`chunks` copies of a piece of frontmatter that nests, folds, escapes and quotes (about 275 bytes each)."""
-    piece = ('k{n}:\n  description: "Escapes \\"quoted\\" \\t \\u00e9 \\U0001F600 and a folded\n    line"\n'
-             "  tools: [Read, 'it''s', {deep: [1, 2.5, yes, ~]}]\n"
-             "  steps:\n    - name: step {n}\n      run: |\n        echo one\n        echo two\n"
-             "    - >-\n      folded\n      text\n  plain: one\n    two # comment\n")
-    return "".join(piece.replace("{n}", str(n)) for n in range(chunks))
-
-
 def test_a_large_frontmatter_within_the_size_limit_reads_as_pyyaml_reads_it():
-    text = large_frontmatter(220)
+    text = large_frontmatter(golden.LARGE_CHUNKS)
     assert 58 * 1024 < len(text.encode()) <= MAX_FRONTMATTER_BYTES
     ours = parse(text, "SKILL.md")
-    assert len(ours) == 220
-    assert same(ours, safe_load(text))
+    assert len(ours) == golden.LARGE_CHUNKS
+    assert same(ours, reference(f"large/{golden.LARGE_CHUNKS}", text))
 
 
 def test_frontmatter_over_the_size_limit_is_refused_naming_the_limit():

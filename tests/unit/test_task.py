@@ -265,6 +265,16 @@ def test_this_runner_is_made_again_after_a_fork(monkeypatch):
     _record._IDENTITY[:] = [me]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times come from Linux's /proc")
+def test_a_process_records_the_start_time_other_processes_read_of_it():
+    # Under qemu-user (the lab's arm64 and s390x cells) a process's read of its own /proc/PID/stat is qemu's answer,
+    # 38 to 42 ticks from the kernel's, which a child reads: a runner recorded so was taken for a dead one.
+    child = [sys.executable, "-c", "import os; print(open(f'/proc/{os.getppid()}/stat').read())"]
+    read_by_a_child = subprocess.run(child, capture_output=True, text=True, timeout=60, check=True).stdout
+    state, started = _record._stat_fields(read_by_a_child)
+    assert state.isalpha() and started == this_runner().started == _record._process_start(os.getpid())[1] > 0
+
+
 def test_a_stat_answered_by_qemu_user_says_nothing_of_when_the_process_started():
     from mcpserver.tasks._record import _process_start, _stat_fields
 

@@ -12,6 +12,7 @@ from mcpserver._context import Flight
 from mcpserver.auth import Principal
 from mcpserver.store import MemoryTaskStore
 from mcptest import (
+    GUNICORN_MISSING,
     HAS_GUNICORN,
     META,
     StdioServer,
@@ -281,7 +282,7 @@ def worker() -> str:
 
 
 @needs_sqlite
-@pytest.mark.skipif(not HAS_GUNICORN, reason="gunicorn is not installed here")
+@pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_gunicorn_workers_share_tasks_through_an_sqlite_store(tmp_path):
     """A task created through one worker is polled through whichever worker the next connection reaches."""
     target = tmp_path / "shared.py"

@@ -211,6 +211,42 @@ def test_the_runtime_check_catches_what_the_schema_allowed(server):
     assert result.is_error and "too long" in result.text
 
 
+def test_a_program_gone_since_start_up_is_a_clear_error_and_nothing_runs(tmp_path, monkeypatch):
+    """Checked before spawning, on every platform: under qemu-user a failed exec of glibc's posix_spawn reads as a
+    program that ran and exited 127 (tests/payload: test_what_posix_spawn_reports_depends_on_the_emulator)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    program = folder / "vanishing"
+    program.write_text("#!/bin/sh\necho ran\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    server = Server("s")
+    server.command("by_name", ["vanishing"], stdin="none")
+    server.command("by_path", [str(program)], stdin="none")
+    assert run(server, "by_name").text == "ran\n"
+    program.unlink()
+    by_name, by_path = run(server, "by_name"), run(server, "by_path")
+    assert by_name.is_error and by_name.text == ("Command tool 'by_name': the program 'vanishing' is no longer on PATH "
+                                                 "(it was when the server started); nothing was run")
+    assert by_path.is_error and by_path.text == (f"Command tool 'by_path': the program '{program}' is no longer there, "
+                                                 "or not executable (it was when the server started); nothing was run")
+
+
+def test_arguments_past_what_the_system_starts_a_program_with_are_a_clear_error(server):
+    """Each placeholder is bounded (4096 characters), but many of them together can pass ARG_MAX: E2BIG, which
+    qemu-user's posix_spawn would lose too. The server refuses the call before spawning, saying so."""
+    limit = os.sysconf("SC_ARG_MAX")
+    count = limit // 4096 + 8
+    properties = {f"p{i}": {"type": "string", "maxLength": 4096} for i in range(count)}
+    schema = {"type": "object", "properties": properties, "required": list(properties)}
+    server.command("many", ["true", *(f"{{p{i}}}" for i in range(count))], input_schema=schema, stdin="none")
+    result = run(server, "many", **{name: "x" * 4096 for name in properties})
+    assert result.is_error and result.text.startswith("Command tool 'many': its arguments and environment come to ")
+    assert f"more than this system starts a program with (ARG_MAX, {limit} bytes); nothing was run" in result.text
+    fits = run(server, "many", **{name: "x" for name in properties})
+    assert not fits.is_error, fits.text
+
+
 # --- manifests ------------------------------------------------------------------------------
 
 
@@ -220,9 +256,10 @@ def write_manifest(tmp_path, **manifest):
     return str(path)
 
 
+@pytest.mark.host_only("runs git in a git checkout, which the lab's images are not")
 def test_the_git_example_manifest_runs_against_this_repository(monkeypatch):
-    if not os.path.isdir(os.path.join(ROOT, ".git")) or not __import__("shutil").which("git"):
-        pytest.skip("needs git and a git checkout (not present in lab images)")
+    if not os.path.exists(os.path.join(ROOT, ".git")) or not __import__("shutil").which("git"):  # a worktree: a file
+        pytest.fail("needs git and a git checkout: the host's tree is one")
     monkeypatch.chdir(ROOT)
     server = load_target(GIT)
     assert list(server.tools) == ["git_status", "git_log", "git_diff"]

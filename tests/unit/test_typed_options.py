@@ -18,8 +18,9 @@ server.resource("docs://x", mimetype="text/plain")
 '''
 
 
+@pytest.mark.host_only("runs mypy, a dev tool: the host has it (the dev extra), the lab's images do not")
 def test_misspelt_options_are_type_errors(tmp_path):
-    api = pytest.importorskip("mypy.api", reason="mypy is a dev tool: the host has it, lab images do not")
+    from mypy import api
     path = tmp_path / "typed.py"
     path.write_text(SNIPPET)
     out, err, _ = api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"),

@@ -92,15 +92,18 @@ def _read(path: str) -> str:
 
 
 def _process_start(pid: int) -> tuple[str, int]:
-    """(state, start time in ticks since boot) of a process from /proc; ("", 0) where unknown."""
-    return _stat_fields(_read(f"/proc/{pid}/stat"))
+    """(state, start time in ticks since boot) of a process from /proc; ("", 0) where unknown. Read from its main
+    thread's entry, which holds the same two fields: under qemu-user (an image of another CPU, emulated) a process's
+    read of its own /proc/PID/stat is answered by qemu, not by the kernel that other processes read, and qemu
+    answers only for that path."""
+    return _stat_fields(_read(f"/proc/{pid}/task/{pid}/stat"))
 
 
 def _stat_fields(stat: str) -> tuple[str, int]:
     # The command name (field 2) may hold spaces and parentheses: the fields that follow start after the last ")".
     fields = stat.rpartition(")")[2].split()
-    # Under qemu-user (another CPU's image, emulated) a process's read of its own stat is answered by qemu: state
-    # "0" and a start time of qemu's reckoning, which no other process reads: unknown then, and the lease decides.
+    # What qemu-user answers for a process's own /proc/PID/stat (an emulator that answered for the task's entry too):
+    # state "0" and a start time of qemu's reckoning, which no other process reads: unknown then, the lease decides.
     if len(fields) < 20 or not fields[19].isdigit() or not fields[0].isalpha():
         return "", 0
     return fields[0], int(fields[19])
