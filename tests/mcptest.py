@@ -180,24 +180,25 @@ def run_once(target: str, data: bytes, *extra: str, timeout: float = 30) -> subp
     return subprocess.run(server_command(target, *extra), input=data, capture_output=True, timeout=timeout)
 
 
-# What run_signal_probe puts before each script: a trace function that sends SIGINT at the nth line run in the
-# frames `watched` accepts (callees included), until `finished` sees one of them return; `unfired` runs then if
-# the nth line never came.
+# What run_signal_probe puts before each script: a trace function that sends SIGINT (or does `send`) at the nth
+# line run in the frames `watched` accepts (callees included; of those lines, the ones `counts` accepts), until
+# `finished` sees one of them return; `unfired` runs then if the nth line never came. `counted`: lines already
+# counted (by the process this one replaced, say).
 _SIGNAL_AT_A_LINE = """
 import os, signal, sys
 
 
-def signal_at_line(nth, watched, finished, unfired=lambda: None):
-    state = {"lines": 0, "fired": False, "finished": False}
+def signal_at_line(nth, watched, finished, unfired=lambda: None, send=None, counted=0, counts=lambda frame: True):
+    state = {"lines": counted, "fired": False, "finished": False}
 
     def trace(frame, event, arg):
         if state["finished"] or not watched(frame):
             return None
-        if event == "line":
+        if event == "line" and counts(frame):
             state["lines"] += 1
             if state["lines"] == nth:
                 state["fired"] = True
-                os.kill(os.getpid(), signal.SIGINT)
+                send() if send is not None else os.kill(os.getpid(), signal.SIGINT)
         elif event == "return" and finished(frame):
             state["finished"] = True  # the place under test ran whole: the rest of the run is not under test
             if not state["fired"]:
@@ -208,16 +209,21 @@ def signal_at_line(nth, watched, finished, unfired=lambda: None):
 """
 
 
-def run_signal_probe(script: str, hung: str) -> bytes:
+def signal_probe_source(script: str) -> str:
+    """`script` with `signal_at_line` defined before it: for a probe run another way than run_signal_probe's."""
+    return _SIGNAL_AT_A_LINE + script
+
+
+def run_signal_probe(script: str, hung: str, timeout: float = 60) -> bytes:
     """Run a `python -c` script that stops servers with signals, `signal_at_line` defined for it; its stderr once
-    it exits 0. A script still running after a minute has hung: the test fails saying `hung`, with the script's
-    last words."""
+    it exits 0. A script still running after `timeout` seconds has hung: the test fails saying `hung`, with the
+    script's last words."""
     import pytest
 
-    process = subprocess.Popen([sys.executable, "-c", _SIGNAL_AT_A_LINE + script], stdin=subprocess.DEVNULL,
+    process = subprocess.Popen([sys.executable, "-c", signal_probe_source(script)], stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         _, stderr = process.communicate()

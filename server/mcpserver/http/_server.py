@@ -192,6 +192,9 @@ def serve_app(app: Callable[..., Any], *, host: str, port: int, banner: Callable
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     hurry = Latch()
     previous = _handle_signals(server.loop, tls is not None, hurry, tls_cert, tls_key)
+    starting = getattr(previous.get(signal.SIGTERM), "served", None)
+    if starting is not None:  # the command line's start-up handler (mcpserver.__main__): serving begins here
+        starting()
     banner(server.acceptor.host, server.acceptor.port)  # after the handlers: a signal once it is seen is handled
     try:
         left = server.loop.run(grace_seconds, hurry)
