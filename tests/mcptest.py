@@ -236,6 +236,11 @@ def responses(stdout: bytes) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in stdout.splitlines()]
 
 
+# Methods whose params carry the value mirrored in Mcp-Name (WIRE.md; mcpserver._methods.NAMED_BY).
+NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
+            "tasks/update": "taskId", "tasks/cancel": "taskId"}
+
+
 def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
     """The headers a 2026-07-28 client sends with `message` (Mcp-Name base64-encoded when not plain ASCII)."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -244,8 +249,8 @@ def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
     params = message.get("params", {})
     headers["MCP-Protocol-Version"] = params.get("_meta", {}).get("io.modelcontextprotocol/protocolVersion", VERSION)
     headers["Mcp-Method"] = message["method"]
-    name = params.get("uri") if message["method"] == "resources/read" else params.get("name")
-    if message["method"] in ("tools/call", "prompts/get", "resources/read") and isinstance(name, str):
+    name = params.get(NAMED_BY.get(message["method"], ""))
+    if message["method"] in NAMED_BY and isinstance(name, str):
         if name.isascii() and name.isprintable() and name == name.strip():
             headers["Mcp-Name"] = name
         else:
@@ -267,13 +272,14 @@ class HttpServer(_ServerProcess):
     """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""
 
     def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20,
-                 tls: Any = None):
-        """`tls`: the ssl.SSLContext clients use when the server serves HTTPS (--tls-cert)."""
+                 tls: Any = None, wrap: tuple[str, ...] = ()):
+        """`tls`: the ssl.SSLContext clients use when the server serves HTTPS (--tls-cert). `wrap`: a command the
+        server runs under (unshare, say)."""
         import re
 
         self._ready = threading.Event()
         self.tls = tls
-        super().__init__(server_command(target, "--http", "--port", "0", *extra), env, subprocess.DEVNULL,
+        super().__init__([*wrap, *server_command(target, "--http", "--port", "0", *extra)], env, subprocess.DEVNULL,
                          subprocess.DEVNULL)
         if not self._ready.wait(startup):
             self.process.kill()
