@@ -2,7 +2,7 @@
 
 Two paths, each fed a batch of tools/call echo requests written ahead:
 - stdio: mcpserver.stdio.serve_stdio over in-memory streams, against the bare loop's serve().
-- HTTP: one keep-alive connection served by mcpserver's own HTTP/1.1 server (mcpserver.http._server), its
+- HTTP: one keep-alive connection served by mcpserver's own HTTP/1.1 server (mcpserver.httpd), its
   requests written ahead into an in-memory stand-in for the socket and served as one of its workers
   serves pipelined requests (screen, app, response, next request), against the bare
   ThreadingHTTPServer's handler. The stand-in lends a real file descriptor (one end of a socketpair),
@@ -37,8 +37,10 @@ sys.path.insert(0, os.path.join(ROOT, "server"))
 from mcpserver import http as mcp_http  # noqa: E402
 from mcpserver import stdio as mcp_stdio  # noqa: E402
 from mcpserver._loader import load_target  # noqa: E402
-from mcpserver.http import _server as _httpd  # noqa: E402
-from mcpserver.http._connection import Connection  # noqa: E402
+from mcpserver.httpd import ServeOptions  # noqa: E402
+from mcpserver.httpd import _serve as _httpd  # noqa: E402
+from mcpserver.httpd._connection import Connection  # noqa: E402
+from mcpserver.httpd._machine import Machine  # noqa: E402
 
 STDIO_REQUESTS = 20_000
 HTTP_REQUESTS = 5_000
@@ -125,15 +127,16 @@ def _one_connection(handle: Callable[[Any], Any], requests: bytes, fd: int = -1)
 
 def http_ours(requests: bytes) -> Callable[[], bytes]:
     app = mcp_http.create_app(os.path.join(ROOT, "server", "examples", "demo.py"), token=None)
-    httpd = _httpd._Server(app, "127.0.0.1", 0, max_connections=4)
-    httpd.acceptor.listener.close()  # nothing connects: the connection below is handed over directly
+    httpd = _httpd._Server(app, ServeOptions(host="127.0.0.1", port=0, max_connections=4))
+    httpd.door.listener.close()  # nothing connects: the connection below is handed over directly
     lender = socket.socketpair()  # kept open as long as the closure: its fd stands for the connection's
     httpd.loop.poller.add(lender[0].fileno(), 0)
 
     def serve(sock: Any) -> None:
-        connection = Connection(sock, ("127.0.0.1", 0), None)
-        connection.buffer += requests  # all of them already read, as pipelined requests are
-        connection.state = httpd.reader.next_step(connection) or ""
+        machine = Machine(httpd.loop.rules, False, time.monotonic())
+        connection = Connection(sock, ("127.0.0.1", 0), None, machine)
+        machine.received(requests, False, time.monotonic())  # all of them already read, as pipelined requests are
+        connection.busy = True  # the loop handed it to a worker
         httpd.worker.work(connection)
 
     def run() -> bytes:

@@ -192,7 +192,7 @@ def _why_missed(key: str, results: dict[str, Any]) -> str:
                 "the bare loop's own minimum and median in the pipelined table.")
     if key == "http-bare":
         return ("the bare server parses headers with http.server (the email package), mcpserver with its own "
-                "HTTP/1.1 server (mcpserver.http._server); mcpserver also builds a WSGI environ, checks Host, Origin, "
+                "HTTP/1.1 server (mcpserver.httpd); mcpserver also builds a WSGI environ, checks Host, Origin, "
                 "media types and the MCP headers against the body, and registers every tools/call's connection "
                 "with epoll for the length of the call, so that a client hanging up cancels it (two system calls a "
                 "call that the bare server does not make).")
@@ -755,8 +755,8 @@ def _sse_section(results: dict[str, Any]) -> list[str]:
                     "response. Delivered is frames received before the response, per second from the request sent "
                     "to the stream's end; emitted is the count the tool produced over the same time. A stream "
                     "keeps at most 256 notifications waiting for the socket and then keeps only the latest progress "
-                    "(`SSE_BACKLOG` in server/mcpserver/http.py), so delivered can be far below emitted; what is "
-                    "delivered is checked as over stdio (strictly increasing, ending with the last step). The "
+                    "(`SSE_BACKLOG` in server/mcpserver/http/_stream.py), so delivered can be far below emitted; what "
+                    "is delivered is checked as over stdio (strictly increasing, ending with the last step). The "
                     "official SDK is not measured here: its HTTP app in this benchmark answers with JSON, not SSE.",
                     _table(results, "http.progress", "http", [("delivered min /s", "per_s", "min"),
                                                               ("delivered median /s", "per_s", "median"),
@@ -925,7 +925,7 @@ def _profile_section(profile: Optional[dict[str, Any]]) -> list[str]:
     lines = ["## Where mcpserver's time goes", "",
              "`bench/profile_hot_path.py` runs each path in-process on requests written ahead (stdio: serve_stdio "
              "over in-memory streams, profiled on every thread it starts; HTTP: mcpserver's own HTTP/1.1 server "
-             "(`mcpserver.http._server`) on one keep-alive connection whose socket is an in-memory stand-in), so only "
+             "(`mcpserver.httpd`) on one keep-alive connection whose socket is an in-memory stand-in), so only "
              "the Python work is counted: no scheduling, and no system calls but epoll's for the disconnect "
              "watch. The "
              "microseconds per request are the minimum of 5 runs, interleaved with the bare ceilings' own code.", "",

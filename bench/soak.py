@@ -72,7 +72,7 @@ import fuzz_drive  # noqa: E402
 import fuzz_gen  # noqa: E402
 import fuzz_known  # noqa: E402
 from mcpserver._malloc import TRIM_SECONDS  # noqa: E402
-from mcpserver.http._server import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_REQUESTS, DEFAULT_READ_TIMEOUT  # noqa: E402
+from mcpserver.httpd import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_REQUESTS, DEFAULT_READ_TIMEOUT  # noqa: E402
 from mcpserver.legacy import LEGACY_VERSIONS  # noqa: E402
 
 TARGET = os.path.join(BENCH, "soak_server.py")

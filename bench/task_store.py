@@ -91,7 +91,7 @@ def measure(name: str, open_store: Callable[[], TaskStore], tasks: int, rounds: 
 
 
 def sqlite_rows(tasks: int, rounds: int, synchronous: str, disk: bool = True) -> dict[str, Any]:
-    from mcpserver.tasks._sqlite import SqliteTaskStore
+    from mcpserver.store import SqliteTaskStore
 
     folder = tempfile.mkdtemp(prefix="mcpserver-bench-")
     paths = []
@@ -113,7 +113,7 @@ def sqlite_rows(tasks: int, rounds: int, synchronous: str, disk: bool = True) ->
 
 def postgres_rows(tasks: int, rounds: int) -> dict[str, Any]:
     import psycopg
-    from mcpserver.tasks._postgres import PostgresTaskStore
+    from mcpserver.store import PostgresTaskStore
     from pgserver import PostgresServer
 
     server = PostgresServer(durable=True).start()

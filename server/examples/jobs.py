@@ -1,14 +1,14 @@
 """Jobs a client starts and then polls: long calls as tasks (the io.modelcontextprotocol/tasks extension).
 
-    python -m mcpserver --task-store jobs.db server/examples/jobs.py            # stdio, tasks in SQLite
-    python -m mcpserver --http --task-store jobs.db server/examples/jobs.py     # HTTP; any process on the
+    python -m mcpserver --store jobs.db server/examples/jobs.py                 # stdio, tasks in SQLite
+    python -m mcpserver --http --store jobs.db server/examples/jobs.py          # HTTP; any process on the
                                                                                 # host can poll them
     mcpserver call server/examples/jobs.py backup '{"seconds": 3}'              # follows the task to its end
 
 `task="optional"` is the one change from a plain tool: a client that declared the extension gets a task
 id at once and polls tasks/get (the tool's progress is the task's status message) or cancels it with
 tasks/cancel, which stops the program (its process group is killed); a client that did not gets a
-plain call. With `--task-store FILE` the tasks survive a restart, and a task whose server died reads
+plain call. With `--store FILE` the tasks survive a restart, and a task whose server died reads
 `failed`, saying so.
 """
 

@@ -16,9 +16,9 @@ Serve it with `python -m mcpserver demo.py` (stdio) or `python -m mcpserver --ht
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers see; at run time each name is imported when first asked for
     from . import content, inputs
-    from ._context import Cancelled, Context
+    from ._context import Call, Cancelled, Context
     from ._loader import load_target
-    from ._middleware import Call, Middleware
+    from ._middleware import Middleware
     from ._prompts import Prompt
     from ._ratelimit import ToolRateLimits
     from ._resources import Resource, ResourceNotFound, ResourceTemplate
@@ -56,7 +56,7 @@ __all__ = [
 # Where each public name lives (None: a submodule). `import mcpserver` imports none of them, so the command
 # line (python -m mcpserver) starts before the registry and the core are imported, and decides how.
 _HOMES = {
-    "PROTOCOL_VERSION": "._wire", "Call": "._middleware", "Cancelled": "._context", "ConfigError": ".errors",
+    "PROTOCOL_VERSION": "._wire", "Call": "._context", "Cancelled": "._context", "ConfigError": ".errors",
     "Context": "._context", "Middleware": "._middleware", "Prompt": "._prompts", "ProtocolError": ".errors",
     "Resource": "._resources",
     "ResourceNotFound": "._resources", "ResourceTemplate": "._resources", "Server": "._server", "Tool": "._tools",

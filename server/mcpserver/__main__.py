@@ -99,14 +99,18 @@ def _host(text: str) -> str:
 
 
 class Option:
-    """One command-line option, read by the quick parser and by argparse alike."""
+    """One command-line option, read by the quick parser and by argparse alike. An HTTP option sets the field of
+    mcpserver.http.HttpOptions named `field` (its own name, unless said; None: no field of those)."""
 
-    __slots__ = ("choices", "default", "dest", "flag", "group", "help", "kind", "metavar")
+    __slots__ = ("aliases", "choices", "default", "dest", "field", "flag", "group", "help", "kind", "metavar")
 
     def __init__(self, flag: str, kind: Any, help: str, *, default: Any = None, metavar: Optional[str] = None,
-                 choices: Optional[tuple[str, ...]] = None, group: Optional[str] = None):
+                 choices: Optional[tuple[str, ...]] = None, group: Optional[str] = None, aliases: tuple[str, ...] = (),
+                 field: Optional[str] = ""):
         self.flag = flag
+        self.aliases = aliases  # older spellings, still read
         self.dest = flag[2:].replace("-", "_")
+        self.field = self.dest if field == "" and group == HTTP_GROUP else field
         # bool: a flag; list: repeatable; str, or a converter that raises ValueError saying why: one value
         self.kind = kind
         self.help = help
@@ -127,33 +131,35 @@ OPTIONS = (
            "(default 16)", metavar="N"),
     Option("--generic-errors", bool, "tell clients only that a tool failed, with an id; the exception or the "
            "program's stderr goes to the log under that id (same as MCPSERVER_GENERIC_ERRORS=1)"),
-    Option("--task-store", str, "where task tools keep their tasks: memory (default, this process), the path of "
-           "an SQLite file (shared by every process on the host, kept across restarts) or a postgresql:// URL",
-           metavar="PATH"),
+    Option("--store", str, "what the processes serving this server share: where task tools keep their tasks, legacy "
+           "HTTP sessions their streams' events, and notifications cross between processes: memory (default, this "
+           "process alone), the path of an SQLite file (every process on the host, kept across restarts) or a "
+           "postgresql:// URL (many hosts)", metavar="PATH", aliases=("--task-store",)),
     Option("--skills", list, "serve the skills under DIR (repeatable): each directory below it holding a SKILL.md "
            "(the Skills extension)", metavar="DIR"),
     Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
-           "second signal stops at once", metavar="SECONDS"),
+           "second signal stops at once", metavar="SECONDS", field="grace_seconds"),
     Option("--max-listen-seconds", _timeout, "end each subscriptions/listen stream (and a legacy session's GET "
            "stream) after this long with its graceful result, so the client listens again (default: no bound)",
            metavar="SECONDS"),
     Option("--no-listen", bool, "serve no subscriptions/listen streams, and say so in server/discover and "
            "initialize (no listChanged, no subscribe): for a server whose lists never change"),
-    Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP),
+    Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP, field=None),
     Option("--host", _host, "address to bind (default 127.0.0.1)", default="127.0.0.1", metavar="HOST",
            group=HTTP_GROUP),
     Option("--port", _port, "port (default 3000; 0 picks a free one)", default=3000, metavar="PORT",
            group=HTTP_GROUP),
     Option("--path", str, "endpoint path (default /mcp)", default="/mcp", group=HTTP_GROUP),
     Option("--token-file", str, "read the bearer token clients must send from FILE's first line (or set "
-           "MCPSERVER_TOKEN)", metavar="FILE", group=HTTP_GROUP),
-    Option("--token", str, "the bearer token itself; visible in ps, so prefer --token-file", group=HTTP_GROUP),
+           "MCPSERVER_TOKEN)", metavar="FILE", group=HTTP_GROUP, field=None),
+    Option("--token", str, "the bearer token itself; visible in ps, so prefer --token-file", group=HTTP_GROUP,
+           field=None),
     Option("--insecure-no-auth", bool, "allow a non-loopback bind without a token (only behind your own auth)",
            group=HTTP_GROUP),
     Option("--allow-origin", list, "an Origin browsers may call from (repeatable); loopback origins are allowed by "
-           "default", metavar="ORIGIN", group=HTTP_GROUP),
+           "default", metavar="ORIGIN", group=HTTP_GROUP, field="allowed_origins"),
     Option("--allow-host", list, "an extra Host header name to accept when bound to loopback (repeatable)",
-           metavar="HOST", group=HTTP_GROUP),
+           metavar="HOST", group=HTTP_GROUP, field="allowed_hosts"),
     Option("--max-body-bytes", _positive, "largest request body (default 32 MiB)", metavar="N", group=HTTP_GROUP),
     Option("--max-connections", _positive, "open connections at once (default 1024; idle and slow ones cost no "
            "thread)", metavar="N", group=HTTP_GROUP),
@@ -207,7 +213,7 @@ OPTIONS = (
 def _quick_parse(argv: list[str]) -> Any:
     """The common command lines, parsed without importing argparse; None for anything else (--help,
     --version, a mistake), which argparse then parses and explains."""
-    by_flag = {option.flag: option for option in OPTIONS}
+    by_flag = {flag: option for option in OPTIONS for flag in (option.flag, *option.aliases)}
     values: dict[str, Any] = {o.dest: [] if o.kind is list else o.default for o in OPTIONS}
     values["target"] = None
     index = 0
@@ -295,14 +301,16 @@ def _parser(prog: str = "mcpserver") -> Any:
         if option.group not in groups:
             groups[option.group] = parser.add_argument_group(option.group)
         target = groups[option.group]
+        flags = (option.flag, *option.aliases)
         if option.kind is bool:
-            target.add_argument(option.flag, action="store_true", help=option.help)
+            target.add_argument(*flags, dest=option.dest, action="store_true", help=option.help)
         elif option.kind is list:
-            target.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=option.help)
-        else:
-            target.add_argument(option.flag, type=option.kind if option.kind is str else _argparse_type(option.kind),
-                                default=option.default, metavar=option.metavar, choices=option.choices,
+            target.add_argument(*flags, dest=option.dest, action="append", default=[], metavar=option.metavar,
                                 help=option.help)
+        else:
+            target.add_argument(*flags, dest=option.dest, default=option.default, metavar=option.metavar,
+                                type=option.kind if option.kind is str else _argparse_type(option.kind),
+                                choices=option.choices, help=option.help)
     return parser
 
 
@@ -503,6 +511,32 @@ def _main(argv: list[str], collecting: bool, own_process: bool, starting: Starti
         _started(collecting, freeze=False)
         return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])
     args = _parse(argv)
+    environ = _set_up_process(args, own_process, starting)
+    try:
+        _log.configure(args.log_level, args.log_file, args.log_format)
+    except OSError as exc:
+        print(f"mcpserver: cannot open the log file: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.check:
+            return _print_check(args)
+        server = _loaded(args)
+        if args.store is not None:
+            server.task_store = args.store
+            _open_task_store(server)
+        _log.adopt_logging()  # the server's code imported logging: route it where the command line says
+        if args.log_format == "json":  # records made while a request is answered say which
+            server.middleware(_log.in_request, outermost=True)
+        _started(collecting)
+        return _serve(server, args, args.token, environ)
+    except ConfigError as exc:
+        print(f"mcpserver: {exc}", file=sys.stderr)
+        return 1
+
+
+def _set_up_process(args: Any, own_process: bool, starting: Starting) -> dict[str, str]:
+    """What the process needs before it loads the server: PyPy's nursery bounded (a start again), the token out
+    of the environment, generic errors, PID 1's duties. Returns the environment the token is resolved from."""
     bounded = None
     if own_process and sys.implementation.name == "pypy":  # CPython starts without importing what only PyPy needs
         from ._pypy import bounded_environment
@@ -510,7 +544,7 @@ def _main(argv: list[str], collecting: bool, own_process: bool, starting: Starti
         bounded = bounded_environment()
     if bounded is not None:  # PyPy sized its nursery from a large CPU cache: start again with it bounded
         _start_again(bounded)
-    token, environ = args.token, {}
+    environ: dict[str, str] = {}
     if args.http and not args.resource:  # $MCPSERVER_TOKEN leaves the environment before any tool can read it
         environ = dict(os.environ)
         scrubbed = _token_out_of_environment()
@@ -522,31 +556,12 @@ def _main(argv: list[str], collecting: bool, own_process: bool, starting: Starti
         from ._pid1 import init_if_pid1
 
         init_if_pid1(starting)
-    try:
-        _log.configure(args.log_level, args.log_file, args.log_format)
-    except OSError as exc:
-        print(f"mcpserver: cannot open the log file: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.check:
-            return _print_check(args)
-        server = _loaded(args)
-        if args.task_store is not None:
-            server.task_store = args.task_store
-            _open_task_store(server)
-        _log.adopt_logging()  # the server's code imported logging: route it where the command line says
-        if args.log_format == "json":  # records made while a request is answered say which
-            server.middleware(_log.in_request, outermost=True)
-        _started(collecting)
-        return _serve(server, args, token, environ)
-    except ConfigError as exc:
-        print(f"mcpserver: {exc}", file=sys.stderr)
-        return 1
+    return environ
 
 
 def _open_task_store(server: Any) -> None:
     """Open the store now, so one that cannot serve is refused at start-up (ConfigError), not at a first task."""
-    from .tasks._methods import task_manager
+    from .tasks import task_manager
 
     task_manager(server)
 
@@ -562,28 +577,13 @@ def _serve(server: Any, args: Any, token: Optional[str], environ: dict[str, str]
         stdio_options = {key: value for key, value in (("max_concurrent", args.max_concurrent),
                                                        ("grace_seconds", args.grace)) if value is not None}
         return run(server, "stdio", **stdio_options)
-    if not args.resource:
-        from .http import resolve_token  # only for HTTP: a stdio server's start-up does without it
+    from .http import HttpOptions, resolve_token  # only for HTTP: a stdio server's start-up does without it
 
+    if not args.resource:
         token = resolve_token(args.token, args.token_file, environ)
-    limits = {key: value for key, value in (("max_body_bytes", args.max_body_bytes),
-                                            ("max_connections", args.max_connections),
-                                            ("max_requests", args.max_requests),
-                                            ("max_queued", args.max_queued),
-                                            ("worker_idle_seconds", args.worker_idle_seconds),
-                                            ("max_listeners", args.max_listeners),
-                                            ("max_listeners_per_peer", args.max_listeners_per_peer),
-                                            ("max_listeners_per_principal", args.max_listeners_per_principal),
-                                            ("rate_limit", args.rate_limit), ("burst", args.burst),
-                                            ("read_timeout", args.read_timeout),
-                                            ("header_timeout", args.header_timeout),
-                                            ("grace_seconds", args.grace)) if value is not None}
-    return run(server, "http", host=args.host, port=args.port, path=args.path, token=token,
-               insecure_no_auth=args.insecure_no_auth, allowed_origins=args.allow_origin,
-               allowed_hosts=args.allow_host, oauth=_resource_server(args), behind_proxy=args.behind_proxy,
-               tls_cert=args.tls_cert, tls_key=args.tls_key, metrics=args.metrics or args.public_metrics,
-               public_metrics=args.public_metrics, health=args.health or args.log_health,
-               log_health=args.log_health, **limits)
+    given = {option.field: getattr(args, option.dest) for option in OPTIONS
+             if option.field and getattr(args, option.dest) not in (None, [])}
+    return run(server, "http", HttpOptions(token=token, oauth=_resource_server(args), **given))
 
 
 if __name__ == "__main__":

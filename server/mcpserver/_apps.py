@@ -51,6 +51,26 @@ def app_resource(uri: str, html: Optional[str], path: Optional[str], *, name: Op
         _check_document(html, where)
     else:
         raise ConfigError(f"{where}: html is the page's text, not {type(html).__name__}")
+    ui = _ui(where, csp, permissions, domain, prefers_border)
+    meta = {"ui": ui} if ui else None
+
+    def read() -> list[dict[str, Any]]:
+        page = html
+        if path is not None:
+            with open(path, encoding="utf-8") as file:
+                page = file.read()
+        item: dict[str, Any] = {"uri": uri, "mimeType": APP_MIME_TYPE, "text": page}
+        if meta is not None:
+            item["_meta"] = meta
+        return [item]
+
+    return Resource(uri, read, name=name or uri[len("ui://"):], title=title, description=description,
+                    mime_type=APP_MIME_TYPE, meta=meta)
+
+
+def _ui(where: str, csp: Optional[dict[str, Any]], permissions: Optional[Iterable[str]], domain: Optional[str],
+        prefers_border: Optional[bool]) -> dict[str, Any]:
+    """The app's `_meta.ui` (csp, permissions, domain, prefersBorder), each checked; ConfigError saying which."""
     ui: dict[str, Any] = {}
     if csp is not None:
         ui["csp"] = _csp(csp, where)
@@ -68,20 +88,7 @@ def app_resource(uri: str, html: Optional[str], path: Optional[str], *, name: Op
         if not isinstance(prefers_border, bool):
             raise ConfigError(f"{where}: prefers_border is True or False")
         ui["prefersBorder"] = prefers_border
-    meta = {"ui": ui} if ui else None
-
-    def read() -> list[dict[str, Any]]:
-        page = html
-        if path is not None:
-            with open(path, encoding="utf-8") as file:
-                page = file.read()
-        item: dict[str, Any] = {"uri": uri, "mimeType": APP_MIME_TYPE, "text": page}
-        if meta is not None:
-            item["_meta"] = meta
-        return [item]
-
-    return Resource(uri, read, name=name or uri[len("ui://"):], title=title, description=description,
-                    mime_type=APP_MIME_TYPE, meta=meta)
+    return ui
 
 
 def _check_document(text: str, where: str) -> None:

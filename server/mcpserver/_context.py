@@ -22,19 +22,70 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 from . import _log
 from ._wire import CAPABILITY_OF_INPUT, META_CAPABILITIES, META_CLIENT_INFO, META_PROGRESS_TOKEN, PROTOCOL_VERSION
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional
+    from typing import Any, Callable, Optional, Protocol
     Emit = Callable[[dict[str, Any]], None]
 
-__all__ = ["Cancelled", "ClientRefused", "Context", "Flight", "InputRequired", "Peer"]
+    class Negotiated(Protocol):
+        """What a legacy session's initialize negotiated, fixed for its life (legacy.LegacySession)."""
+
+        revision: str
+        client_capabilities: dict[str, Any]
+        client_info: dict[str, Any]
+
+        def at_least(self, revision: str) -> bool: ...
+
+__all__ = ["NAMED_BY", "Call", "Cancelled", "ClientRefused", "Context", "Flight", "InputRequired", "Peer"]
 
 log = _log.get("mcpserver.context")
 tool_log = _log.get("mcpserver.tool.log")
+
+
+# The params field that names what a method acts on (a tool, a prompt, a resource, a task).
+NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "resources/subscribe": "uri",
+            "resources/unsubscribe": "uri", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+            "completion/complete": "ref"}
+
+
+class Call:
+    """What a middleware sees of one request: plain data, never the transport's objects."""
+
+    __slots__ = ("_meta", "era", "headers", "method", "name", "params", "principal", "request_id", "started",
+                 "transport")
+
+    def __init__(self, request_id: Any, method: str, params: dict[str, Any], principal: Any, transport: str,
+                 era: str, headers: Optional[dict[str, str]] = None):
+        self.request_id = request_id
+        self.method = method
+        self.params = params  # as the client sent them: a middleware reads, never changes them
+        named = params.get(NAMED_BY.get(method, ""))
+        self.name: Optional[str] = named if isinstance(named, str) else (
+            named.get("name") or named.get("uri") if isinstance(named, dict) else None)
+        self.principal = principal  # mcpserver.auth.Principal when OAuth (or StaticTokens) authenticated one, else None
+        self.transport = transport  # "stdio", "http", "in-process" (mcpserver.testing), "cli" (mcpserver call)
+        self.era = era  # the revision it is served in: "2026-07-28", or the legacy session's
+        self.headers = headers  # over HTTP, a 2026-07-28 request's header fields by lower-case name; else None
+        self.started = time.perf_counter()
+        self._meta: Optional[dict[str, Any]] = None
+
+    def elapsed(self) -> float:
+        """Seconds since the request reached the chain."""
+        return time.perf_counter() - self.started
+
+    def add_meta(self, key: str, value: Any) -> None:
+        """Put `key` in the result's `_meta` (a name with a prefix of yours: io.example/...)."""
+        if self._meta is None:
+            self._meta = {}
+        self._meta[key] = value
+
+    def __repr__(self) -> str:
+        return f"Call({self.method!r}, name={self.name!r}, transport={self.transport!r}, era={self.era!r})"
 
 
 class Cancelled(BaseException):
@@ -48,9 +99,9 @@ class ClientRefused(Exception):
 
 
 class Peer:
-    """The client of a legacy session, as a request sees it; the transport implements it (mcpserver._session)."""
+    """The client of a legacy session, as a request sees it; the transport implements it (legacy.LegacyPeer)."""
 
-    session: Any  # the LegacySession: revision, client_capabilities, client_info
+    session: Negotiated
 
     def request(self, method: str, params: dict[str, Any], flight: Flight) -> dict[str, Any]:
         """Send `method` to the client on `flight`'s stream and wait for its result; Cancelled if the
@@ -252,7 +303,7 @@ class Context:
         self.flight = flight if flight is not None else Flight()
         self.answers: dict[str, Any] = answers if answers is not None else {}  # the client's, keyed as asked
         self.peer = peer  # a legacy session's client; None in 2026-07-28
-        self.task: Any = None  # a task tool's call (mcpserver._tasks._TaskRun); None for a plain call
+        self.task: Any = None  # a task tool's call (mcpserver.tasks._runner._TaskRun); None for a plain call
         self._asked = 0
 
     @property
@@ -260,7 +311,7 @@ class Context:
         """What the client declared: on this request (2026-07-28, never inferred from earlier ones), or
         when it opened its legacy session."""
         if self.peer is not None:
-            return self.peer.session.client_capabilities  # type: ignore[no-any-return]
+            return self.peer.session.client_capabilities
         declared = self.meta.get(META_CAPABILITIES)
         return declared if isinstance(declared, dict) else {}
 
@@ -346,7 +397,7 @@ class Context:
 
     def supports(self, capability: str) -> bool:
         """Whether the client declared `capability` ("elicitation", "sampling", "roots", ...) on this request,
-        or when its legacy session was negotiated (only what that revision defines: _legacy.initialize)."""
+        or when its legacy session was negotiated (only what that revision defines: legacy._shaping.initialize)."""
         return capability in self.client_capabilities
 
     def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Optional
     Handler = Callable[[Server, dict[str, Any], Context], Any]
 
+    from ._context import Negotiated
     from ._tools import Tool
-    from .legacy import LegacySession
 
 __all__ = ["ANSWERED", "CANCELLED", "INDIRECT", "LISTENING", "METHODS", "MODERN_ONLY", "NAMED_BY", "Listening",
            "Reply", "cacheable", "call_tool_directly", "error_response", "success"]
@@ -59,7 +59,7 @@ class Reply:
     __slots__ = ("http_status", "listening", "outcome", "response", "session")
 
     def __init__(self, response: Optional[dict[str, Any]], outcome: str = ANSWERED, http_status: int = 200,
-                 listening: Optional[Listening] = None, session: Optional[LegacySession] = None):
+                 listening: Optional[Listening] = None, session: Optional[Negotiated] = None):
         self.response = response
         self.outcome = outcome
         self.http_status = http_status
@@ -118,9 +118,9 @@ def cacheable(server: Server, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 def _tasks() -> Any:
-    """mcpserver.tasks._methods, imported when a task tool or a tasks/* method is first used: a server
-    without them never loads the wing."""
-    from .tasks import _methods as tasks
+    """The Tasks wing, imported when a task tool or a tasks/* method is first used: a server without them never
+    loads it."""
+    from . import tasks
 
     return tasks
 

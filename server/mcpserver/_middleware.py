@@ -29,8 +29,8 @@ Rules of this module:
 from __future__ import annotations
 
 import sys
-import time
 
+from ._context import NAMED_BY, Call
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -39,15 +39,9 @@ if TYPE_CHECKING:
 
     Proceed = Callable[[], Any]
     Handler = Callable[[Any, dict[str, Any], Any], Any]
-    MiddlewareFunction = Callable[["Call", Proceed], Any]
+    MiddlewareFunction = Callable[[Call, Proceed], Any]
 
 __all__ = ["NAMED_BY", "Call", "Middleware", "MiddlewareChain", "transport_of"]
-
-# The params field that names what a method acts on (a tool, a prompt, a resource, a task).
-NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "resources/subscribe": "uri",
-            "resources/unsubscribe": "uri", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
-            "completion/complete": "ref"}
-
 
 def transport_of(headers: Optional[dict[str, str]], flight: Any, peer: Any) -> str:
     """Which transport a request came by, from what dispatch is given: headers only over HTTP; else what the
@@ -58,41 +52,6 @@ def transport_of(headers: Optional[dict[str, str]], flight: Any, peer: Any) -> s
     if named:
         return str(named)
     return str(getattr(peer, "transport", "stdio")) if peer is not None else "stdio"
-
-
-class Call:
-    """What a middleware sees of one request: plain data, never the transport's objects."""
-
-    __slots__ = ("_meta", "era", "headers", "method", "name", "params", "principal", "request_id", "started",
-                 "transport")
-
-    def __init__(self, request_id: Any, method: str, params: dict[str, Any], principal: Any, transport: str,
-                 era: str, headers: Optional[dict[str, str]] = None):
-        self.request_id = request_id
-        self.method = method
-        self.params = params  # as the client sent them: a middleware reads, never changes them
-        named = params.get(NAMED_BY.get(method, ""))
-        self.name: Optional[str] = named if isinstance(named, str) else (
-            named.get("name") or named.get("uri") if isinstance(named, dict) else None)
-        self.principal = principal  # mcpserver.auth.Principal when OAuth (or StaticTokens) authenticated one, else None
-        self.transport = transport  # "stdio", "http", "in-process" (mcpserver.testing), "cli" (mcpserver call)
-        self.era = era  # the revision it is served in: "2026-07-28", or the legacy session's
-        self.headers = headers  # over HTTP, a 2026-07-28 request's header fields by lower-case name; else None
-        self.started = time.perf_counter()
-        self._meta: Optional[dict[str, Any]] = None
-
-    def elapsed(self) -> float:
-        """Seconds since the request reached the chain."""
-        return time.perf_counter() - self.started
-
-    def add_meta(self, key: str, value: Any) -> None:
-        """Put `key` in the result's `_meta` (a name with a prefix of yours: io.example/...)."""
-        if self._meta is None:
-            self._meta = {}
-        self._meta[key] = value
-
-    def __repr__(self) -> str:
-        return f"Call({self.method!r}, name={self.name!r}, transport={self.transport!r}, era={self.era!r})"
 
 
 class Middleware:

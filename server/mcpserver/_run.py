@@ -8,9 +8,9 @@ from ._server import Server
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Literal, Optional, overload
+    from typing import Any, Literal, Optional, overload
 
-    from .auth import ResourceServer
+    from .http import HttpOptions
 else:
     def overload(function: Any) -> Any:  # what typing.overload does at run time: the last definition wins
         return function
@@ -24,46 +24,37 @@ def run(server: Server, transport: Literal["stdio"] = "stdio", *, max_concurrent
 
 
 @overload  # ruff sees the run-time stand-in, not typing.overload: hence the noqa on the redefinitions
-def run(server: Server, transport: Literal["http"], *, host: str = ..., port: int = ..., path: str = ...,  # noqa: F811
-        token: Optional[str] = ..., token_file: Optional[str] = ..., insecure_no_auth: bool = ...,
-        allowed_origins: Iterable[str] = ..., allowed_hosts: Iterable[str] = ..., max_body_bytes: int = ...,
-        oauth: Optional[ResourceServer] = ..., behind_proxy: bool = ..., tls_cert: Optional[str] = ...,
-        tls_key: Optional[str] = ..., max_connections: int = ..., max_requests: int = ..., max_queued: int = ...,
-        read_timeout: float = ..., header_timeout: float = ..., grace_seconds: float = ...,
-        max_listeners: Optional[int] = ..., max_listeners_per_peer: int = ...,
-        max_listeners_per_principal: int = ..., metrics: bool = ..., public_metrics: bool = ...,
-        health: bool = ..., log_health: bool = ..., rate_limit: Optional[str] = ...,
-        burst: Optional[int] = ..., worker_idle_seconds: float = ...) -> int: ...
+def run(server: Server, transport: Literal["http"], options: Optional[HttpOptions] = ...,  # noqa: F811
+        **keywords: Any) -> int: ...
 
 
-def run(server: Server, transport: str = "stdio", **options: Any) -> int:  # noqa: F811
+def run(server: Server, transport: str = "stdio", options: Any = None, **keywords: Any) -> int:  # noqa: F811
     """Serve `server` until EOF or a signal; return the exit status.
 
     `transport` is "stdio" (what MCP clients launch; options max_concurrent, grace_seconds) or
-    "http" (Streamable HTTP; the options are `python -m mcpserver --http`'s, spelled as keywords:
-    host, port, path, token, token_file, insecure_no_auth, allowed_origins, allowed_hosts,
-    max_body_bytes, oauth (an mcpserver.auth.ResourceServer), behind_proxy, tls_cert, tls_key,
-    max_connections, max_requests, max_queued, read_timeout, header_timeout, grace_seconds,
-    max_listeners, max_listeners_per_peer, max_listeners_per_principal, metrics, public_metrics, health,
-    log_health, rate_limit, burst, worker_idle_seconds; README.md's security table gives their defaults).
+    "http" (Streamable HTTP): `options` is an mcpserver.http.HttpOptions, whose fields are
+    `python -m mcpserver --http`'s options (host, port, path, token, oauth, max_connections, rate_limit...),
+    and the same names are taken as keywords too (README.md's security table gives their defaults):
 
-        if __name__ == "__main__":
-            sys.exit(mcpserver.run(server))
+        sys.exit(mcpserver.run(server, "http", HttpOptions(port=8080, rate_limit="10/s")))
+        sys.exit(mcpserver.run(server, "http", port=8080, rate_limit="10/s"))
     """
     if sys.implementation.name == "pypy":  # CPython starts without importing what only PyPy needs
         from ._pypy import warn_if_oversized
 
         warn_if_oversized("mcpserver.run")
     if server.task_store is not None:  # refused now if it cannot serve; and this server's changes reach the bus
-        from .tasks._shared import shared
+        from .store import shared
 
         shared(server)
     if transport == "stdio":
         from .stdio import serve_stdio
 
-        return serve_stdio(server, **options)
+        if options is not None:
+            raise TypeError("stdio takes its options as keywords: max_concurrent, grace_seconds")
+        return serve_stdio(server, **keywords)
     if transport == "http":
         from .http._serving import serve
 
-        return serve(server, **options)
+        return serve(server, options, **keywords)
     raise ValueError(f"unknown transport {transport!r}; use \"stdio\" or \"http\"")

@@ -32,8 +32,19 @@ DEFAULT_TTL_MS = 300_000  # list results are static for a process's life; a rest
 DEFAULT_PAGE_SIZE = 100
 
 
+def _check_options(name: Any, ttl_ms: Any, cache_scope: Any, page_size: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise ConfigError("a server needs a non-empty name")
+    if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
+        raise ConfigError(f"ttl_ms must be an integer >= 0, not {ttl_ms!r}")
+    if cache_scope not in ("public", "private"):
+        raise ConfigError(f"cache_scope must be \"public\" or \"private\", not {cache_scope!r}")
+    if not isinstance(page_size, int) or page_size < 1:
+        raise ConfigError(f"page_size must be a positive integer, not {page_size!r}")
+
+
 class Server:
-    """An MCP server's contents and identity. Transports serve it; `protocol.handle` answers for it.
+    """An MCP server's contents and identity. Transports serve it; `protocol.dispatch` answers for it.
 
     >>> server = Server("demo", "1.0.0")
     >>> @server.tool()
@@ -57,14 +68,7 @@ class Server:
         or "memory" (this process), the path of an SQLite file (every process on the host, across restarts)
         or a postgresql:// URL; `heartbeat`, the seconds between progress beats of a silent tool's call whose
         client sent a progressToken, for every tool that does not say otherwise (`@server.tool(heartbeat=)`)."""
-        if not isinstance(name, str) or not name:
-            raise ConfigError("a server needs a non-empty name")
-        if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
-            raise ConfigError(f"ttl_ms must be an integer >= 0, not {ttl_ms!r}")
-        if cache_scope not in ("public", "private"):
-            raise ConfigError(f"cache_scope must be \"public\" or \"private\", not {cache_scope!r}")
-        if not isinstance(page_size, int) or page_size < 1:
-            raise ConfigError(f"page_size must be a positive integer, not {page_size!r}")
+        _check_options(name, ttl_ms, cache_scope, page_size)
         self.name = name
         self.version = version
         self.middleware = MiddlewareChain()  # @server.middleware: around every request (mcpserver._middleware)

@@ -10,7 +10,7 @@ Rules of this module:
 - Publishing never waits for a listener: each one's flight decides how its notification is
   carried (stdout on stdio; a coalescing buffer per SSE stream over HTTP).
 - Ending (shutdown) wakes every listen request, which then answers with its graceful result.
-- With a shared store (--task-store on SQLite or PostgreSQL) `relay` is its bus (tasks._bus): every change made
+- With a shared store (--store on SQLite or PostgreSQL) `relay` is its bus (store._bus): every change made
   here is told to this process's listeners and handed to the bus, and `receive` tells them the changes other
   processes made, which are not handed on again.
 - A listener's end is an Event a transport may wait on, or watch with a callback (`on_end`), so a
@@ -98,7 +98,7 @@ class Subscriptions:
         self._listeners: tuple[Listener, ...] = ()  # replaced, never changed: publishers iterate without the lock
         self._exempt: set[int] = set()  # ids of the open listeners `limit` does not count (legacy sessions')
         self._ending = False
-        self.relay: Optional[Any] = None  # the bus to the other processes of a shared store (tasks._bus.Bus)
+        self.relay: Optional[Any] = None  # the bus to the other processes of a shared store (store._bus.Bus)
 
     def open(self, listener: Listener, bounded: bool = True) -> None:
         if not self.enabled:  # a legacy session's listener: it hears nothing, as the capabilities said

@@ -45,7 +45,7 @@ TOOL_OPTIONS: dict[str, Optional[str]] = {
     "icons": "icons",
     "meta": "_meta",
     "requires_client_capabilities": None,
-    "task": "task",  # in a manifest too: "never", "optional" or "required" (mcpserver._tasks)
+    "task": "task",  # in a manifest too: "never", "optional" or "required" (mcpserver.tasks)
     "heartbeat": "heartbeat",  # seconds between progress beats while the tool is silent (mcpserver._heartbeat)
 }
 TASK_MODES = ("never", "optional", "required")
@@ -313,7 +313,7 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
     """A Tool from a Python function; the schema comes from its signature unless given.
 
     A parameter annotated `Context` receives the request's context and is not part of the schema.
-    `task`: "optional" or "required" runs the call as a task the client polls (mcpserver._tasks).
+    `task`: "optional" or "required" runs the call as a task the client polls (mcpserver.tasks).
     """
     tool_name = name or str(getattr(fn, "__name__", ""))
     where = f"tool {tool_name!r}"

@@ -28,9 +28,9 @@ from .errors import ProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
-    from ._middleware import Call, Proceed
+    from ._context import Call
 
 __all__ = ["traced"]
 
@@ -69,7 +69,7 @@ def _carrier(call: Call) -> dict[str, str]:
     return {}
 
 
-def traced(call: Call, proceed: Proceed) -> Any:
+def traced(call: Call, proceed: Callable[[], Any]) -> Any:
     """The middleware: the request as a span, current while the rest of the chain and the handler run."""
     global _OTEL
     otel = _OTEL or _OpenTelemetry()

@@ -41,7 +41,7 @@ from __future__ import annotations
 from operator import itemgetter
 
 from . import _json, _log
-from ._context import Cancelled, Context, Flight, Peer
+from ._context import Call, Cancelled, Context, Flight, Peer
 from ._methods import (
     ANSWERED,
     CANCELLED,
@@ -55,7 +55,7 @@ from ._methods import (
     error_response,
     success,
 )
-from ._middleware import Call, transport_of
+from ._middleware import transport_of
 from ._server import Server
 from ._wire import (
     HEADER_METHOD,

@@ -21,7 +21,7 @@ Rules of this module:
   the requestState (MRTR), in a legacy session by answering the server's request while the tool waits,
   in a task by tasks/update.
 - A call never hangs a test: past its timeout it is cancelled (notifications/cancelled, as a client
-  sends it) and TimeoutError is raised. `start_tool` returns a Call the test can cancel.
+  sends it) and TimeoutError is raised. `start_tool` returns a RunningCall the test can cancel.
 - A JSON-RPC error is a ClientError (a ProtocolError with the code, message and data, and the HTTP status
   the binding would answer with); a cancelled call raises RequestCancelled; a tool's own failure is a
   result whose `is_error` is true.
@@ -60,9 +60,9 @@ if TYPE_CHECKING:  # the package's habit: names for type checkers only
     Answerer = Callable[[dict[str, Any]], dict[str, Any]]
     OnProgress = Callable[["Progress"], None]
 
-__all__ = ["Call", "Client", "ClientError", "Completion", "Discovery", "InputNotAnswered", "LogRecord", "Progress",
-           "PromptResult", "RequestCancelled", "ResourceResult", "Result", "ToolCallResult", "accept", "decline",
-           "roots", "sampled"]
+__all__ = ["Client", "ClientError", "Completion", "Discovery", "InputNotAnswered", "LogRecord", "Progress",
+           "PromptResult", "RequestCancelled", "ResourceResult", "Result", "RunningCall", "ToolCallResult", "accept",
+           "decline", "roots", "sampled"]
 
 MODERN, LEGACY = "modern", "legacy"
 DEFAULT_TIMEOUT = 30.0  # seconds a call may take before it is cancelled and the test told
@@ -297,8 +297,9 @@ class _Trace:
             self.on_progress(record)
 
 
-class Call:
-    """A request under way, from Client.start_tool: `cancel()` it, `wait()` for it, read its `progress` so
+class RunningCall:
+    """A request under way, from Client.start_tool (called Call up to 0.2.0: mcpserver.Call is what a middleware
+    sees of a request, another thing): `cancel()` it, `wait()` for it, read its `progress` so
     far, get its `result()`. `request_id` is the JSON-RPC id of its latest round; `task_id` is set once
     the call runs as a task."""
 
@@ -437,7 +438,7 @@ class Client:
 
     @property
     def session(self) -> Any:
-        """The legacy session the handshake opened (mcpserver._legacy.LegacySession); None in 2026-07-28."""
+        """The legacy session the handshake opened (mcpserver.legacy.LegacySession); None in 2026-07-28."""
         return None if self._peer is None else self._peer.session
 
     # -- the methods ---------------------------------------------------------------------------------------
@@ -468,8 +469,8 @@ class Client:
 
     def start_tool(self, name: str, arguments: Optional[dict[str, Any]] = None, *,
                    progress: Union[bool, OnProgress] = False, task: bool = False,
-                   timeout: Optional[float] = None) -> Call:
-        """Start a tool call and return at once: a Call to cancel, wait for, or get the result of. Input it
+                   timeout: Optional[float] = None) -> RunningCall:
+        """Start a tool call and return at once: a RunningCall to cancel, wait for, or get the result of. Input it
         asks is answered on the call's own thread, so the callbacks must be safe to run there."""
         call = self._call("tools/call", {"name": name, "arguments": arguments or {}}, progress, task, timeout)
         self._start(call)
@@ -529,17 +530,17 @@ class Client:
     # -- rounds ----------------------------------------------------------------------------------------------
 
     def _call(self, method: str, params: dict[str, Any], progress: Union[bool, OnProgress], task: bool,
-              timeout: Optional[float]) -> Call:
+              timeout: Optional[float]) -> RunningCall:
         if self._closed:
             raise RuntimeError("this Client is closed")
         if task and self.era == LEGACY:
             raise ValueError("the Tasks extension does not apply to a legacy session")
-        call = Call(method, params, timeout=self.timeout if timeout is None else timeout, task=task,
+        call = RunningCall(method, params, timeout=self.timeout if timeout is None else timeout, task=task,
                     progress=progress, token=f"progress-{self._next_id()}")
         call._client = self
         return call
 
-    def _start(self, call: Call) -> None:
+    def _start(self, call: RunningCall) -> None:
         def drive() -> None:
             try:
                 self._tool_result(call)
@@ -548,7 +549,7 @@ class Client:
 
         threading.Thread(target=drive, name="mcpserver-testing-client", daemon=True).start()
 
-    def _tool_result(self, call: Call) -> ToolCallResult:
+    def _tool_result(self, call: RunningCall) -> ToolCallResult:
         try:
             raw = self._run(call)
         except BaseException as exc:
@@ -558,7 +559,7 @@ class Client:
         call._end(False, result)
         return result
 
-    def _run(self, call: Call) -> dict[str, Any]:
+    def _run(self, call: RunningCall) -> dict[str, Any]:
         """Every round of a call: its final result, with input answered (MRTR) and a task polled to its end."""
         params = call.params
         for _ in range(MAX_ROUNDS):
@@ -576,7 +577,7 @@ class Client:
             return result
         raise InputNotAnswered(f"{call.method} still asked for input after {MAX_ROUNDS} rounds")
 
-    def _round(self, call: Call, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _round(self, call: RunningCall, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One request and its response, through the wire's encoding both ways; the result, or ClientError."""
         if call.cancel_requested and method == call.method:
             raise RequestCancelled(f"{call.method} was cancelled")
@@ -593,7 +594,7 @@ class Client:
             reply = protocol.dispatch(typed, self.server, flight=flight, peer=self._peer)  # at once, as a reader does
         return _result_of(protocol.encode(reply.response or {}), reply.http_status)
 
-    def _with_meta(self, params: dict[str, Any], call: Call, *, token: bool) -> dict[str, Any]:
+    def _with_meta(self, params: dict[str, Any], call: RunningCall, *, token: bool) -> dict[str, Any]:
         meta: dict[str, Any] = {}
         if self.era == MODERN:
             capabilities = json.loads(json.dumps(self._capabilities))
@@ -608,7 +609,7 @@ class Client:
 
     # -- a request in flight ---------------------------------------------------------------------------------
 
-    def _in_flight(self, request: protocol.Request, call: Call) -> dict[str, Any]:
+    def _in_flight(self, request: protocol.Request, call: RunningCall) -> dict[str, Any]:
         """Run `request` on a thread of its own with a Flight, as a transport does, while this thread takes
         what the server sends for it; the result once it is done."""
         messages: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -645,7 +646,7 @@ class Client:
         finally:
             messages.put(("end", None))
 
-    def _receive(self, messages: queue.Queue[tuple[str, Any]], call: Call) -> dict[str, Any]:
+    def _receive(self, messages: queue.Queue[tuple[str, Any]], call: RunningCall) -> dict[str, Any]:
         answer: Optional[tuple[bytes, int]] = None
         while True:
             try:
@@ -664,7 +665,7 @@ class Client:
             raise RequestCancelled(f"{call.method} (id {call.request_id!r}) was cancelled: nothing was sent for it")
         return _result_of(*answer)
 
-    def _time_out(self, messages: queue.Queue[tuple[str, Any]], call: Call) -> NoReturn:
+    def _time_out(self, messages: queue.Queue[tuple[str, Any]], call: RunningCall) -> NoReturn:
         """The call took too long: cancel it, give it CANCEL_GRACE to stop, and raise TimeoutError."""
         self._send_cancel(call.request_id, "timed out")
         limit = time.monotonic() + CANCEL_GRACE
@@ -676,7 +677,7 @@ class Client:
                 break
         raise TimeoutError(f"{call.method} did not end within {call.timeout:g} s, and was cancelled")
 
-    def _from_server(self, message: dict[str, Any], call: Call) -> None:
+    def _from_server(self, message: dict[str, Any], call: RunningCall) -> None:
         """A notification for the call, or (in a legacy session) the server's request, answered now."""
         if "id" not in message:
             call.trace.notified(message)
@@ -687,7 +688,7 @@ class Client:
         if isinstance(typed, protocol.ClientResponse) and self._peer is not None:
             self._peer.answer(typed)
 
-    def _answer(self, asked: dict[str, Any], call: Call) -> Any:
+    def _answer(self, asked: dict[str, Any], call: RunningCall) -> Any:
         """The test's answer to one input request: its callback's, else its canned one."""
         with call.trace.changed:
             call.trace.asked.append(asked)
@@ -708,7 +709,7 @@ class Client:
 
     # -- tasks -----------------------------------------------------------------------------------------------
 
-    def _follow_task(self, call: Call, task_id: str) -> dict[str, Any]:
+    def _follow_task(self, call: RunningCall, task_id: str) -> dict[str, Any]:
         """Poll the task to its end, answering its input once per key, and cancel it if the test asks."""
         call.task_id = task_id
         answered: set[str] = set()
@@ -768,7 +769,7 @@ class Client:
             params = {"cursor": result["nextCursor"]}
         raise RuntimeError(f"{method} gave more than {MAX_PAGES} pages")
 
-    def _cancel(self, call: Call, reason: Optional[str]) -> None:
+    def _cancel(self, call: RunningCall, reason: Optional[str]) -> None:
         with self._lock:
             call.cancel_requested = True  # a task's loop sends tasks/cancel; the next round is never sent
             request_id = call.request_id if call.request_id in self._flights else None
@@ -812,3 +813,13 @@ def _result_of(data: bytes, http_status: int) -> dict[str, Any]:
 
 def _answerer_of(method: str) -> str:
     return next((name for name, of in _METHOD_OF.items() if of == method), "on_elicit")
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the name RunningCall had, kept for code written before the rename
+    if name == "Call":
+        import warnings
+
+        warnings.warn("mcpserver.testing.Call is now RunningCall (mcpserver.Call is the middleware's view of a "
+                      "request)", DeprecationWarning, stacklevel=2)
+        return RunningCall
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -231,7 +231,7 @@ def test_a_signal_while_idle_exits_0_promptly(signum):
 # lines included), then at the 2nd, and so on, until the first handler has run whole without reaching that line.
 SECOND_SIGNAL_AT_EVERY_LINE_OF_THE_FIRST = """
 import os, signal, sys
-from mcpserver.http import _server
+from mcpserver.httpd import _serve as _server
 
 
 def app(environ, start_response):

@@ -4,7 +4,7 @@ new ones on demand as before, within --max-requests."""
 import threading
 import time
 
-from mcpserver.http._working import KEPT_WORKERS, Workers
+from mcpserver.httpd._workers import KEPT_WORKERS, Workers
 from mcptest import SLOW_TOOLS, HttpServer, call
 
 BURST = 8  # concurrent calls: as many workers

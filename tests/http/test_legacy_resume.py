@@ -7,7 +7,7 @@ import json
 
 import pytest
 from legacy_http import LegacySession, parse_events
-from mcpserver.tasks._events import MAX_SESSION_EVENTS
+from mcpserver.store import MAX_SESSION_EVENTS
 from mcptest import RESUME_TOOLS, HttpServer, mcp_headers, request
 
 UPDATED = "notifications/resources/updated"

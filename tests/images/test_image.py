@@ -218,7 +218,7 @@ def test_the_server_adds_under_3_mb(cell: Cell) -> None:
 GIL_PROBE = "import sys, sysconfig; print(sysconfig.get_config_var('Py_GIL_DISABLED'), sys._is_gil_enabled())"
 # Everything a serving process imports; an extension module not declared free-threading-safe would turn the
 # GIL back on at import (with a RuntimeWarning) unless PYTHON_GIL=0 forces it off.
-SERVER_IMPORTS = ("import mcpserver.__main__, mcpserver.http._server, mcpserver.http._serving, mcpserver.stdio, "
+SERVER_IMPORTS = ("import mcpserver.__main__, mcpserver.httpd._serve, mcpserver.http._serving, mcpserver.stdio, "
                   "mcpserver._command, mcpserver._state; ")
 
 

@@ -67,8 +67,8 @@ class StoreProcess:
 
 
 def _create_after(barrier, results, spec, count, limit):
+    from mcpserver.store import TaskLimitReached
     from mcpserver.tasks import Tasks, open_task_store
-    from mcpserver.tasks._record import TaskLimitReached
 
     store = Tasks(open_task_store(spec, max_tasks_per_owner=limit))
     created = 0

@@ -1,5 +1,9 @@
 """No class in the package has more than MAX_METHODS methods (issue 33, "One clear house"): a class past
-that does several things, and its roles should be classes of their own, each with its own state."""
+that does several things, and its roles should be classes of their own, each with its own state. And no function
+is longer than MAX_FUNCTION_LINES (issue 49), as the lab's are held (tests/lab/test_layers.py).
+
+Neither bound decouples anything by itself: a class split into parts that hold one another keeps its coupling
+(the layering test, which counts imports for type checkers too, is the guard for that)."""
 
 import ast
 import os
@@ -8,6 +12,7 @@ import mcpserver
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(mcpserver.__file__))
 MAX_METHODS = 25
+MAX_FUNCTION_LINES = 50  # from the def to the last line, docstring included
 # The test client: one method per kind of request a test may send, so tests read like the protocol. The
 # frontmatter parser: one method per production of the YAML subset it reads, all over the same cursor.
 EXCEPTIONS = frozenset({"mcpserver.testing.Client", "mcpserver.skills._frontmatter._Parser"})
@@ -16,7 +21,7 @@ BEING_SPLIT: dict = {}
 
 
 def sources(root: str = PACKAGE_DIR) -> dict:
-    """Every module's source by dotted name ("mcpserver.tasks._store"; a folder's __init__ is the folder)."""
+    """Every module's source by dotted name ("mcpserver.store._store"; a folder's __init__ is the folder)."""
     found = {}
     for folder, _, files in os.walk(root):
         inside = os.path.relpath(folder, root)
@@ -63,3 +68,28 @@ def test_every_listed_class_still_needs_its_place():
     counts = method_counts(sources())
     for name in EXCEPTIONS | set(BEING_SPLIT):
         assert counts.get(name, 0) > MAX_METHODS, f"{name} is within {MAX_METHODS} methods (or gone): unlist it"
+
+
+def long_functions(modules: dict, limit: int = MAX_FUNCTION_LINES) -> list:
+    """Every function or method (nested ones included) longer than `limit` lines."""
+    found = []
+    for module, source in modules.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{module}:{node.lineno} {node.name} is {lines} lines")
+    return sorted(found)
+
+
+def test_no_function_is_over_50_lines():
+    assert long_functions(sources()) == []
+
+
+def test_the_length_check_sees_a_function_of_51_lines():
+    body = "".join(f"    x{index} = {index}\n" for index in range(49))
+    assert long_functions({"mcpserver._long": f"def f():\n{body}    return x0\n"}) == [
+        "mcpserver._long:1 f is 51 lines"]
+    assert long_functions({"mcpserver._long": f"def f():\n{body}"}) == []  # 50 is the most, not too many
+    nested = "class C:\n    def m(self):\n" + body.replace("    ", "        ") + "        return 1\n        return 2\n"
+    assert long_functions({"mcpserver._long": nested}) == ["mcpserver._long:2 m is 52 lines"]

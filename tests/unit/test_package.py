@@ -83,24 +83,25 @@ def test_the_public_api_is_what_all_says():
         assert hasattr(mcpserver, name), name
 
 
-# The package's layers, lowest first, by module (dotted below a folder: "tasks._store"; a folder's own name is
+# The package's layers, lowest first, by module (dotted below a folder: "store._store"; a folder's own name is
 # its __init__). A module imports only from layers below its own, never from its own layer or above, so every
 # arrow points down: command line -> transports -> protocol -> methods -> registry -> ground. Lazy imports
-# inside functions count too (imports for type checkers alone never run, and do not), and importing a module of
-# a folder imports the folder's __init__ first, so both must be below the importer. The root __init__ is the
-# facade and may import anything.
+# inside functions count too, and so do imports for type checkers alone (they never run, but to read a module
+# one reads what it names); importing a module of a folder imports the folder's __init__ first, so both must be
+# below the importer. The root __init__ is the facade and may import anything.
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
-    ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_latch"),
+    ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_latch", "_options"),
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
-    ("http._head",),  # a request head, parsed: no socket, no state
-    # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (http._server builds it)
-    ("http._poller",),  # readiness: epoll, or poll() where there is none
-    ("http._connection",),  # one client connection: its socket, buffers and state
-    ("http._writing",),  # a response going out; the bytes the server writes itself
-    ("http._reading", "http._pushing"),  # a request coming in; push streams
-    ("http._working", "http._accepting", "http._loop"),  # the workers; the door; the loop thread
-    ("http._server",),  # the roles built and joined, serve_app
+    # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (httpd._serve builds it)
+    ("httpd._head",),  # a request head, parsed: no socket, no state
+    ("httpd._machine",),  # a connection's states and rules: events in, actions out; no socket, thread or lock
+    ("httpd._poller",),  # readiness: epoll, or poll() where there is none
+    ("httpd._connection",),  # one client connection: its socket, what it still has to write, its machine
+    ("httpd._accepting",),  # the door: the listening socket, newcomers, TLS
+    ("httpd._workers", "httpd._loop"),  # the two drivers of the machines, which never import each other
+    ("httpd._serve",),  # the door, the loop and the workers built; serve_app
+    ("httpd",),
     ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit"),
     ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
     ("_heartbeat",),  # a call's progress beats, on the deadline thread
@@ -114,12 +115,15 @@ LAYERS = (
     ("skills._frontmatter",), ("skills._catalog",), ("skills._methods",), ("skills",),
     ("_server",),
     ("_loader",),
-    # the Tasks wing: the record, the store and its backends, the operations over them, the runner, its methods
-    # (and what the store shares besides: legacy sessions' events, the bus)
-    ("tasks._record", "tasks._events", "tasks._sender"), ("tasks._bus", "tasks._sql_sessions"), ("tasks._store",),
-    ("tasks._sql",),
-    ("tasks._sqlite", "tasks._postgres"),
-    ("tasks._open",), ("tasks._shared",), ("tasks._operations",), ("tasks._runner",), ("tasks._methods",), ("tasks",),
+    # the shared store: a task as it is kept, legacy sessions' events, the sender, an SQL store's database; the bus
+    # and the SQL session store over it; the stores and their backends, opening one, the server's own; the folder
+    ("store._task", "store._events", "store._sender"), ("store._database",), ("store._bus", "store._sql_sessions"),
+    ("store._store",),
+    ("store._sql",),
+    ("store._sqlite", "store._postgres"),
+    ("store._open",), ("store._shared",), ("store",),
+    # the Tasks wing, above the store: a record's rules, the operations over a store, the runner, its methods
+    ("tasks._record",), ("tasks._operations",), ("tasks._runner",), ("tasks._methods",), ("tasks",),
     ("_methods",),  # what each method does, and the Reply
     # the legacy era: the revisions' shaping, the sessions, its dispatch; then the folder
     ("legacy._shaping",), ("legacy._sessions",), ("legacy._dispatch",), ("legacy",),
@@ -127,7 +131,8 @@ LAYERS = (
     ("stdio", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
     # HTTP, the MCP part: answers (and the metrics and health routes), a legacy session's resumable channels,
     # streams and CORS, the legacy sessions, the app, serving it; then the folder
-    ("http._response", "http._metrics", "http._health"), ("http._channel",), ("http._stream", "http._cors"),
+    ("http._options", "http._response", "http._metrics", "http._health"), ("http._channel",),
+    ("http._stream", "http._cors"),
     ("http._sessions",), ("http._app",), ("http._serving",),
     ("http",),
     ("_run",),
@@ -138,7 +143,7 @@ LAYERS = (
 
 
 def package_sources(root: str = PACKAGE_DIR) -> dict:
-    """Every module of the package by dotted name ("protocol", "tasks._store", "tasks" for its __init__),
+    """Every module of the package by dotted name ("protocol", "store._store", "store" for its __init__),
     the root __init__ left out."""
     sources = {}
     for folder, _, files in os.walk(root):
@@ -157,13 +162,8 @@ def package_imports(source: str, module: str = "", folders: frozenset = frozense
     folder's module, the folder's __init__ too. `folders`: the dotted names that are folders (packages), to
     resolve relative imports from a folder's __init__ and to know what `from . import x` names."""
     package = module if module in folders else module.rpartition(".")[0]
-    tree = ast.parse(source)
-    type_only = {id(sub) for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") ==
-                 "TYPE_CHECKING" for statement in node.body for sub in ast.walk(statement)}
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in type_only:  # for type checkers only: it never runs
-            continue
+    for node in ast.walk(ast.parse(source)):  # imports for type checkers too: to read a module, one reads them
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package.split(".") if package else []
             base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
@@ -204,6 +204,57 @@ def test_imports_only_point_down_the_layers():
     assert layering_problems(package_sources()) == []
 
 
+def import_rings(sources: dict) -> list:
+    """Every group of modules that import one another round a ring (a folder's __init__ imports its modules),
+    type-only imports included: to read one module of a ring, you must read the others."""
+    folders = frozenset(name for name in sources if any(other.startswith(name + ".") for other in sources))
+    graph = {module: sorted(name for name in package_imports(source, module, folders) if name in sources
+                            and name != module) for module, source in sources.items()}
+    order, low, stack, rings = {}, {}, [], []
+
+    def visit(module):  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in graph[module]:
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            ring = [stack.pop()]
+            while ring[-1] != module:
+                ring.append(stack.pop())
+            if len(ring) > 1:
+                rings.append(sorted(ring))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return sorted(rings)
+
+
+def test_no_modules_import_one_another_round_a_ring():
+    assert import_rings(package_sources()) == []
+
+
+def test_the_ring_check_sees_a_ring_of_imports_for_type_checkers():
+    # The ring issue 49 broke: the tracing middleware and the middleware chain, each naming the other.
+    sources = {"_middleware": "def f():\n    from ._tracing import traced\n",
+               "_tracing": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from ._middleware import Call\n"}
+    assert import_rings(sources) == [["_middleware", "_tracing"]]
+    assert layering_problems(sources) == [
+        f"_tracing (layer {layer_of('_tracing')}) imports _middleware (layer {layer_of('_middleware')})"]
+    # A folder's __init__ gathers its modules: one of them importing the folder's face is a ring too.
+    assert import_rings({"legacy": "from ._dispatch import dispatch\n", "legacy._dispatch": "",
+                         "protocol": "from . import legacy\n",
+                         "legacy._shaping": "from ..protocol import Request\n"}) == []
+    assert import_rings({"legacy": "from ._dispatch import dispatch\n",
+                         "legacy._dispatch": "from ..protocol import Request\n",
+                         "protocol": "def f():\n    from . import legacy\n"}) == [
+        ["legacy", "legacy._dispatch", "protocol"]]
+
+
 def layer_of(module: str) -> int:
     return next(index for index, modules in enumerate(LAYERS) if module in modules)
 
@@ -215,28 +266,41 @@ def test_the_layer_rule_catches_an_upward_import():
     assert layering_problems({"stdio": "from . import http\n"}) == [
         f"stdio (layer {layer_of('stdio')}) imports http (layer {layer_of('http')})"]
     # The generic HTTP server sits low: MCP (the app, the registry) is above it, never inside it.
-    assert layering_problems({"http._server": "from ._app import McpApp\n"}) == [
-        f"http._server (layer {layer_of('http._server')}) imports http._app (layer {layer_of('http._app')})"]
+    assert layering_problems({"httpd._serve": "from ..http._app import McpApp\n"}) == [
+        f"httpd._serve (layer {layer_of('httpd._serve')}) imports http (layer {layer_of('http')})",
+        f"httpd._serve (layer {layer_of('httpd._serve')}) imports http._app (layer {layer_of('http._app')})"]
 
 
 def test_the_layer_rule_reads_a_folders_relative_imports_and_counts_its_init():
     # From inside a wing: `..` is the package above it; importing a wing's module runs the wing's __init__.
-    store = layer_of("tasks._store")
-    assert layering_problems({"tasks._store": "from ._runner import TaskManager\n"}) == [
-        f"tasks._store (layer {store}) imports tasks._runner (layer {layer_of('tasks._runner')})"]
-    assert layering_problems({"tasks._store": "from ..protocol import Reply\n"}) == [
-        f"tasks._store (layer {store}) imports protocol (layer {layer_of('protocol')})"]
+    record = layer_of("tasks._record")
+    assert layering_problems({"tasks._record": "from ._runner import TaskManager\n"}) == [
+        f"tasks._record (layer {record}) imports tasks._runner (layer {layer_of('tasks._runner')})"]
+    assert layering_problems({"tasks._record": "from ..protocol import Reply\n"}) == [
+        f"tasks._record (layer {record}) imports protocol (layer {layer_of('protocol')})"]
+    # The store is below the Tasks wing: it never reaches up into it.
+    store = layer_of("store._store")
+    assert layering_problems({"store._store": "from ..tasks import Tasks\n"}) == [
+        f"store._store (layer {store}) imports tasks (layer {layer_of('tasks')})"]
     methods = layer_of("_methods")
     assert layering_problems({"_methods": "def f():\n    from .legacy import _dispatch\n"}) == [
         f"_methods (layer {methods}) imports legacy (layer {layer_of('legacy')})",
         f"_methods (layer {methods}) imports legacy._dispatch (layer {layer_of('legacy._dispatch')})"]
-    assert layering_problems({"tasks": "from ._store import TaskStore\n"}) == []  # a folder gathers its own
+    assert layering_problems({"tasks": "from ._record import TaskNotFound\n"}) == []  # a folder gathers its own
+
+
+def _outside_classes(node):
+    """The node and what it holds, but not what a class defines (a Protocol's members are no module names)."""
+    yield node
+    if not isinstance(node, ast.ClassDef):
+        for child in ast.iter_child_nodes(node):
+            yield from _outside_classes(child)
 
 
 def defined_names(statements) -> set:
     """The names statements import, assign or define (a def in the run-time branch stands in for typing's)."""
     names = set()
-    for sub in (sub for statement in statements for sub in ast.walk(statement)):
+    for sub in (sub for statement in statements for sub in _outside_classes(statement)):
         if isinstance(sub, (ast.Import, ast.ImportFrom)):
             names |= {(alias.asname or alias.name).split(".")[0] for alias in sub.names}
         elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)):
@@ -276,6 +340,11 @@ def test_the_type_only_check_finds_a_runtime_use():
     source = ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from typing import Any\n"
               "def f(x: Any) -> Any:\n    return x is Any\n")
     assert type_only_names_used_at_run_time(source) == ["Any"]
+    # A Protocol's members are its own, not the module's: a local variable may share a member's name.
+    protocol = ("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from typing import Protocol\n"
+                "    class Asked(Protocol):\n        def method(self) -> str: ...\n"
+                "def f(asked: Asked) -> str:\n    method = asked.method()\n    return Asked.__name__ + method\n")
+    assert type_only_names_used_at_run_time(protocol) == ["Asked"]
 
 
 @pytest.mark.skipif(not os.path.isfile(os.path.join(ROOT, "pyproject.toml")), reason="no pyproject.toml beside tests/")
@@ -287,3 +356,84 @@ def test_every_folder_of_the_package_is_in_the_distribution():
     folders = {"mcpserver." + name for name in package_sources() if "." not in name
                and os.path.isdir(os.path.join(PACKAGE_DIR, name))}
     assert set(re.findall(r'"([^"]+)"', named.group(1))) == {"mcpserver"} | folders
+
+
+# What prose may name that is no module of ours: the wire's _meta field, PyPy's own JSON module.
+NOT_OURS = ("_meta", "_pypyjson")
+_NAMED = re.compile(r"(?<![\w.\"'/-])((?:mcpserver\.)?_?[a-z][a-z0-9_]*(?:\.(?:_?[a-z][a-z0-9_]*))*\.[A-Za-z_]\w*)"
+                    r"(?![\w(])")
+
+
+def _prose(source: str) -> list:
+    """(line, text) of every docstring and comment of a module."""
+    import io
+    import tokenize
+
+    found = [(token.start[0], token.string) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring:
+                found.append((node.body[0].lineno, docstring))
+    return found
+
+
+def _names_something(dotted: str) -> bool:
+    """Whether mcpserver.<dotted> is a module of the package, or an attribute of one."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module("mcpserver." + ".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return hasattr(mcpserver, parts[0])
+
+
+def _module_reference(named: str, modules: set) -> str:
+    """What a dotted name in prose names below mcpserver, if it names a module of ours at all ("" if not)."""
+    if named.startswith("mcpserver."):
+        return named[len("mcpserver."):]
+    first, last = named.split(".")[0], named.rsplit(".", 1)[1]
+    if first in NOT_OURS or last in ("py", "md", "db", "json") or not (first.startswith("_") or first in modules):
+        return ""
+    return named
+
+
+def stale_references(root: str = PACKAGE_DIR) -> list:
+    """Modules (and their names) that docstrings and comments name and that do not exist: `mcpserver.x.y`,
+    `module.name` of a module of the package (from the folder the text is in, or the top), `_module.name`."""
+    stale = []
+    modules = {name.split(".")[-1] for name in package_sources()} | set(package_sources())
+    for folder, _, files in os.walk(root):
+        inside = os.path.relpath(folder, root).replace(os.sep, ".").strip(".")
+        for file_name in (name for name in files if name.endswith(".py")):
+            with open(os.path.join(folder, file_name), encoding="utf-8") as file:
+                texts = _prose(file.read())
+            for line, text in texts:
+                for match in _NAMED.finditer(text):
+                    dotted = _module_reference(match.group(1), modules)
+                    if dotted and not (inside and _names_something(f"{inside}.{dotted}")) \
+                            and not _names_something(dotted):
+                        stale.append(f"{os.path.join(inside, file_name)}:{line}: {match.group(1)}")
+    return sorted(stale)
+
+
+def test_docstrings_and_comments_name_only_modules_that_exist():
+    # Nine such references outlived moves (issue 49), the registry's own docstring among them:
+    # "`protocol.handle` answers for it", years after handle was gone.
+    assert stale_references() == []
+
+
+def test_the_stale_reference_check_sees_a_moved_module(tmp_path):
+    (tmp_path / "mod.py").write_text('"""Answered by `protocol.handle`, kept in mcpserver._tasks; see _httpd.serve.\n\n'
+                                     'Fine: `protocol.dispatch`, mcpserver.tasks.Tasks, the `_meta.ui` field."""\n')
+    assert [entry.split(": ")[1] for entry in stale_references(str(tmp_path))] == [
+        "_httpd.serve", "mcpserver._tasks", "protocol.handle"]

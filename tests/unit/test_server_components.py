@@ -26,8 +26,8 @@ def test_the_task_manager_opens_the_store_it_needs():
     # The first task call of a server that had not opened its store yet took the registry's lock for the task
     # manager and asked for it again for the store: every later task call and legacy session request hung
     # (make soak: about 20 workers, for good, and no exit on SIGTERM).
-    from mcpserver.tasks._methods import task_manager
-    from mcpserver.tasks._shared import shared
+    from mcpserver.store import shared
+    from mcpserver.tasks import task_manager
 
     server = Server("components")
     manager = in_a_thread(lambda: task_manager(server))

@@ -1,4 +1,4 @@
-"""The session store's contract (mcpserver.tasks._events): what a legacy session keeps for Last-Event-ID and its
+"""The session store's contract (mcpserver.store._events): what a legacy session keeps for Last-Event-ID and its
 subscriptions. Tests that take `make_sessions` run here on the memory store, and in test_task_sqlite and
 tests/task_store/test_postgres on the SQL stores, unchanged, written by one store and read by another on the same
 database, as a replica reads what another wrote."""
@@ -6,7 +6,7 @@ database, as a replica reads what another wrote."""
 import inspect
 
 import pytest
-from mcpserver.tasks._events import MemorySessionStore
+from mcpserver.store import MemorySessionStore
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def contract():
 
 def across_processes(open_store, request, **bounds):
     """An AcrossProcesses of two SQL task stores `open_store()` opens on one database, closed after the test."""
-    from mcpserver.tasks._sql_sessions import SqlSessionStore
+    from mcpserver.store._sql_sessions import SqlSessionStore
 
     writer, reader = open_store(), open_store()
     request.addfinalizer(writer.close)

@@ -194,7 +194,8 @@ def test_a_start_that_fails_leaves_the_collector_as_it_found_it():
 
 
 # The package's wings: a server that does not use one never imports it (docs/architecture.md).
-WINGS = ("mcpserver.tasks", "mcpserver.legacy", "mcpserver.http", "mcpserver.cli", "mcpserver.skills")
+WINGS = ("mcpserver.tasks", "mcpserver.store", "mcpserver.legacy", "mcpserver.http", "mcpserver.httpd", "mcpserver.cli",
+         "mcpserver.skills")
 # Nor the modules of what it does not serve, or of a process it is not: each costs a start-up its lookup, its
 # read and its run however small it is (about 0.4M instructions), and the demo has tools only.
 UNUSED_BY_THE_DEMO = ("mcpserver._resources", "mcpserver._prompts", "mcpserver._completions", "mcpserver._command",

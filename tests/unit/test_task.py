@@ -7,29 +7,28 @@ import subprocess
 import sys
 
 import pytest
-from mcpserver.tasks import _record
-from mcpserver.tasks._record import (
+from mcpserver.store import (
     CANCELLED,
     COMPLETED,
     FAILED,
     INPUT_REQUIRED,
-    MAX_INPUT_BYTES,
-    MAX_INPUT_KEYS,
     MAX_RESULT_BYTES,
     STATUSES,
     TERMINAL,
     WORKING,
-    InputTooLarge,
-    InvalidTransition,
     Runner,
+)
+from mcpserver.store._task import from_row, iso_time, to_row
+from mcpserver.tasks import InvalidTransition, _record
+from mcpserver.tasks._record import (
+    MAX_INPUT_BYTES,
+    MAX_INPUT_KEYS,
+    InputTooLarge,
     dead_runner,
     finished,
-    from_row,
-    iso_time,
     new_task,
     orphaned,
     this_runner,
-    to_row,
     with_answers,
     with_cancel_request,
     with_input,

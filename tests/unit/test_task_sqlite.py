@@ -13,10 +13,11 @@ import time
 
 import pytest
 from mcpserver.errors import ConfigError
+from mcpserver.store import SqliteTaskStore, StoreFull, StoreUnavailable, TaskLimitReached
+from mcpserver.store._sql_sessions import SqlSessionStore
+from mcpserver.store._sqlite import APPLICATION_ID, SCHEMA_VERSION
 from mcpserver.tasks import Tasks
-from mcpserver.tasks._record import StoreFull, StoreUnavailable, TaskLimitReached, _process_start
-from mcpserver.tasks._sql_sessions import SqlSessionStore
-from mcpserver.tasks._sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteTaskStore
+from mcpserver.tasks._record import _process_start
 from task_store_worker import StoreProcess, race_creates
 from test_session_store import across_processes, contract
 from test_task_store import RESULT, Clock, memory_grown
@@ -87,24 +88,6 @@ def test_a_runner_killed_mid_run_reads_failed_even_before_it_is_reaped(path):
     runner.close()
     assert record.status == "failed" and f"pid {runner.pid}" in record.status_message
     assert record.error["code"] == -32603 and "ended before the task finished" in record.error["message"]
-
-
-def test_after_sigkill_and_a_restart_the_dead_task_is_failed_and_a_finished_result_survives(path):
-    first = StoreProcess(path)
-    running = first.ok("create", "alice")["task_id"]
-    done = first.ok("create", "alice")["task_id"]
-    first.ok("finish", done, result=RESULT)
-    first.process.send_signal(signal.SIGKILL)
-    first.process.wait()
-    first.close()
-    restarted = StoreProcess(path)  # the server again, on the same store
-    try:
-        failed = restarted.ok("get", running, "alice")
-        assert failed["status"] == "failed" and "ended before the task finished" in failed["status_message"]
-        assert restarted.ok("get", done, "alice")["detailed"]["result"] == RESULT
-        assert restarted.ok("sweep") == {"expired": 0, "orphaned": 0}  # the get already saved it as failed
-    finally:
-        restarted.close()
 
 
 def test_a_file_that_is_not_sqlite_is_refused_at_open(path):
@@ -351,7 +334,7 @@ def test_the_sessions_events_are_bounded_across_sessions_in_the_database(path):
 
 def test_what_outlives_any_session_goes_from_the_database(path):
     """A session no process ended (its processes died): its rows go once they are older than a session lives."""
-    from mcpserver.tasks._sql_sessions import KEEP_MS
+    from mcpserver.store._sql_sessions import KEEP_MS
 
     clock = Clock()
     writer, reader = SqliteTaskStore(path, clock=clock), SqliteTaskStore(path)

@@ -1,25 +1,19 @@
-"""The task store's interface (mcpserver.tasks._store), the same for every backend: these tests run on
+"""The task store's interface (mcpserver.store._store), the same for every backend: these tests run on
 MemoryTaskStore and SqliteTaskStore here, and on PostgresTaskStore in tests/task_store (which imports
-them and gives `make_store` another meaning). `make_store()` opens a store; for a shared backend, a
-second call opens a second store object on the same tasks (another connection, as another process would)."""
+them and gives `make_store` and `store_spec` other meanings). `make_store()` opens a store; for a shared
+backend, a second call opens a second store object on the same tasks (another connection, as another process
+would). `store_spec` is what --store names, for a test that opens the store in server processes of its own."""
 
 import dataclasses
+import signal
 import threading
+import time
 
 import pytest
-from mcpserver.tasks import Tasks
-from mcpserver.tasks._record import (
-    MAX_RESULT_BYTES,
-    InvalidTransition,
-    Runner,
-    StoreFull,
-    StoreUnavailable,
-    TaskLimitReached,
-    TaskNotFound,
-    new_task,
-    this_runner,
-)
-from mcpserver.tasks._store import MemoryTaskStore
+from mcpserver.store import MAX_RESULT_BYTES, MemoryTaskStore, Runner, StoreFull, StoreUnavailable, TaskLimitReached
+from mcpserver.tasks import InvalidTransition, TaskNotFound, Tasks
+from mcpserver.tasks._record import new_task, this_runner
+from task_store_worker import StoreProcess
 
 try:
     import sqlite3  # noqa: F401  (a Python built without it: the musl-busybox lab cell)
@@ -77,7 +71,7 @@ def make_store(request, tmp_path, clock):
                 return first[0]
             store = MemoryTaskStore(**options)
         else:
-            from mcpserver.tasks._sqlite import SqliteTaskStore
+            from mcpserver.store import SqliteTaskStore
 
             store = SqliteTaskStore(str(tmp_path / "tasks.db"), **options)
         tasks = Tasks(store)
@@ -88,6 +82,39 @@ def make_store(request, tmp_path, clock):
     yield make
     for tasks in opened:
         tasks.close()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store_spec(request, tmp_path):
+    if request.param == "sqlite" and not HAS_SQLITE:
+        pytest.skip("this Python has no sqlite3 module")
+    return "memory" if request.param == "memory" else str(tmp_path / "tasks.db")
+
+
+def test_a_server_killed_and_started_again_reports_its_running_task_failed_and_keeps_a_result(store_spec):
+    # The store's contract, once for every backend: create, a lease, SIGKILL, a restart, a read.
+    first = StoreProcess(store_spec)
+    created = first.ok("create", "alice")
+    assert created["runner"]["pid"] == first.pid and created["lease_until"] > time.time() * 1000  # its lease held
+    running = created["task_id"]
+    done = first.ok("create", "alice")["task_id"]
+    first.ok("finish", done, result=RESULT)
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait()
+    first.close()
+    restarted = StoreProcess(store_spec)  # the server again, on the same store
+    try:
+        if store_spec == "memory":  # its tasks lived and died with the process: none is reported running
+            assert [restarted.call("get", task_id, "alice")["error"] for task_id in (running, done)] == [
+                "TaskNotFound", "TaskNotFound"]
+            return
+        failed = restarted.ok("get", running, "alice")
+        assert failed["status"] == "failed" and "ended before the task finished" in failed["status_message"]
+        assert failed["error"]["code"] == -32603 and f"pid {first.pid}" in failed["error"]["message"]
+        assert restarted.ok("get", done, "alice")["detailed"]["result"] == RESULT
+        assert restarted.ok("sweep") == {"expired": 0, "orphaned": 0}  # the get already saved it as failed
+    finally:
+        restarted.close()
 
 
 def test_a_task_is_readable_at_once_by_another_store_object(make_store):

@@ -10,7 +10,7 @@ import pytest
 from mcpserver import Context, ProtocolError, Server, ToolError
 from mcpserver._context import Flight
 from mcpserver.auth import Principal
-from mcpserver.tasks._store import MemoryTaskStore
+from mcpserver.store import MemoryTaskStore
 from mcptest import (
     HAS_GUNICORN,
     META,

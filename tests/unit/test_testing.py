@@ -493,3 +493,19 @@ def test_the_readme_quick_start_test_passes_as_written(tmp_path):
                            "test_hello.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p)))
     assert done.returncode == 0 and " passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_start_tool_gives_a_running_call_and_the_old_name_still_reads_with_a_warning():
+    import warnings
+
+    import mcpserver
+    from mcpserver import testing
+
+    assert "RunningCall" in testing.__all__ and "Call" not in testing.__all__
+    assert testing.RunningCall is not mcpserver.Call  # one name, one thing: mcpserver.Call is the middleware's
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert testing.Call is testing.RunningCall
+    assert [warning.category for warning in caught] == [DeprecationWarning]
+    with pytest.raises(AttributeError, match="no attribute 'Cal'"):
+        testing.Cal  # noqa: B018

@@ -1,13 +1,10 @@
-"""Streamable HTTP: the WSGI app for a Server, the project's own HTTP/1.1 server, and how the two serve MCP.
+"""Streamable HTTP: the WSGI app for a Server, and how the project's own HTTP/1.1 server (mcpserver.httpd) serves it.
 
     gunicorn -w 4 'mcpserver.http:create_app("server/examples/demo.py")'
 
 The wing, by role:
-  _head      a request head, parsed strictly (RFC 9112): no socket, no state
-  _server    the generic HTTP/1.1 server: one event loop, a bounded pool of workers; serves any WSGI app, knows
-             no MCP (docs/adr/0004-our-own-http-server.md). Its roles are modules of their own, below it:
-             _poller, _connection, _accepting, _loop, _reading, _writing, _pushing, _working
-  _response  Response and Refused: what the app answers with
+  _options   HttpOptions: every option of serving MCP over HTTP, named once (mcpserver.httpd.ServeOptions and the app's)
+  _response  Response and Refused: what the app answers with; Admitted: what the checks on a head let through
   _stream    a request answered as server-sent events (progress, subscriptions/listen, a session's GET)
   _cors      CORS for the origins --allow-origin names: preflights, and the headers of every answer to them
   _sessions  the legacy era's sessions over HTTP (Mcp-Session-Id, the GET stream, DELETE)
@@ -15,17 +12,15 @@ The wing, by role:
   _serving   `python -m mcpserver --http`: the app on the server, with authentication, TLS and limits
 """
 
-from ._app import (
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_LISTENERS_PER_PEER,
-    DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
-    McpApp,
-    create_app,
-    is_loopback,
-    read_token_file,
-    resolve_token,
+from ._app import McpApp, create_app, is_loopback, read_token_file, resolve_token
+from ._options import (
+           DEFAULT_MAX_BODY_BYTES,
+           DEFAULT_MAX_LISTENERS_PER_PEER,
+           DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
+           HttpOptions,
 )
 from ._response import Refused, Response
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_MAX_LISTENERS_PER_PRINCIPAL", "McpApp",
-           "Refused", "Response", "create_app", "is_loopback", "read_token_file", "resolve_token"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_MAX_LISTENERS_PER_PRINCIPAL",
+           "HttpOptions", "McpApp", "Refused", "Response", "create_app", "is_loopback", "read_token_file",
+           "resolve_token"]

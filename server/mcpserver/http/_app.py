@@ -50,12 +50,14 @@ import time
 
 from .. import _environment, _log, _pypy, protocol
 from .._context import Flight
+from .._options import replace
 from .._server import Server
 from .._wire import status_line
 from ..errors import ConfigError, InternalError
 from ..legacy import opens_legacy
 from ._cors import Cors
-from ._response import Refused, Response, json_parts, printable, refused
+from ._options import HttpOptions, given
+from ._response import Admitted, Refused, Response, json_parts, printable, refused
 from ._sessions import Sessions, modern
 from ._stream import STREAMED, Stream
 
@@ -63,20 +65,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
-    from ..auth import AuthError, ResourceServer
+    from ..auth import AuthError
     from ._response import StartResponse
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_MAX_LISTENERS_PER_PRINCIPAL",
-           "Admitted", "McpApp", "create_app", "is_loopback", "read_token_file", "resolve_token"]
+__all__ = ["McpApp", "create_app", "is_loopback", "read_token_file", "resolve_token"]
 
 log = _log.get("mcpserver.http")
 access_log = _log.get("mcpserver.http.access")
 
-DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024  # a 5 MB payload stays under it even when JSON escaping grows it 6x
-# One client's share of the server's subscriptions/listen streams (its Server's max_listeners, 512 by
-# default): a few streams is what a client needs; the rest stays for everyone else.
-DEFAULT_MAX_LISTENERS_PER_PEER = 32
-DEFAULT_MAX_LISTENERS_PER_PRINCIPAL = 128
 TOKEN_ENVIRONMENT = _environment.TOKEN
 TOKEN_FILE_ENVIRONMENT = _environment.TOKEN_FILE
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
@@ -161,18 +157,6 @@ def resolve_token(token: Optional[str] = None, token_file: Optional[str] = None,
 
 
 
-class Admitted:
-    """What the checks on a request's head learned: who it is, what it accepts, how long its body is."""
-
-    __slots__ = ("accepted", "length", "principal", "principal_key")
-
-    def __init__(self, accepted: frozenset[str], length: int, principal: Any, principal_key: Optional[str]):
-        self.accepted = accepted
-        self.length = length
-        self.principal = principal
-        self.principal_key = principal_key
-
-
 class _ListenSlots:
     """Open subscriptions/listen streams counted per peer and per principal, each with its bound."""
 
@@ -214,75 +198,59 @@ class _ListenSlots:
 class McpApp:
     """The WSGI application for one Server. Serve it with `python -m mcpserver --http`, or any WSGI server."""
 
-    def __init__(self, server: Server, *, path: str = "/mcp", token: Optional[str] = None,
-                 allowed_origins: Iterable[str] = (), allowed_hosts: Optional[Iterable[str]] = None,
-                 loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                 oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
-                 max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
-                 max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
-                 metrics: bool = False, metrics_dir: Optional[str] = None, public_metrics: bool = False,
-                 health: bool = False, log_health: bool = False, rate_limit: Optional[str] = None,
-                 burst: Optional[int] = None):
-        """`allowed_hosts` None means: the loopback names when `loopback`, anything otherwise. `metrics` serves
-        GET /metrics (mcpserver.http._metrics), authenticated as the endpoint is unless `public_metrics`;
-        `metrics_dir` is the directory several processes (gunicorn's workers) combine their figures in. `health`
-        serves /healthz and /readyz to anyone (mcpserver.http._health), in the access log only with `log_health`.
-        `rate_limit` ("N/s", "N/m", "N/h") and `burst` bound each principal's requests, or each peer's when
-        anonymous."""
-        if not path.startswith("/"):
-            raise ConfigError(f"the endpoint path must start with '/', not {path!r}")
-        if oauth is not None and token:
-            raise ConfigError("give a static token or OAuth, not both (a ResourceServer can take "
-                              "validator=StaticTokens(...) for tokens of your own)")
-        for name, value in (("max_listeners_per_peer", max_listeners_per_peer),
-                            ("max_listeners_per_principal", max_listeners_per_principal)):
-            if value < 1:
-                raise ConfigError(f"{name} must be at least 1, not {value!r}")
+    def __init__(self, server: Server, options: Optional[HttpOptions] = None, **keywords: Any):
+        """`options` (or the same names as keywords: HttpOptions(**keywords)) say how it serves; of the server's
+        options the app reads max_body_bytes, and host when loopback is not given."""
+        self.options = options = given(options, keywords)
         _pypy.warn_if_oversized("a WSGI server")
         self.server = server
-        self.path = path
+        self.path = options.path
+        token = options.token or (read_token_file(options.token_file) if options.token_file else None)
         self._token = token.encode() if token else None
-        self.oauth = oauth
+        self.oauth = oauth = options.oauth
         self._metadata = protocol.encode(oauth.metadata) if oauth is not None else b""
         if oauth is not None:  # imported here, not per request: only servers that use OAuth pay for it
             from .. import auth
 
             self._auth_error: type[AuthError] = auth.AuthError
-        self.behind_proxy = behind_proxy
-        self.insecure_no_auth = insecure_no_auth
-        self.allowed_origins = {origin.rstrip("/") for origin in allowed_origins}
-        self._cors: Optional[Cors] = Cors(self.allowed_origins, path) if self.allowed_origins else None
-        self.loopback = loopback
-        hosts = list(allowed_hosts or ())
+        self.behind_proxy = options.behind_proxy
+        self.insecure_no_auth = options.insecure_no_auth
+        self.allowed_origins = {origin.rstrip("/") for origin in options.allowed_origins}
+        self._cors: Optional[Cors] = Cors(self.allowed_origins, self.path) if self.allowed_origins else None
+        self.loopback = loopback = is_loopback(options.host) if options.loopback is None else options.loopback
+        hosts = options.allowed_hosts  # none named: the loopback names when bound to loopback, else any
         self.allowed_hosts: Optional[set[str]] = (
-            {h.lower() for h in hosts} | ({*_LOOPBACK_NAMES} if loopback else set())
-            if hosts or loopback else None)
-        self.max_body_bytes = max_body_bytes
-        self._listens = _ListenSlots(max_listeners_per_peer, max_listeners_per_principal)
+            {h.lower() for h in hosts} | ({*_LOOPBACK_NAMES} if loopback else set()) if hosts or loopback else None)
+        self.max_body_bytes = options.max_body_bytes
+        self._listens = _ListenSlots(options.max_listeners_per_peer, options.max_listeners_per_principal)
         self._rates: Any = None  # mcpserver._ratelimit.Buckets, imported only by a server that limits rates
-        if rate_limit is not None:
+        if options.rate_limit is not None:
             from .._ratelimit import Buckets, Rate
 
-            try:
-                self._rates = Buckets(Rate(rate_limit, burst))
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
-        elif burst is not None:
-            raise ConfigError("a burst needs a rate limit (--rate-limit N/s, N/m or N/h)")
-        self.sessions = Sessions(self)  # the legacy era's (LEGACY.md §4)
+            self._rates = Buckets(Rate(options.rate_limit, options.burst))
+        self.sessions = Sessions(server, read_body=self.read_body, serve_request=self.serve_request,
+                                 listen_slot=self.listen_slot, opened=self._session_opened)  # LEGACY.md §4
         server.middleware.trace_if_configured()
-        self.public_metrics = public_metrics
+        self.public_metrics = options.public_metrics
+        self._serve_probes_and_figures(options)
+
+    def _serve_probes_and_figures(self, options: HttpOptions) -> None:
+        """/healthz and /readyz (mcpserver.http._health), /metrics (mcpserver.http._metrics), when asked for."""
         self.health = None
-        if health:  # the built-in server's loop answers `immediate` paths itself, without a worker
+        if options.health:  # the built-in server's loop answers `immediate` paths itself, without a worker
             from ._health import Health
 
-            self.health = Health(self, log_health)
+            self.health = Health(self.server, options.oauth, options.log_health)
             self.immediate = self.health.immediate()
         self.metrics = None
-        if metrics or metrics_dir:
+        if options.metrics or options.metrics_dir:
             from ._metrics import measure
 
-            self.metrics = measure(self, metrics_dir)
+            self.metrics = measure(self.server, lambda: len(self.sessions.table), options.metrics_dir)
+
+    def _session_opened(self) -> None:
+        if self.metrics is not None:
+            self.metrics.session_opened()
 
     def _origin_allowed(self, origin: str) -> bool:
         if origin.rstrip("/") in self.allowed_origins:
@@ -553,23 +521,16 @@ def _last(value: str) -> str:
 
 
 
-def create_app(target: Union[Server, str], *, token: Optional[str] = None, token_file: Optional[str] = None,
-               path: str = "/mcp", allowed_origins: Iterable[str] = (), allowed_hosts: Optional[Iterable[str]] = None,
-               loopback: bool = True, insecure_no_auth: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-               oauth: Optional[ResourceServer] = None, behind_proxy: bool = False,
-               max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER,
-               max_listeners_per_principal: int = DEFAULT_MAX_LISTENERS_PER_PRINCIPAL,
-               task_store: Any = None, metrics: bool = False, metrics_dir: Optional[str] = None,
-               public_metrics: bool = False, health: bool = False, log_health: bool = False,
-               max_listen_seconds: Optional[float] = None, listen: bool = True,
-               rate_limit: Optional[str] = None, burst: Optional[int] = None) -> McpApp:
-    """A WSGI app for a Server or a TARGET (as on the command line); the options are McpApp's, and
-    `task_store` is where task tools keep their tasks (as --task-store: the path of an SQLite file, which
-    every worker on the host shares, or a postgresql:// URL; each worker opens it when it first needs it).
-    `metrics=True` serves GET /metrics; under several workers give them `metrics_dir` (or
-    $MCPSERVER_METRICS_DIR), an empty directory they share, so that any of them answers for all. `health=True`
-    serves /healthz and /readyz, with no token. `max_listen_seconds` and `listen=False` are
-    --max-listen-seconds and --no-listen.
+def create_app(target: Union[Server, str], options: Optional[HttpOptions] = None, *, task_store: Any = None,
+               max_listen_seconds: Optional[float] = None, listen: bool = True, **keywords: Any) -> McpApp:
+    """A WSGI app for a Server or a TARGET (as on the command line). `options` are HttpOptions, or give their
+    names as keywords (token, token_file, path, allowed_origins, allowed_hosts, loopback, oauth, metrics, health,
+    rate_limit...; the server's own ones, max_connections and the like, are a WSGI server's to set). `task_store` is
+    where task tools keep their tasks (as --store: the path of an SQLite file, which every worker on the host
+    shares, or a postgresql:// URL; each worker opens it when it first needs it). `metrics=True` serves GET
+    /metrics; under several workers give them `metrics_dir` (or $MCPSERVER_METRICS_DIR), an empty directory they
+    share, so that any of them answers for all. `max_listen_seconds` and `listen=False` are --max-listen-seconds
+    and --no-listen.
 
     The token is `token`, else the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
@@ -577,6 +538,7 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
 
         gunicorn -w 4 'mcpserver.http:create_app("server/examples/demo.py")'
     """
+    options = given(options, keywords)
     if isinstance(target, str):
         from .._loader import load_target
 
@@ -584,7 +546,7 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
     if task_store is not None:
         target.task_store = task_store
     if target.task_store is not None:  # refused now if it cannot serve; and this app's changes reach the bus
-        from ..tasks._shared import shared
+        from ..store import shared
 
         shared(target)
     if max_listen_seconds is not None:
@@ -592,12 +554,7 @@ def create_app(target: Union[Server, str], *, token: Optional[str] = None, token
             raise ConfigError(f"max_listen_seconds must be a positive number of seconds, not {max_listen_seconds!r}")
         target.subscriptions.max_seconds = max_listen_seconds
     target.subscriptions.enabled = target.subscriptions.enabled and listen
-    if oauth is None:
-        token = resolve_token(token, token_file)
-    return McpApp(target, path=path, token=token, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts,
-                  loopback=loopback, insecure_no_auth=insecure_no_auth, max_body_bytes=max_body_bytes, oauth=oauth,
-                  behind_proxy=behind_proxy, max_listeners_per_peer=max_listeners_per_peer,
-                  max_listeners_per_principal=max_listeners_per_principal, metrics=metrics,
-                  metrics_dir=metrics_dir or (os.environ.get(_environment.METRICS_DIR) if metrics else None),
-                  public_metrics=public_metrics, health=health, log_health=log_health, rate_limit=rate_limit,
-                  burst=burst)
+    environ_dir = os.environ.get(_environment.METRICS_DIR) if options.metrics else None
+    return McpApp(target, replace(options, token=None if options.oauth is not None else resolve_token(
+        options.token, options.token_file), token_file=None, metrics_dir=options.metrics_dir or environ_dir))
+

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
-    from ..tasks._events import Replay, SessionStore
+    from ..store import Replay, SessionStore
 
 __all__ = ["SSE_RETRY_MS", "Channel", "frame", "parse_event_id", "priming"]
 

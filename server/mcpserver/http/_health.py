@@ -26,7 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
-    from ._app import McpApp
+    from .._server import Server
+    from ..auth import ResourceServer
 
     Answer = tuple[str, list[tuple[str, str]], bytes]
 
@@ -53,8 +54,9 @@ def _not_allowed() -> Answer:
 class Health:
     """One app's health: the answers the loop may give, and the readiness check behind /readyz."""
 
-    def __init__(self, app: McpApp, log_health: bool = False):
-        self.app = app
+    def __init__(self, server: Server, oauth: Optional[ResourceServer], log_health: bool = False):
+        self.server = server
+        self.oauth = oauth
         self.log_health = log_health
         # (ready, why not, when the check under way began or 0): replaced whole, so a reader needs no lock
         self._state: tuple[bool, str, float] = (False, "the first readiness check has not finished", time.monotonic())
@@ -105,14 +107,14 @@ class Health:
 
     def unready(self) -> Optional[str]:
         """Why the server cannot serve now, or None: may wait (on the store, on the authorization server)."""
-        server = self.app.server
+        server = self.server
         if server.task_store is not None or any(tool.task != "never" for tool in server.tools.values()):
             try:
-                from ..tasks._methods import task_manager
+                from ..tasks import task_manager
 
                 task_manager(server).tasks.store.load("mcpserver-readiness-probe")
             except Exception as exc:
                 return f"the task store does not answer: {exc}"
-        if self.app.oauth is not None:
-            return self.app.oauth.unready()
+        if self.oauth is not None:
+            return self.oauth.unready()
         return None

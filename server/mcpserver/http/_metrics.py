@@ -34,9 +34,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Optional, Union
 
-    from .._middleware import Call, Proceed
+    from .._context import Call
     from .._server import Server
-    from ._app import McpApp
 
     Labels = tuple[tuple[str, str], ...]
     # (family, suffix, labels, value, how several processes' values combine: SUM, LIVE, PER_PROCESS or OWN)
@@ -126,7 +125,7 @@ class Metrics:
 
     # -- counting --------------------------------------------------------------------------------------------
 
-    def __call__(self, call: Call, proceed: Proceed) -> Any:
+    def __call__(self, call: Call, proceed: Callable[[], Any]) -> Any:
         """The middleware: every request counted by method, outcome and era, and timed."""
         with self._lock:
             self._in_flight += 1
@@ -282,12 +281,12 @@ class Metrics:
         return [(family, suffix, labels, value, merge) for family, suffix, labels, value, merge in combined.values()]
 
 
-def measure(app: McpApp, directory: Optional[str]) -> Metrics:
-    """The app's Metrics: its middleware outermost on the app's server, and the gauges read from the server."""
+def measure(server: Server, sessions: Callable[[], int], directory: Optional[str]) -> Metrics:
+    """An app's Metrics: its middleware outermost on the app's server, and the gauges read from the server (and
+    `sessions()`, how many legacy sessions the app holds)."""
     metrics = Metrics(directory)
-    server = app.server
     metrics.gauge("mcpserver_listen_streams", LIVE, lambda: [((), len(server.subscriptions))])
-    metrics.gauge("mcpserver_legacy_sessions", LIVE, lambda: [((), len(app.sessions.table))])
+    metrics.gauge("mcpserver_legacy_sessions", LIVE, lambda: [((), sessions())])
     metrics.gauge("mcpserver_tasks", lambda: OWN if getattr(_task_store(server), "shared", False) else LIVE,
                   lambda: _tasks(server))
     server.middleware(metrics, outermost=True)
@@ -300,7 +299,7 @@ def _has_tasks(server: Server) -> bool:
 
 def _task_store(server: Server) -> Any:
     """The server's task store, opened if it was not yet (a scrape is as good a first need as a task)."""
-    from ..tasks._methods import task_manager
+    from ..tasks import task_manager
 
     return task_manager(server).tasks.store if _has_tasks(server) else None
 
@@ -310,7 +309,7 @@ def _tasks(server: Server) -> list[tuple[Labels, float]]:
     store = _task_store(server)
     if store is None:
         return []
-    from ..tasks._record import STATUSES
+    from ..store import STATUSES
 
     counts = store.count_by_status(store.now())
     return [] if counts is None else [((("status", status),), counts.get(status, 0)) for status in STATUSES]

@@ -1,4 +1,5 @@
-"""What the MCP app answers with over HTTP: a whole Response, or a Refused one that ends a request early.
+"""What the MCP app answers with over HTTP: a whole Response, or a Refused one that ends a request early; and what
+the checks on a request's head learned of one they let through (Admitted).
 
 A Reply from the core becomes JSON with the status its error carries; a notification, or a request whose client
 went away, is 202 with no body. What a client sent is escaped (`printable`) before it reaches a log line.
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     StartResponse = Callable[..., Any]
     Logged = Callable[[str], None]
 
-__all__ = ["Refused", "Response", "json_parts", "printable", "refused"]
+__all__ = ["Admitted", "Refused", "Response", "json_parts", "printable", "refused"]
 
 
 def printable(text: Any) -> str:
@@ -80,3 +81,15 @@ def refused(status: int, message: str, *extra: tuple[str, str]) -> Refused:
 def json_parts(reply: protocol.Reply) -> tuple[list[tuple[str, str]], bytes]:
     data = protocol.encode(reply.response or {})
     return [("Content-Type", "application/json"), ("Content-Length", str(len(data)))], data
+
+
+class Admitted:
+    """What the checks on a request's head learned: who it is, what it accepts, how long its body is."""
+
+    __slots__ = ("accepted", "length", "principal", "principal_key")
+
+    def __init__(self, accepted: frozenset[str], length: int, principal: Any, principal_key: Optional[str]):
+        self.accepted = accepted
+        self.length = length
+        self.principal = principal
+        self.principal_key = principal_key

@@ -1,5 +1,5 @@
 """How `python -m mcpserver --http` and `mcpserver.run(server, "http")` serve MCP: the policy on top of
-the generic HTTP server (_httpd) and the WSGI app (http).
+the generic HTTP server (mcpserver.httpd) and the WSGI app (mcpserver.http).
 
 Rules of this module:
 - Authentication is required off loopback: a static token (resolved by _app.resolve_token, as
@@ -7,9 +7,9 @@ Rules of this module:
   something in front authenticates. OAuth off loopback also needs TLS or behind_proxy, and its
   resource URL must end with the endpoint path (else clients would look elsewhere).
 - The limits: the app's (body size, listen streams per peer and per principal) and the server's
-  (connections, requests, timeouts) are set here, once, from the same keyword arguments; the
-  server's own body bound is the app's, so neither reads more than the other allows. The Server's
-  bound on listen streams for the whole process must leave connections for everyone else.
+  (connections, requests, timeouts) come from one HttpOptions, which both are given; the server's
+  own body bound is the app's, so neither reads more than the other allows. The Server's bound on
+  listen streams for the whole process must leave connections for everyone else.
 - One line on stderr says where it serves and how it authenticates; the test helpers and people
   read it.
 """
@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import sys
 
+from .. import httpd
+from .._options import replace
 from .._server import Server
-from .._wire import DEFAULT_GRACE_SECONDS
 from ..errors import ConfigError
-from . import _app, _server
-from ._app import McpApp, is_loopback, resolve_token
+from ._app import TOKEN_ENVIRONMENT, McpApp, is_loopback, resolve_token
+from ._options import given
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, Optional
+    from typing import Any, Optional
 
     from ..auth import ResourceServer
+    from ._options import HttpOptions
 
 __all__ = ["serve"]
 
@@ -57,51 +59,33 @@ def _bound_listeners(server: Server, max_listeners: Optional[int], max_connectio
     server.subscriptions.limit = max_listeners
 
 
-def serve(server: Server, *, host: str = "127.0.0.1", port: int = 3000, path: str = "/mcp",
-          token: Optional[str] = None, token_file: Optional[str] = None, insecure_no_auth: bool = False,
-          allowed_origins: Iterable[str] = (), allowed_hosts: Iterable[str] = (),
-          max_body_bytes: int = _app.DEFAULT_MAX_BODY_BYTES, oauth: Optional[ResourceServer] = None,
-          behind_proxy: bool = False, tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
-          max_connections: int = _server.DEFAULT_MAX_CONNECTIONS, max_requests: int = _server.DEFAULT_MAX_REQUESTS,
-          max_queued: int = _server.DEFAULT_MAX_QUEUED, read_timeout: float = _server.DEFAULT_READ_TIMEOUT,
-          header_timeout: float = _server.DEFAULT_HEADER_TIMEOUT, grace_seconds: float = DEFAULT_GRACE_SECONDS,
-          max_listeners: Optional[int] = None, max_listeners_per_peer: int = _app.DEFAULT_MAX_LISTENERS_PER_PEER,
-          max_listeners_per_principal: int = _app.DEFAULT_MAX_LISTENERS_PER_PRINCIPAL, metrics: bool = False,
-          public_metrics: bool = False, health: bool = False, log_health: bool = False,
-          rate_limit: Optional[str] = None, burst: Optional[int] = None,
-          worker_idle_seconds: float = _server.DEFAULT_IDLE_SECONDS) -> int:
-    """Serve `server` over Streamable HTTP until SIGTERM/SIGINT; return the exit status (0).
+def serve(server: Server, options: Optional[HttpOptions] = None, **keywords: Any) -> int:
+    """Serve `server` over Streamable HTTP until SIGTERM/SIGINT; return the exit status (0). `options` are
+    HttpOptions, or give their names as keywords.
 
     The token is _app.resolve_token's (`token`, `token_file`, $MCPSERVER_TOKEN_FILE, $MCPSERVER_TOKEN);
     `oauth` (an mcpserver.auth.ResourceServer) takes OAuth access tokens instead. `max_listeners`
     replaces the Server's own bound on subscriptions/listen streams for this process.
     """
-    if oauth is None:
-        token = resolve_token(token, token_file)
-    loopback = is_loopback(host)
-    if oauth is not None:
-        _check_oauth(oauth, host=host, path=path, tls=bool(tls_cert), behind_proxy=behind_proxy)
-    elif not loopback and not token and not insecure_no_auth:
-        raise ConfigError(f"refusing to listen on {host} without authentication: pass --token-file (or set "
-                          f"{_app.TOKEN_ENVIRONMENT}), or --insecure-no-auth if something in front authenticates")
-    _bound_listeners(server, max_listeners, max_connections)
-    app = McpApp(server, path=path, token=token, allowed_origins=allowed_origins,
-                 allowed_hosts=list(allowed_hosts) or None, loopback=loopback, insecure_no_auth=insecure_no_auth,
-                 max_body_bytes=max_body_bytes, oauth=oauth, behind_proxy=behind_proxy,
-                 max_listeners_per_peer=max_listeners_per_peer,
-                 max_listeners_per_principal=max_listeners_per_principal, metrics=metrics,
-                 public_metrics=public_metrics, health=health, log_health=log_health, rate_limit=rate_limit,
-                 burst=burst)
-    auth = (f"OAuth for {oauth.resource}" if oauth is not None else "bearer token required" if token else
-            "WARNING: no authentication (--insecure-no-auth)" if not loopback else "loopback only, no token")
-    scheme = "https" if tls_cert else "http"
+    options = given(options, keywords)
+    token = resolve_token(options.token, options.token_file) if options.oauth is None else None
+    loopback = is_loopback(options.host)
+    if options.oauth is not None:
+        _check_oauth(options.oauth, host=options.host, path=options.path, tls=bool(options.tls_cert),
+                     behind_proxy=options.behind_proxy)
+    elif not loopback and not token and not options.insecure_no_auth:
+        raise ConfigError(f"refusing to listen on {options.host} without authentication: pass --token-file (or set "
+                          f"{TOKEN_ENVIRONMENT}), or --insecure-no-auth if something in front authenticates")
+    _bound_listeners(server, options.max_listeners, options.max_connections)
+    options = replace(options, token=token, token_file=None, loopback=loopback)
+    app = McpApp(server, options)
+    auth = (f"OAuth for {options.oauth.resource}" if options.oauth is not None else "bearer token required" if token
+            else "WARNING: no authentication (--insecure-no-auth)" if not loopback else "loopback only, no token")
+    scheme = "https" if options.tls_cert else "http"
 
     def banner(bound_host: str, bound_port: int) -> None:
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        print(f"mcpserver: serving {server.name} {server.version} at {scheme}://{shown}:{bound_port}{path} ({auth})",
-              file=sys.stderr, flush=True)
+        print(f"mcpserver: serving {server.name} {server.version} at {scheme}://{shown}:{bound_port}{options.path} "
+              f"({auth})", file=sys.stderr, flush=True)
 
-    return _server.serve_app(app, host=host, port=port, banner=banner, max_connections=max_connections,
-                            max_requests=max_requests, max_queued=max_queued, max_body_bytes=max_body_bytes,
-                            read_timeout=read_timeout, header_timeout=header_timeout, grace_seconds=grace_seconds,
-                            tls_cert=tls_cert, tls_key=tls_key, worker_idle_seconds=worker_idle_seconds)
+    return httpd.serve_app(app, options, banner=banner)

@@ -34,9 +34,10 @@ from ._stream import STREAMED, Stream
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional, Union
+    from typing import Any, Callable, Optional, Union
 
-    from ._app import Admitted, McpApp
+    from .._server import Server
+    from ._response import Admitted
 
 __all__ = ["PRIMED", "Sessions", "modern"]
 
@@ -51,16 +52,22 @@ def modern(request: protocol.Request) -> bool:
 
 
 class Sessions:
-    """The legacy sessions of one McpApp: its table, and how their requests are answered."""
+    """The legacy sessions of one McpApp: its table, and how their requests are answered. Of the app it is given
+    what it uses: how to read a body, how to serve a 2026-07-28 request, a listen slot, and what to do when a
+    session opens (count it)."""
 
-    def __init__(self, app: McpApp):
-        self.app = app
-        self.table = SessionTable(app.server, app.server.sealer)
+    def __init__(self, server: Server, *, read_body: Callable[[dict[str, Any], int], bytes],
+                 serve_request: Callable[[protocol.Request, dict[str, Any], Admitted], Union[Response, Stream]],
+                 listen_slot: Callable[[dict[str, Any], Admitted], Callable[[], None]], opened: Callable[[], None]):
+        self.server = server
+        self.read_body, self.serve_request = read_body, serve_request
+        self.listen_slot, self.opened = listen_slot, opened
+        self.table = SessionTable(server, server.sealer)
         self._lock = threading.Lock()  # a session's channels
 
     def initialize(self, request: protocol.Request, admitted: Admitted) -> Response:
         """initialize opens a legacy session; its id (Mcp-Session-Id) carries what was negotiated."""
-        reply = protocol.dispatch(request, self.app.server)
+        reply = protocol.dispatch(request, self.server)
         if reply.session is None:  # refused (malformed): no session
             return Response.json(reply)
         try:
@@ -68,17 +75,16 @@ class Sessions:
         except ValueError as too_large:
             refused = InvalidParams(f"Invalid params: {too_large}")
             return Response.json(protocol.Refusal(refused, request.id).reply)
-        if self.app.metrics is not None:
-            self.app.metrics.session_opened()
+        self.opened()
         response = Response.json(reply)
         response.headers.append((HEADER_SESSION, session_id))
         return response
 
     def serve(self, session_id: str, environ: dict[str, Any], admitted: Admitted) -> Union[Response, Stream]:
         method = environ.get("REQUEST_METHOD")
-        message = protocol.parse(self.app.read_body(environ, admitted.length)) if method == "POST" else None
+        message = protocol.parse(self.read_body(environ, admitted.length)) if method == "POST" else None
         if isinstance(message, protocol.Request) and modern(message):  # 2026-07-28 knows no sessions: served
-            return self.app.serve_request(message, environ, admitted)
+            return self.serve_request(message, environ, admitted)
         peer = self.table.find(session_id, admitted.principal_key or "")
         if peer is None:  # unknown, ended, expired, forged, or another principal's: start a new one
             return Response.plain(404, "No such session: send initialize again, without Mcp-Session-Id")
@@ -111,19 +117,19 @@ class Sessions:
             return Response.json(None)
         streams = bool(admitted.accepted & {"text/event-stream", "*/*"})
         if message.work == protocol.AUTHOR and streams:  # it may ask the client, log or report progress
-            return Stream(self.app.server, message, {}, environ, admitted.principal, peer=peer,
+            return Stream(self.server, message, {}, environ, admitted.principal, peer=peer,
                           channel=self._channel(peer, message.id), prime=peer.session.revision in PRIMED)
         flight = Flight(principal=admitted.principal)
         forget = peer.track(message.id, flight)  # a disconnect is not a cancel here (LEGACY.md §8)
         try:
-            return Response.json(protocol.dispatch(message, self.app.server, flight=flight, peer=peer))
+            return Response.json(protocol.dispatch(message, self.server, flight=flight, peer=peer))
         finally:
             forget()
 
     def _stream(self, peer: LegacyPeer, environ: dict[str, Any], admitted: Admitted) -> Union[Response, Stream]:
         """GET: the session's standalone stream, for what concerns no request (list changes, updates); with
         Last-Event-ID, the stream that event was on, resumed after it."""
-        subscriptions = self.app.server.subscriptions
+        subscriptions = self.server.subscriptions
         if not subscriptions.enabled:  # --no-listen: nothing would ever be sent on it (LEGACY.md: 405)
             return Response.plain(405, "This server sends no notifications: there is no standalone stream",
                                   ("Allow", "POST, DELETE"))
@@ -141,7 +147,7 @@ class Sessions:
                                      "one, or one whose stream has expired); open the stream without it")
             return Response(400, *json_parts(protocol.Refusal(refused).reply))
         try:
-            release = self.app.listen_slot(environ, admitted)
+            release = self.listen_slot(environ, admitted)
         except InternalError as full:
             return Response.plain(503, full.message, ("Retry-After", "1"))
         stream = self._opened(peer, environ, admitted.principal, release, resumed, replay)
@@ -151,7 +157,7 @@ class Sessions:
 
     def _opened(self, peer: LegacyPeer, environ: dict[str, Any], principal: Any, release: Any,
                 resumed: Any, replay: Any) -> Stream:
-        server = self.app.server
+        server = self.server
         if resumed is None or replay is None:  # a fresh stream: what the session hears from now on
             channel = self._standalone(peer)
             return Stream(server, None, {}, environ, principal, release, peer=peer, channel=channel,
@@ -170,7 +176,7 @@ class Sessions:
             return Stream(server, None, {}, environ, principal, release, peer=peer, channel=carried,
                           cursor=replay.head, preface=preface)
         if replay.final and replay.missed and not (replay.events and replay.events[-1][0] == replay.head):
-            from ..tasks._events import MAX_SESSION_EVENT_BYTES, MAX_SESSION_EVENTS
+            from ..store import MAX_SESSION_EVENT_BYTES, MAX_SESSION_EVENTS
 
             lost = InternalError(f"Internal error: the response to this request was dropped from the session's "
                                  f"event store before the client read it (it keeps {MAX_SESSION_EVENTS} events and "

@@ -12,9 +12,9 @@ protocol.dispatch hands a request here, its one seam into this wing, when the cl
 from __future__ import annotations
 
 from .. import _log
-from .._context import Cancelled, Context, Flight, Peer
+from .._context import Call, Cancelled, Context, Flight, Peer
 from .._methods import ANSWERED, CANCELLED, METHODS, MODERN_ONLY, Reply, error_response
-from .._middleware import Call, transport_of
+from .._middleware import transport_of
 from .._server import Server
 from ..errors import (
     RESOURCE_NOT_FOUND,
@@ -30,10 +30,19 @@ from ._shaping import LOG_LEVELS, initialize, shape
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional
+    from typing import Any, Callable, Optional, Protocol
 
-    from ..protocol import Request
     Handler = Callable[[Server, dict[str, Any], Context], Any]
+
+    class Request(Protocol):
+        """What this dispatch reads of the request protocol.dispatch hands it (protocol.Request, above this wing)."""
+
+        @property
+        def id(self) -> Any: ...
+        @property
+        def method(self) -> str: ...
+        @property
+        def params(self) -> dict[str, Any]: ...
 
 __all__ = ["dispatch"]
 

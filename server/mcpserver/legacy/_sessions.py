@@ -36,8 +36,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
+    from .._context import Negotiated
     from .._server import Server
-    from ..tasks._events import SessionStore
+    from ..store import SessionStore
 
 __all__ = ["DEFAULT_ANSWER_TIMEOUT", "DEFAULT_LOG_LEVEL", "DEFAULT_SESSION_TTL", "MAX_SESSION_STATES",
            "MAX_SUBSCRIPTIONS", "LegacyPeer", "SessionTable"]
@@ -65,7 +66,7 @@ class _SessionListener(Listener):
 
     __slots__ = ("_session", "notify")
 
-    def __init__(self, session: LegacySession, kinds: set[str]):
+    def __init__(self, session: Negotiated, kinds: set[str]):
         super().__init__(None, kinds, set(), Flight())
         self._session = session
         self.notify: Optional[Callable[[dict[str, Any]], None]] = None  # None: no channel yet, or none now
@@ -85,7 +86,7 @@ class LegacyPeer(Peer):
 
     transport = "stdio"  # a session over HTTP says "http" (SessionTable)
 
-    def __init__(self, server: Server, session: LegacySession, notify: Optional[Callable[[dict[str, Any]], None]],
+    def __init__(self, server: Server, session: Negotiated, notify: Optional[Callable[[dict[str, Any]], None]],
                  answer_timeout: float = DEFAULT_ANSWER_TIMEOUT):
         self.server = server
         self.session = session
@@ -293,7 +294,7 @@ class SessionTable:
         self._states: dict[str, LegacyPeer] = {}  # insertion order is recency: moved to the end when used
         self._ended: dict[str, float] = {}
 
-    def open(self, session: LegacySession, principal: str) -> str:
+    def open(self, session: Negotiated, principal: str) -> str:
         """A new session's id. ValueError if what it would carry is too large to travel in a header."""
         value = {"r": session.revision, "c": session.client_capabilities, "i": session.client_info, "w": principal,
                  "n": os.urandom(12).hex(), "x": int(time.time() + self.ttl)}
@@ -304,8 +305,8 @@ class SessionTable:
 
     @property
     def store(self) -> SessionStore:
-        """Where sessions' subscriptions and streams' events are kept: the server's store (--task-store)."""
-        from ..tasks._shared import shared  # a legacy HTTP session's first use: the server's store opens
+        """Where sessions' subscriptions and streams' events are kept: the server's store (--store)."""
+        from ..store import shared  # a legacy HTTP session's first use: the server's store opens
 
         return shared(self.server).sessions
 

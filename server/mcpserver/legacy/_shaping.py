@@ -11,7 +11,7 @@ Rules of this module (pure: no I/O, no state; the transport holds a session's st
   or serverInfo `_meta`.
 - The session is a frozen value: the negotiated revision, the client's capabilities and its info.
   What changes over a session (log level, subscriptions, the server's own requests) is the
-  transport's (mcpserver._session).
+  transport's, kept in a LegacyPeer (mcpserver.legacy._sessions).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from ..errors import InvalidParams
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from .._context import Negotiated
 
 __all__ = ["LEGACY_VERSIONS", "LOG_LEVELS", "LegacySession", "initialize", "opens_legacy", "shape",
            "shape_notification", "shape_request"]
@@ -98,7 +100,7 @@ def _client_capabilities(declared: Any, revision: str) -> dict[str, Any]:
     return {key: value for key, value in declared.items() if revision >= _CLIENT_CAPABILITY_SINCE.get(key, "")}
 
 
-def _capabilities(offered: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+def _capabilities(offered: dict[str, Any], session: Negotiated) -> dict[str, Any]:
     capabilities = {key: value for key, value in offered.items() if key in ("tools", "resources", "prompts")}
     capabilities["logging"] = {}  # a tool's log records reach the client (notifications/message)
     if "completions" in offered and session.at_least(_V2025_03):
@@ -106,7 +108,7 @@ def _capabilities(offered: dict[str, Any], session: LegacySession) -> dict[str, 
     return capabilities
 
 
-def _implementation(info: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+def _implementation(info: dict[str, Any], session: Negotiated) -> dict[str, Any]:
     kept = ("name", "version") + (("title",) if session.at_least(_V2025_06) else ()) + \
         (("description", "icons", "websiteUrl") if session.at_least(_V2025_11) else ())
     return {key: value for key, value in info.items() if key in kept}
@@ -117,7 +119,7 @@ def _implementation(info: dict[str, Any], session: LegacySession) -> dict[str, A
 _MODERN_ONLY = ("resultType", "ttlMs", "cacheScope")
 
 
-def _drop_definition_fields(definition: dict[str, Any], session: LegacySession, *, tool: bool) -> dict[str, Any]:
+def _drop_definition_fields(definition: dict[str, Any], session: Negotiated, *, tool: bool) -> dict[str, Any]:
     dropped = set()
     if not session.at_least(_V2025_11):
         dropped |= {"icons", "execution"}
@@ -141,7 +143,7 @@ def _undated(annotations: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in annotations.items() if key != "lastModified"}
 
 
-def shape_content(blocks: list[Any], session: LegacySession) -> list[Any]:
+def shape_content(blocks: list[Any], session: Negotiated) -> list[Any]:
     """Content blocks as the revision knows them: a resource link becomes a text naming its URI before
     2025-06-18, audio a text saying what it was before 2025-03-26; what came later goes (_block_fields)."""
     if session.at_least(_V2025_11):
@@ -163,7 +165,7 @@ def shape_content(blocks: list[Any], session: LegacySession) -> list[Any]:
     return shaped
 
 
-def _block_fields(block: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+def _block_fields(block: dict[str, Any], session: Negotiated) -> dict[str, Any]:
     """A block without the fields its revision lacks: a resource link's icons (2025-11-25); `_meta` and
     lastModified (2025-06-18), an embedded resource's contents' `_meta` too. A new dict when one goes: the
     author's block may be a constant, used again."""
@@ -180,7 +182,7 @@ def _block_fields(block: dict[str, Any], session: LegacySession) -> dict[str, An
     return block
 
 
-def _shape_tool_result(result: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+def _shape_tool_result(result: dict[str, Any], session: Negotiated) -> dict[str, Any]:
     if "content" in result:
         result["content"] = shape_content(result["content"], session)
     structured = result.get("structuredContent")
@@ -189,7 +191,7 @@ def _shape_tool_result(result: dict[str, Any], session: LegacySession) -> dict[s
     return result
 
 
-def shape(method: str, result: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+def shape(method: str, result: dict[str, Any], session: Negotiated) -> dict[str, Any]:
     """A modern result as `session`'s revision has it (the result is the core's own: changed in place)."""
     for key in _MODERN_ONLY:
         result.pop(key, None)
@@ -213,7 +215,7 @@ def shape(method: str, result: dict[str, Any], session: LegacySession) -> dict[s
     return result
 
 
-def shape_notification(message: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+def shape_notification(message: dict[str, Any], session: Negotiated) -> dict[str, Any]:
     """A notification the server sends, as the revision has it: progress `message` came with 2025-03-26."""
     params = message.get("params")
     if message.get("method") == "notifications/progress" and isinstance(params, dict) and "message" in params \
@@ -222,7 +224,7 @@ def shape_notification(message: dict[str, Any], session: LegacySession) -> dict[
     return message
 
 
-def shape_request(method: str, params: dict[str, Any], session: LegacySession) -> dict[str, Any]:
+def shape_request(method: str, params: dict[str, Any], session: Negotiated) -> dict[str, Any]:
     """A request the server sends the client, as the revision has it: elicitation `mode` (form or URL),
     defaults on fields other than booleans (SEP-1034) and sampling `tools` came with 2025-11-25.
     ValueError for a form the revision cannot express (multi-select and titled enums, SEP-1330)."""
@@ -237,7 +239,7 @@ def shape_request(method: str, params: dict[str, Any], session: LegacySession) -
     return shaped
 
 
-def _form_field(name: str, field: Any, session: LegacySession) -> Any:
+def _form_field(name: str, field: Any, session: Negotiated) -> Any:
     if not isinstance(field, dict):
         return field
     if field.get("type") not in ("string", "number", "integer", "boolean") or {"oneOf", "anyOf"} & set(field):

@@ -465,9 +465,9 @@ class _Parser:
         line = self.lines[row]
         return row, len(line) - len(line.lstrip(" \t")), blank
 
-    def block_scalar(self, row: int, col: int, parent: int) -> tuple[str, int]:
-        """A `|` or `>` block scalar whose header is at (row, col), in a collection at column `parent`:
-        its text and the first row after it. Indentation, folding and chomping as PyYAML reads them."""
+    def block_header(self, row: int, col: int) -> tuple[bool, Optional[str], Optional[int]]:
+        """A block scalar's header at (row, col): whether it folds (`>`), its chomping indicator (+ or -) and its
+        indentation indicator (1-9), each None when not given; only a comment may follow them."""
         line = self.lines[row]
         folded = line[col] == ">"
         chomping: Optional[str] = None
@@ -490,6 +490,12 @@ class _Parser:
                 self.fail_tab(row)
             self.fail(row, f"after {line[col - 1]!r} only a chomping indicator (+ or -), an indentation "
                            "indicator (1-9) and a comment may follow")
+        return folded, chomping, increment
+
+    def block_scalar(self, row: int, col: int, parent: int) -> tuple[str, int]:
+        """A `|` or `>` block scalar whose header is at (row, col), in a collection at column `parent`:
+        its text and the first row after it. Indentation, folding and chomping as PyYAML reads them."""
+        folded, chomping, increment = self.block_header(row, col)
         lines = self.lines
         last = len(lines) - 1
         row += 1

@@ -15,7 +15,7 @@ Rules of this module:
   to save it again.
 - Listeners learn of changes two ways: `on_change` calls back after every change made through this
   object, in this process; changes other processes made are seen by polling `versions` (one query for
-  many tasks) or by `wait_for_change`, which re-reads every `store.poll_seconds`.
+  many tasks) or by `wait_for_change`, which re-reads every `TaskStore.poll_seconds`.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ import time
 import weakref
 
 from .. import _log
+from ..store import StoreUnavailable, Swept, TaskRecord, TaskStore, TaskStoreError
 from ._record import (
     DEFAULT_POLL_INTERVAL_MS,
     DEFAULT_TTL_MS,
     InvalidTransition,
-    StoreUnavailable,
     TaskNotFound,
-    TaskRecord,
-    TaskStoreError,
     dead_runner,
     finished,
     new_task,
@@ -45,7 +43,6 @@ from ._record import (
     with_status,
     without_answers,
 )
-from ._store import Swept, TaskStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

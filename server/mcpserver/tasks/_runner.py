@@ -29,15 +29,15 @@ import time
 from .. import _json, _log
 from .._context import Cancelled, Context, Flight, InputRequired
 from ..errors import InternalError, ProtocolError
+from ..store import shared
 from ._operations import Tasks
-from ._shared import shared
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
     from .._server import Server
-    from ._record import TaskRecord
+    from ..store import TaskRecord
 
 __all__ = ["ANNOUNCE_AFTER", "MAX_RUNNING_TASKS", "TaskManager"]
 

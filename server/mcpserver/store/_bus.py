@@ -31,6 +31,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
+    from ._database import SqlDatabase
+
 __all__ = ["CHANNEL", "KEEP_SECONDS", "POLL_SECONDS", "Bus", "PostgresBus", "SqliteBus"]
 
 log = _log.get("mcpserver.tasks")
@@ -122,7 +124,7 @@ class Bus:
 class SqliteBus(Bus):
     """The bus of an SQLite store: a table of recent changes, polled."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: SqlDatabase):
         super().__init__()
         self.store = store
         store._run(lambda connection: connection.execute(
@@ -169,7 +171,7 @@ class SqliteBus(Bus):
 class PostgresBus(Bus):
     """The bus of a PostgreSQL store: NOTIFY and LISTEN."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: SqlDatabase):
         super().__init__()
         self.store = store
 

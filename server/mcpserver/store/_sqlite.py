@@ -23,8 +23,8 @@ import os
 
 from ..errors import ConfigError
 from ._bus import SqliteBus
-from ._record import MAX_RESULT_BYTES, StoreFull, StoreUnavailable
 from ._sql import INDEXES, SqlTaskStore
+from ._task import MAX_RESULT_BYTES, StoreFull, StoreUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

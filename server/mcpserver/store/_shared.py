@@ -1,11 +1,11 @@
-"""What the server's store (--task-store) shares, opened once per server: the tasks, and what legacy HTTP sessions
+"""What the server's store (--store) shares, opened once per server: the tasks, and what legacy HTTP sessions
 keep beyond one connection (their streams' events, their subscriptions).
 
 Rules of this module:
 - One per Server (a component), made when first needed: by the first task, the first legacy HTTP session, or the
   command line, mcpserver.run and create_app, which open it at start-up so that a store that cannot serve is
   refused there, and so that every process of a shared store publishes its changes on the bus from the start.
-- A store with a bus (tasks._bus) joins the server's listeners to it: the changes this process makes go out, the
+- A store with a bus (_bus) joins the server's listeners to it: the changes this process makes go out, the
   other processes' come in; a task's change is read from the store here, as tasks/get reads it.
 """
 

@@ -1,4 +1,5 @@
-"""The HTTP server's door: the listening socket, and who of those who connect gets a place.
+"""The HTTP server's door: the listening socket, and who of those who connect gets a place (the loop says whether
+there is room).
 
 Rules of this module:
 - At most max_connections open connections (serve_app keeps that below RLIMIT_NOFILE). At the limit, a
@@ -8,7 +9,7 @@ Rules of this module:
   one to start waiting, and past that it is answered 503 with Retry-After (closed unanswered on TLS, which
   it could not read).
 - Accepting takes at most 64 newcomers at a time, so the loop serves the others in between. Out of
-  descriptors, it pauses until the next sweep.
+  descriptors, it says so, and the loop listens again at its next sweep.
 - TLS (tls_context): TLS 1.2 or newer with the ssl module's defaults, HTTP/1.1 by ALPN. A connection
   takes the TLS context current when it is accepted: a SIGHUP reload is for the connections
   after it, and one that cannot be loaded keeps the old one (stderr says why).
@@ -23,97 +24,69 @@ import time
 from collections import deque
 
 from ..errors import ConfigError
-from ._connection import Connection
-from ._poller import IN
-from ._writing import RETRY_AFTER_SECONDS, refusal
+from ._machine import RETRY_AFTER_SECONDS, refusal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any, Callable, Optional
 
-    from ._loop import Loop
-
-__all__ = ["FULL_HOUSE_GRACE", "Acceptor", "tls_context"]
+__all__ = ["FULL_HOUSE_GRACE", "Door", "tls_context"]
 
 # When every connection is busy, how long a newcomer waits for one to start waiting: a connection that
 # has just sent its answer is handed back a moment after its client can read it and connect again.
 FULL_HOUSE_GRACE = 0.05
+MAX_NEWCOMERS = 64  # newcomers waiting for a place at once; past them, 503
 
 
-class Acceptor:
-    """The listening socket, the bound on open connections, the newcomers waiting for a place, and the TLS
-    context new connections get."""
+class Door:
+    """The listening socket, the newcomers waiting for a place, and the TLS context new connections get. Who has
+    a place is the loop's to say: accept() and admit_waiting() are given `room()`, which makes room if it can,
+    and `open(sock, address)`, which takes a newcomer in."""
 
     def __init__(self, host: str, port: int, *, max_connections: int, tls: Any):
         self.tls = tls  # an ssl.SSLContext, or None for plain HTTP
         self.max_connections = max_connections
         self.newcomers: deque[tuple[socket.socket, Any, float]] = deque()  # (socket, address, deadline)
-        self._paused = False
+        self.stopped = False
         self.listener = _listening_socket(host, port)
         self.host, self.port = str(self.listener.getsockname()[0]), int(self.listener.getsockname()[1])
 
-    def join(self, loop: Loop) -> None:
-        """The loop that takes the connections in, and whose tables say whether there is room."""
-        self.poller, self.stopping = loop.poller, loop.stopping
-        self.loop = loop
-        self.poller.watch(self.listener.fileno(), IN)
-
-    def accept(self) -> None:
+    def accept(self, room: Callable[[], bool], open: Callable[[socket.socket, Any], None]) -> bool:
+        """Take in who has connected, 64 at most; True when out of descriptors (accept again later)."""
+        deadline = time.monotonic() + FULL_HOUSE_GRACE
         for _ in range(64):  # then the loop serves others; the listener stays readable
             try:
                 sock, address = self.listener.accept()
             except (BlockingIOError, InterruptedError):
-                return
+                return False
             except OSError as exc:
                 if exc.errno == errno.ECONNABORTED:  # the client gave up before it was accepted
                     continue
-                self.poller.forget(self.listener.fileno())  # out of descriptors: again at the next sweep
-                self._paused = True
-                return
-            self._admit(sock, address, time.monotonic() + FULL_HOUSE_GRACE)
+                return True
+            if room():
+                open(sock, address)
+            elif len(self.newcomers) < MAX_NEWCOMERS and not self.stopped:
+                self.newcomers.append((sock, address, deadline))  # a connection may start waiting within the grace
+            else:
+                _refuse_newcomer(sock, self.tls is None)
+        return False
 
-    def _admit(self, sock: socket.socket, address: Any, deadline: float) -> None:
-        if len(self.loop.connections) < self.max_connections or self.loop.reclaim():
-            self._open(sock, address)
-        elif len(self.newcomers) < 64 and not self.stopping.is_set():
-            self.newcomers.append((sock, address, deadline))  # a connection may start waiting within the grace
-        else:
-            _refuse_newcomer(sock, self.tls is None)
-
-    def admit_waiting(self, now: float) -> None:
+    def admit_waiting(self, now: float, room: Callable[[], bool], open: Callable[[socket.socket, Any], None]) -> None:
+        """The newcomers waiting for a place, in order: in if there is room, refused once their grace is over."""
         while self.newcomers:
             sock, address, deadline = self.newcomers[0]
-            if len(self.loop.connections) < self.max_connections or self.loop.reclaim():
+            if room():
                 self.newcomers.popleft()
-                self._open(sock, address)
-            elif now >= deadline or self.stopping.is_set():
+                open(sock, address)
+            elif now >= deadline or self.stopped:
                 self.newcomers.popleft()
                 _refuse_newcomer(sock, self.tls is None)
             else:
                 return
 
-    def _open(self, sock: socket.socket, address: Any) -> None:
-        try:
-            conn = Connection(sock, address, self.tls)
-        except OSError:  # gone before it was set up
-            sock.close()
-            return
-        self.loop.add(conn)
-
-    def crowded(self) -> bool:
-        """Whether a newcomer may need the place of a connection that waits: one waits already, or the
-        bound is reached."""
-        return bool(self.newcomers) or len(self.loop.connections) >= self.max_connections
-
-    def resume(self) -> None:
-        """At each sweep: accept again, if running out of descriptors paused it."""
-        if self._paused and not self.stopping.is_set():
-            self._paused = False
-            self.poller.watch(self.listener.fileno(), IN)
-
     def stop(self) -> None:
         """Accept no more, and close the newcomers still waiting for a place."""
-        self.poller.forget(self.listener.fileno())
+        self.stopped = True
         self.listener.close()
         while self.newcomers:
             self.newcomers.popleft()[0].close()

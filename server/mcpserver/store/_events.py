@@ -89,7 +89,7 @@ class _Stream:
         self.request_id = request_id
 
 
-class _Session:
+class _KeptSession:
     __slots__ = ("bytes", "events", "streams", "uris")
 
     def __init__(self) -> None:
@@ -110,22 +110,22 @@ class MemorySessionStore(SessionStore):
         self.max_sessions = max_sessions
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
+        self._sessions: OrderedDict[str, _KeptSession] = OrderedDict()  # least recently used first
         self._order: deque[list[Any]] = deque()  # every kept event, oldest first (an entry's data is None once gone)
         self._bytes = 0
 
-    def _session(self, session: str) -> _Session:
+    def _session(self, session: str) -> _KeptSession:
         """The session's record, made if new, and now the most recently used (under the lock)."""
         found = self._sessions.get(session)
         if found is None:
-            found = self._sessions[session] = _Session()
+            found = self._sessions[session] = _KeptSession()
             while len(self._sessions) > self.max_sessions:
                 self._drop_session(self._sessions.popitem(last=False)[1])
         else:
             self._sessions.move_to_end(session)
         return found
 
-    def _drop_session(self, record: _Session) -> None:
+    def _drop_session(self, record: _KeptSession) -> None:
         for entry in record.events:
             self._bytes -= len(entry[2])
             entry[2] = None

@@ -24,8 +24,8 @@ import importlib
 
 from ..errors import ConfigError
 from ._bus import PostgresBus
-from ._record import StoreFull, StoreUnavailable
 from ._sql import INDEXES, SqlTaskStore
+from ._task import StoreFull, StoreUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,14 +12,13 @@ Rules of this module:
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
 
 from .. import _log
 from ._events import MemorySessionStore
-from ._record import (
+from ._task import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_TASKS_PER_OWNER,
     StoreFull,
@@ -37,14 +36,13 @@ if TYPE_CHECKING:
     Change = Callable[[TaskRecord], Optional[TaskRecord]]
     Rule = Callable[[TaskRecord, int], Optional[TaskRecord]]
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_TASKS", "ConnectionPool", "MemoryTaskStore", "Swept", "TaskStore"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_TASKS", "MemoryTaskStore", "Swept", "TaskStore"]
 
 log = _log.get("mcpserver.tasks")
 
 DEFAULT_MAX_TASKS = 100_000  # MemoryTaskStore: tasks of all owners together
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # MemoryTaskStore: results held; past it create refuses, finish still saves
 SWEEP_INTERVAL_MS = 10_000  # MemoryTaskStore sweeps during create at most this often
-MAX_IDLE_CONNECTIONS = 8  # a pool keeps this many for reuse and closes any more as they come back
 
 
 @dataclass(frozen=True)
@@ -137,49 +135,6 @@ class TaskStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-class ConnectionPool:
-    """A backend's connections: each used by one thread at a time, a few kept for reuse.
-
-    After a fork the child never uses or closes the parent's connections (SQLite and libpq both forbid
-    it; closing a PostgreSQL one would end the parent's session): it keeps them referenced and opens its own.
-    """
-
-    def __init__(self, connect: Callable[[], Any], close: Callable[[Any], None],
-                 broken: tuple[type[BaseException], ...]):
-        self._connect = connect
-        self._close = close
-        self.broken = broken  # exceptions after which a connection is closed rather than reused
-        self._lock = threading.Lock()
-        self._idle: list[Any] = []
-        self._pid = os.getpid()
-        self._inherited: list[Any] = []
-
-    def acquire(self) -> Any:
-        with self._lock:
-            if self._pid != os.getpid():
-                self._inherited.extend(self._idle)
-                self._idle, self._pid = [], os.getpid()
-            if self._idle:
-                return self._idle.pop()
-        return self._connect()
-
-    def release(self, connection: Any, problem: Optional[BaseException] = None) -> None:
-        with self._lock:
-            reusable = problem is None or not isinstance(problem, self.broken)
-            if self._pid == os.getpid() and reusable and len(self._idle) < MAX_IDLE_CONNECTIONS:
-                self._idle.append(connection)
-                return
-        if self._pid == os.getpid():
-            self._close(connection)
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        if self._pid == os.getpid():
-            for connection in idle:
-                self._close(connection)
 
 
 class MemoryTaskStore(TaskStore):

@@ -1,22 +1,18 @@
-"""What the SQL task stores share: one table, the same statements, a connection pool, errors translated.
+"""What the SQL task stores share: one table and the same statements, over an SQL database (_database).
 
 Rules of this module:
 - The schema is one table of indexed columns (_task.COLUMNS) and a JSON body. Statements are written
-  once, with `?` placeholders; a backend whose driver wants `%s` sets `mark`.
-- A backend supplies how to open a connection, how to run a body atomically (`_atomically`: SQLite's
-  BEGIN IMMEDIATE, PostgreSQL's transaction), what locks a row or an owner for the rest of it, and how
-  its driver's errors become StoreUnavailable (StoreFull for a full disk). Every call goes through
-  `_run`, so no driver error reaches the caller untranslated, and a connection that raised one is
-  closed instead of reused.
-- Every result is read to its end (`_rows`): a statement left unfinished (PyPy's sqlite3 keeps it open)
-  would hold a read transaction and pin the connection to an old snapshot.
+  once, with `?` placeholders (the database puts its driver's in).
+- A read-modify-write locks its row (`lock_row`), and a create its owner (`_lock_owner`), for the rest of its
+  transaction: two creates cannot both take an owner's last place.
 """
 
 from __future__ import annotations
 
-from ._record import COLUMNS, StoreUnavailable, TaskRecord, from_row, to_row
+from ._database import SqlDatabase
 from ._sql_sessions import SqlSessionStore
-from ._store import ConnectionPool, TaskStore, too_many_tasks
+from ._store import TaskStore, too_many_tasks
+from ._task import COLUMNS, TaskRecord, from_row, to_row
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,84 +42,29 @@ INDEXES = (
 )
 
 
-class SqlTaskStore(TaskStore):
-    """The TaskStore primitives in SQL, for a backend that fills in the hooks below."""
+class SqlTaskStore(TaskStore, SqlDatabase):
+    """The TaskStore primitives in SQL, over a database whose backend fills in SqlDatabase's hooks."""
 
     shared = True
-    mark = "?"  # the driver's placeholder
-    lock_row = ""  # what makes a read-modify-write's SELECT lock its row (SQLite's write lock covers it)
-    serial = "INTEGER PRIMARY KEY"  # the type of a key the database numbers itself, in increasing order
-    blob = "BLOB"  # the type of bytes
 
     def __init__(self, connect: Callable[[], Any], errors: tuple[type[BaseException], ...], **options: Any):
-        super().__init__(**options)
-        self.errors = errors  # the driver's own errors: translated, and the connection not reused
-        self._pool = ConnectionPool(connect, _close, errors)
+        TaskStore.__init__(self, **options)
+        SqlDatabase.__init__(self, connect, errors)
         self._sessions: Optional[SqlSessionStore] = None
-
-    # --- what a backend supplies ---------------------------------------------------------------------------------
-
-    def _atomically(self, connection: Any, body: Callable[[], T]) -> T:
-        raise NotImplementedError
-
-    def _lock_owner(self, connection: Any, owner: str) -> None:
-        """Inside _atomically, before an owner's tasks are counted: no other create of that owner may pass."""
-
-    def _unavailable(self, error: BaseException) -> StoreUnavailable:
-        raise NotImplementedError
 
     # --- shared --------------------------------------------------------------------------------------------------
 
     def close(self) -> None:
         if self._sessions is not None:
             self._sessions.close()
-        super().close()
-        self._pool.close()
+        TaskStore.close(self)
+        SqlDatabase.close(self)
 
     def session_store(self) -> SqlSessionStore:
         """In this database, so that every process sharing it replays a session's streams (one per store)."""
         if self._sessions is None:
             self._sessions = SqlSessionStore(self)
         return self._sessions
-
-    def run_atomically(self, work: Callable[[Any], T], lock: Optional[str] = None) -> T:
-        """`work` on a pooled connection, inside one transaction; with `lock`, no other process's transaction with
-        the same `lock` runs at once."""
-        def body(connection: Any) -> T:
-            def locked() -> T:
-                if lock is not None:
-                    self._lock_owner(connection, lock)
-                return work(connection)
-            return self._atomically(connection, locked)
-
-        return self._run(body)
-
-    def _run(self, work: Callable[[Any], T]) -> T:
-        """`work` on a pooled connection; the driver's errors become StoreUnavailable."""
-        try:
-            connection = self._pool.acquire()
-        except self.errors as error:
-            raise self._unavailable(error) from None
-        try:
-            result = work(connection)
-        except self.errors as error:
-            self._pool.release(connection, error)
-            raise self._unavailable(error) from None
-        except BaseException:
-            self._pool.release(connection)
-            raise
-        self._pool.release(connection)
-        return result
-
-    def _rows(self, connection: Any, sql: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
-        return list(connection.execute(sql.replace("?", self.mark), parameters).fetchall())
-
-    def _first(self, connection: Any, sql: str, parameters: tuple[Any, ...] = ()) -> Any:
-        rows = self._rows(connection, sql, parameters)
-        return rows[0] if rows else None
-
-    def _count(self, connection: Any, sql: str, parameters: tuple[Any, ...]) -> int:
-        return int(connection.execute(sql.replace("?", self.mark), parameters).rowcount)
 
     # --- the primitives TaskStore builds on ---------------------------------------------------------------------
 
@@ -188,9 +129,3 @@ class SqlTaskStore(TaskStore):
 
         return self._run(load) if task_ids else {}
 
-
-def _close(connection: Any) -> None:
-    try:
-        connection.close()
-    except Exception:  # a connection that broke may refuse to close; it is dropped all the same
-        pass

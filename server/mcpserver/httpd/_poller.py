@@ -18,17 +18,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Optional
 
-__all__ = ["DELIVER_WAIT", "ERR", "HUNG_UP", "HUP", "IN", "ONESHOT", "OUT", "RDHUP", "Poller"]
+__all__ = ["ERR", "HUNG_UP", "HUP", "IN", "ONESHOT", "OUT", "RDHUP", "Poller"]
 
 # Event bits, the same for epoll and poll on Linux. PyPy's select module has no EPOLLRDHUP: Linux's value.
 IN, OUT, ERR, HUP = 0x001, 0x004, 0x008, 0x010
 RDHUP = getattr(select, "EPOLLRDHUP", 0x2000)
 ONESHOT = getattr(select, "EPOLLONESHOT", 1 << 30)
 HUNG_UP = ERR | HUP
-# A worker whose response fills the socket waits this long for the client to take more before it leaves
-# the rest to the loop, and as long for more of an accepted body: a client that reads and sends at once
-# (most) costs no hand-off between threads; one that stalls for longer is the loop's.
-DELIVER_WAIT = 0.01
 
 
 class Poller:
@@ -89,15 +85,6 @@ class Poller:
                 self._poll.unregister(fd)
         except (OSError, KeyError):
             pass
-
-    def ready_soon(self, fd: int, event: int) -> bool:
-        """Whether `fd` is ready for `event` (select.POLLIN, POLLOUT) within DELIVER_WAIT, for a worker that
-        would rather wait that long than hand its connection to the loop; never on the loop, which must not wait."""
-        if threading.get_ident() == self.loop_thread:
-            return False
-        poll = select.poll()
-        poll.register(fd, event)
-        return bool(poll.poll(DELIVER_WAIT * 1000))
 
     @property
     def closes_anywhere(self) -> bool:

@@ -1,4 +1,4 @@
-"""Which task store a setting names: what `--task-store` and `create_app(task_store=...)` are given.
+"""Which task store a setting names: what `--store` (or `--task-store`) and `create_app(task_store=...)` are given.
 
 - None or "memory": MemoryTaskStore, the default (this process only).
 - "postgresql://..." or "postgres://...": PostgresTaskStore (the `mcpserver[postgres]` extra).

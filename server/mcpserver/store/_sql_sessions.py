@@ -1,4 +1,4 @@
-"""SqlSessionStore: what legacy HTTP sessions keep beyond one connection (tasks._events), in the database of an SQL task
+"""SqlSessionStore: what legacy HTTP sessions keep beyond one connection (_events), in the database of an SQL task
 store, so that a process other than the one that wrote a stream replays it (a client resumed on another replica, or
 on a gunicorn worker other than the first), and a session's subscriptions hold on every process that serves it.
 
@@ -32,7 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
 
-    from ._sql import SqlTaskStore
+    from ._database import SqlDatabase
 
 __all__ = ["MAX_STORED_EVENT_BYTES", "SqlSessionStore"]
 
@@ -79,7 +79,7 @@ def schema(serial: str, blob: str) -> tuple[str, ...]:
 class SqlSessionStore(SessionStore):
     """A session store in `store`'s database, with this process's own streams in memory too."""
 
-    def __init__(self, store: SqlTaskStore, *, max_session_events: int = MAX_SESSION_EVENTS,
+    def __init__(self, store: SqlDatabase, *, max_session_events: int = MAX_SESSION_EVENTS,
                  max_session_bytes: int = MAX_SESSION_EVENT_BYTES, max_stored_bytes: int = MAX_STORED_EVENT_BYTES):
         self.store = store
         self.max_stored_bytes = max_stored_bytes
