@@ -72,6 +72,8 @@ def serve_a_worker_s_requests(app):
     assert status.startswith("200") and b"touch" in payload, (status, payload)
     status, _, payload = wsgi(app, "GET", path="/metrics")
     assert status.startswith("200") and b"mcpserver_requests_total" in payload, (status, payload[:200])
+    status, _, payload = wsgi(app, "GET", path="/readyz")
+    assert status.startswith("200"), (status, payload)
 
 
 def locks(app):
@@ -98,6 +100,8 @@ def locks(app):
             continue
         elif isinstance(thing, threading.Event):
             children = [("_cond", thing._cond)]
+        elif isinstance(thing, type):  # a class of the package: its class attributes (a lock kept there)
+            children = [(name, value) for name, value in vars(thing).items() if not name.startswith("__")]
         elif type(thing).__module__.startswith("mcpserver") or isinstance(thing, types.MethodType):
             attributes = dict(getattr(thing, "__dict__", {}))
             for slot in getattr(type(thing), "__slots__", ()):
@@ -112,7 +116,9 @@ def locks(app):
         else:
             continue
         for name, child in children:
-            if isinstance(child, (str, bytes, int, float, bool, type(None), type)):
+            if isinstance(child, (str, bytes, int, float, bool, type(None))):
+                continue
+            if isinstance(child, type) and not child.__module__.startswith("mcpserver"):
                 continue
             if isinstance(child, types.ModuleType) and not child.__name__.startswith("mcpserver"):
                 continue
@@ -169,7 +175,7 @@ def main():
 
     store, metrics_dir = sys.argv[1:3]
     app = create_app(os.path.join(ROOT, "tests", "fault_tools.py"), task_store=store, metrics=True,
-                     metrics_dir=metrics_dir, public_metrics=True)
+                     metrics_dir=metrics_dir, public_metrics=True, health=True, rate_limit="1000/s")
     serve_a_worker_s_requests(app)
     found = locks(app)
     if len(sys.argv) > 3:

@@ -50,6 +50,7 @@ import time
 
 from .. import _environment, _log, _pypy, protocol
 from .._context import Flight
+from .._forks import renew_at_fork
 from .._options import replace
 from .._server import Server
 from .._wire import status_line
@@ -164,6 +165,7 @@ class _ListenSlots:
         self.per_peer = per_peer
         self.per_principal = per_principal
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._counts: dict[tuple[str, str], int] = {}
 
     def take(self, peer: str, principal: Optional[str]) -> Callable[[], None]:

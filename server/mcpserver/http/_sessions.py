@@ -25,6 +25,7 @@ import threading
 
 from .. import protocol
 from .._context import Flight
+from .._forks import renew_at_fork
 from .._wire import HEADER_SESSION, META_VERSION
 from ..errors import InternalError, InvalidParams, InvalidRequest
 from ..legacy import LegacyPeer, SessionTable
@@ -64,6 +65,7 @@ class Sessions:
         self.listen_slot, self.opened = listen_slot, opened
         self.table = SessionTable(server, server.sealer)
         self._lock = threading.Lock()  # a session's channels
+        renew_at_fork(self, "_lock")
 
     def initialize(self, request: protocol.Request, admitted: Admitted) -> Response:
         """initialize opens a legacy session; its id (Mcp-Session-Id) carries what was negotiated."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import threading
 
+from .._forks import renew_at_fork
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional, TypeVar
@@ -43,6 +45,7 @@ class ConnectionPool:
         self._close = close
         self.broken = broken  # exceptions after which a connection is closed rather than reused
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._idle: list[Any] = []
         self._pid = os.getpid()
         self._inherited: list[Any] = []

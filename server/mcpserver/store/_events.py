@@ -20,6 +20,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict, deque
 
+from .._forks import renew_at_fork
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
@@ -110,6 +112,7 @@ class MemorySessionStore(SessionStore):
         self.max_sessions = max_sessions
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._sessions: OrderedDict[str, _KeptSession] = OrderedDict()  # least recently used first
         self._order: deque[list[Any]] = deque()  # every kept event, oldest first (an entry's data is None once gone)
         self._bytes = 0

@@ -19,6 +19,7 @@ import queue
 import threading
 
 from .. import _log
+from .._forks import renew_at_fork
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class Sender:
         self._closed = closed  # set: the thread ends (what is still queued is not written)
         self._max_queued = max_queued
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._pid = 0  # the process whose thread runs (0: none yet)
         self._queue: queue.Queue[Any] = queue.Queue(max_queued)
 

@@ -26,6 +26,7 @@ import time
 import weakref
 
 from .. import _log
+from .._forks import renew_at_fork
 from ..store import StoreUnavailable, Swept, TaskRecord, TaskStore, TaskStoreError
 from ._record import (
     DEFAULT_POLL_INTERVAL_MS,
@@ -65,6 +66,7 @@ class Tasks:
         self._listeners: tuple[Callable[[TaskRecord], None], ...] = ()  # replaced, never changed: read unlocked
         self._unsaved: dict[str, Rule] = {}
         self._changed = threading.Condition()
+        renew_at_fork(self, "_lock", "_changed")
         self._generation = 0  # counts changes made through this object: wait_for_change's wake-up
         self._upkeep: Optional[_Upkeep] = None
 
