@@ -1,12 +1,16 @@
 """A server told to stop while it holds subscriptions/listen streams (issue 50, item 2): gunicorn's sync and gthread
 workers and our own server, with 0, 1 and 100 streams open, half of them (the one, of 1) from clients that have
-gone. Each must exit within STOP_BOUND seconds of SIGTERM, every stream still connected ended the way 2026-07-28
-says (the listen request's response, its result), and a call in flight at the signal answered whole.
+gone. Each must stop within STOP_BOUND seconds more than the same server with no stream takes, every stream still
+connected ended the way 2026-07-28 says (the listen request's response, its result), and a call in flight at the
+signal answered whole.
 
 STOP_BOUND is the issue's promise against gunicorn's graceful timeout (30 s by default, which a worker holding a
 stream waited out whole, then was killed): a stop that waits for its streams' clients takes that timeout, one that
 ends them takes well under a second here, so 5 s tells the two apart with room for a loaded machine. It is not a
-claim about speed."""
+claim about speed, and it is counted from the same server's stop with no stream held, measured beside it: 102
+idle sync workers (one per stream, and two) took 7.6 s to stop on a machine at load 29, which is the exits of 102
+processes, not the streams.
+"""
 
 import json
 import os
@@ -67,15 +71,15 @@ class Listener:
         return self.messages
 
 
-def start(kind, streams, stderr):
-    """(process, port): our server, or gunicorn with enough workers or threads for every stream and a call."""
+def start(kind, stderr):
+    """(process, port): our server, or gunicorn with enough workers or threads for the most streams and a call."""
     port = free_port()
     if kind == "ours":
         argv = [sys.executable, "-m", "mcpserver", "--http", "--port", str(port), SLOW_TOOLS]
     else:
         app = f"mcpserver.http:create_app({SLOW_TOOLS!r})"
-        workers = ["-k", "sync", "-w", str(streams + 2), "--preload"] if kind == "sync" else \
-            ["-k", "gthread", "-w", "1", "--threads", str(streams + 4)]
+        workers = ["-k", "sync", "-w", str(max(STREAMS) + 2), "--preload"] if kind == "sync" else \
+            ["-k", "gthread", "-w", "1", "--threads", str(max(STREAMS) + 4)]
         argv = [GUNICORN, "-b", f"127.0.0.1:{port}", "--graceful-timeout", str(GRACEFUL), "--log-level", "warning",
                 *workers, app]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -97,14 +101,25 @@ def children(pid):
         return []
 
 
+def stop_with_nothing_held(kind, tmp_path):
+    """The seconds the server takes to stop when it holds no stream."""
+    with open(tmp_path / "idle", "wb") as stderr:
+        process, _ = start(kind, stderr)
+    signalled = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(GRACEFUL + 30) == 0
+    return time.monotonic() - signalled
+
+
 @pytest.mark.parametrize("streams", STREAMS)
 @pytest.mark.parametrize("kind", ["ours", "gthread", "sync"])
 def test_sigterm_with_listen_streams_held_stops_within_the_bound(kind, streams, tmp_path):
     if kind != "ours" and not HAS_GUNICORN:
         pytest.skip("gunicorn is not installed (the test extra has it)")
+    idle = stop_with_nothing_held(kind, tmp_path)
     log = tmp_path / "stderr"
     with open(log, "wb") as stderr:
-        process, port = start(kind, streams, stderr)
+        process, port = start(kind, stderr)
     workers = children(process.pid)
     try:
         with ThreadPoolExecutor(8) as pool:
@@ -139,4 +154,4 @@ def test_sigterm_with_listen_streams_held_stops_within_the_bound(kind, streams, 
     for listener, messages in zip(live, endings):
         assert messages[-1].get("id") == listener.id and "result" in messages[-1], messages  # its graceful end
     assert process.returncode == 0, log.read_text()[-2000:]
-    assert took < STOP_BOUND, f"{kind} with {streams} streams took {took:.1f} s to stop"
+    assert took < idle + STOP_BOUND, f"{kind} with {streams} streams took {took:.1f} s to stop ({idle:.1f} s idle)"

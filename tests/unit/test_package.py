@@ -133,7 +133,7 @@ LAYERS = (
     # HTTP, the MCP part: answers (and the metrics and health routes), a legacy session's resumable channels,
     # streams and CORS, the legacy sessions, the app, serving it; then the folder
     ("http._options", "http._response", "http._metrics", "http._health"), ("http._channel",),
-    ("http._stream", "http._cors"),
+    ("http._stream", "http._cors", "http._host"),
     ("http._sessions",), ("http._app",), ("http._serving",),
     ("http",),
     ("_run",),
