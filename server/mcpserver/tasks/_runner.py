@@ -130,6 +130,8 @@ class TaskManager:
             except ProtocolError:  # not found, or another principal's: left out
                 continue
             seen.append(task_id)
+        if seen:  # a listener follows them: their runner's end must reach it even if this process runs no task
+            self.tasks.follow()
         return seen
 
     def update(self, task_id: str, responses: dict[str, Any], context: Context) -> dict[str, Any]:
