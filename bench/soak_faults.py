@@ -359,7 +359,7 @@ def full_disk(targets: Targets, rng: random.Random) -> str:
         with HttpServer(FAULT_TOOLS, "--task-store", store, "--log-level", "warning", env=KEY) as server:
             running = start_task(server, 2)
             filler = os.path.join(where, "filler")
-            with open(filler, "wb") as file:
+            with open(filler, "wb", buffering=0) as file:
                 try:
                     while True:
                         file.write(b"\0" * 65536)
