@@ -315,7 +315,7 @@ def replica_killed(targets: Targets, rng: random.Random) -> str:
     session.server = survivor
     time.sleep(1.2)
     try:
-        deadline, ended = time.monotonic() + 30, None
+        deadline, ended = time.monotonic() + 60, None  # the survivor calls it abandoned after 15 s standing still
         while ended is None and time.monotonic() < deadline:
             resumed = session.open(last_event_id=last)
             assert resumed.status == 200, f"resume: {resumed.status}"

@@ -8,8 +8,10 @@ STOP_BOUND is the issue's promise against gunicorn's graceful timeout (30 s by d
 stream waited out whole, then was killed): a stop that waits for its streams' clients takes that timeout, one that
 ends them takes well under a second here, so 5 s tells the two apart with room for a loaded machine. It is not a
 claim about speed, and it is counted from the same server's stop with no stream held, measured beside it: 102
-idle sync workers (one per stream, and two) took 7.6 s to stop on a machine at load 29, which is the exits of 102
-processes, not the streams.
+idle sync workers (one per stream, and two) took 7.6 to 12.7 s to stop on a machine at load 15 to 29, which is
+the exits of 102 processes, not the streams, and varies with the load as much as the bound: where that stop
+takes longer than the bound, the bound is that stop again. The graceful timeout is raised to GRACEFUL, so that a
+stop that waits for it stays far above either.
 """
 
 import json
@@ -25,7 +27,7 @@ import pytest
 from mcptest import GUNICORN, HAS_GUNICORN, SLOW_TOOLS, HttpServer, call, free_port, raw_post, request
 
 STOP_BOUND = 5.0
-GRACEFUL = 30  # gunicorn's default --graceful-timeout, named so the test does not depend on the default
+GRACEFUL = 90  # gunicorn's --graceful-timeout here (30 by default): a stop that waits it out is far past the bound
 STREAMS = (0, 1, 100)
 PER_ADDRESS = 25
 
@@ -71,15 +73,15 @@ class Listener:
         return self.messages
 
 
-def start(kind, stderr):
-    """(process, port): our server, or gunicorn with enough workers or threads for the most streams and a call."""
+def start(kind, streams, stderr):
+    """(process, port): our server, or gunicorn with enough workers or threads for every stream and a call."""
     port = free_port()
     if kind == "ours":
         argv = [sys.executable, "-m", "mcpserver", "--http", "--port", str(port), SLOW_TOOLS]
     else:
         app = f"mcpserver.http:create_app({SLOW_TOOLS!r})"
-        workers = ["-k", "sync", "-w", str(max(STREAMS) + 2), "--preload"] if kind == "sync" else \
-            ["-k", "gthread", "-w", "1", "--threads", str(max(STREAMS) + 4)]
+        workers = ["-k", "sync", "-w", str(streams + 2), "--preload"] if kind == "sync" else \
+            ["-k", "gthread", "-w", "1", "--threads", str(streams + 4)]
         argv = [GUNICORN, "-b", f"127.0.0.1:{port}", "--graceful-timeout", str(GRACEFUL), "--log-level", "warning",
                 *workers, app]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -101,10 +103,10 @@ def children(pid):
         return []
 
 
-def stop_with_nothing_held(kind, tmp_path):
-    """The seconds the server takes to stop when it holds no stream."""
+def stop_with_nothing_held(kind, streams, tmp_path):
+    """The seconds the server made for `streams` streams takes to stop when it holds none."""
     with open(tmp_path / "idle", "wb") as stderr:
-        process, _ = start(kind, stderr)
+        process, _ = start(kind, streams, stderr)
     signalled = time.monotonic()
     process.send_signal(signal.SIGTERM)
     assert process.wait(GRACEFUL + 30) == 0
@@ -116,10 +118,10 @@ def stop_with_nothing_held(kind, tmp_path):
 def test_sigterm_with_listen_streams_held_stops_within_the_bound(kind, streams, tmp_path):
     if kind != "ours" and not HAS_GUNICORN:
         pytest.skip("gunicorn is not installed (the test extra has it)")
-    idle = stop_with_nothing_held(kind, tmp_path)
+    idle = stop_with_nothing_held(kind, streams, tmp_path)
     log = tmp_path / "stderr"
     with open(log, "wb") as stderr:
-        process, port = start(kind, stderr)
+        process, port = start(kind, streams, stderr)
     workers = children(process.pid)
     try:
         with ThreadPoolExecutor(8) as pool:
@@ -154,4 +156,5 @@ def test_sigterm_with_listen_streams_held_stops_within_the_bound(kind, streams, 
     for listener, messages in zip(live, endings):
         assert messages[-1].get("id") == listener.id and "result" in messages[-1], messages  # its graceful end
     assert process.returncode == 0, log.read_text()[-2000:]
-    assert took < idle + STOP_BOUND, f"{kind} with {streams} streams took {took:.1f} s to stop ({idle:.1f} s idle)"
+    bound = idle + max(STOP_BOUND, idle)
+    assert took < bound, f"{kind} with {streams} streams took {took:.1f} s to stop ({idle:.1f} s with none held)"
