@@ -8,8 +8,12 @@ The clock is stepped with Debian's libfaketime, preloaded into the server proces
 at every call; FAKETIME_DONT_FAKE_MONOTONIC): the server's wall clock jumps as a host's does when NTP or an operator
 steps it, its monotonic clock runs on, and the machine's own clock is untouched. A seam in the server (a clock a test
 can shift) would reach only the code that reads it: SQLite's own now(), the standard library and the interpreter read
-the real clock, and a step reaches them all. Two replicas on two hosts are two PID namespaces here (a task's runner is
-told apart by host and PID namespace), so one cannot see whether the other's process lives and must go by its lease."""
+the real clock, and a step reaches them all. One flaw of Debian's libfaketime 0.9.10 to know: with the monotonic clock
+left real, its clock_nanosleep fails (EINVAL), so time.sleep raises in a process it is preloaded into; these tests'
+paths through the server do not sleep (make soak's fault mode keeps its stepped replicas apart for that reason).
+
+Two replicas on two hosts are two PID namespaces here (a task's runner is told apart by host and PID namespace), so
+one cannot see whether the other's process lives and must go by its lease."""
 
 import json
 import os
