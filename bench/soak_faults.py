@@ -32,7 +32,7 @@ ROOT = os.path.dirname(BENCH)
 sys.path[:0] = [os.path.join(ROOT, "tests", folder) for folder in ("", "http", "task_store")]
 
 from legacy_http import LegacySession  # noqa: E402
-from mcptest import GUNICORN, HAS_GUNICORN, HttpServer, free_port, mcp_headers, raw_post, request  # noqa: E402
+from mcptest import GUNICORN, HAS_GUNICORN, HttpServer, fill_file_system, free_port, mcp_headers, raw_post, request  # noqa: E402
 
 FAULT_TOOLS = os.path.join(ROOT, "tests", "fault_tools.py")
 FORK_PROBE = os.path.join(ROOT, "tests", "task_store", "fork_probe.py")
@@ -372,14 +372,7 @@ def full_disk(targets: Targets, rng: random.Random) -> str:
         store = os.path.join(where, "tasks.db")
         with HttpServer(FAULT_TOOLS, "--task-store", store, "--log-level", "warning", env=KEY) as server:
             running = start_task(server, 2)
-            filler = os.path.join(where, "filler")
-            with open(filler, "wb", buffering=0) as file:
-                try:
-                    while True:
-                        file.write(b"\0" * 65536)
-                        file.flush()
-                except OSError:
-                    pass
+            filler = fill_file_system(where)
             status, _, body = server.post(request("tools/call", meta=TASKS, name="wait", arguments={"seconds": 0}))
             refused = isinstance(body, dict) and "error" in body
             time.sleep(rng.uniform(2, 4))

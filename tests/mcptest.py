@@ -51,6 +51,19 @@ def read_text(path: str) -> str:
         return ""
 
 
+def fill_file_system(where: Any) -> str:
+    """Fill the file system `where` is on with a file in it (written unbuffered: nothing is left to write at its
+    close); the file's path, to remove when room must come back."""
+    filler = os.path.join(str(where), "filler")
+    with open(filler, "wb", buffering=0) as file:
+        try:
+            while True:
+                file.write(b"\0" * 65536)
+        except OSError:
+            pass
+    return filler
+
+
 def free_port() -> int:
     """A port that was free a moment ago on 127.0.0.1 (for servers whose URL must be known before they start)."""
     import socket

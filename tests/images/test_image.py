@@ -160,20 +160,28 @@ def test_docker_stop_ends_stdio_server_fast_with_0(cell: Cell) -> None:
 STOP_MOMENTS = 50
 
 
-def _stopped_while_starting(cell: Cell, http: bool, delay: float) -> tuple[int, float]:
-    """A server started, and `docker stop` sent `delay` seconds after `docker run -d` returned; its exit code and
-    the seconds the stop took. Over HTTP its token comes in the environment: the server scrubs it by starting
-    again (exec), a second start inside the first."""
-    name = unique("moment")
+def _started(cell: Cell, http: bool, prefix: str) -> str:
+    """A server started (`docker run -d`), stdio with its stdin held open, or HTTP with its token in the environment:
+    the server scrubs it by starting again (exec), a second start inside the first. Its container's name."""
+    name = unique(prefix)
     args = ("--http", "--host", "0.0.0.0", "--port", str(PORT), DEMO) if http else ()
     spec = ContainerSpec(image=cell.image, name=name, labels=labels(), interactive=not http, args=args,
                          env={"MCPSERVER_TOKEN": "stop-moments"} if http else {})  # fmt: skip
+    output_of(ENGINE.start(spec))
+    return name
+
+
+def _stopped_while_starting(cell: Cell, http: bool, delay: float) -> tuple[int, float]:
+    """A server started, and `docker stop` sent `delay` seconds after `docker run -d` returned; its exit code and
+    the seconds the stop took."""
+    name = ""
     try:
-        output_of(ENGINE.start(spec))
+        name = _started(cell, http, "moment")
         time.sleep(delay)
         elapsed, code = _stop_and_measure(name)
     finally:
-        ENGINE.remove_containers(name)
+        if name:
+            ENGINE.remove_containers(name)
     return code, elapsed
 
 
@@ -186,12 +194,8 @@ def test_docker_stop_at_50_random_moments_of_start_up_exits_0(cell: Cell) -> Non
     own round trip comes on top."""
     windows = {}
     for http in (False, True):
-        name = unique("measure")
-        args = ("--http", "--host", "0.0.0.0", "--port", str(PORT), DEMO) if http else ()
-        spec = ContainerSpec(image=cell.image, name=name, labels=labels(), interactive=not http, args=args,
-                             env={"MCPSERVER_TOKEN": "stop-moments"} if http else {})  # fmt: skip
+        name = _started(cell, http, "measure")
         try:
-            output_of(ENGINE.start(spec))
             windows[http] = serving(name) * 1.2
         finally:
             ENGINE.remove_containers(name)

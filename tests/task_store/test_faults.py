@@ -15,7 +15,6 @@ paths through the server do not sleep (make soak's fault mode keeps its stepped 
 Two replicas on two hosts are two PID namespaces here (a task's runner is told apart by host and PID namespace), so
 one cannot see whether the other's process lives and must go by its lease."""
 
-import json
 import os
 import shutil
 import sqlite3
@@ -25,7 +24,9 @@ import time
 import uuid
 
 import pytest
-from mcptest import ROOT, HttpServer, call, mcp_headers, request
+from mcptest import ROOT, HttpServer, call, fill_file_system, request
+from test_bus import Listen
+from test_replicas import resume_until_final
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "http"))
 from legacy_http import LegacySession
@@ -63,42 +64,6 @@ def until_finished(server, task_id, seconds):
         time.sleep(0.2)
 
 
-class Listen:
-    """A subscriptions/listen stream, read message by message."""
-
-    def __init__(self, server, listen_id, meta=None, **notifications):
-        message = request("subscriptions/listen", listen_id, meta=meta, notifications=notifications)
-        self.connection = server.connection(timeout=60)
-        self.connection.request("POST", server.path, body=json.dumps(message).encode(), headers=mcp_headers(message))
-        self.response = self.connection.getresponse()
-        assert self.response.status == 200
-        assert self.until(lambda message: True)[0]["method"] == "notifications/subscriptions/acknowledged"
-
-    def next(self):
-        """The next message; None for a keep-alive comment (so a caller can look at its clock)."""
-        while True:
-            line = self.response.readline()
-            assert line, "the listen stream ended"
-            if line.startswith(b"data: "):
-                return json.loads(line[6:])
-            if line.startswith(b":"):
-                return None
-
-    def until(self, predicate, seconds=90):
-        """The messages up to the first `predicate` accepts; fails after `seconds` (a quiet stream still sends a
-        comment every 15 s, so the check comes at least that often)."""
-        seen, deadline = [], time.monotonic() + seconds
-        while not seen or not predicate(seen[-1]):
-            assert time.monotonic() < deadline, f"not heard in {seconds} s: {seen}"
-            message = self.next()
-            if message is not None:
-                seen.append(message)
-        return seen
-
-    def close(self):
-        self.connection.close()
-
-
 # --- PostgreSQL restarted ---------------------------------------------------------------------------------------
 
 
@@ -113,16 +78,16 @@ def test_postgresql_restarted_while_tasks_run_and_listeners_wait():
             running = start_task(one, 6)
             done_before = start_task(one, 0.1)
             assert until_finished(one, done_before, 30)["status"] == "completed"
-            follower = Listen(other, "follow", meta=WITH_TASKS, taskIds=[running])
-            watcher = Listen(other, "watch", resourceSubscriptions=["res://after"])
+            follower = Listen(other, "follow", meta=WITH_TASKS, connection=other.connection(60), taskIds=[running])
+            watcher = Listen(other, "watch", connection=other.connection(60), resourceSubscriptions=["res://after"])
             database.restart(down_seconds=2)
             # While it was down, and now: no hang. Once it is back, each part of the deployment works again.
             assert until_finished(other, running, 60)["status"] == "completed"
             assert task(one, done_before)["status"] == "completed"  # a result saved before the restart is kept
-            heard = follower.until(lambda note: note["params"].get("status") != "working")
+            heard = follower.heard(lambda note: note["params"].get("status") != "working")
             assert heard[-1]["params"]["status"] == "completed", heard
             ok(one, call("touch", uri="res://after"))  # the bus is heard again: a change published after it is back
-            heard = watcher.until(lambda note: note["params"].get("uri") == "res://after", 30)  # reaches the other
+            heard = watcher.heard(lambda note: note["params"].get("uri") == "res://after", 30)  # reaches the other
             follower.close()
             watcher.close()
             assert one.stop() == 0 and other.stop() == 0, one.stderr + other.stderr
@@ -151,19 +116,6 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
-def fill(where):
-    """Fill the file system; the filler's path."""
-    filler = where / "filler"
-    with open(filler, "wb", buffering=0) as file:  # unbuffered: nothing left to write at close
-        try:
-            while True:
-                file.write(b"\0" * 65536)
-                file.flush()
-        except OSError:
-            pass
-    return filler
-
-
 @pytest.mark.skipif(bool(can_mount()), reason=can_mount() or "")
 def test_a_full_disk_under_the_sqlite_store_is_a_clear_error_and_nothing_is_corrupt_when_space_returns(small_disk):
     store = str(small_disk / "tasks.db")
@@ -171,14 +123,14 @@ def test_a_full_disk_under_the_sqlite_store_is_a_clear_error_and_nothing_is_corr
         kept = start_task(server, 0.1)
         assert until_finished(server, kept, 30)["status"] == "completed"
         running = start_task(server, 3)
-        filler = fill(small_disk)
+        filler = fill_file_system(small_disk)
         started = time.monotonic()
         status, _, body = server.post(request("tools/call", meta=WITH_TASKS, name="wait", arguments={"seconds": 0}))
         assert time.monotonic() - started < 30
         assert status in (200, 500, 503) and "error" in body, (status, body)  # a new task cannot be stored: said
         assert "full" in body["error"]["message"].lower() or "space" in body["error"]["message"].lower(), body
         time.sleep(4)  # the running task finishes while the disk is full
-        filler.unlink()
+        os.unlink(filler)
         assert until_finished(server, running, 60)["status"] == "completed"  # its result, saved once there is room
         assert task(server, kept)["status"] == "completed"
         again = start_task(server, 0.1)
@@ -219,20 +171,9 @@ def test_a_replica_killed_mid_stream_leaves_the_client_an_end_on_the_other(store
         stream.drop()
         session.server = other
         time.sleep(1.2)  # the retry: the server sent
-        started, events = time.monotonic(), []
-        while True:
-            resumed = session.open(last_event_id=last)
-            assert resumed.status == 200, resumed.response.read()
-            for event in resumed.events():
-                if event.id:
-                    last = event.id
-                if event.message is not None:
-                    events.append(event.message)
-            resumed.drop()
-            if events and "id" in events[-1]:
-                break
-            assert time.monotonic() - started < 60, f"no end of the call after 60 s: {events}"
-            time.sleep(0.2)
+        started = time.monotonic()
+        events = [event.message for event in resume_until_final(session, last)[0]]
+        assert time.monotonic() - started < 60, "the end of the call took over 60 s"
         progress = [m["params"]["progress"] for m in events if m.get("method") == "notifications/progress"]
         assert seen + progress == list(range(1, len(seen) + len(progress) + 1)), (seen, progress)  # once, in order
         assert events[-1]["id"] == message["id"] and "error" in events[-1], events[-1]
@@ -243,10 +184,10 @@ def test_a_replica_killed_mid_task_leaves_it_failed_for_the_other_and_its_listen
     with HttpServer(FAULT_TOOLS, "--task-store", store_spec, env=KEY) as one, \
             HttpServer(FAULT_TOOLS, "--task-store", store_spec, env=KEY) as other:
         task_id = start_task(one, 30)
-        follower = Listen(other, "follow", meta=WITH_TASKS, taskIds=[task_id])
+        follower = Listen(other, "follow", meta=WITH_TASKS, connection=other.connection(60), taskIds=[task_id])
         one.process.kill()
         one.process.wait()
-        heard = follower.until(lambda note: note["params"].get("status") != "working")
+        heard = follower.heard(lambda note: note["params"].get("status") != "working")
         assert heard[-1]["params"]["status"] == "failed", heard
         assert f"pid {one.process.pid}" in task(other, task_id)["statusMessage"]
         follower.close()
