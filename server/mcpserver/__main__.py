@@ -380,7 +380,8 @@ def _start_again(environment: dict[str, str]) -> NoReturn:
     start-up handler: with the handler it would be lost to exec, which puts back the default action."""
     argv = getattr(sys, "orig_argv", None) or [sys.executable, "-m", "mcpserver", *sys.argv[1:]]
     sys.stderr.flush()
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    if hasattr(signal, "pthread_sigmask"):  # POSIX: a stop sent during the exec waits for the new image
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     os.execve(sys.executable, argv, environment)
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -444,8 +445,8 @@ class Starting:
                 self.previous[signum] = signal.signal(signum, self)
             except ValueError:  # not the main thread: the embedding application owns signals
                 return
-        # Blocked across a re-execution (_start_again): what came meanwhile is delivered now, to this handler.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+        if hasattr(signal, "pthread_sigmask"):  # blocked across a re-execution (_start_again): delivered now, here
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
 
     def __call__(self, signum: int, frame: Any) -> None:
         if not self.over:
