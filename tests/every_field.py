@@ -7,7 +7,8 @@ declares and nothing more; the examples use few of these fields.
 
 from mcpserver import Context, Resource, Server, ToolError, ToolResult, content
 
-server = Server("every-field", "1.0.0", title="Every field", instructions="Every optional field, for the tests.")
+server = Server("every-field", "1.0.0", title="Every field", instructions="Every optional field, for the tests.",
+                description="A server with every optional field.", website_url="https://example.com/every-field")
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
 WAV = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA=="

@@ -1,5 +1,6 @@
-"""Published test keys (RFC 7515 appendix A) and a signer for them, so the tests can make tokens with
-any header and claims. Signing needs the private key, which mcpserver never has: it lives here only.
+"""Published test keys (RFC 7515 appendix A), a signer for them, so the tests can make tokens with any header and
+claims, and KeyServer, an issuer on 127.0.0.1 that publishes them. Signing needs the private key, which mcpserver
+never has: it lives here only.
 
 The RSA signer is checked against the RFC's own signature (PKCS#1 v1.5 is deterministic), and the EC
 private key against its public point, in tests/unit/test_jose.py.
@@ -9,6 +10,8 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from mcpserver.auth import _jose
 from mcpserver.auth._jose import b64url_decode, b64url_encode
@@ -131,3 +134,40 @@ def hs256_with_public_key(claims, secret, kid=None):
     header = {"alg": "HS256", **({"kid": kid} if kid else {})}
     signing_input = f"{encode_part(header)}.{encode_part(claims)}".encode()
     return f"{signing_input.decode()}.{b64url_encode(hmac.new(secret, signing_input, hashlib.sha256).digest())}"
+
+
+class KeyServer:
+    """Serves an issuer's metadata and key set on 127.0.0.1, and counts the key-set fetches."""
+
+    def __init__(self):
+        self.keys = [RSA_JWK, EC_JWK]
+        self.jwks_fetches = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path == "/.well-known/oauth-authorization-server":
+                    document = {"issuer": owner.issuer, "jwks_uri": owner.issuer + "/jwks"}
+                elif self.path == "/jwks":
+                    owner.jwks_fetches += 1
+                    document = {"keys": list(owner.keys)}
+                else:
+                    self.send_error(404)
+                    return
+                data = json.dumps(document).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.issuer = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()

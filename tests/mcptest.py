@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import queue
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -281,35 +283,54 @@ def raw_post(message: dict[str, Any], body: Optional[bytes] = None) -> bytes:
     return f"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode() + body
 
 
+class UnixConnection(http.client.HTTPConnection):
+    """An HTTP/1.1 connection over a Unix socket, to Host: localhost (as curl --unix-socket sends it)."""
+
+    def __init__(self, path: str, timeout: float = 30):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.unix_path)
+        self.sock = sock
+
+
 class HttpServer(_ServerProcess):
     """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""
 
     def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20,
-                 tls: Any = None, wrap: tuple[str, ...] = ()):
-        """`tls`: the ssl.SSLContext clients use when the server serves HTTPS (--tls-cert). `wrap`: a command the
-        server runs under (unshare, say)."""
+                 tls: Any = None, unix: Optional[str] = None, wrap: tuple[str, ...] = ()):
+        """`tls`: the ssl.SSLContext clients use when the server serves HTTPS (--tls-cert); `unix`: serve on that
+        Unix socket (--http unix:PATH) instead of a port, where every request of the helpers then goes; `wrap`: a
+        command the server runs under (unshare, say)."""
         import re
 
         self._ready = threading.Event()
         self.tls = tls
-        super().__init__([*wrap, *server_command(target, "--http", "--port", "0", *extra)], env, subprocess.DEVNULL,
-                         subprocess.DEVNULL)
+        self.unix = unix
+        where = ["--http", f"unix:{unix}"] if unix is not None else ["--http", "--port", "0"]
+        super().__init__([*wrap, *server_command(target, *where, *extra)], env, subprocess.DEVNULL, subprocess.DEVNULL)
         if not self._ready.wait(startup):
             self.process.kill()
             raise RuntimeError(f"server did not start; stderr:\n{self.stderr}")
-        match = re.search(r"at (https?)://(\[[^\]]+\]|[^:/]+):(\d+)(/\S*)", self.stderr)
+        if unix is not None:
+            match = re.search(r"at unix:\S+ \((https?)://(localhost)(/\S*) on it\)", self.stderr)
+        else:
+            match = re.search(r"at (https?)://(\[[^\]]+\]|[^:/]+):(\d+)(/\S*)", self.stderr)
         if match is None:
             self.process.kill()
             raise RuntimeError(f"server did not print its URL; stderr:\n{self.stderr}")
-        self.scheme, self.host = match.group(1), match.group(2).strip("[]")
-        self.port, self.path = int(match.group(3)), match.group(4)
+        self.scheme, self.host, self.path = match.group(1), match.group(2).strip("[]"), match.group(match.lastindex)
+        self.port = 0 if unix is not None else int(match.group(3))
 
     @classmethod
     def attach(cls, port: int, process: Any = None, *, host: str = "127.0.0.1", path: str = "/mcp") -> HttpServer:
         """A server started some other way (gunicorn, say), to talk to with the same helpers."""
         server = cls.__new__(cls)
-        server.process, server.host, server.port, server.path, server.scheme, server.tls = (
-            process, host, port, path, "http", None)
+        server.process, server.host, server.port, server.path, server.scheme, server.tls, server.unix = (
+            process, host, port, path, "http", None, None)
         return server
 
     @property
@@ -318,12 +339,14 @@ class HttpServer(_ServerProcess):
         return f"{self.scheme}://{host}:{self.port}{self.path}"
 
     def on_stderr_line(self, text: str) -> None:
-        if " at http" in text or not text:
+        if " at http" in text or " at unix:" in text or not text:
             self._ready.set()
 
     def connection(self, timeout: float = 30) -> Any:
         import http.client
 
+        if self.unix is not None:
+            return UnixConnection(self.unix, timeout)
         if self.scheme == "https":
             return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.tls)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)

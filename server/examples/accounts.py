@@ -3,15 +3,16 @@
     python -m mcpserver --http --resource http://127.0.0.1:3000/mcp \
         --authorization-server https://auth.example.com --scope mcp:read server/examples/accounts.py
 
-Every request needs a token with `mcp:read` (--scope); `close_account` also wants `mcp:admin`, which
-it checks itself. Over stdio, or with a static token, there is no principal: the tools say so.
-docs/auth.md has the recipes.
+Every request needs a token with `mcp:read` (--scope); `rename_account` also needs `mcp:write`, which the server
+checks before the call (403 insufficient_scope: the client asks for the scope and calls again); `close_account` wants
+`mcp:admin`, which it checks itself. Over stdio, or with a static token, there is no principal, and no scopes: the
+tools say so. docs/auth.md has the recipes.
 """
 
 from mcpserver import Context, Server, ToolError
 
-server = Server("accounts", "1.0.0", instructions="whoami says who the token speaks for; close_account needs "
-                                                  "the mcp:admin scope.")
+server = Server("accounts", "1.0.0", instructions="whoami says who the token speaks for; rename_account needs the "
+                                                  "mcp:write scope, close_account the mcp:admin scope.")
 
 
 @server.tool(annotations={"readOnlyHint": True, "openWorldHint": False})
@@ -22,6 +23,17 @@ def whoami(ctx: Context) -> dict:
         return {"authenticated": False}
     return {"authenticated": True, "subject": principal.subject, "client_id": principal.client_id,
             "scopes": sorted(principal.scopes)}
+
+
+@server.tool(scopes=["mcp:write"], annotations={"idempotentHint": True, "openWorldHint": False})
+def rename_account(account: str, name: str) -> str:
+    """Rename an account (pretend). The server lets only a token with the mcp:write scope call it.
+
+    Args:
+        account: The account to rename.
+        name: Its new name.
+    """
+    return f"renamed {account} to {name}"
 
 
 @server.tool(annotations={"destructiveHint": True, "idempotentHint": True, "openWorldHint": False})

@@ -75,6 +75,17 @@ def _rate(text: str) -> str:
     return text
 
 
+def _mode(text: str) -> int:
+    """A file mode in octal, as chmod takes it (600, 0600, 0o660)."""
+    try:
+        mode = int(text[2:] if text.lower().startswith("0o") else text, 8)
+    except ValueError:
+        raise ValueError(f"not a mode in octal (600, 660): {text!r}") from None
+    if not 0 <= mode <= 0o777:
+        raise ValueError(f"a mode is 0 to 777 in octal, not {text}")
+    return mode
+
+
 def _host(text: str) -> str:
     """An address or a host name, refused here when it is neither: else the authentication check, which
     sees anything that is not loopback as a public address, is the one that complains, and about a token."""
@@ -144,7 +155,13 @@ OPTIONS = (
            metavar="SECONDS"),
     Option("--no-listen", bool, "serve no subscriptions/listen streams, and say so in server/discover and "
            "initialize (no listChanged, no subscribe): for a server whose lists never change"),
-    Option("--http", bool, "serve over HTTP instead of stdio", group=HTTP_GROUP, field=None),
+    Option("--http", bool, "serve over HTTP instead of stdio; --http unix:PATH serves it on a Unix socket",
+           group=HTTP_GROUP, field=None),
+    Option("--unix-socket", str, "serve HTTP on this Unix socket instead of a port (what --http unix:PATH says); "
+           "its file is made with --unix-socket-mode, a stale one replaced, and removed on exit", metavar="PATH",
+           group=HTTP_GROUP),
+    Option("--unix-socket-mode", _mode, "who may connect to the Unix socket, as a mode in octal (default 600: "
+           "this user alone; 660: this group too)", metavar="MODE", group=HTTP_GROUP),
     Option("--host", _host, "address to bind (default 127.0.0.1)", default="127.0.0.1", metavar="HOST",
            group=HTTP_GROUP),
     Option("--port", _port, "port (default 3000; 0 picks a free one)", default=3000, metavar="PORT",
@@ -197,6 +214,11 @@ OPTIONS = (
            "the authorization server's keys), with no token and without a worker", group=HTTP_GROUP),
     Option("--log-health", bool, "put /healthz and /readyz in the access log (left out by default)",
            group=HTTP_GROUP),
+    Option("--server-card", bool, "experimental (SEP-2127, a draft): serve the MCP Server Card at PATH/server-card "
+           "to anyone, made from serverInfo (whose name must be namespace/name, with a description)",
+           group=HTTP_GROUP),
+    Option("--ai-catalog", bool, "experimental: serve /.well-known/ai-catalog.json, the AI Catalog that points to "
+           "the Server Card (it implies --server-card)", group=HTTP_GROUP),
     Option("--resource", str, "this endpoint's public URL, the audience its OAuth access tokens must name",
            metavar="URL", group=OAUTH_GROUP),
     Option("--authorization-server", list, "the issuer URL of an authorization server whose tokens are accepted "
@@ -314,15 +336,35 @@ def _parser(prog: str = "mcpserver") -> Any:
     return parser
 
 
+def _unix_spelled(argv: list[str]) -> list[str]:
+    """`--http unix:PATH` (and `--http=unix:PATH`, gunicorn's spelling of a Unix socket) as `--http --unix-socket
+    PATH`: for both parsers, which read --http as a flag."""
+    spelled: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word.startswith("--http=unix:"):
+            spelled += ["--http", "--unix-socket", word[len("--http=unix:"):]]
+            continue
+        spelled.append(word)
+        if word == "--http":
+            following = next(words, None)
+            if following is not None and following.startswith("unix:"):
+                spelled += ["--unix-socket", following[len("unix:"):]]
+            elif following is not None:
+                spelled.append(following)
+    return spelled
+
+
 def _parse(argv: list[str], prog: str = "mcpserver") -> Any:
     """The command line: quickly when it is a common one, else through argparse (which exits on errors)."""
-    quick = _quick_parse(argv)
-    if quick is not None:
-        return quick
-    parser = _parser(prog)
-    args = parser.parse_args(argv)
-    if args.target is None:
-        parser.error("TARGET is required (e.g. server/examples/demo.py)")
+    argv = _unix_spelled(argv)
+    args = _quick_parse(argv)
+    if args is None:
+        parser = _parser(prog)
+        args = parser.parse_args(argv)
+        if args.target is None:
+            parser.error("TARGET is required (e.g. server/examples/demo.py)")
+    args.http = args.http or bool(args.unix_socket)  # a Unix socket is served over HTTP
     return args
 
 

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["load_manifest", "load_target", "load_target_source"]
 
 # userConfig: what `mcpserver bundle` asks the user for at install time (docs/clients.md); serving ignores it.
-_MANIFEST_KEYS = {"$schema", "name", "version", "title", "instructions", "ttlMs", "cacheScope", "heartbeat", "tools",
-                  "skills", "userConfig"}
+_MANIFEST_KEYS = {"$schema", "name", "version", "title", "description", "websiteUrl", "instructions", "ttlMs",
+                  "cacheScope", "heartbeat", "tools", "skills", "userConfig"}
 
 
 def load_target(target: str) -> Server:
@@ -124,7 +124,8 @@ def _manifest_server(manifest: Any, path: str) -> Server:
     server = Server(manifest.get("name") or os.path.splitext(os.path.basename(path))[0],
                     str(manifest.get("version", __version__)), title=manifest.get("title"),
                     instructions=manifest.get("instructions"), ttl_ms=manifest.get("ttlMs", DEFAULT_TTL_MS),
-                    cache_scope=manifest.get("cacheScope", "public"), heartbeat=manifest.get("heartbeat"))
+                    cache_scope=manifest.get("cacheScope", "public"), heartbeat=manifest.get("heartbeat"),
+                    description=manifest.get("description"), website_url=manifest.get("websiteUrl"))
     base_dir = os.path.dirname(os.path.abspath(path))
     keywords = {key: keyword for keyword, key in TOOL_OPTIONS.items() if key is not None}
     keywords.update({key: keyword for keyword, (key, _) in CommandSpec.OPTIONS.items()})

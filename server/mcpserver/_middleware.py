@@ -101,14 +101,15 @@ class MiddlewareChain:
     def __contains__(self, middleware: object) -> bool:
         return middleware in self._middleware
 
-    def trace_if_configured(self) -> None:
+    def trace_if_configured(self, http_network: str = "tcp") -> None:
         """Trace every request (mcpserver._tracing), once, if the server's code has imported OpenTelemetry: a
-        server that does not use it imports nothing of it. Whoever serves calls this (stdio, the app, the client)."""
+        server that does not use it imports nothing of it. Whoever serves calls this (stdio, the app, the client);
+        `http_network` is how its HTTP requests come: "tcp", or "unix" for an app on a Unix socket."""
         if "opentelemetry.trace" in sys.modules:
-            from ._tracing import traced
+            from ._tracing import traced_over
 
-            if traced not in self._middleware:
-                self(traced, outermost=True)
+            if not any(hasattr(middleware, "http_network") for middleware in self._middleware):
+                self(traced_over(http_network), outermost=True)
 
     def _run(self, call: Call, handler: Handler, server: Any, params: dict[str, Any], context: Any) -> Any:
         """The handler, through every middleware, outermost first; the call's _meta added to a dict result."""

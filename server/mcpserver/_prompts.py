@@ -18,7 +18,7 @@ from .schema._signature import EMPTY, VAR_KEYWORD, VAR_POSITIONAL, docstring, pa
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional
+    from typing import Any, Callable, Iterable, Optional, Union
 
     from ._completions import Completer
 
@@ -28,12 +28,20 @@ __all__ = ["Prompt"]
 class Prompt:
     """One prompt: its definition, and the function that renders its messages."""
 
-    __slots__ = ("arguments", "completions", "context_parameter", "definition", "description", "name", "renderer")
+    __slots__ = ("arguments", "completions", "context_parameter", "definition", "description", "name", "renderer",
+                 "scopes")
 
     def __init__(self, renderer: Callable[..., Any], *, name: Optional[str] = None, title: Optional[str] = None,
-                 description: Optional[str] = None, completions: Optional[dict[str, Completer]] = None):
-        """`completions` maps an argument to its values (a list, or a function: see _completions)."""
+                 description: Optional[str] = None, completions: Optional[dict[str, Completer]] = None,
+                 scopes: Union[str, Iterable[str], None] = None):
+        """`completions` maps an argument to its values (a list, or a function: see _completions); `scopes`, the
+        OAuth scopes a prompts/get needs beyond the server's (mcpserver._scopes)."""
         self.name = name or str(getattr(renderer, "__name__", ""))
+        self.scopes: frozenset[str] = frozenset()
+        if scopes is not None:
+            from ._scopes import scope_set  # only a server with scoped entries loads it
+
+            self.scopes = scope_set(scopes, f"prompt {self.name!r}")
         summary, param_docs = parse_docstring(docstring(renderer))
         self.description = description or summary
         self.context_parameter = context_parameter(renderer, f"prompt {self.name!r}")

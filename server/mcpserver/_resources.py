@@ -24,7 +24,7 @@ from .schema._signature import docstring, parameters, parse_docstring
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional, Sequence, Union
+    from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
     from ._completions import Completer
     ResourceContent = Union[str, bytes, list[dict[str, Any]], None]
@@ -40,6 +40,14 @@ class ResourceNotFound(LookupError):
     """Raise from a resource reader when the URI names nothing (answered -32602)."""
 
 
+def _scope_set(scopes: Union[str, Iterable[str], None], where: str) -> frozenset[str]:
+    if scopes is None:
+        return frozenset()
+    from ._scopes import scope_set  # only a server with scoped entries loads it
+
+    return scope_set(scopes, where)
+
+
 def definition(**fields: Any) -> dict[str, Any]:
     """A wire object from keyword fields, leaving out those that are None."""
     return {key: value for key, value in fields.items() if value is not None}
@@ -48,13 +56,15 @@ def definition(**fields: Any) -> dict[str, Any]:
 class Resource:
     """One URI and its reader."""
 
-    __slots__ = ("context_parameter", "definition", "mime_type", "reader", "uri")
+    __slots__ = ("context_parameter", "definition", "mime_type", "reader", "scopes", "uri")
 
     def __init__(self, uri: str, reader: Callable[[], ResourceContent], *, name: Optional[str] = None,
                  title: Optional[str] = None, description: Optional[str] = None, mime_type: Optional[str] = None,
-                 annotations: Optional[dict[str, Any]] = None, meta: Optional[dict[str, Any]] = None):
+                 annotations: Optional[dict[str, Any]] = None, meta: Optional[dict[str, Any]] = None,
+                 scopes: Union[str, Iterable[str], None] = None):
         if not isinstance(uri, str) or ":" not in uri:
             raise ConfigError(f"resource URI {uri!r} needs a scheme (e.g. file:///..., docs://...)")
+        self.scopes = _scope_set(scopes, f"resource {uri!r}")
         self.uri = uri
         self.reader = reader
         self.mime_type = mime_type
@@ -70,12 +80,13 @@ class Resource:
 class ResourceTemplate:
     """An RFC 6570 template (level 1 `{var}` and level 2 `{+var}`) and the reader it routes to."""
 
-    __slots__ = ("completions", "context_parameter", "definition", "mime_type", "parts", "reader", "uri_template",
-                 "variables")
+    __slots__ = ("completions", "context_parameter", "definition", "mime_type", "parts", "reader", "scopes",
+                 "uri_template", "variables")
 
     def __init__(self, uri_template: str, reader: Callable[..., ResourceContent], *, name: Optional[str] = None,
                  title: Optional[str] = None, description: Optional[str] = None, mime_type: Optional[str] = None,
-                 completions: Optional[dict[str, Completer]] = None):
+                 completions: Optional[dict[str, Completer]] = None, scopes: Union[str, Iterable[str], None] = None):
+        self.scopes = _scope_set(scopes, f"resource template {uri_template!r}")
         self.variables = [m.group(2) for m in re.finditer(TEMPLATE_VARIABLE, uri_template)]
         accepted = {p.name for p in parameters(reader)}
         missing = [v for v in self.variables if v not in accepted]

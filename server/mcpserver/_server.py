@@ -59,7 +59,8 @@ class Server:
                  page_size: int = DEFAULT_PAGE_SIZE, server_info_in_results: bool = True,
                  state_key: Union[str, Sequence[str], None] = None, state_ttl: float = DEFAULT_STATE_TTL,
                  max_listeners: int = DEFAULT_MAX_LISTENERS, offers: Iterable[str] = (), task_store: Any = None,
-                 heartbeat: Optional[float] = None):
+                 heartbeat: Optional[float] = None, description: Optional[str] = None,
+                 website_url: Optional[str] = None):
         """`state_key` seals the requestState of input_required rounds and legacy session ids: a key, or keys
         with the sealing one first, the others still opening what they sealed (default $MCPSERVER_STATE_KEY,
         $MCPSERVER_STATE_KEYS or $MCPSERVER_STATE_KEYS_FILE, else a key of this process only); `state_ttl` is
@@ -68,12 +69,16 @@ class Server:
         are empty, for a server that adds them at run time; `task_store` keeps the tasks of task tools: None
         or "memory" (this process), the path of an SQLite file (every process on the host, across restarts)
         or a postgresql:// URL; `heartbeat`, the seconds between progress beats of a silent tool's call whose
-        client sent a progressToken, for every tool that does not say otherwise (`@server.tool(heartbeat=)`)."""
+        client sent a progressToken, for every tool that does not say otherwise (`@server.tool(heartbeat=)`);
+        `description` and `website_url`, what serverInfo says of the server besides its name, version and title
+        (2025-11-25 on; a Server Card needs a description)."""
         _check_options(name, ttl_ms, cache_scope, page_size)
         self.name = name
         self.version = version
         self.middleware = MiddlewareChain()  # @server.middleware: around every request (mcpserver._middleware)
         self.title = title
+        self.description = description
+        self.website_url = website_url
         self.instructions = instructions
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
@@ -94,6 +99,7 @@ class Server:
         self.resources: dict[str, Resource] = {}
         self.resource_templates: tuple[ResourceTemplate, ...] = ()
         self.prompts: dict[str, Prompt] = {}
+        self.scoped = False  # some entry needs OAuth scopes of its own (mcpserver._scopes): the HTTP app checks them
         self.task_store = task_store
         self._components: dict[str, Any] = {}
         # Reentrant: a component may need another while it is made (the task manager, the store it shares).
@@ -106,9 +112,10 @@ class Server:
     @property
     def info(self) -> dict[str, Any]:
         """The Implementation object clients see as serverInfo (in every result: built once per identity)."""
-        identity = (self.name, self.version, self.title)
+        identity = (self.name, self.version, self.title, self.description, self.website_url)
         if self._info[0] != identity:
-            info = {"name": self.name, "version": self.version, "title": self.title}
+            info = {"name": self.name, "version": self.version, "title": self.title, "description": self.description,
+                    "websiteUrl": self.website_url}
             self._info = (identity, {key: value for key, value in info.items() if value is not None})
         return self._info[1]
 
@@ -174,6 +181,7 @@ class Server:
             if tool.name in self.tools:
                 raise ConfigError(f"duplicate tool name {tool.name!r}")
             self.tools = {**self.tools, tool.name: tool}
+            self.scoped = self.scoped or bool(tool.scopes)
         self.subscriptions.list_changed("tools")
         return tool
 
@@ -191,7 +199,8 @@ class Server:
              icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
              requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
              ui: Optional[str] = None, visibility: Optional[Iterable[str]] = None,
-             rate_limit: Optional[str] = None, heartbeat: Union[float, bool, None] = None) -> Any:
+             rate_limit: Optional[str] = None, heartbeat: Union[float, bool, None] = None,
+             scopes: Union[str, Iterable[str], None] = None) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
 
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
@@ -203,6 +212,8 @@ class Server:
         `rate_limit`: "N/s", "N/m" or "N/h" calls per caller (mcpserver._ratelimit), then -32603 (HTTP 429).
         `heartbeat`: seconds between progress beats while a call whose client sent a progressToken is silent
         (mcpserver._heartbeat); False for none where the server has a default.
+        `scopes`: the OAuth scopes a call's token needs beyond the server's, ["files:write"]; without them the call
+        is refused with 403 insufficient_scope, and the tool stays listed (mcpserver._scopes; HTTP with OAuth only).
         """
         def register(function: F) -> F:
             if rate_limit is not None:  # refused before anything is registered
@@ -218,7 +229,7 @@ class Server:
                                                input_schema=input_schema, output_schema=output_schema,
                                                annotations=annotations, icons=icons, meta=linked,
                                                requires_client_capabilities=requires_client_capabilities, task=task,
-                                               heartbeat=heartbeat))
+                                               heartbeat=heartbeat, scopes=scopes))
             if rate_limit is not None:
                 from ._ratelimit import tool_limits
 
@@ -234,20 +245,22 @@ class Server:
                 task: str = "never", stdin: Union[str, dict[str, str]] = "json", output: str = "text",
                 timeout: Optional[float] = None, max_output_bytes: Optional[int] = None, cwd: Optional[str] = None,
                 env: Optional[dict[str, str]] = None, shell: bool = False, progress: Optional[str] = None,
-                confirm: Optional[str] = None, heartbeat: Union[float, bool, None] = None) -> Tool:
+                confirm: Optional[str] = None, heartbeat: Union[float, bool, None] = None,
+                scopes: Union[str, Iterable[str], None] = None) -> Tool:
         """Register a program as a tool. Its arguments arrive as JSON on stdin; stdout is the result.
 
         `stdin` is "json" (the arguments), "none" or {"argument": NAME}; `output` "text" or "json"
         (structured content); `timeout` (default 30 s) and `max_output_bytes` (16 MiB) end a run;
-        `progress` is a regex over stderr lines; `confirm` a question the user must accept first; `heartbeat`
-        as for tool(). See docs/manifest.md, and mcpserver._command for the rules on argv placeholders.
+        `progress` is a regex over stderr lines; `confirm` a question the user must accept first; `heartbeat` and
+        `scopes` as for tool(). See docs/manifest.md, and mcpserver._command for the rules on argv placeholders.
         """
         from ._command import command_tool  # subprocess and selectors load only for servers that run programs
 
         given: dict[str, Any] = {"title": title, "description": description, "input_schema": input_schema,
                                  "output_schema": output_schema, "annotations": annotations, "icons": icons,
                                  "meta": meta, "timeout": timeout, "max_output_bytes": max_output_bytes, "cwd": cwd,
-                                 "env": env, "progress": progress, "confirm": confirm, "heartbeat": heartbeat}
+                                 "env": env, "progress": progress, "confirm": confirm, "heartbeat": heartbeat,
+                                 "scopes": scopes}
         options = {key: value for key, value in given.items() if value is not None}  # unset: the spec's defaults
         return self.add_tool(command_tool(name, command, task=task, stdin=stdin, output=output, shell=shell,
                                           **options))
@@ -256,14 +269,15 @@ class Server:
 
     def resource(self, uri: str, *, name: Optional[str] = None, title: Optional[str] = None,
                  description: Optional[str] = None, mime_type: Optional[str] = None,
-                 annotations: Optional[dict[str, Any]] = None) -> Callable[[F], F]:
+                 annotations: Optional[dict[str, Any]] = None,
+                 scopes: Union[str, Iterable[str], None] = None) -> Callable[[F], F]:
         """Register a reader for one URI. It returns str (text), bytes (blob) or raises ResourceNotFound.
-        The description defaults to the docstring."""
+        The description defaults to the docstring; `scopes` as for tool(), for a read or a subscription."""
         from . import _resources  # resources and prompts load only for a server that has them
 
         def register(function: F) -> F:
             self.add_resource(_resources.Resource(uri, function, name=name, title=title, description=description,
-                                                  mime_type=mime_type, annotations=annotations))
+                                                  mime_type=mime_type, annotations=annotations, scopes=scopes))
             return function
 
         return register
@@ -273,6 +287,7 @@ class Server:
             if resource.uri in self.resources:
                 raise ConfigError(f"duplicate resource URI {resource.uri!r}")
             self.resources = {**self.resources, resource.uri: resource}
+            self.scoped = self.scoped or bool(resource.scopes)
         self.subscriptions.list_changed("resources")
         return resource
 
@@ -302,16 +317,17 @@ class Server:
 
     def resource_template(self, uri_template: str, *, name: Optional[str] = None, title: Optional[str] = None,
                           description: Optional[str] = None, mime_type: Optional[str] = None,
-                          completions: Optional[dict[str, Any]] = None) -> Callable[[F], F]:
+                          completions: Optional[dict[str, Any]] = None,
+                          scopes: Union[str, Iterable[str], None] = None) -> Callable[[F], F]:
         """Register a reader for every URI matching an RFC 6570 template; variables become arguments.
         The description defaults to the docstring; `completions` maps a variable to a list of values or
-        a function (value, resolved) -> values."""
+        a function (value, resolved) -> values; `scopes` as for tool(), for a read or a subscription."""
         from . import _resources
 
         def register(function: F) -> F:
             self.add_resource_template(_resources.ResourceTemplate(
                 uri_template, function, name=name, title=title, description=description, mime_type=mime_type,
-                completions=completions))
+                completions=completions, scopes=scopes))
             return function
 
         return register
@@ -319,6 +335,7 @@ class Server:
     def add_resource_template(self, template: ResourceTemplate) -> ResourceTemplate:
         with self._lock:
             self.resource_templates = (*self.resource_templates, template)
+            self.scoped = self.scoped or bool(template.scopes)
         self.subscriptions.list_changed("resources")
         return template
 
@@ -356,15 +373,16 @@ class Server:
     # -- prompts --------------------------------------------------------------------------------
 
     def prompt(self, fn: Optional[F] = None, *, name: Optional[str] = None, title: Optional[str] = None,
-               description: Optional[str] = None, completions: Optional[dict[str, Any]] = None) -> Any:
+               description: Optional[str] = None, completions: Optional[dict[str, Any]] = None,
+               scopes: Union[str, Iterable[str], None] = None) -> Any:
         """Register a prompt. Its parameters are its (string) arguments; it returns a str or messages.
         The description defaults to the docstring; `completions` maps an argument to a list of values or
-        a function (value, resolved arguments) -> values."""
+        a function (value, resolved arguments) -> values; `scopes` as for tool(), for a prompts/get."""
         from . import _prompts
 
         def register(function: F) -> F:
             self.add_prompt(_prompts.Prompt(function, name=name, title=title, description=description,
-                                            completions=completions))
+                                            completions=completions, scopes=scopes))
             return function
 
         return register(fn) if fn is not None else register
@@ -374,6 +392,7 @@ class Server:
             if prompt.name in self.prompts:
                 raise ConfigError(f"duplicate prompt name {prompt.name!r}")
             self.prompts = {**self.prompts, prompt.name: prompt}
+            self.scoped = self.scoped or bool(prompt.scopes)
         self.subscriptions.list_changed("prompts")
         return prompt
 

@@ -26,7 +26,7 @@ from .schema._validate import check_schema, quick_validator, validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional, Union
+    from typing import Any, Callable, Iterable, Optional, Union
     Handler = Callable[[dict[str, Any], Optional[Context]], Any]
 
 __all__ = ["MAX_HEARTBEAT", "MIN_HEARTBEAT", "Tool", "ToolError", "ToolResult", "check_heartbeat", "function_tool",
@@ -47,6 +47,7 @@ TOOL_OPTIONS: dict[str, Optional[str]] = {
     "requires_client_capabilities": None,
     "task": "task",  # in a manifest too: "never", "optional" or "required" (mcpserver.tasks)
     "heartbeat": "heartbeat",  # seconds between progress beats while the tool is silent (mcpserver._heartbeat)
+    "scopes": "scopes",  # the OAuth scopes a call needs beyond the server's (mcpserver._scopes)
 }
 TASK_MODES = ("never", "optional", "required")
 # A heartbeat more often than this floods the client rather than reassuring it; one rarer than an hour is longer
@@ -123,18 +124,20 @@ class Tool:
 
     __slots__ = ("_quick_input", "_quick_output", "annotations", "definition", "description", "handler",
                  "header_params", "heartbeat", "icons", "input_schema", "meta", "name", "output_schema",
-                 "requires_client_capabilities", "takes_context", "task", "title")
+                 "requires_client_capabilities", "scopes", "takes_context", "task", "title")
 
     def __init__(self, name: str, input_schema: dict[str, Any], handler: Handler, *, title: Optional[str] = None,
                  description: Optional[str] = None, output_schema: Optional[dict[str, Any]] = None,
                  annotations: Optional[dict[str, Any]] = None, icons: Optional[list[dict[str, Any]]] = None,
                  meta: Optional[dict[str, Any]] = None,
                  requires_client_capabilities: Optional[dict[str, Any]] = None, takes_context: bool = False,
-                 task: str = "never", heartbeat: Union[float, bool, None] = None):
+                 task: str = "never", heartbeat: Union[float, bool, None] = None,
+                 scopes: Union[str, Iterable[str], None] = None):
         where = f"tool {name!r}"
         if task not in TASK_MODES:
             raise ConfigError(f"{where}: task must be one of {', '.join(TASK_MODES)}, not {task!r}")
         self.heartbeat = check_heartbeat(heartbeat, where)  # None: the server's; False: none
+        self.scopes: frozenset[str] = frozenset() if scopes is None else _scope_set(scopes, where)
         if not isinstance(name, str) or not 0 < len(name) <= 128 or not TOOL_NAME_CHARACTERS.issuperset(name):
             raise ConfigError(f"invalid tool name {name!r}: use 1 to 128 of A-Z a-z 0-9 _ - .")
         check_schema(input_schema, f"{where} inputSchema", root_object=True)
@@ -142,10 +145,7 @@ class Tool:
             check_schema(output_schema, f"{where} outputSchema")
         _check_annotations(annotations, where)
         _check_icons(icons, where)
-        needed = requires_client_capabilities
-        if needed is not None and not (isinstance(needed, dict) and all(isinstance(v, dict) for v in needed.values())):
-            raise ConfigError(f"{where}: requires_client_capabilities must map capability names to objects, "
-                              "e.g. {\"sampling\": {}}")
+        _check_capabilities(requires_client_capabilities, where)
         self.name = name
         self.input_schema = input_schema
         self.handler = handler
@@ -262,6 +262,12 @@ def _check_annotations(annotations: Optional[dict[str, Any]], where: str) -> Non
         raise ConfigError(f"{where}: annotations.title must be a string")
 
 
+def _scope_set(scopes: Union[str, Iterable[str]], where: str) -> frozenset[str]:
+    from ._scopes import scope_set  # only a server with scoped entries loads it
+
+    return scope_set(scopes, where)
+
+
 def check_heartbeat(seconds: Any, where: str) -> Union[float, bool, None]:
     """A heartbeat as given (seconds between beats; False: none; None: the default), or ConfigError."""
     if seconds is None or seconds is False:
@@ -271,6 +277,12 @@ def check_heartbeat(seconds: Any, where: str) -> Union[float, bool, None]:
         raise ConfigError(f"{where}: heartbeat must be seconds between beats, from {MIN_HEARTBEAT:g} to "
                           f"{MAX_HEARTBEAT:g}, or false for none, not {seconds!r}")
     return seconds
+
+
+def _check_capabilities(needed: Optional[dict[str, Any]], where: str) -> None:
+    if needed is not None and not (isinstance(needed, dict) and all(isinstance(v, dict) for v in needed.values())):
+        raise ConfigError(f"{where}: requires_client_capabilities must map capability names to objects, "
+                          "e.g. {\"sampling\": {}}")
 
 
 def _check_icons(icons: Optional[list[dict[str, Any]]], where: str) -> None:
@@ -309,7 +321,7 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
                   output_schema: Optional[dict[str, Any]] = None, annotations: Optional[dict[str, Any]] = None,
                   icons: Optional[list[dict[str, Any]]] = None, meta: Optional[dict[str, Any]] = None,
                   requires_client_capabilities: Optional[dict[str, Any]] = None, task: str = "never",
-                  heartbeat: Union[float, bool, None] = None) -> Tool:
+                  heartbeat: Union[float, bool, None] = None, scopes: Union[str, Iterable[str], None] = None) -> Tool:
     """A Tool from a Python function; the schema comes from its signature unless given.
 
     A parameter annotated `Context` receives the request's context and is not part of the schema.
@@ -330,7 +342,7 @@ def function_tool(fn: Callable[..., Any], *, name: Optional[str] = None, title: 
     return Tool(tool_name, input_schema, _handler(fn, converters, context_parameter), title=title,
                 description=description, output_schema=output_schema, annotations=annotations, icons=icons, meta=meta,
                 requires_client_capabilities=requires_client_capabilities, takes_context=context_parameter is not None,
-                task=task, heartbeat=heartbeat)
+                task=task, heartbeat=heartbeat, scopes=scopes)
 
 
 def _handler(fn: Callable[..., Any], converters: dict[str, Callable[[Any], Any]],

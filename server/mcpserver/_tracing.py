@@ -10,9 +10,10 @@ The one module that imports opentelemetry, and only once it is in use. Rules of 
   serving; the TracerProvider may be set later (the tracer taken here is OpenTelemetry's proxy until then).
 - A span per request the server answers with its own code (a middleware: what the core refuses before any
   handler has none), of kind SERVER, named by method and what it names, "tools/call greet", with the
-  attributes of OpenTelemetry's MCP conventions (mcp.method.name, mcp.protocol.version, jsonrpc.request.id,
-  gen_ai.tool.name, gen_ai.prompt.name, mcp.resource.uri, network.transport). A JSON-RPC error or a tool's
-  isError result sets the status to ERROR with error.type (the code, or tool_error).
+  attributes of OpenTelemetry's MCP conventions (mcpserver._semconv: mcp.method.name, mcp.protocol.version,
+  jsonrpc.request.id, gen_ai.tool.name and gen_ai.operation.name, gen_ai.prompt.name, mcp.resource.uri,
+  network.transport: unix for an HTTP app on a Unix socket). A JSON-RPC error or a tool's isError result sets
+  the status to ERROR with error.type (the code, or tool_error) and rpc.response.status_code (the code).
 - It continues the caller's trace: from `_meta`'s `traceparent` (and `tracestate`, `baggage`: SEP-414, as the
   MCP SDKs send it, in both eras and on every transport), else from the HTTP request's `traceparent` header
   (a 2026-07-28 request's: Call.headers), through the globally configured propagator; else it starts a trace.
@@ -23,6 +24,7 @@ The one module that imports opentelemetry, and only once it is in use. Rules of 
 from __future__ import annotations
 
 from ._context import Cancelled
+from ._semconv import EXECUTE_TOOL, NAMED_AS, network_of, outcome_attributes
 from ._version import __version__
 from .errors import ProtocolError
 
@@ -32,15 +34,9 @@ if TYPE_CHECKING:
 
     from ._context import Call
 
-__all__ = ["traced"]
+__all__ = ["traced", "traced_over"]
 
 CARRIED = ("traceparent", "tracestate", "baggage")  # SEP-414: W3C Trace Context and Baggage, un-prefixed in _meta
-# What each method names, as OpenTelemetry's MCP conventions spell it.
-_NAMED_AS = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name",
-             "resources/read": "mcp.resource.uri", "resources/subscribe": "mcp.resource.uri",
-             "resources/unsubscribe": "mcp.resource.uri"}
-
-_NETWORK = {"stdio": "pipe", "http": "tcp"}  # else in-process (the test client, mcpserver call)
 
 
 class _OpenTelemetry:
@@ -69,18 +65,44 @@ def _carrier(call: Call) -> dict[str, str]:
     return {}
 
 
+_OVER: dict[str, Callable[[Call, Callable[[], Any]], Any]] = {}
+
+
+def traced_over(http_network: str) -> Callable[[Call, Callable[[], Any]], Any]:
+    """The middleware of a server whose HTTP requests come over `http_network`: "tcp", or "unix" for an app on a
+    Unix socket. One function per network, so a chain can tell it holds one (its `http_network`)."""
+    found = _OVER.get(http_network)
+    if found is None:
+        def traced_here(call: Call, proceed: Callable[[], Any]) -> Any:
+            return _traced(call, proceed, http_network)
+
+        traced_here.http_network = http_network  # type: ignore[attr-defined]
+        found = _OVER[http_network] = traced_here
+    return found
+
+
 def traced(call: Call, proceed: Callable[[], Any]) -> Any:
     """The middleware: the request as a span, current while the rest of the chain and the handler run."""
+    return _traced(call, proceed, "tcp")
+
+
+traced.http_network = "tcp"  # type: ignore[attr-defined]
+_OVER["tcp"] = traced
+
+
+def _traced(call: Call, proceed: Callable[[], Any], http_network: str) -> Any:
     global _OTEL
     otel = _OTEL or _OpenTelemetry()
     _OTEL = otel
     carrier = _carrier(call)
     attributes: dict[str, Any] = {"mcp.method.name": call.method, "mcp.protocol.version": call.era,
-                                  "network.transport": _NETWORK.get(call.transport, "inproc")}
+                                  "network.transport": network_of(call.transport, http_network)}
     if call.request_id is not None:
         attributes["jsonrpc.request.id"] = str(call.request_id)
-    if call.name is not None and call.method in _NAMED_AS:
-        attributes[_NAMED_AS[call.method]] = call.name
+    if call.name is not None and call.method in NAMED_AS:
+        attributes[NAMED_AS[call.method]] = call.name
+    if call.method == "tools/call":
+        attributes["gen_ai.operation.name"] = EXECUTE_TOOL
     name = f"{call.method} {call.name}" if call.name else call.method
     with otel.tracer.start_as_current_span(name, context=otel.extract(carrier) if carrier else None,
                                            kind=otel.server_kind, attributes=attributes, record_exception=False,
@@ -88,18 +110,19 @@ def traced(call: Call, proceed: Callable[[], Any]) -> Any:
         try:
             result = proceed()
         except ProtocolError as refused:
-            span.set_attribute("error.type", str(refused.code))
+            span.set_attributes(outcome_attributes(refused.code))
             span.set_status(otel.error)
             raise
         except Cancelled:
-            span.set_attribute("error.type", "cancelled")
+            span.set_attributes(outcome_attributes(cancelled=True))
             raise
         except Exception as bug:  # the server's own (answered -32603): the span says which
             span.record_exception(bug)
-            span.set_attribute("error.type", type(bug).__qualname__)
+            span.set_attributes({**outcome_attributes(-32603), "error.type": type(bug).__qualname__})
             span.set_status(otel.error)
             raise
-        if isinstance(result, dict) and result.get("isError") is True:
-            span.set_attribute("error.type", "tool_error")
+        failed = outcome_attributes(result=result)
+        if failed:
+            span.set_attributes(failed)
             span.set_status(otel.error)
         return result

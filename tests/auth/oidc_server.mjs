@@ -13,7 +13,8 @@
 // Test-only endpoints under /__test/ (never part of a real server):
 //   POST /__test/rotate {"keep_old": bool}   new signing keys (new kids), the old ones kept or dropped
 //   POST /__test/sign {"header", "payload", "key": "current"|"outsider"}   sign anything with jose
-//   GET  /__test/stats                        how often the key set and introspection were asked for
+//   GET  /__test/stats                        how often the key set and introspection were asked for, and the
+//                                            scope of every client-credentials token issued
 import crypto from 'node:crypto';
 import http from 'node:http';
 
@@ -36,7 +37,7 @@ const outsider = {
   RS256: crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey,
   ES256: crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey,
 };
-const stats = { jwks: 0, introspection: 0 };
+const stats = { jwks: 0, introspection: 0, tokens: [] };  // tokens: the scope of each client-credentials token issued
 
 function newGeneration() {
   generation += 1;
@@ -104,6 +105,10 @@ function buildProvider(issuer) {
     },
   });
   provider.on('server_error', (ctx, error) => console.error('server_error', error));
+  // 'saved' for an opaque token (kept to be introspected), 'issued' for a JWT (kept nowhere)
+  for (const event of ['client_credentials.saved', 'client_credentials.issued']) {
+    provider.on(event, (token) => stats.tokens.push(token.scope));
+  }
   return provider.callback();
 }
 

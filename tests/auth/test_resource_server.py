@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -183,3 +184,33 @@ def test_the_official_client_connects_from_nothing(authorization):
         assert str(metadata.resource) == server.url  # it found this server's RFC 9728 metadata
         log = server.stderr
         assert '"POST /mcp" 401' in log and '"GET /.well-known/oauth-protected-resource/mcp" 200' in log
+
+
+# --- the official TypeScript client steps up its token ----------------------------------------------------------
+
+@pytest.mark.parametrize("era", ["2026-07-28", "legacy"])
+def test_the_typescript_client_asks_for_the_scope_the_challenge_names_and_calls_again(authorization, era):
+    """@modelcontextprotocol/client 2.4.0 (SEP-2350): on 403 insufficient_scope it gets a token for the union of its
+    scopes and the challenge's, and retries. (The 1.x SDK, @modelcontextprotocol/sdk 1.32.2, re-authorizes too, but
+    a client-credentials provider then asks for its configured scope again, not the challenge's, and gives up.)"""
+    from authorization_server import CACHE, install
+
+    with resource_server(authorization) as server:
+        tokens_before = len(authorization.stats()["tokens"])
+        done = subprocess.run([install(), os.path.join(CACHE, "step_up_client.mjs"), server.url, authorization.issuer,
+                               era], capture_output=True, text=True, timeout=120, cwd=CACHE)
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen["protocol"] == ("2026-07-28" if era != "legacy" else "2025-11-25")
+        assert seen["before"]["scopes"] == ["mcp:read"]
+        assert seen["renamed"] == "renamed acme to Acme"
+        assert seen["after"]["scopes"] == ["mcp:read", "mcp:write"]
+        assert authorization.stats()["tokens"][tokens_before:] == ["mcp:read", "mcp:read mcp:write"]
+        refused = [request for request in seen["endpoint"] if request["status"] == 403]
+        assert len(refused) == 1 and refused[0]["challenge"] == (
+            f'Bearer resource_metadata="{server.url.replace("/mcp", "")}/.well-known/oauth-protected-resource/mcp", '
+            'scope="mcp:read mcp:write", error="insufficient_scope", error_description="tools/call needs the scope '
+            'mcp:write, which the token lacks"')
+        if era == "legacy":  # the refusal did not end the session: the retry and the next call are in it
+            sessions = {request["session"] for request in seen["endpoint"][seen["endpoint"].index(refused[0]):]}
+            assert len(sessions) == 1 and None not in sessions

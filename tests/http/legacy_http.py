@@ -104,14 +104,17 @@ class SseStream:
 class LegacySession:
     """One legacy session of `server` (an mcptest.HttpServer), opened with initialize in `revision`."""
 
-    def __init__(self, server: Any, revision: str = "2025-11-25", capabilities: Optional[dict[str, Any]] = None):
+    def __init__(self, server: Any, revision: str = "2025-11-25", capabilities: Optional[dict[str, Any]] = None,
+                 token: Optional[str] = None):
+        """`token`: the bearer token every request of the session sends (set `token` to send another)."""
         self.server = server
         self.revision = revision
+        self.token = token
         self._ids = 0
         status, headers, body = server.post(
             {"jsonrpc": "2.0", "id": self.next_id(), "method": "initialize",
              "params": {"protocolVersion": revision, "capabilities": capabilities or {},
-                        "clientInfo": {"name": "raw", "version": "1"}}}, headers=LEGACY_HEADERS)
+                        "clientInfo": {"name": "raw", "version": "1"}}}, headers=self._authorized(LEGACY_HEADERS))
         assert status == 200 and body["result"]["protocolVersion"] == revision, body
         self.id = headers["mcp-session-id"]
         assert self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})[0] == 202
@@ -120,8 +123,12 @@ class LegacySession:
         self._ids += 1
         return self._ids
 
+    def _authorized(self, headers: dict[str, str]) -> dict[str, str]:
+        return {**headers, "Authorization": f"Bearer {self.token}"} if self.token is not None else headers
+
     def headers(self, **extra: str) -> dict[str, str]:
-        return {**LEGACY_HEADERS, "Mcp-Session-Id": self.id, "MCP-Protocol-Version": self.revision, **extra}
+        return self._authorized({**LEGACY_HEADERS, "Mcp-Session-Id": self.id, "MCP-Protocol-Version": self.revision,
+                                 **extra})
 
     def post(self, message: Any, **extra: str) -> tuple[int, dict[str, str], Any]:
         return self.server.post(message, headers=self.headers(**extra))

@@ -10,12 +10,10 @@ server (oidc-provider), and the official client's OAuth flow, are tests/auth/tes
 import json
 import os
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from jose_keys import EC_JWK, RSA_JWK, ec_keypair, encode_part, hs256_with_public_key, sign
+from jose_keys import EC_JWK, RSA_JWK, KeyServer, ec_keypair, encode_part, hs256_with_public_key, sign
 from mcptest import (
     EXAMPLES,
     HAS_GUNICORN,
@@ -36,43 +34,6 @@ except ImportError:  # a Python built without OpenSSL (the lab's musl cell)
 
 ACCOUNTS = os.path.join(EXAMPLES, "accounts.py")
 INTERACTIVE = os.path.join(EXAMPLES, "interactive.py")
-
-
-class KeyServer:
-    """Serves an issuer's metadata and key set on 127.0.0.1, and counts the key-set fetches."""
-
-    def __init__(self):
-        self.keys = [RSA_JWK, EC_JWK]
-        self.jwks_fetches = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                if self.path == "/.well-known/oauth-authorization-server":
-                    document = {"issuer": owner.issuer, "jwks_uri": owner.issuer + "/jwks"}
-                elif self.path == "/jwks":
-                    owner.jwks_fetches += 1
-                    document = {"keys": list(owner.keys)}
-                else:
-                    self.send_error(404)
-                    return
-                data = json.dumps(document).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.issuer = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +81,8 @@ def metadata_url(server):
 # --- discovery: RFC 9728 metadata and the 401 that points to it --------------------------------------------------
 
 def test_the_metadata_is_served_at_both_well_known_paths(accounts, issuer):
-    expected = {"resource": accounts.url, "authorization_servers": [issuer.issuer], "scopes_supported": ["mcp:read"],
+    expected = {"resource": accounts.url, "authorization_servers": [issuer.issuer],
+                "scopes_supported": ["mcp:read", "mcp:write"],  # --scope's, and rename_account's own
                 "bearer_methods_supported": ["header"]}
     for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
         status, headers, body = accounts.post(method="GET", path=path, headers={})

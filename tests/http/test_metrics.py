@@ -272,3 +272,79 @@ def test_a_worker_that_exits_keeps_its_counts_and_loses_its_gauges(tmp_path):
     families = {f.name: f for f in text_string_to_metric_families(app.metrics.render().decode())}
     assert value(families, "mcpserver_http_refusals", "mcpserver_http_refusals_total", status="401") == 1
     assert {s.labels["pid"] for s in families["process_threads"].samples} == {str(os.getpid())}
+
+
+# --- OpenTelemetry's MCP conventions, in Prometheus's form -------------------------------------------------------
+
+OPERATION = "mcp_server_operation_duration_seconds"
+CONVENTION_BUCKETS = ["0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1.0", "2.0", "5.0", "10.0", "30.0", "60.0",
+                      "120.0", "300.0", "+Inf"]  # semantic-conventions v1.41.1, docs/gen-ai/mcp.md
+
+
+def operations(families):
+    """mcp.server.operation.duration's series: {labels without le: count}, and every series' buckets."""
+    samples = families[OPERATION].samples
+    counts = {tuple(sorted(s.labels.items())): s.value for s in samples if s.name == OPERATION + "_count"}
+    buckets = {}
+    for s in samples:
+        if s.name == OPERATION + "_bucket":
+            buckets.setdefault(tuple(sorted((k, v) for k, v in s.labels.items() if k != "le")), []).append(
+                s.labels["le"])
+    return counts, buckets
+
+
+def test_the_conventions_histogram_has_their_name_buckets_and_attributes_beside_our_own_series():
+    with HttpServer(DEMO, "--metrics") as server:
+        assert server.post(call("echo", text="hi"))[0] == 200
+        assert server.post(call("echo"))[2]["result"]["isError"] is True
+        assert "error" in server.post(call("no_such_tool"))[2]
+        assert server.post(request("tools/list"))[0] == 200
+        _, headers, _ = server.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}},
+            headers=LEGACY)
+        session = {**LEGACY, "Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+        assert server.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": "echo", "arguments": {"text": "old"}}}, headers=session)[0] == 200
+        families = scrape(server)
+    assert families[OPERATION].type == "histogram"
+    counts, buckets = operations(families)
+    modern = (("mcp_protocol_version", "2026-07-28"), ("network_transport", "tcp"))
+    call_of = (("gen_ai_operation_name", "execute_tool"), ("mcp_method_name", "tools/call"))
+    expected = {
+        tuple(sorted((*call_of, ("gen_ai_tool_name", "echo"), *modern))): 1,
+        tuple(sorted((*call_of, ("gen_ai_tool_name", "echo"), ("error_type", "tool_error"), *modern))): 1,
+        tuple(sorted((*call_of, ("gen_ai_tool_name", "_OTHER"), ("error_type", "-32602"),
+                      ("rpc_response_status_code", "-32602"), *modern))): 1,
+        tuple(sorted((("mcp_method_name", "tools/list"), *modern))): 1,
+        tuple(sorted((*call_of, ("gen_ai_tool_name", "echo"), ("mcp_protocol_version", "2025-06-18"),
+                      ("network_transport", "tcp")))): 1,
+    }
+    assert {labels: count for labels, count in counts.items() if ("mcp_method_name", "initialize") not in labels} \
+        == expected
+    assert all(found == CONVENTION_BUCKETS for found in buckets.values())
+    assert value(families, "mcpserver_request_duration_seconds", "mcpserver_request_duration_seconds_count",
+                 method="tools/call") == 4  # the mcpserver_* series stay, as they were
+
+
+def test_made_up_tool_names_never_make_a_series_of_their_own():
+    with HttpServer(DEMO, "--metrics") as server:
+        for number in range(300):
+            server.post(call(f"made_up_{number}"))
+        server.post(call("echo", text="x"))
+        families = scrape(server)
+    names = {s.labels.get("gen_ai_tool_name") for s in families[OPERATION].samples} - {None}
+    assert names == {"_OTHER", "echo"}
+    assert len(families[OPERATION].samples) < 60  # a handful of series, not one per name
+
+
+def test_on_a_unix_socket_the_network_transport_is_unix():
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="mcpm")
+    try:
+        with HttpServer(DEMO, "--metrics", unix=os.path.join(directory, "m.sock")) as server:
+            server.post(call("echo", text="x"))
+            families = scrape(server)
+        assert {s.labels["network_transport"] for s in families[OPERATION].samples} == {"unix"}
+    finally:
+        shutil.rmtree(directory)

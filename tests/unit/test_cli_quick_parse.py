@@ -99,3 +99,13 @@ def test_every_http_option_names_a_field_of_http_options():
     named = {option.field for option in cli.OPTIONS if option.field}
     assert named <= fields, named - fields
     assert {"grace_seconds", "allowed_origins", "rate_limit", "max_connections", "tls_cert"} <= named
+
+
+def test_http_unix_path_is_the_unix_socket_in_both_parsers_and_means_http():
+    for argv in (["--http", "unix:/run/mcp.sock", DEMO], ["--http=unix:/run/mcp.sock", DEMO],
+                 ["--unix-socket", "/run/mcp.sock", DEMO], [DEMO, "--http", "unix:/run/mcp.sock"]):
+        args = cli._parse(argv)
+        assert (args.http, args.unix_socket, args.target) == (True, "/run/mcp.sock", DEMO), argv
+        assert argparse_reading(cli._unix_spelled(argv))["unix_socket"] == "/run/mcp.sock"  # the slow path agrees
+    assert cli._parse(["--http", DEMO]).unix_socket is None  # a TARGET after --http stays the TARGET
+    assert cli._parse(["--http", "--unix-socket-mode", "660", "--unix-socket", "/s", DEMO]).unix_socket_mode == 0o660

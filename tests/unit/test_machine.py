@@ -248,6 +248,19 @@ def test_without_a_length_a_response_is_chunked_on_1_1_and_ends_the_connection_o
     assert one_oh.finished(1.0) == CLOSE
 
 
+@pytest.mark.parametrize("version", [b"1.1", b"1.0"])
+@pytest.mark.parametrize("status", ["304 Not Modified", "204 No Content"])
+def test_a_status_without_a_body_is_neither_chunked_nor_the_end_of_the_connection(status, version):
+    """A 304 (a Server Card revalidated) or a 204 has no body (RFC 9112 §6.3): a chunked one would leave its
+    terminator for the client to read as the next response."""
+    m = machine()
+    m.received(b"GET / HTTP/" + version + b"\r\nHost: h\r\nConnection: keep-alive\r\n\r\n", False, 1.0)
+    m.running()
+    data = m.respond(status, [("ETag", '"a"')])
+    assert b"Transfer-Encoding" not in data and b"Connection: close" not in data and not m.chunked
+    assert m.finished(1.0) == READ
+
+
 def test_http_1_0_keep_alive_is_said_and_connection_close_is_honoured():
     kept = machine()
     kept.received(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", False, 1.0)

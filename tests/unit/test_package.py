@@ -99,11 +99,14 @@ LAYERS = (
     ("httpd._machine",),  # a connection's states and rules: events in, actions out; no socket, thread or lock
     ("httpd._poller",),  # readiness: epoll, or poll() where there is none
     ("httpd._connection",),  # one client connection: its socket, what it still has to write, its machine
+    ("httpd._unix",),  # a Unix socket's file: checked, made with its mode, removed
     ("httpd._accepting",),  # the door: the listening socket, newcomers, TLS
     ("httpd._workers", "httpd._loop"),  # the two drivers of the machines, which never import each other
     ("httpd._serve",),  # the door, the loop and the workers built; serve_app
     ("httpd",),
-    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit"),
+    ("_context", "schema._validate", "_state", "_completions", "_pypy", "_pid1", "_deadlines", "_ratelimit",
+     "_scopes", "_semconv"),  # _scopes: an entry's OAuth scopes (auth/ checks the server's with it); _semconv:
+    # OpenTelemetry's MCP conventions, which the spans and the metrics spell alike
     ("_tracing",),  # OpenTelemetry's spans, a middleware: the one module that imports opentelemetry, lazily
     ("_heartbeat",),  # a call's progress beats, on the deadline thread
     ("_middleware",),
@@ -131,9 +134,9 @@ LAYERS = (
     ("protocol",),
     ("stdio", "testing"),  # testing: the in-process client, a transport of sorts; never imports the others
     # HTTP, the MCP part: answers (and the metrics and health routes), a legacy session's resumable channels,
-    # streams and CORS, the legacy sessions, the app, serving it; then the folder
+    # streams, CORS and the Server Card, the legacy sessions, the app, serving it; then the folder
     ("http._options", "http._response", "http._metrics", "http._health"), ("http._channel",),
-    ("http._stream", "http._cors", "http._host"),
+    ("http._stream", "http._cors", "http._card", "http._host"),
     ("http._sessions",), ("http._app",), ("http._serving",),
     ("http",),
     ("_run",),

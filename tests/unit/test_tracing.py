@@ -38,7 +38,7 @@ def test_over_stdio_a_call_continues_the_trace_in_meta_and_the_tools_spans_are_i
     assert request_span["tracestate"] == "vendor=1"
     assert request_span["attributes"] == {"mcp.method.name": "tools/call", "mcp.protocol.version": "2026-07-28",
                                           "network.transport": "pipe", "jsonrpc.request.id": "1",
-                                          "gen_ai.tool.name": "work"}
+                                          "gen_ai.tool.name": "work", "gen_ai.operation.name": "execute_tool"}
     for step in ("step 0", "step 1"):
         assert spans[step]["trace_id"] == CALLER_TRACE and spans[step]["parent_id"] == request_span["span_id"]
 
@@ -68,6 +68,8 @@ def test_a_request_without_a_trace_starts_one_and_errors_say_so():
     assert by_id["1"]["parent_id"] is None and by_id["1"]["status"] == "UNSET"
     assert by_id["2"]["name"] == "tools/call no_such_tool" and by_id["2"]["status"] == "ERROR"
     assert by_id["2"]["attributes"]["error.type"] == "-32602"
+    assert by_id["2"]["attributes"]["rpc.response.status_code"] == "-32602"
+    assert "rpc.response.status_code" not in by_id["3"]["attributes"]  # a tool's error is a result, not a code
     assert by_id["3"]["status"] == "ERROR" and by_id["3"]["attributes"]["error.type"] == "tool_error"
     assert by_id["4"]["name"] == "tools/list" and "gen_ai.tool.name" not in by_id["4"]["attributes"]
     assert len({span["trace_id"] for span in by_id.values()}) == 4  # each its own trace
@@ -84,6 +86,33 @@ def test_a_legacy_session_continues_the_trace_in_meta_too():
     span = spans_of(answer)["tools/call work"]
     assert (span["trace_id"], span["parent_id"]) == (CALLER_TRACE, CALLER_SPAN)
     assert span["attributes"]["mcp.protocol.version"] == "2025-06-18"
+
+
+def test_over_a_unix_socket_both_eras_continue_the_trace_in_meta_and_say_unix():
+    import shutil
+    import tempfile
+
+    legacy = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    directory = tempfile.mkdtemp(prefix="mcpt")
+    try:
+        with HttpServer(TRACED, unix=os.path.join(directory, "t.sock")) as server:
+            modern = with_meta(call("work", id=1), traceparent=TRACEPARENT)
+            assert server.post(modern)[0] == 200
+            _, headers, _ = server.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}},
+                headers=legacy)
+            session = {**legacy, "Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+            other = "22222222222222222222222222222222"
+            assert server.post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "work", "arguments": {}, "_meta": {"traceparent": f"00-{other}-3333333333333333-01"}}},
+                headers=session)[0] == 200
+            spans = [span for span in server.post(call("spans", id=3))[2]["result"]["structuredContent"]["spans"]
+                     if span["name"] == "tools/call work"]
+    finally:
+        shutil.rmtree(directory)
+    assert [(span["trace_id"], span["parent_id"], span["attributes"]["mcp.protocol.version"]) for span in spans] == [
+        (CALLER_TRACE, CALLER_SPAN, "2026-07-28"), (other, "3333333333333333", "2025-11-25")]
+    assert {span["attributes"]["network.transport"] for span in spans} == {"unix"}
 
 
 def test_a_task_tools_thread_opens_its_spans_under_the_request():

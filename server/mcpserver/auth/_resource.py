@@ -9,9 +9,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from .._forks import renew_at_fork
+from .._scopes import scope_set
+from ..errors import ConfigError
 from ._fetch import _is_loopback
 from ._principal import (
     DEFAULT_CACHE_SIZE,
@@ -228,7 +230,7 @@ class ResourceServer:
     JWKS, audience = this resource; or RFC 7662 introspection when client credentials are given).
     """
 
-    def __init__(self, resource: str, authorization_servers: Sequence[str], *, scopes: Iterable[str] = (),
+    def __init__(self, resource: str, authorization_servers: Sequence[str], *, scopes: Union[str, Iterable[str]] = (),
                  validator: Optional[Validator] = None, introspection_client_id: Optional[str] = None,
                  introspection_client_secret: Optional[str] = None, algorithms: Sequence[str] = ("RS256", "ES256")):
         if not authorization_servers and validator is None:
@@ -237,7 +239,10 @@ class ResourceServer:
         host = urllib.parse.urlsplit(self.resource).hostname or ""
         if self.resource.startswith("http:") and not _is_loopback(host):
             raise ValueError(f"the resource must be an https URL (http only on loopback): {resource!r}")
-        scopes = tuple(scopes)
+        try:  # a string is its scopes separated by spaces, not its characters; a bad scope is refused
+            scopes = tuple(sorted(scope_set(scopes, "the resource server")))
+        except ConfigError as bad:
+            raise ValueError(str(bad)) from None
         if validator is None:
             issuer = authorization_servers[0]
             if introspection_client_id is not None:

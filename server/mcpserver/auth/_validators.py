@@ -15,6 +15,8 @@ import urllib.request
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from .._forks import renew_at_fork
+from .._scopes import scope_set
+from ..errors import ConfigError
 from ._fetch import Fetch, _check_url, discover_authorization_server, fetch_json
 from ._jose import JoseError, KeySet, UnknownKey, parse_compact, parse_jwks, verify_jws
 from ._principal import (
@@ -42,11 +44,16 @@ def _digest(token: str) -> bytes:
 class StaticTokens:
     """Fixed tokens, each for a principal. Looked up by SHA-256, so no comparison touches a token's bytes."""
 
-    def __init__(self, tokens: Union[Iterable[str], Mapping[str, Principal]], *, scopes: Iterable[str] = ()):
+    def __init__(self, tokens: Union[Iterable[str], Mapping[str, Principal]], *,
+                 scopes: Union[str, Iterable[str]] = ()):
         if isinstance(tokens, Mapping):
             pairs = list(tokens.items())
         else:
-            pairs = [(token, Principal(subject="static", scopes=frozenset(scopes))) for token in tokens]
+            try:  # a string is its scopes separated by spaces, not its characters
+                given = scope_set(scopes, "static tokens")
+            except ConfigError as bad:
+                raise ValueError(str(bad)) from None
+            pairs = [(token, Principal(subject="static", scopes=given)) for token in tokens]
         for token, _ in pairs:
             if not token or not _is_token_text(token):
                 raise ValueError("a static token must be non-empty visible ASCII, without spaces")

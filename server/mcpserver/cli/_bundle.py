@@ -105,7 +105,7 @@ def bundle_manifest(server: Server, source: Any, *, author: Optional[str] = None
 
 def _description(server: Server, source: Any) -> str:
     doc = getattr(source, "__doc__", None) if not isinstance(source, dict) else None
-    for text in (doc, server.instructions):
+    for text in (server.description, doc, server.instructions):
         if text and text.strip():
             return text.strip().splitlines()[0]
     return f"The {server.name} MCP server"

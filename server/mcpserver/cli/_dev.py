@@ -36,6 +36,10 @@ def main(args: Any, argv: list[str]) -> int:
     """Serve until Ctrl-C or SIGTERM; 0."""
     import signal
 
+    if args.unix_socket:
+        print(f"{SAY} it serves a port, which the Inspector reaches; serve a Unix socket with mcpserver --http "
+              "unix:PATH", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C: the child is stopped too
     port = args.port or _free_port(args.host)
     shown = f"[{args.host}]" if ":" in args.host else args.host

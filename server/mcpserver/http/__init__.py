@@ -7,6 +7,7 @@ The wing, by role:
   _response  Response and Refused: what the app answers with; Admitted: what the checks on a head let through
   _stream    a request answered as server-sent events (progress, subscriptions/listen, a session's GET)
   _cors      CORS for the origins --allow-origin names: preflights, and the headers of every answer to them
+  _card      the Server Card (SEP-2127, a draft: experimental) at <path>/server-card, and the AI Catalog
   _sessions  the legacy era's sessions over HTTP (Mcp-Session-Id, the GET stream, DELETE)
   _app       McpApp, the WSGI app (WIRE.md §16): the checks on a request's head, then the core
   _serving   `python -m mcpserver --http`: the app on the server, with authentication, TLS and limits

@@ -13,6 +13,9 @@ Rules of this module:
   is not on loopback is refused (403) unless insecure_no_auth says something in front
   authenticates. The body must be application/json (else 415) and at most max_body_bytes (else
   413); an Accept that excludes JSON gets 406.
+- On a Unix socket (unix_socket, or gunicorn bound to one) every peer is on this host, admitted by the socket
+  file's mode: it is served as a loopback peer is (no token needed unless one is set; OAuth over plain HTTP), and
+  Host and Origin are checked as on loopback, for a proxy that forwards a browser's requests to the socket.
 - Every one of those checks needs only the request head, and a refusal is one exception
   (Refused, carrying its Response). A server that knows `screen(environ)` (the built-in one)
   calls it before it waits for a body, so a refused request never holds a slot while its body
@@ -220,7 +223,9 @@ class McpApp:
         self.insecure_no_auth = options.insecure_no_auth
         self.allowed_origins = {origin.rstrip("/") for origin in options.allowed_origins}
         self._cors: Optional[Cors] = Cors(self.allowed_origins, self.path) if self.allowed_origins else None
-        self.loopback = loopback = is_loopback(options.host) if options.loopback is None else options.loopback
+        self.unix_socket = options.unix_socket is not None  # every peer is on this host, admitted by the file's mode
+        self.loopback = loopback = (self.unix_socket or is_loopback(options.host) if options.loopback is None
+                                    else options.loopback)
         hosts = options.allowed_hosts  # none named: the loopback names when bound to loopback, else any
         self.allowed_hosts: Optional[set[str]] = (
             {h.lower() for h in hosts} | ({*_LOOPBACK_NAMES} if loopback else set()) if hosts or loopback else None)
@@ -233,13 +238,22 @@ class McpApp:
 
             self._rates = Buckets(Rate(options.rate_limit, options.burst))
         self.sessions = Sessions(server, read_body=self.read_body, serve_request=self.serve_request,
-                                 listen_slot=self.listen_slot, opened=self._session_opened)  # LEGACY.md §4
-        server.middleware.trace_if_configured()
+                                 listen_slot=self.listen_slot, opened=self._session_opened,
+                                 lacking_scope=self.lacking_scope)  # LEGACY.md §4
+        server.middleware.trace_if_configured("unix" if self.unix_socket else "tcp")
         self.public_metrics = options.public_metrics
         self._serve_probes_and_figures(options)
 
     def _serve_probes_and_figures(self, options: HttpOptions) -> None:
-        """/healthz and /readyz (mcpserver.http._health), /metrics (mcpserver.http._metrics), when asked for."""
+        """/healthz and /readyz (mcpserver.http._health), /metrics (mcpserver.http._metrics), the Server Card and
+        the AI Catalog (mcpserver.http._card), when asked for."""
+        self.card = None
+        if options.server_card:
+            from ._card import ServerCard
+
+            self.card = ServerCard(self.server, self.path, resource=options.oauth.resource if options.oauth else None,
+                                   unix_socket=self.unix_socket, static_token=self._token is not None,
+                                   behind_proxy=self.behind_proxy, catalog=options.ai_catalog)
         self.health = None
         if options.health:  # the built-in server's loop answers `immediate` paths itself, without a worker
             from ._health import Health
@@ -250,7 +264,8 @@ class McpApp:
         if options.metrics or options.metrics_dir:
             from ._metrics import measure
 
-            self.metrics = measure(self.server, lambda: len(self.sessions.table), options.metrics_dir)
+            self.metrics = measure(self.server, lambda: len(self.sessions.table), options.metrics_dir,
+                                   "unix" if self.unix_socket else "tcp")
 
     def _session_opened(self) -> None:
         if self.metrics is not None:
@@ -302,7 +317,7 @@ class McpApp:
             self.metrics.refused(status[:3])
         if not access_log.enabled(20):  # --log-level warning: the line's fields are not even gathered
             return
-        access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR", "-"),
+        access_log.info('%s "%s %s" %s %s %.1fms', environ.get("REMOTE_ADDR") or "-",  # "" on a Unix socket
                         printable(environ.get("REQUEST_METHOD")),
                         printable(environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO")),
                         status[:3], printable(environ.get("HTTP_MCP_METHOD", "-")),
@@ -332,14 +347,21 @@ class McpApp:
         if self.health is not None and path in self.immediate:  # a probe: anyone may ask, nothing is checked
             probed = self.immediate[path](environ.get("REQUEST_METHOD", ""), environ.get("REMOTE_ADDR", "-"))
             raise Refused(Response(int(probed[0][:3]), probed[1], probed[2]))
-        scrape = path == METRICS_PATH and self.metrics is not None
-        if path != self.path and not scrape:
-            if self.oauth is not None and path in self.oauth.metadata_paths:
-                raise Refused(self._resource_metadata(environ.get("REQUEST_METHOD")))
-            raise refused(404, f"Not found: the MCP endpoint is {self.path}")
+        scrape = card = False  # a route beside the endpoint: /metrics, the Server Card or the AI Catalog
+        if path != self.path:
+            scrape = path == METRICS_PATH and self.metrics is not None
+            card = self.card is not None and path in self.card.paths
+            if not (scrape or card):
+                if self.oauth is not None and path in self.oauth.metadata_paths:
+                    raise Refused(self._resource_metadata(environ.get("REQUEST_METHOD")))
+                raise refused(404, f"Not found: the MCP endpoint is {self.path}")
         host = _host_name(environ.get("HTTP_HOST", "")).lower()
         if not self._host_allowed(host):
             raise refused(403, f"Host {printable(host)!r} is not allowed (DNS rebinding protection)")
+        if card:  # public, for any origin (mcpserver.http._card); rate-limited per peer as an anonymous client
+            if self._rates is not None:
+                self._limit_rate(f"peer {self._peer(environ)}")
+            raise Refused(self.card.answer(environ, path))  # type: ignore[union-attr]
         origin = environ.get("HTTP_ORIGIN")
         if origin is not None and not self._origin_allowed(origin):
             raise refused(403, f"Origin {printable(origin)!r} is not allowed")
@@ -384,6 +406,10 @@ class McpApp:
 
     def serve_request(self, request: protocol.Request, environ: dict[str, Any],
                       admitted: Admitted) -> Union[Response, Stream]:
+        if self.oauth is not None and self.server.scoped:
+            lacking = self.lacking_scope(request, admitted)
+            if lacking is not None:
+                return lacking
         headers = self._mirrored(environ)
         streams = not admitted.accepted.isdisjoint(STREAMED)
         if request.work == protocol.LISTEN:
@@ -403,6 +429,25 @@ class McpApp:
             if on_disconnect is not None:
                 on_disconnect(flight.cancel)
         return Response.json(protocol.dispatch(request, self.server, headers, flight=flight))
+
+    def lacking_scope(self, request: protocol.Request, admitted: Admitted) -> Optional[Response]:
+        """403 insufficient_scope when the entry the request calls, reads or gets needs scopes the token lacks,
+        its challenge naming every scope the request needs (mcpserver._scopes); None to go on."""
+        if self.oauth is None or not self.server.scoped:
+            return None
+        from .._scopes import needed
+
+        scopes = needed(self.server, request.method, request.params)
+        if not scopes or scopes <= admitted.principal.scopes:
+            return None
+        from ..auth import InsufficientScope
+
+        authenticator = self.oauth.authenticator
+        missing = " ".join(sorted(scopes - admitted.principal.scopes))
+        refusal = InsufficientScope(f"{request.method} needs the scope {missing}, which the token lacks",
+                                    scope=" ".join(sorted(scopes | authenticator.required_scopes)))
+        return Response.plain(403, f"Forbidden: {refusal.description}", ("WWW-Authenticate",
+                                                                        authenticator.challenge(refusal)))
 
     def listen_slot(self, environ: dict[str, Any], admitted: Admitted) -> Callable[[], None]:
         """A slot for one more open stream (listen, a session's GET), counted against its peer's and its
@@ -432,7 +477,7 @@ class McpApp:
             principal = self._authenticate_oauth(environ)
             return principal, f"subject {principal.subject}" if principal.subject else f"client {principal.client_id}"
         if self._token is None:
-            if self.insecure_no_auth or is_loopback(str(environ.get("REMOTE_ADDR", ""))):
+            if self.insecure_no_auth or self.unix_socket or _local_peer(environ):
                 return None, None
             raise refused(403, "This server has no token, so it serves loopback clients only; set "
                            f"{TOKEN_ENVIRONMENT} (or insecure_no_auth=True if something in front authenticates)")
@@ -446,8 +491,8 @@ class McpApp:
         return None, _STATIC_TOKEN
 
     def _authenticate_oauth(self, environ: dict[str, Any]) -> Any:
-        if not (self.behind_proxy or environ.get("wsgi.url_scheme") == "https"
-                or is_loopback(str(environ.get("REMOTE_ADDR", "")))):
+        if not (self.behind_proxy or environ.get("wsgi.url_scheme") == "https" or self.unix_socket
+                or _local_peer(environ)):
             raise refused(403, "OAuth bearer tokens are accepted over HTTPS only (serve with --tls-cert/--tls-key, "
                            "or say --behind-proxy when a proxy terminates TLS)")
         assert self.oauth is not None
@@ -478,8 +523,15 @@ class McpApp:
                                   ("Content-Length", "0")])
         if method not in ("GET", "HEAD"):
             return Response.plain(405, "The resource metadata is read with GET", ("Allow", "GET, HEAD, OPTIONS"))
-        return Response(200, [("Content-Type", "application/json"), ("Content-Length", str(len(self._metadata))),
-                              ("Cache-Control", "public, max-age=300"), *cors], self._metadata)
+        metadata = self._metadata
+        if self.server.scoped:  # the scopes of every entry too: a client may ask for any of them (RFC 9728 §2)
+            from .._scopes import every_scope
+
+            assert self.oauth is not None
+            supported = every_scope(self.server).union(self.oauth.metadata.get("scopes_supported", ()))
+            metadata = protocol.encode({**self.oauth.metadata, "scopes_supported": sorted(supported)})
+        return Response(200, [("Content-Type", "application/json"), ("Content-Length", str(len(metadata))),
+                              ("Cache-Control", "public, max-age=300"), *cors], metadata)
 
     @staticmethod
     def _mirrored(environ: dict[str, Any]) -> dict[str, str]:
@@ -527,6 +579,19 @@ class _FoldedHeaders(dict):  # type: ignore[type-arg]
 
 
 
+
+
+def _local_peer(environ: dict[str, Any]) -> bool:
+    """Whether the peer is on this host: on loopback, or on a Unix socket of another WSGI server (gunicorn's
+    --bind unix:PATH, which hands the app the connection's socket)."""
+    if is_loopback(str(environ.get("REMOTE_ADDR", ""))):
+        return True
+    connection = environ.get("gunicorn.socket")  # the WSGI server's own key: no client can set it
+    if connection is None:
+        return False
+    import socket
+
+    return getattr(connection, "family", None) == getattr(socket, "AF_UNIX", None)
 
 
 def _last(value: str) -> str:

@@ -9,7 +9,13 @@ Rules of this module:
 - Gauges are read when scraped, never kept up to date per request: calls in flight, listen streams, legacy
   sessions, tasks by status, and the process's resident memory, CPU time, threads and open descriptors.
 - Every label value is bounded: methods are those the server serves (no other request reaches the middleware),
-  eras its five revisions, outcomes the six of OUTCOMES, statuses three digits. No tool name, no client's text.
+  eras its five revisions, outcomes the six of OUTCOMES, statuses three digits. No client's text: a tool or
+  prompt name is one the server registered, else _OTHER.
+- OpenTelemetry's MCP conventions (mcpserver._semconv) in Prometheus's form, beside the mcpserver_* series:
+  mcp.server.operation.duration is mcp_server_operation_duration_seconds, with the conventions' buckets and their
+  attributes as labels, dots made underscores (mcp_method_name, gen_ai_tool_name, gen_ai_operation_name,
+  gen_ai_prompt_name, error_type, rpc_response_status_code, network_transport, mcp_protocol_version), so
+  dashboards built for other MCP servers read this one.
 - Several processes (gunicorn's workers) answer one scrape together when given a directory (`directory`,
   $MCPSERVER_METRICS_DIR), as prometheus_client's multiprocess mode does: each process writes its figures there
   (a second after they change, when it is scraped, and when it exits) and whichever is scraped reads them all.
@@ -28,6 +34,7 @@ import time
 
 from .. import _json, _log
 from .._context import Cancelled, InputRequired
+from .._semconv import EXECUTE_TOOL, OPERATION_BUCKETS, network_of, outcome_attributes
 from ..errors import ConfigError, ProtocolError
 
 TYPE_CHECKING = False
@@ -60,6 +67,9 @@ FAMILIES = (
     ("mcpserver_request_duration_seconds", "histogram", "Time from a request reaching the handler chain to its "
                                                         "result, by method"),
     ("mcpserver_requests_in_flight", "gauge", "Requests being answered now"),
+    ("mcp_server_operation_duration_seconds", "histogram", "MCP request duration as observed on the receiver, from "
+                                                           "the time it was received until the result was sent "
+                                                           "(OpenTelemetry's mcp.server.operation.duration)"),
     ("mcpserver_http_refusals_total", "counter", "HTTP answers of 400 or more, by status (401 a missing or wrong "
                                                  "token, 429 too many tasks, 503 a bound reached or the "
                                                  "authorization server unreachable)"),
@@ -103,13 +113,18 @@ class Metrics:
     """One process's figures, its middleware (call it as one: `server.middleware(metrics, outermost=True)`),
     and the exposition of every process that shares its directory."""
 
-    def __init__(self, directory: Optional[str] = None):
+    def __init__(self, directory: Optional[str] = None, *, http_network: str = "tcp",
+                 named: Callable[[str, Optional[str]], Optional[str]] = lambda method, name: None):
+        """`http_network`: how HTTP requests come ("tcp", "unix"); `named(method, name)`: the tool or prompt name a
+        label may carry (one the server has, else "_OTHER"), None for a method that names neither."""
         if directory is not None and not (os.path.isdir(directory) and os.access(directory, os.W_OK | os.X_OK)):
             raise ConfigError(f"the metrics directory {directory} is not a directory this process can write to")
         self.directory = directory
         self._lock = threading.Lock()
         self._requests: dict[tuple[str, str, str], int] = {}
         self._durations: dict[str, list[float]] = {}  # method -> a count per bucket, then +Inf's, then the sum
+        self._operations: dict[Labels, list[float]] = {}  # the conventions' labels -> as _durations' lists
+        self.http_network, self._named = http_network, named
         self._refusals: dict[str, int] = {}
         self._in_flight = 0
         self._gauges: list[tuple[str, Merge, Read]] = [
@@ -126,37 +141,49 @@ class Metrics:
     # -- counting --------------------------------------------------------------------------------------------
 
     def __call__(self, call: Call, proceed: Callable[[], Any]) -> Any:
-        """The middleware: every request counted by method, outcome and era, and timed."""
+        """The middleware: every request counted by method, outcome and era, and timed, and timed again under
+        OpenTelemetry's conventions."""
         with self._lock:
             self._in_flight += 1
-        outcome = "internal_error"
+        outcome, failed = "internal_error", outcome_attributes(-32603)
         try:
             result = proceed()
-            outcome = _outcome(result)
+            outcome, failed = _outcome(result), outcome_attributes(result=result)
             return result
-        except ProtocolError:
-            outcome = "error"
+        except ProtocolError as refused:
+            outcome, failed = "error", outcome_attributes(refused.code)
             raise
         except Cancelled:
-            outcome = "cancelled"
+            outcome, failed = "cancelled", outcome_attributes(cancelled=True)
             raise
         except InputRequired:
-            outcome = "input_required"
+            outcome, failed = "input_required", {}
             raise
         finally:
-            self._record(call.method, outcome, call.era, call.elapsed())
+            self._record(call, outcome, failed, call.elapsed())
 
-    def _record(self, method: str, outcome: str, era: str, seconds: float) -> None:
-        key = (method, outcome, era)
+    def _record(self, call: Call, outcome: str, failed: dict[str, str], seconds: float) -> None:
+        method = call.method
+        key = (method, outcome, call.era)
+        operation = self._operation_labels(call, failed)
         with self._lock:
             self._in_flight -= 1
             self._requests[key] = self._requests.get(key, 0) + 1
-            histogram = self._durations.get(method)
-            if histogram is None:
-                histogram = self._durations[method] = [0.0] * (len(BUCKETS) + 2)
-            histogram[bisect.bisect_left(BUCKETS, seconds)] += 1
-            histogram[-1] += seconds
+            _observe(self._durations, method, BUCKETS, seconds)
+            _observe(self._operations, operation, OPERATION_BUCKETS, seconds)
             self._changed_now()
+
+    def _operation_labels(self, call: Call, failed: dict[str, str]) -> Labels:
+        """The conventions' attributes of one request as labels (mcpserver._semconv), bounded: see the rules."""
+        labels = [("mcp_method_name", call.method)]
+        named = self._named(call.method, call.name)
+        if named is not None:
+            labels += ([("gen_ai_operation_name", EXECUTE_TOOL), ("gen_ai_tool_name", named)]
+                       if call.method == "tools/call" else [("gen_ai_prompt_name", named)])
+        labels += [(key.replace(".", "_"), value) for key, value in failed.items()]
+        network = network_of(call.transport, self.http_network)
+        labels += [("mcp_protocol_version", call.era), ("network_transport", network)]
+        return tuple(labels)
 
     def refused(self, status: str) -> None:
         """The app answered with this status (400 or more)."""
@@ -191,19 +218,16 @@ class Metrics:
         with self._lock:
             requests = list(self._requests.items())
             durations = [(method, list(histogram)) for method, histogram in self._durations.items()]
+            operations = [(labels, list(histogram)) for labels, histogram in self._operations.items()]
             refusals = list(self._refusals.items())
             opened = self._sessions_opened
         samples: list[Sample] = [("mcpserver_requests_total", "", (("method", method), ("outcome", outcome),
                                                                     ("era", era)), count, SUM)
                                  for (method, outcome, era), count in requests]
         for method, histogram in durations:
-            cumulative = 0.0
-            for bound, count in zip((*BUCKETS, "+Inf"), histogram):
-                cumulative += count
-                samples.append(("mcpserver_request_duration_seconds", "_bucket",
-                                (("method", method), ("le", str(bound))), cumulative, SUM))
-            samples.append(("mcpserver_request_duration_seconds", "_sum", (("method", method),), histogram[-1], SUM))
-            samples.append(("mcpserver_request_duration_seconds", "_count", (("method", method),), cumulative, SUM))
+            samples += _histogram("mcpserver_request_duration_seconds", (("method", method),), BUCKETS, histogram)
+        for labels, histogram in operations:
+            samples += _histogram("mcp_server_operation_duration_seconds", labels, OPERATION_BUCKETS, histogram)
         samples.extend(("mcpserver_http_refusals_total", "", (("status", status),), count, SUM)
                        for status, count in refusals)
         samples.append(("mcpserver_legacy_sessions_opened_total", "", (), opened, SUM))
@@ -228,7 +252,7 @@ class Metrics:
     def _forked(self) -> None:
         """A worker forked from a process that had figures: they are the parent's, not this one's."""
         self._lock = threading.Lock()
-        self._requests, self._durations, self._refusals = {}, {}, {}
+        self._requests, self._durations, self._refusals, self._operations = {}, {}, {}, {}
         self._in_flight = self._sessions_opened = 0
         self._changed, self._writing = True, False
 
@@ -281,16 +305,47 @@ class Metrics:
         return [(family, suffix, labels, value, merge) for family, suffix, labels, value, merge in combined.values()]
 
 
-def measure(server: Server, sessions: Callable[[], int], directory: Optional[str]) -> Metrics:
+def _observe(table: dict[Any, list[float]], key: Any, bounds: tuple[float, ...], seconds: float) -> None:
+    """One duration into `key`'s histogram of `table`: a count per bucket, then +Inf's, then the sum."""
+    histogram = table.get(key)
+    if histogram is None:
+        histogram = table[key] = [0.0] * (len(bounds) + 2)
+    histogram[bisect.bisect_left(bounds, seconds)] += 1
+    histogram[-1] += seconds
+
+
+def _histogram(family: str, labels: Labels, bounds: tuple[float, ...], histogram: list[float]) -> list[Sample]:
+    """A histogram's samples: its cumulative buckets, its sum and its count."""
+    samples: list[Sample] = []
+    cumulative = 0.0
+    for bound, count in zip((*bounds, "+Inf"), histogram):
+        cumulative += count
+        samples.append((family, "_bucket", (*labels, ("le", str(bound))), cumulative, SUM))
+    samples.append((family, "_sum", labels, histogram[-1], SUM))
+    samples.append((family, "_count", labels, cumulative, SUM))
+    return samples
+
+
+def measure(server: Server, sessions: Callable[[], int], directory: Optional[str],
+            http_network: str = "tcp") -> Metrics:
     """An app's Metrics: its middleware outermost on the app's server, and the gauges read from the server (and
-    `sessions()`, how many legacy sessions the app holds)."""
-    metrics = Metrics(directory)
+    `sessions()`, how many legacy sessions the app holds); `http_network`, how the app's requests come."""
+    metrics = Metrics(directory, http_network=http_network, named=lambda method, name: _named(server, method, name))
     metrics.gauge("mcpserver_listen_streams", LIVE, lambda: [((), len(server.subscriptions))])
     metrics.gauge("mcpserver_legacy_sessions", LIVE, lambda: [((), sessions())])
     metrics.gauge("mcpserver_tasks", lambda: OWN if getattr(_task_store(server), "shared", False) else LIVE,
                   lambda: _tasks(server))
     server.middleware(metrics, outermost=True)
     return metrics
+
+
+def _named(server: Server, method: str, name: Optional[str]) -> Optional[str]:
+    """The tool or prompt a request names, as a label: one the server has, else _OTHER (a client calling made-up
+    names must not make a series per name); None for a method that names neither."""
+    table: Any = server.tools if method == "tools/call" else server.prompts if method == "prompts/get" else None
+    if table is None:
+        return None
+    return name if name is not None and name in table else "_OTHER"
 
 
 def _has_tasks(server: Server) -> bool:

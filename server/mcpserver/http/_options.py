@@ -5,8 +5,8 @@ Rules of this module:
 - The server's own options (where it listens, its bounds, TLS) are mcpserver.httpd.ServeOptions's, which this
   extends with the app's: the HTTP server is given these options and reads only its own.
 - Options are checked when made (ConfigError saying which and why), and never change: replace() makes a copy.
-- Some imply others: public_metrics serves metrics, log_health serves health; loopback, when not given, is
-  whether `host` is a loopback address.
+- Some imply others: public_metrics serves metrics, log_health serves health, ai_catalog the server card; loopback,
+  when not given, is whether `host` is a loopback address.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class HttpOptions(ServeOptions):
     log_health: bool = False  # the probes in the access log (it implies health)
     rate_limit: Optional[str] = None  # "N/s", "N/m" or "N/h" per principal, or per peer when anonymous
     burst: Optional[int] = None  # requests a client may make at once under rate_limit (default: its N)
+    server_card: bool = False  # GET <path>/server-card, to anyone: the Server Card draft (experimental; http._card)
+    ai_catalog: bool = False  # GET /.well-known/ai-catalog.json, pointing to the card (it implies server_card)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -74,7 +76,8 @@ class HttpOptions(ServeOptions):
         elif self.burst is not None:
             raise ConfigError("a burst needs a rate limit (--rate-limit N/s, N/m or N/h)")
         implied = {"allowed_origins": tuple(self.allowed_origins), "allowed_hosts": tuple(self.allowed_hosts),
-                   "metrics": self.metrics or self.public_metrics, "health": self.health or self.log_health}
+                   "metrics": self.metrics or self.public_metrics, "health": self.health or self.log_health,
+                   "server_card": self.server_card or self.ai_catalog}
         for name, value in implied.items():
             object.__setattr__(self, name, value)
 

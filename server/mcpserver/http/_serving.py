@@ -10,6 +10,8 @@ Rules of this module:
   (connections, requests, timeouts) come from one HttpOptions, which both are given; the server's
   own body bound is the app's, so neither reads more than the other allows. The Server's bound on
   listen streams for the whole process must leave connections for everyone else.
+- A Unix socket's peers are this host's, admitted by the socket file's mode (0600: this user alone): it is served
+  as loopback is (no token needed; Host and Origin checked as on loopback, for a proxy in front).
 - One line on stderr says where it serves and how it authenticates; the test helpers and people
   read it.
 """
@@ -69,10 +71,10 @@ def serve(server: Server, options: Optional[HttpOptions] = None, **keywords: Any
     """
     options = given(options, keywords)
     token = resolve_token(options.token, options.token_file) if options.oauth is None else None
-    loopback = is_loopback(options.host)
+    loopback = options.unix_socket is not None or is_loopback(options.host)  # a Unix socket's peers are this host's
     if options.oauth is not None:
-        _check_oauth(options.oauth, host=options.host, path=options.path, tls=bool(options.tls_cert),
-                     behind_proxy=options.behind_proxy)
+        _check_oauth(options.oauth, host="localhost" if loopback else options.host, path=options.path,
+                     tls=bool(options.tls_cert), behind_proxy=options.behind_proxy)
     elif not loopback and not token and not options.insecure_no_auth:
         raise ConfigError(f"refusing to listen on {options.host} without authentication: pass --token-file (or set "
                           f"{TOKEN_ENVIRONMENT}), or --insecure-no-auth if something in front authenticates")
@@ -85,7 +87,8 @@ def serve(server: Server, options: Optional[HttpOptions] = None, **keywords: Any
 
     def banner(bound_host: str, bound_port: int) -> None:
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        print(f"mcpserver: serving {server.name} {server.version} at {scheme}://{shown}:{bound_port}{options.path} "
-              f"({auth})", file=sys.stderr, flush=True)
+        where = (f"unix:{bound_host} ({scheme}://localhost{options.path} on it)" if options.unix_socket is not None
+                 else f"{scheme}://{shown}:{bound_port}{options.path}")
+        print(f"mcpserver: serving {server.name} {server.version} at {where} ({auth})", file=sys.stderr, flush=True)
 
     return httpd.serve_app(app, options, banner=banner)

@@ -54,15 +54,16 @@ def modern(request: protocol.Request) -> bool:
 
 class Sessions:
     """The legacy sessions of one McpApp: its table, and how their requests are answered. Of the app it is given
-    what it uses: how to read a body, how to serve a 2026-07-28 request, a listen slot, and what to do when a
-    session opens (count it)."""
+    what it uses: how to read a body, how to serve a 2026-07-28 request, a listen slot, what to do when a session
+    opens (count it), and the refusal of a request whose token lacks an entry's scopes."""
 
     def __init__(self, server: Server, *, read_body: Callable[[dict[str, Any], int], bytes],
                  serve_request: Callable[[protocol.Request, dict[str, Any], Admitted], Union[Response, Stream]],
-                 listen_slot: Callable[[dict[str, Any], Admitted], Callable[[], None]], opened: Callable[[], None]):
+                 listen_slot: Callable[[dict[str, Any], Admitted], Callable[[], None]], opened: Callable[[], None],
+                 lacking_scope: Callable[[protocol.Request, Admitted], Optional[Response]]):
         self.server = server
         self.read_body, self.serve_request = read_body, serve_request
-        self.listen_slot, self.opened = listen_slot, opened
+        self.listen_slot, self.opened, self.lacking_scope = listen_slot, opened, lacking_scope
         self.table = SessionTable(server, server.sealer)
         self._lock = threading.Lock()  # a session's channels
         renew_at_fork(self, "_lock")
@@ -117,6 +118,9 @@ class Sessions:
             if message.method == "notifications/initialized":
                 peer.initialized = True
             return Response.json(None)
+        lacking = self.lacking_scope(message, admitted)  # a refusal the session outlives: the client steps up
+        if lacking is not None:
+            return lacking
         streams = bool(admitted.accepted & {"text/event-stream", "*/*"})
         if message.work == protocol.AUTHOR and streams:  # it may ask the client, log or report progress
             return Stream(self.server, message, {}, environ, admitted.principal, peer=peer,

@@ -7,7 +7,9 @@ The package, by role (each module's docstring states its rules):
                lock or clock (h11's Connection is the model)
   _poller      readiness: epoll with EPOLLONESHOT, or poll() where there is none
   _connection  one client connection: its socket, what it still has to write, its machine, who has it
-  _accepting   the door: the listening socket, newcomers waiting for a place, TLS for new ones
+  _unix        a Unix socket's file (--http unix:PATH): its directory and what is there checked, made with its mode,
+               removed on exit
+  _accepting   the door: the listening socket (TCP or Unix), newcomers waiting for a place, TLS for new ones
   _loop        the loop thread: drives the machine of every connection no worker has (readiness, deadlines,
                hang-ups, push streams)
   _workers     the pool of workers: each drives the machine of the connection it has (screen, run the app,

@@ -10,6 +10,7 @@ Rules of this module:
   it could not read).
 - Accepting takes at most 64 newcomers at a time, so the loop serves the others in between. Out of
   descriptors, it says so, and the loop listens again at its next sweep.
+- It listens on a TCP address, or on a Unix socket whose file httpd._unix makes and removes.
 - TLS (tls_context): TLS 1.2 or newer with the ssl module's defaults, HTTP/1.1 by ALPN. A connection
   takes the TLS context current when it is accepted: a SIGHUP reload is for the connections
   after it, and one that cannot be loaded keeps the old one (stderr says why).
@@ -30,6 +31,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
+    from ._unix import UnixSocketFile
+
 __all__ = ["FULL_HOUSE_GRACE", "Door", "tls_context"]
 
 # When every connection is busy, how long a newcomer waits for one to start waiting: a connection that
@@ -43,13 +46,19 @@ class Door:
     a place is the loop's to say: accept() and admit_waiting() are given `room()`, which makes room if it can,
     and `open(sock, address)`, which takes a newcomer in."""
 
-    def __init__(self, host: str, port: int, *, max_connections: int, tls: Any):
+    def __init__(self, host: str, port: int, *, max_connections: int, tls: Any, unix: Optional[UnixSocketFile] = None):
+        """`unix`: listen on that Unix socket instead of host and port (then `host` is its path, `port` 0)."""
         self.tls = tls  # an ssl.SSLContext, or None for plain HTTP
         self.max_connections = max_connections
         self.newcomers: deque[tuple[socket.socket, Any, float]] = deque()  # (socket, address, deadline)
         self.stopped = False
-        self.listener = _listening_socket(host, port)
-        self.host, self.port = str(self.listener.getsockname()[0]), int(self.listener.getsockname()[1])
+        self.unix = unix
+        if unix is not None:
+            self.listener = unix.listen()
+            self.host, self.port = unix.path, 0
+        else:
+            self.listener = _listening_socket(host, port)
+            self.host, self.port = str(self.listener.getsockname()[0]), int(self.listener.getsockname()[1])
 
     def accept(self, room: Callable[[], bool], open: Callable[[socket.socket, Any], None]) -> bool:
         """Take in who has connected, 64 at most; True when out of descriptors (accept again later)."""
@@ -88,6 +97,8 @@ class Door:
         """Accept no more, and close the newcomers still waiting for a place."""
         self.stopped = True
         self.listener.close()
+        if self.unix is not None:
+            self.unix.remove()
         while self.newcomers:
             self.newcomers.popleft()[0].close()
 

@@ -6,7 +6,7 @@ Rules of this module:
   gives it back (the loop's enter), or closes it.
 - Its `lock` orders what both the loop and a worker may do at once: a hand-over (busy, the arming, the tables),
   the disconnect watch and its callbacks, and the start of a response (after it, no probe may be sent).
-- Its socket is non-blocking with TCP_NODELAY. receive(), send_some(), flush() and handshake() never wait; the
+- Its socket is non-blocking, with TCP_NODELAY over TCP. receive(), send_some(), flush() and handshake() never wait; the
   caller decides what a socket that would block means.
 """
 
@@ -63,8 +63,9 @@ class Connection:
         self.poll_at = INFINITY
         self.ready = False  # a push stream asked to be pumped
         sock.setblocking(False)
-        # Without TCP_NODELAY keep-alive requests stall ~40 ms each: Nagle meets delayed ACK (23 vs 3,000 req/s).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if address.__class__ is tuple:  # TCP (a Unix socket's peer is a path, or "", and has no Nagle to turn off)
+            # Without TCP_NODELAY keep-alive requests stall ~40 ms each: Nagle meets delayed ACK (23 vs 3,000 req/s).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def receive(self, would_block: tuple[type[BaseException], ...],
                 tls_eof: tuple[type[BaseException], ...]) -> tuple[bytes, bool]:

@@ -23,10 +23,11 @@ Rules:
    a response (every write that makes progress starts it again); LINGER_SECONDS for what follows an answer.
 5. Answers. A response is kept alive when its request and its client allow it, the server is not stopping and its
    headers do not end the connection; without a Content-Length it is chunked on HTTP/1.1, and on HTTP/1.0 the end
-   of the connection ends it. A refusal (what screen() returned, or 413) never waits for the body: one of at most
-   MAX_DRAIN_BYTES is skipped to keep the connection (DRAIN), else the connection ends with a lingering close. An
-   answer the server writes itself (400, 408, 431, 500, 503...) ends with a lingering close (LINGER): a FIN after
-   it, then what the client sends is dropped, so an RST cannot destroy the answer before the client reads it.
+   of the connection ends it, unless its status has no body (204, 304). A refusal (what screen() returned, or
+   413) never waits for the body: one of at most MAX_DRAIN_BYTES is skipped to keep the connection (DRAIN), else
+   the connection ends with a lingering close. An answer the server writes itself (400, 408, 431, 500, 503...)
+   ends with a lingering close (LINGER): a FIN after it, then what the client sends is dropped, so an RST cannot
+   destroy the answer before the client reads it.
 6. Once a response is out the connection closes, lingers, drains or waits for its next request, which may be in
    already (pipelining): requests are served one at a time, in order. A client gone, or a server stopping, ends
    it.
@@ -394,6 +395,9 @@ def refusal(status: int, message: str, *extra: str) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
+_BODILESS = ("204", "304")  # statuses that never have a body (RFC 9112 §6.3): no framing, the connection kept
+
+
 def response_head(head: Head, status: str, headers: list[tuple[str, str]],
                   keep_alive: bool) -> tuple[bytes, bool, bool]:
     """(the status line and header fields, whether the body is chunked, whether the connection is kept)."""
@@ -403,10 +407,11 @@ def response_head(head: Head, status: str, headers: list[tuple[str, str]],
         lines.append(f"{name}: {value}")
         if not sized and name.lower() == "content-length":
             sized = True
-    chunked = not sized and head.version == "1.1" and head.method != "HEAD"
+    framed = not sized and head.method != "HEAD" and status[:3] not in _BODILESS
+    chunked = framed and head.version == "1.1"
     if chunked:
         lines.append("Transfer-Encoding: chunked")
-    elif not sized and head.method != "HEAD":
+    elif framed:
         keep_alive = False  # HTTP/1.0 and no length: the end of the body is the end of the connection
     if not keep_alive:
         lines.append("Connection: close")

@@ -84,6 +84,8 @@ class ServeOptions:
     tls_cert: Optional[str] = None  # serve HTTPS with this PEM certificate chain (SIGHUP loads it again)
     tls_key: Optional[str] = None  # its private key, unless it is in tls_cert's file
     worker_idle_seconds: float = DEFAULT_IDLE_SECONDS  # a worker idle this long exits (the _workers module)
+    unix_socket: Optional[str] = None  # listen on this Unix socket instead of host and port (the _unix module)
+    unix_socket_mode: int = 0o600  # the socket file's mode: who may connect (0600: this user alone)
 
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_requests", "max_body_bytes", "read_timeout", "header_timeout",
@@ -95,6 +97,16 @@ class ServeOptions:
             raise ConfigError(f"max_queued must not be negative, not {self.max_queued!r}")
         if self.tls_key and not self.tls_cert:
             raise ConfigError("a TLS key without a certificate: give --tls-cert too")
+        if self.unix_socket is not None:
+            self.unix_socket_file()  # checked now: a path AF_UNIX cannot take is refused with the other options
+
+    def unix_socket_file(self) -> Any:
+        """The Unix socket's file (httpd._unix.UnixSocketFile) when listening on one, else None."""
+        if self.unix_socket is None:
+            return None
+        from ._unix import UnixSocketFile  # only a server on a Unix socket loads it
+
+        return UnixSocketFile(self.unix_socket, self.unix_socket_mode)
 
 
 class _Server:
@@ -102,7 +114,8 @@ class _Server:
 
     def __init__(self, app: Callable[..., Any], options: ServeOptions, tls: Any = None):
         blocking, eof = would_block(tls is not None), tls_eof() if tls is not None else ()
-        self.door = Door(options.host, options.port, max_connections=options.max_connections, tls=tls)
+        self.door = Door(options.host, options.port, max_connections=options.max_connections, tls=tls,
+                         unix=options.unix_socket_file())
         rules = Rules(read_timeout=options.read_timeout, header_timeout=options.header_timeout,
                       max_body_bytes=options.max_body_bytes, screening=getattr(app, "screen", None) is not None)
         self.loop = loop = Loop(self.door, rules, would_block=blocking, tls_eof=eof)
@@ -185,7 +198,8 @@ def serve_app(app: Callable[..., Any], options: Optional[ServeOptions] = None, *
     try:
         server = _Server(app, replace(options, max_connections=fitted), tls)
     except OSError as exc:
-        raise ConfigError(f"cannot listen on {options.host}:{options.port}: {exc.strerror}") from None
+        where = f"unix:{options.unix_socket}" if options.unix_socket else f"{options.host}:{options.port}"
+        raise ConfigError(f"cannot listen on {where}: {exc.strerror}") from None
     hurry = Latch()
     previous = _handle_signals(server.loop, tls is not None, hurry, options.tls_cert, options.tls_key)
     starting = getattr(previous.get(signal.SIGTERM), "served", None)
@@ -197,6 +211,7 @@ def serve_app(app: Callable[..., Any], options: Optional[ServeOptions] = None, *
         if left:
             print(f"mcpserver: exiting with {left} request(s) still running after the grace period", file=sys.stderr)
     finally:
+        server.door.stop()  # again, when the loop did not get to it: a Unix socket's file goes with the server
         for number, previous_handler in previous.items():
             if number == _WAKEUP_FD:
                 signal.set_wakeup_fd(previous_handler)

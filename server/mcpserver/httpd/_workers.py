@@ -422,7 +422,7 @@ class Worker:
             "REQUEST_METHOD": head.method, "SCRIPT_NAME": "", "PATH_INFO": _unquote(path),
             "QUERY_STRING": query, "RAW_URI": head.target, "SERVER_NAME": self.host,
             "SERVER_PORT": str(self.port), "SERVER_PROTOCOL": "HTTP/" + head.version,
-            "REMOTE_ADDR": str(conn.address[0]) if conn.address else "", "wsgi.version": (1, 0),
+            "REMOTE_ADDR": str(conn.address[0]) if conn.address.__class__ is tuple else "", "wsgi.version": (1, 0),
             "wsgi.url_scheme": "https" if conn.tls is not None else "http", "wsgi.input": Input(b""),
             "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
             "mcpserver.headers": head.headers, "mcpserver.push": True,
