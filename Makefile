@@ -26,7 +26,7 @@ help:
 	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
 	@echo "make bench-compare BASE=REV   this checkout against another, pair by pair and in instructions (PAIRS=)"
 	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP, 20,000 legacy-session steps over each (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_LEGACY_STDIO=, FUZZ_LEGACY_HTTP=, FUZZ_ARGS=)"
-	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/performance.md (SOAK_MINUTES=)"
+	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/performance.md (SOAK_MINUTES=; SOAK_FAULTS=1 injects faults beside the load)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -176,6 +176,7 @@ FUZZ_LEGACY_STDIO ?= 20000
 FUZZ_LEGACY_HTTP ?= 20000
 FUZZ_ARGS ?=
 SOAK_MINUTES ?= 10
+SOAK_FAULTS ?=
 SOAK_ARGS ?=
 
 .PHONY: fuzz soak
@@ -185,4 +186,4 @@ fuzz: $(VENV)/.installed
 	  --legacy-stdio $(FUZZ_LEGACY_STDIO) --legacy-http $(FUZZ_LEGACY_HTTP) $(FUZZ_ARGS)
 
 soak: $(VENV)/.installed
-	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
+	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(if $(SOAK_FAULTS),--faults) $(SOAK_ARGS)

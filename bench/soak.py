@@ -1348,6 +1348,8 @@ def render(result: dict[str, Any]) -> str:
              f"{result['load_before']:.1f} before and {result['load_after']:.1f} after. "
              "Regenerate with `make soak` (`SOAK_MINUTES=`); the rule and the load are in `bench/soak.py`.", "",
              f"**Verdict: {'pass' if result['pass'] else 'FAIL'}**: {result['errors_total']} errors; "
+             + (f"{sum(o['recovered'] for o in result['faults']['outcomes'])} of "
+                f"{len(result['faults']['outcomes'])} faults recovered; " if result.get("faults") else "")
              + "; ".join(f"{name} {'flat' if v['flat'] else 'NOT flat'}"
                          + "".join(f" ({check} failed)" for check, ok in v["checks"].items() if not ok)
                          for name, v in result["servers"].items())
@@ -1368,6 +1370,7 @@ def render(result: dict[str, Any]) -> str:
                 minutes.setdefault(int(sample["t"] // 60), []).append(sample["rss_mib"])
         lines.append(f"- {name}: " + ", ".join(f"{statistics.median(v):.1f}" for _, v in sorted(minutes.items())))
     lines += render_held(result)
+    lines += render_faults(result)
     if result.get("latency_ms"):
         lines += ["", "Latency of quick calls during the main phase, in ms (the client's clock: send to whole answer, "
                   "on a machine shared with the load's own clients):", "",
@@ -1441,6 +1444,31 @@ def render_held(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def render_faults(result: dict[str, Any]) -> list[str]:
+    """The faults' paragraph (--faults): how many of each kind were injected and recovered, and the ones not."""
+    faults = result.get("faults")
+    if not faults:
+        return []
+    outcomes = faults["outcomes"]
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for outcome in outcomes:
+        kinds.setdefault(outcome["kind"], []).append(outcome)
+    recovered = sum(outcome["recovered"] for outcome in outcomes)
+    lines = ["", f"Faults injected beside the load (`--faults`, one every {faults['every']:g} s on average, "
+             f"bench/soak_faults.py): {len(outcomes)}, {recovered} recovered.", "",
+             "| Fault | injected | recovered | longest check (s) |", "|---|---|---|---|"]
+    for kind, seen in sorted(kinds.items()):
+        lines.append(f"| {kind} | {len(seen)} | {sum(o['recovered'] for o in seen)} | "
+                     f"{max(o['seconds'] for o in seen):.1f} |")
+    failed = [outcome for outcome in outcomes if not outcome["recovered"]]
+    if failed:
+        lines += ["", "Not recovered:", ""] + [f"- at {o['at']:.0f} s, {o['kind']}: {o['detail'][:300]}"
+                                               for o in failed[:20]]
+    if faults.get("unavailable"):
+        lines += ["", "Not injectable on this machine: " + ", ".join(faults["unavailable"]) + "."]
+    return lines
+
+
 def write_doc(section: str, path: str = DOC) -> None:
     text = "# Performance\n"
     if os.path.exists(path):
@@ -1477,6 +1505,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="a legacy-era HTTP client in the load: initialize, calls with Mcp-Session-Id, DELETE")
     parser.add_argument("--tasks", action=argparse.BooleanOptionalAction, default=True,
                         help="task calls in the HTTP load (the extension declared, tasks/get polled to completion)")
+    parser.add_argument("--faults", action="store_true",
+                        help="inject issue 50's faults at random beside the load (bench/soak_faults.py); each must "
+                             "recover (make soak SOAK_FAULTS=1)")
+    parser.add_argument("--fault-every", type=float, default=60.0, metavar="SECONDS",
+                        help="with --faults: one fault this often on average (default 60)")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/performance.md")
     parser.add_argument("--render", metavar="RESULTS", help="only rewrite the doc's section from a results file")
     parser.add_argument("--note", help="with --render: a paragraph of analysis to keep with the figures")
@@ -1507,7 +1540,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     phase[0] = "main"
     with soak.tally.lock:  # the main phase's: the warm-up's include the first thousand held connections opening
         soak.tally.latencies.clear()
+    faults = None
+    if args.faults:
+        from soak_faults import Faults
+
+        faults = Faults(args.fault_every, args.seed, soak.started)
+        faults.start()
     soak.load(total - warm, "main")
+    injected = faults.finish() if faults is not None else []
     soak.pause("end")
     stop_sampling.set()
     sampler.join()
@@ -1522,7 +1562,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         "load_before": load_before, "load_after": os.getloadavg()[0], "cancel": args.cancel,
         "ops": dict(soak.tally.ops), "bytes": dict(soak.tally.bytes), "errors": dict(soak.tally.errors),
         "examples": soak.tally.examples, "errors_total": errors_total, "servers": servers, "exits": exits,
-        "samples": soak.samples, "pass": errors_total == 0 and all(v["flat"] for v in servers.values()),
+        "samples": soak.samples,
+        "pass": errors_total == 0 and all(v["flat"] for v in servers.values())
+        and all(outcome["recovered"] for outcome in injected),
+        "faults": {"outcomes": injected, "every": args.fault_every,
+                   "unavailable": faults.unavailable() if faults is not None else []} if args.faults else None,
         "held": {"listeners": args.hold_listeners, "slow": args.hold_slow, "addresses": soak.held.addresses,
                  "tick_seconds": args.tick_seconds, "ticks": len(soak.held.ticks), "figures": dict(soak.held.figures),
                  "deadlines": soak.held.deadlines,

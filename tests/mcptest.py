@@ -53,6 +53,19 @@ def read_text(path: str) -> str:
         return ""
 
 
+def fill_file_system(where: Any) -> str:
+    """Fill the file system `where` is on with a file in it (written unbuffered: nothing is left to write at its
+    close); the file's path, to remove when room must come back."""
+    filler = os.path.join(str(where), "filler")
+    with open(filler, "wb", buffering=0) as file:
+        try:
+            while True:
+                file.write(b"\0" * 65536)
+        except OSError:
+            pass
+    return filler
+
+
 def free_port() -> int:
     """A port that was free a moment ago on 127.0.0.1 (for servers whose URL must be known before they start)."""
     import socket
@@ -182,24 +195,25 @@ def run_once(target: str, data: bytes, *extra: str, timeout: float = 30) -> subp
     return subprocess.run(server_command(target, *extra), input=data, capture_output=True, timeout=timeout)
 
 
-# What run_signal_probe puts before each script: a trace function that sends SIGINT at the nth line run in the
-# frames `watched` accepts (callees included), until `finished` sees one of them return; `unfired` runs then if
-# the nth line never came.
+# What run_signal_probe puts before each script: a trace function that sends SIGINT (or does `send`) at the nth
+# line run in the frames `watched` accepts (callees included; of those lines, the ones `counts` accepts), until
+# `finished` sees one of them return; `unfired` runs then if the nth line never came. `counted`: lines already
+# counted (by the process this one replaced, say).
 _SIGNAL_AT_A_LINE = """
 import os, signal, sys
 
 
-def signal_at_line(nth, watched, finished, unfired=lambda: None):
-    state = {"lines": 0, "fired": False, "finished": False}
+def signal_at_line(nth, watched, finished, unfired=lambda: None, send=None, counted=0, counts=lambda frame: True):
+    state = {"lines": counted, "fired": False, "finished": False}
 
     def trace(frame, event, arg):
         if state["finished"] or not watched(frame):
             return None
-        if event == "line":
+        if event == "line" and counts(frame):
             state["lines"] += 1
             if state["lines"] == nth:
                 state["fired"] = True
-                os.kill(os.getpid(), signal.SIGINT)
+                send() if send is not None else os.kill(os.getpid(), signal.SIGINT)
         elif event == "return" and finished(frame):
             state["finished"] = True  # the place under test ran whole: the rest of the run is not under test
             if not state["fired"]:
@@ -210,16 +224,21 @@ def signal_at_line(nth, watched, finished, unfired=lambda: None):
 """
 
 
-def run_signal_probe(script: str, hung: str) -> bytes:
+def signal_probe_source(script: str) -> str:
+    """`script` with `signal_at_line` defined before it: for a probe run another way than run_signal_probe's."""
+    return _SIGNAL_AT_A_LINE + script
+
+
+def run_signal_probe(script: str, hung: str, timeout: float = 60) -> bytes:
     """Run a `python -c` script that stops servers with signals, `signal_at_line` defined for it; its stderr once
-    it exits 0. A script still running after a minute has hung: the test fails saying `hung`, with the script's
-    last words."""
+    it exits 0. A script still running after `timeout` seconds has hung: the test fails saying `hung`, with the
+    script's last words."""
     import pytest
 
-    process = subprocess.Popen([sys.executable, "-c", _SIGNAL_AT_A_LINE + script], stdin=subprocess.DEVNULL,
+    process = subprocess.Popen([sys.executable, "-c", signal_probe_source(script)], stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         _, stderr = process.communicate()
@@ -232,6 +251,11 @@ def responses(stdout: bytes) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in stdout.splitlines()]
 
 
+# Methods whose params carry the value mirrored in Mcp-Name (WIRE.md; mcpserver._methods.NAMED_BY).
+NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
+            "tasks/update": "taskId", "tasks/cancel": "taskId"}
+
+
 def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
     """The headers a 2026-07-28 client sends with `message` (Mcp-Name base64-encoded when not plain ASCII)."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -240,8 +264,8 @@ def mcp_headers(message: dict[str, Any]) -> dict[str, str]:
     params = message.get("params", {})
     headers["MCP-Protocol-Version"] = params.get("_meta", {}).get("io.modelcontextprotocol/protocolVersion", VERSION)
     headers["Mcp-Method"] = message["method"]
-    name = params.get("uri") if message["method"] == "resources/read" else params.get("name")
-    if message["method"] in ("tools/call", "prompts/get", "resources/read") and isinstance(name, str):
+    name = params.get(NAMED_BY.get(message["method"], ""))
+    if message["method"] in NAMED_BY and isinstance(name, str):
         if name.isascii() and name.isprintable() and name == name.strip():
             headers["Mcp-Name"] = name
         else:
@@ -277,16 +301,17 @@ class HttpServer(_ServerProcess):
     """`python -m mcpserver --http --port 0 TARGET` as a real process; the URL is read from its stderr."""
 
     def __init__(self, target: str = DEMO, *extra: str, env: Optional[dict[str, str]] = None, startup: float = 20,
-                 tls: Any = None, unix: Optional[str] = None):
+                 tls: Any = None, unix: Optional[str] = None, wrap: tuple[str, ...] = ()):
         """`tls`: the ssl.SSLContext clients use when the server serves HTTPS (--tls-cert); `unix`: serve on that
-        Unix socket (--http unix:PATH) instead of a port, where every request of the helpers then goes."""
+        Unix socket (--http unix:PATH) instead of a port, where every request of the helpers then goes; `wrap`: a
+        command the server runs under (unshare, say)."""
         import re
 
         self._ready = threading.Event()
         self.tls = tls
         self.unix = unix
         where = ["--http", f"unix:{unix}"] if unix is not None else ["--http", "--port", "0"]
-        super().__init__(server_command(target, *where, *extra), env, subprocess.DEVNULL, subprocess.DEVNULL)
+        super().__init__([*wrap, *server_command(target, *where, *extra)], env, subprocess.DEVNULL, subprocess.DEVNULL)
         if not self._ready.wait(startup):
             self.process.kill()
             raise RuntimeError(f"server did not start; stderr:\n{self.stderr}")

@@ -17,7 +17,13 @@ from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
     from typing import Any, NoReturn, Optional
+else:
+    try:  # the C module: signal.py wraps every constant in an enum, which costs start-up
+        import _signal as signal
+    except ImportError:  # an interpreter without it (PyPy)
+        import signal
 
 HTTP_GROUP = "HTTP (Streamable HTTP transport)"
 OAUTH_GROUP = "OAuth (HTTP: accept access tokens from an authorization server instead of a static token)"
@@ -410,9 +416,14 @@ def _token_out_of_environment() -> Optional[str]:
 
 
 def _start_again(environment: dict[str, str]) -> NoReturn:
-    """Replace this process by the same command line in `environment` (exec keeps the PID and the pipes)."""
+    """Replace this process by the same command line in `environment` (exec keeps the PID and the pipes).
+
+    A stop signal sent meanwhile waits (exec keeps the signal mask and what is pending) for the new process's
+    start-up handler: with the handler it would be lost to exec, which puts back the default action."""
     argv = getattr(sys, "orig_argv", None) or [sys.executable, "-m", "mcpserver", *sys.argv[1:]]
     sys.stderr.flush()
+    if hasattr(signal, "pthread_sigmask"):  # POSIX: a stop sent during the exec waits for the new image
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     os.execve(sys.executable, argv, environment)
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -442,15 +453,81 @@ def _resource_server(args: Any) -> Any:
 SUBCOMMANDS = ("call", "list", "config", "bundle")
 
 
+class Starting:
+    """SIGTERM and SIGINT while the server starts: a clean stop. Nothing has been served, so nothing is owed: the
+    start ends where it is, at once (os._exit(0)). An exception raised from the handler could land anywhere (in a
+    weakref callback of importlib's, which prints it and goes on) and be lost; an exit cannot. What the start had
+    opened, the kernel closes, and a database it was writing rolls back what it had not committed (SQLite's
+    journal, PostgreSQL's end of session): nothing is half-written. Set by main()'s first line when the process
+    is its own (argv is None); before that line a signal is the interpreter's (its default action: status 143 or
+    130; as PID 1, lost). The transport replaces it with its own handlers and calls served() on it, which tells
+    the init, when this process is PID 1's server child (mcpserver._pid1), that it serves."""
+
+    def __init__(self) -> None:
+        self.report_fd: Optional[int] = None  # the pipe to the init, in PID 1's server child
+        self.over = False  # the transport took over: a later signal that reaches this handler is not start-up's
+        self.previous: dict[int, Any] = {}
+        self.held = False  # as PID 1: the signals blocked for the init (mcpserver._pid1), not handled here
+
+    @classmethod
+    def now(cls, own_process: bool) -> Starting:
+        starting = cls()
+        if os.getpid() == 1:  # a container's entrypoint; any other start does without the module
+            from ._pid1 import hold
+
+            hold()  # a signal sent to PID 1 with no handler is thrown away: it waits for the init's
+            starting.held = True
+        elif own_process:
+            starting.install()
+        return starting
+
+    def install(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.previous[signum] = signal.signal(signum, self)
+            except ValueError:  # not the main thread: the embedding application owns signals
+                return
+        if hasattr(signal, "pthread_sigmask"):  # blocked across a re-execution (_start_again): delivered now, here
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if not self.over:
+            os._exit(0)
+
+    def served(self) -> None:
+        self.over = True
+        if self.report_fd is not None:
+            from ._pid1 import SERVING
+
+            os.write(self.report_fd, SERVING)
+            os.close(self.report_fd)
+            self.report_fd = None
+
+    def release(self) -> None:
+        """Signals as they were before now(): for what is not a server's start, and once it is over."""
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous.clear()
+        if self.held:
+            from ._pid1 import release
+
+            release()
+            self.held = False
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     # What start-up allocates (the package, the server's module and registry) lives as long as the process,
     # so the collector's passes over it are wasted work: about 4 % of a stdio server's start-up, and its
     # exit's last pass. It stays off while they are made; what exists then is frozen out of every later pass.
+    starting = Starting.now(argv is None)  # first of all: from here on a stop signal stops the start cleanly
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _main(sys.argv[1:] if argv is None else argv, collecting, argv is None)
+        return _main(sys.argv[1:] if argv is None else argv, collecting, argv is None, starting)
     finally:
+        starting.over = True  # a stop from here on finds the process exiting already
+        if argv is not None:  # called, not run: the caller's handlers back
+            starting.release()
         if collecting:
             gc.enable()
 
@@ -463,19 +540,21 @@ def _started(collecting: bool, freeze: bool = True) -> None:
         gc.enable()
 
 
-def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
+def _main(argv: list[str], collecting: bool, own_process: bool, starting: Starting) -> int:
     if argv[:1] and argv[0] in SUBCOMMANDS:
         from .cli import main as subcommand
 
+        starting.release()  # not a server's start
         _started(collecting, freeze=False)  # a short command: nothing to keep out of the way
         return subcommand(argv)
     if argv[:1] == ["dev"]:  # the options are the server's own, read by the same parsers
         from .cli import dev
 
+        starting.release()
         _started(collecting, freeze=False)
         return dev(_parse(argv[1:], "mcpserver dev"), argv[1:])
     args = _parse(argv)
-    environ = _set_up_process(args, own_process)
+    environ = _set_up_process(args, own_process, starting)
     try:
         _log.configure(args.log_level, args.log_file, args.log_format)
     except OSError as exc:
@@ -498,7 +577,7 @@ def _main(argv: list[str], collecting: bool, own_process: bool = False) -> int:
         return 1
 
 
-def _set_up_process(args: Any, own_process: bool) -> dict[str, str]:
+def _set_up_process(args: Any, own_process: bool, starting: Starting) -> dict[str, str]:
     """What the process needs before it loads the server: PyPy's nursery bounded (a start again), the token out
     of the environment, generic errors, PID 1's duties. Returns the environment the token is resolved from."""
     bounded = None
@@ -516,10 +595,10 @@ def _set_up_process(args: Any, own_process: bool) -> dict[str, str]:
             environ[_environment.TOKEN] = scrubbed
     if args.generic_errors:
         os.environ[_environment.GENERIC_ERRORS] = "1"
-    if os.getpid() == 1:  # a container's entrypoint; any other start does without the module
+    if os.getpid() == 1:
         from ._pid1 import init_if_pid1
 
-        init_if_pid1()
+        init_if_pid1(starting)
     return environ
 
 

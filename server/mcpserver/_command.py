@@ -33,6 +33,7 @@ import time
 
 from . import _environment, _json
 from ._context import Cancelled, Context
+from ._forks import renew_at_fork
 from ._tools import TOOL_OPTIONS, Tool, ToolError, ToolResult, unexpected_failure
 from .errors import ConfigError
 
@@ -706,6 +707,7 @@ class _Leftovers:
     def __init__(self) -> None:
         self._registered = False
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
 
     def started(self) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ import threading
 import time
 
 from . import _log
+from ._forks import renew_at_fork
 from ._wire import CAPABILITY_OF_INPUT, META_CAPABILITIES, META_CLIENT_INFO, META_PROGRESS_TOKEN, PROTOCOL_VERSION
 
 TYPE_CHECKING = False
@@ -280,6 +281,7 @@ class _LogsToClient:
 
 
 _INSTALL_LOCK = threading.Lock()
+renew_at_fork(sys.modules[__name__], "_INSTALL_LOCK")
 
 
 class Context:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import threading
 import time
 
 from . import _log
+from ._forks import renew_at_fork
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,15 +37,18 @@ class _Deadlines:
         self._due: list[tuple[float, int, list[Optional[Callable[[], None]]]]] = []
         self._cancelled = 0
         self._changed = threading.Condition()
+        renew_at_fork(self, "_changed")
         self._sequence = itertools.count()
         self._thread: Optional[threading.Thread] = None
+        self._pid = 0  # the process whose thread runs: a forked child starts its own
 
     def after(self, seconds: float, callback: Callable[[], None]) -> Callable[[], None]:
         box: list[Optional[Callable[[], None]]] = [callback]
         with self._changed:
             heapq.heappush(self._due, (time.monotonic() + seconds, next(self._sequence), box))
-            if self._thread is None:
+            if self._thread is None or self._pid != os.getpid():
                 self._thread = threading.Thread(target=self._run, name="mcpserver-deadlines", daemon=True)
+                self._pid = os.getpid()
                 self._thread.start()
             self._changed.notify()
 

@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 
+from ._forks import renew_at_fork
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional, TextIO
@@ -40,6 +42,9 @@ class _Settings:
     lock = threading.Lock()
     json: Any = None  # the json module when records are JSON lines
     request: Any = None  # with JSON: a ContextVar holding the Call being answered in this context
+
+
+renew_at_fork(_Settings, "lock")  # a child forked while a thread wrote a record logs too
 
 
 def configure(level: str, log_file: Optional[str], log_format: str = "text") -> None:

@@ -7,47 +7,83 @@ the parent reaps every child it is given and forwards signals to the server, and
 server's status; the child is the server, in its own process group (the terminal's foreground one
 when there is a terminal), so a Ctrl-C reaches it once.
 Set MCPSERVER_NO_INIT=1 to serve as PID 1 directly (when something else reaps).
+
+A stop at any moment of start-up. The kernel throws away a signal sent to PID 1 that has no handler
+for it, so `docker stop` in the first moments of a container was lost, and the container killed at the
+end of its grace (137). hold() blocks the forwarded signals at the command line's first line: from
+there a signal waits, across the re-executions of start-up too (exec keeps both the mask and what is
+pending), until the init's handlers take it. The init knows whether its child serves yet: the
+transport, once its own handlers are set, says so on a pipe (through the start-up handler it
+replaces, mcpserver.__main__.Starting). A stop before that ends the child's start (its start-up
+handler exits 0 at once) and the init exits 0, whatever the child's status; a child still starting
+KILL_AFTER seconds later (its main thread stuck in a call that does not return to Python, which alone
+runs signal handlers) is killed. Before the command line's first line, a signal is the interpreter's:
+lost, as PID 1, as for any program that has not yet set a handler.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 
 from . import _environment
 
-__all__ = ["init_if_pid1"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["hold", "init_if_pid1", "release"]
 
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
+STOPS = (signal.SIGTERM, signal.SIGINT)
+KILL_AFTER = 5.0  # seconds a child stopped while starting may take to end its start (docker stop waits 10)
+SERVING = b"s"  # what the child writes on the pipe once its transport's handlers are set
 
 
-def init_if_pid1() -> None:
+def _forwarded() -> set[int]:
+    return {getattr(signal, name) for name in FORWARDED}
+
+
+def hold() -> None:
+    """Block the forwarded signals: from here on none sent to PID 1 is thrown away; each waits for the init."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _forwarded())
+
+
+def release() -> None:
+    """Undo hold(): for a command that is not a server (mcpserver list, call, ...), signals as they were."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _forwarded())
+
+
+def init_if_pid1(starting: Any) -> None:
     """Return at once, or as the server child of a new init when this process is PID 1.
 
-    The signals are blocked across the fork, so none is lost before the init forwards them (PID 1 ignores a
-    signal it has no handler for), and until the server's transport sets its own handlers a SIGTERM stops the
-    child starting up as SystemExit(0): without that, one sent while it loaded its target killed it (143)."""
-    if os.getpid() != 1 or os.environ.get(_environment.NO_INIT):
+    `starting` is the start-up handler (mcpserver.__main__): it becomes the server's SIGTERM and SIGINT
+    handler until its transport sets its own, and carries the pipe on which the child tells the init it
+    serves. The signals stay blocked across the fork (hold()), so none is lost before either side has its
+    handlers."""
+    if os.getpid() != 1:
         return
-    import signal
-
-    forwarded = {getattr(signal, name) for name in FORWARDED}
-    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
+    forwarded = _forwarded()
+    if os.environ.get(_environment.NO_INIT):
+        starting.install()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
+        starting.held = False
+        return
+    told, tell = os.pipe()
     server = os.fork()
     if server == 0:
-        signal.signal(signal.SIGTERM, _stop_starting)
+        os.close(told)
+        starting.report_fd = tell
+        starting.install()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
+        starting.held = False
         _become_foreground()
         return
-    _reap_until_exit(server, forwarded)
-
-
-def _stop_starting(signum: int, frame: object) -> None:
-    raise SystemExit(0)  # nothing was served yet: nothing to answer first
+    os.close(tell)
+    _reap_until_exit(server, forwarded, told)
 
 
 def _become_foreground() -> None:
-    import signal
-
     os.setpgid(0, 0)
     try:
         if os.isatty(0):
@@ -58,22 +94,47 @@ def _become_foreground() -> None:
         pass
 
 
-def _reap_until_exit(server: int, forwarded: set[int]) -> None:
-    import signal
+def _serves(told: int) -> bool:
+    """Whether the child has said it serves (the pipe is non-blocking: safe in a signal handler)."""
+    try:
+        return os.read(told, 1) == SERVING
+    except BlockingIOError:
+        return False
 
+
+def _reap_until_exit(server: int, forwarded: set[int], told: int) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)  # the server alone holds the protocol's pipes: their EOF is the server's
     os.dup2(null, 1)
     os.close(null)
+    os.set_blocking(told, False)
+    state = {"serving": False, "stopped while starting": False}
 
     def forward(signum: int, frame: object) -> None:
+        if not state["serving"]:
+            state["serving"] = _serves(told)
+        if signum in STOPS and not state["serving"] and not state["stopped while starting"]:
+            state["stopped while starting"] = True
+            signal.setitimer(signal.ITIMER_REAL, KILL_AFTER)
         try:
             os.kill(server, signum)
         except ProcessLookupError:
             pass
 
+    def overdue(signum: int, frame: object) -> None:
+        # Still starting after KILL_AFTER: killed. One that has begun to serve meanwhile is asked again, now of
+        # its transport, which stops it gracefully.
+        serving = state["serving"] or _serves(told)
+        try:
+            os.kill(server, signal.SIGTERM if serving else signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        os.write(2, b"mcpserver: the server had not ended its start %g s after the stop signal: %s\n"
+                 % (KILL_AFTER, b"asked again" if serving else b"killed"))
+
     for signum in forwarded:
         signal.signal(signum, forward)
+    signal.signal(signal.SIGALRM, overdue)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     while True:
         try:
@@ -81,5 +142,7 @@ def _reap_until_exit(server: int, forwarded: set[int]) -> None:
         except ChildProcessError:  # cannot happen while the server lives; leave rather than spin
             os._exit(1)
         if pid == server:
+            if state["stopped while starting"]:
+                os._exit(0)  # a stop asked before anything was served: nothing is owed, whatever the status
             code = os.waitstatus_to_exitcode(status)
             os._exit(code if code >= 0 else 128 - code)

@@ -25,6 +25,7 @@ import math
 import threading
 import time
 
+from ._forks import renew_at_fork
 from .errors import ConfigError, InternalError
 
 TYPE_CHECKING = False
@@ -81,6 +82,7 @@ class Buckets:
         self.max_keys = max_keys
         self._clock = clock
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._table: dict[str, list[float]] = {}  # key -> [tokens, when counted]; insertion order: least recent first
         self._overflow = [float(rate.burst), clock()]
         self._refilled_after = rate.burst / rate.per_second  # seconds an unused bucket takes to fill up

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 from ._context import Context
+from ._forks import renew_at_fork
 from ._middleware import MiddlewareChain
 from ._state import DEFAULT_STATE_TTL, Sealer
 from ._subscriptions import DEFAULT_MAX_LISTENERS, Subscriptions
@@ -103,6 +104,7 @@ class Server:
         self._components: dict[str, Any] = {}
         # Reentrant: a component may need another while it is made (the task manager, the store it shares).
         self._making = threading.RLock()
+        renew_at_fork(self, "_lock", "_making")
 
     def __repr__(self) -> str:
         return f"Server({self.name!r}, {self.version!r}, tools={list(self.tools)})"

@@ -24,6 +24,7 @@ import threading
 import time
 
 from . import _environment, _json, _log
+from ._forks import renew_at_fork
 from .errors import ConfigError, InvalidParams
 
 TYPE_CHECKING = False
@@ -102,6 +103,7 @@ class Sealer:
                 raise ConfigError(f"a state key is a non-empty string, or a list of them: not {key!r}")
         self._keys: tuple[bytes, ...] = ()
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self.ttl = ttl
 
     def _mac(self, body: str, key: Optional[bytes] = None) -> bytes:

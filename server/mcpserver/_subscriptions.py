@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 
 from ._context import Flight
+from ._forks import renew_at_fork
 from ._wire import META_SUBSCRIPTION
 from .errors import InternalError
 
@@ -95,6 +96,7 @@ class Subscriptions:
         self.max_seconds: Optional[float] = None  # a listen stream then ends gracefully (--max-listen-seconds)
         self.enabled = True  # False: no listen streams, and no one is told of changes (--no-listen)
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._listeners: tuple[Listener, ...] = ()  # replaced, never changed: publishers iterate without the lock
         self._exempt: set[int] = set()  # ids of the open listeners `limit` does not count (legacy sessions')
         self._ending = False

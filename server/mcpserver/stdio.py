@@ -585,6 +585,9 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
             previous[signum] = signal.signal(signum, on_signal)
         except ValueError:  # not the main thread: the embedding application owns signals
             pass
+    starting = getattr(previous.get(signal.SIGTERM), "served", None)
+    if starting is not None:  # the command line's start-up handler (mcpserver.__main__): serving begins here
+        starting()
     log.info("serving %s %s over stdio", server.name, server.version)
     try:
         session.start()

@@ -8,8 +8,10 @@ network), and stop() removes everything. Used by tests/task_store and bench/task
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 BINDIR_GLOB = "/usr/lib/postgresql/*/bin"
 
@@ -45,10 +47,38 @@ class PostgresServer:
         settings = f"-k {self.root} -c listen_addresses='' -c unix_socket_permissions=0777"
         if not self.durable:
             settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self.settings = settings
         self._run([f"{where}/pg_ctl", "-D", data, "-l", os.path.join(self.root, "log"), "-o", settings, "-w",
                    "-t", "60", "start"])
         self.dsn = f"postgresql://postgres@/postgres?host={self.root}&port=5432"
         return self
+
+    def restart(self, down_seconds=0.0):
+        """Stop the server as an operator or a failover does (ending every connection), and start it again."""
+        where, data = bindir(), os.path.join(self.root, "data")
+        self._run([f"{where}/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"])
+        time.sleep(down_seconds)
+        self._run([f"{where}/pg_ctl", "-D", data, "-l", os.path.join(self.root, "log"), "-o", self.settings, "-w",
+                   "-t", "60", "start"])
+
+    def _postmaster(self):
+        with open(os.path.join(self.root, "data", "postmaster.pid")) as pid_file:
+            return int(pid_file.readline())
+
+    def _processes(self):
+        postmaster = self._postmaster()
+        with open(f"/proc/{postmaster}/task/{postmaster}/children") as children:
+            return [postmaster, *(int(child) for child in children.read().split())]
+
+    def pause(self):
+        """Freeze the server and its backends (SIGSTOP), as a host that stops answering does: connections and
+        queries neither go through nor fail."""
+        for pid in self._processes():
+            os.kill(pid, signal.SIGSTOP)
+
+    def resume(self):
+        for pid in reversed(self._processes()):
+            os.kill(pid, signal.SIGCONT)
 
     def log(self):
         try:

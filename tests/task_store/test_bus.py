@@ -53,6 +53,18 @@ class Listen:
             if line.startswith(b"data: "):
                 return json.loads(line[6:])
 
+    def heard(self, predicate, seconds=90):
+        """Every message up to the first `predicate` accepts; fails after `seconds` (a quiet stream sends a comment
+        every 15 s: the clock is looked at then too)."""
+        seen, deadline = [], time.monotonic() + seconds
+        while not seen or not predicate(seen[-1]):
+            assert time.monotonic() < deadline, f"not heard in {seconds} s: {seen}"
+            line = self.response.readline()
+            assert line, "the listen stream ended"
+            if line.startswith(b"data: "):
+                seen.append(json.loads(line[6:]))
+        return seen
+
     def until(self, uri):
         """Every message up to the update of `uri`, that one included."""
         seen = []

@@ -41,7 +41,7 @@ def make_store(database, clock):
 
     def make(**options):
         options.setdefault("clock", clock)
-        opened.append(Tasks(PostgresTaskStore(database, **options)))
+        opened.append(Tasks(PostgresTaskStore(database, **options), monotonic=clock))  # leases watched on it too
         return opened[-1]
 
     yield make

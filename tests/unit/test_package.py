@@ -91,6 +91,7 @@ def test_the_public_api_is_what_all_says():
 # below the importer. The root __init__ is the facade and may import anything.
 LAYERS = (
     ("_wire",),  # the wire's names: everything may spell them, nothing is below them
+    ("_forks",),  # the locks a fork re-makes in the child: every module that keeps a lock names it there
     ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_latch", "_options"),
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (httpd._serve builds it)
@@ -135,7 +136,7 @@ LAYERS = (
     # HTTP, the MCP part: answers (and the metrics and health routes), a legacy session's resumable channels,
     # streams, CORS and the Server Card, the legacy sessions, the app, serving it; then the folder
     ("http._options", "http._response", "http._metrics", "http._health"), ("http._channel",),
-    ("http._stream", "http._cors", "http._card"),
+    ("http._stream", "http._cors", "http._card", "http._host"),
     ("http._sessions",), ("http._app",), ("http._serving",),
     ("http",),
     ("_run",),

@@ -37,6 +37,7 @@ from mcpserver.tasks._record import (
 )
 
 NOW = 1_785_000_000_000
+NEVER, ALWAYS = (lambda record: False), (lambda record: True)  # a lease lapsed: never, always
 ASK = {"method": "elicitation/create", "params": {"message": "Sure?", "requestedSchema": {"type": "object"}}}
 
 
@@ -100,7 +101,7 @@ def test_a_terminal_task_never_changes(status):
     # What a client sends to a finished task is acknowledged and changes nothing (TASKS.md §6, §7).
     assert with_answers(record, {"a": {"action": "accept"}}, NOW) is None
     assert with_cancel_request(record, NOW) is None
-    assert orphaned(record, NOW) is None
+    assert orphaned(NEVER)(record, NOW) is None
 
 
 def test_input_required_and_the_results_come_only_with_their_data():
@@ -232,9 +233,9 @@ def ended_process():
 def test_a_runner_on_this_host_whose_process_ended_is_dead():
     pid, started = ended_process()
     record = task(runner=Runner(host=this_runner().host, pid=pid, started=started, token="gone"))
-    reason = dead_runner(record, NOW)
+    reason = dead_runner(record, NEVER)
     assert reason is not None and f"pid {pid}" in reason and "ended before the task finished" in reason
-    failed = orphaned(record, NOW)
+    failed = orphaned(NEVER)(record, NOW)
     assert failed.status == FAILED and failed.error == {"code": -32603, "message": reason}
 
 
@@ -243,16 +244,27 @@ def test_a_reused_pid_is_not_mistaken_for_the_runner():
     # The pid is alive (it is this very process), but it started at another time than the runner did.
     me = this_runner()
     impostor = task(runner=Runner(host=me.host, pid=me.pid, started=me.started + 1, token="other"))
-    assert dead_runner(impostor, NOW) is not None
+    assert dead_runner(impostor, NEVER) is not None
     alive = task(runner=dataclasses.replace(me, token="another store's token, same process"))
-    assert dead_runner(alive, NOW + 10**9) is None  # start time matches: alive whatever the lease says
+    assert dead_runner(alive, ALWAYS) is None  # start time matches: alive whatever the lease says
 
 
-def test_a_runner_elsewhere_is_judged_by_its_lease():
-    record = task(runner=Runner(host="another-host", pid=1, started=1, token="remote"), lease_until=NOW + 1000)
-    assert dead_runner(record, NOW + 1000) is None
-    assert "stopped renewing its lease" in dead_runner(record, NOW + 1001)
-    assert dead_runner(task(), NOW + 10**9) is None  # this process: never dead, whatever its lease
+def test_a_runner_elsewhere_is_judged_by_its_lease_standing_still_by_the_judges_own_monotonic_clock():
+    from mcpserver.tasks._operations import LeaseWatch
+
+    monotonic = [100.0]
+    watch = LeaseWatch(1000, lambda: monotonic[0])
+    record = task(runner=Runner(host="another-host", pid=1, started=1, token="remote"), lease_until=NOW - 10**9)
+    assert dead_runner(record, watch.lapsed) is None  # first seen: long past by the wall clock, and not yet lapsed
+    monotonic[0] += 0.999
+    assert dead_runner(record, watch.lapsed) is None
+    renewed = dataclasses.replace(record, lease_until=NOW - 10**9 - 60_000)  # renewed by a clock stepped back
+    assert dead_runner(renewed, watch.lapsed) is None  # moved: a runner at work, whatever the value
+    monotonic[0] += 0.999
+    assert dead_runner(renewed, watch.lapsed) is None
+    monotonic[0] += 0.002
+    assert "stopped renewing its lease" in dead_runner(renewed, watch.lapsed)  # a whole lease standing still
+    assert dead_runner(task(), ALWAYS) is None  # this process: never dead, whatever its lease
 
 
 def test_this_runner_is_made_again_after_a_fork(monkeypatch):

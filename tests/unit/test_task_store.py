@@ -74,7 +74,7 @@ def make_store(request, tmp_path, clock):
             from mcpserver.store import SqliteTaskStore
 
             store = SqliteTaskStore(str(tmp_path / "tasks.db"), **options)
-        tasks = Tasks(store)
+        tasks = Tasks(store, monotonic=clock)  # the test's clock watches leases too
         first[:1] = first or [tasks]
         opened.append(tasks)
         return tasks
@@ -278,12 +278,14 @@ def test_a_task_whose_runner_is_gone_reads_failed_and_sweep_fails_it(make_store,
     alive = foreign_task("alice", Runner(host="another-host", pid=2, started=1, token="alive"), now + 60_000, now)
     for record in (gone, alive):
         store.store.insert(record, 100, now)
-    shown = make_store().get(gone.task_id, "alice")
+    reader = make_store()
+    assert reader.get(gone.task_id, "alice").status == "working"  # first seen: not standing still for a lease yet
+    assert store.get(alive.task_id, "alice").status == "working"
+    clock.now += 30
+    shown = reader.get(gone.task_id, "alice")  # a whole lease (DEFAULT_LEASE_MS) without a renewal
     assert shown.status == "failed" and "stopped renewing its lease" in shown.status_message
     assert shown.error["code"] == -32603
-    assert store.get(alive.task_id, "alice").status == "working"
-    clock.now += 61
-    assert store.sweep().orphaned == 1
+    assert store.sweep().orphaned == 1  # alive too stood still for a lease: its runner renews nothing
     assert store.get(alive.task_id, "alice").status == "failed"
     assert store.sweep().orphaned == 0
 
@@ -294,6 +296,7 @@ def test_heartbeat_renews_this_processs_leases_only(make_store, clock):
     now = store.store.now()
     theirs = foreign_task("alice", Runner(host="another-host", pid=3, started=1, token="theirs"), now + 5000, now)
     store.store.insert(theirs, 100, now)
+    assert store.get(theirs.task_id, "alice").status == "working"  # first seen now
     clock.now += 8
     assert store.heartbeat() == 1
     clock.now += 8  # 16 s: mine renewed at 8 s lives to 18 s, theirs ended at 5 s

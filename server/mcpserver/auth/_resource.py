@@ -11,6 +11,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
+from .._forks import renew_at_fork
 from .._scopes import scope_set
 from ..errors import ConfigError
 from ._fetch import _is_loopback
@@ -62,6 +63,7 @@ class Authenticator:
         self._accepted: dict[bytes, tuple[float, Principal]] = {}
         self._refused: dict[bytes, tuple[float, AuthError]] = {}
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
 
     def authenticate(self, authorization: Optional[str]) -> Principal:
         """The principal for this Authorization header value; AuthError (with www_authenticate set) if none."""

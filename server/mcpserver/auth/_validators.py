@@ -14,6 +14,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
+from .._forks import renew_at_fork
 from .._scopes import scope_set
 from ..errors import ConfigError
 from ._fetch import Fetch, _check_url, discover_authorization_server, fetch_json
@@ -107,6 +108,7 @@ class _KeyCache:
         self._running: Optional[threading.Event] = None  # set when the fetch under way ends
         self._failure = ""  # why the last fetch failed
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self.fetches = 0
 
     def current(self) -> KeySet:
@@ -272,6 +274,7 @@ class IntrospectionValidator:
         self._fetch = fetch
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max_concurrent)
+        renew_at_fork(self, "_lock", "_slots")
         self.max_concurrent = max_concurrent
 
     def _endpoint(self) -> str:

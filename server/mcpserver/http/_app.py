@@ -53,12 +53,14 @@ import time
 
 from .. import _environment, _log, _pypy, protocol
 from .._context import Flight
+from .._forks import renew_at_fork
 from .._options import replace
 from .._server import Server
 from .._wire import status_line
 from ..errors import ConfigError, InternalError
 from ..legacy import opens_legacy
 from ._cors import Cors
+from ._host import HostWatch
 from ._options import HttpOptions, given
 from ._response import Admitted, Refused, Response, json_parts, printable, refused
 from ._sessions import Sessions, modern
@@ -167,6 +169,7 @@ class _ListenSlots:
         self.per_peer = per_peer
         self.per_principal = per_principal
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._counts: dict[tuple[str, str], int] = {}
 
     def take(self, peer: str, principal: Optional[str]) -> Callable[[], None]:
@@ -228,6 +231,7 @@ class McpApp:
             {h.lower() for h in hosts} | ({*_LOOPBACK_NAMES} if loopback else set()) if hosts or loopback else None)
         self.max_body_bytes = options.max_body_bytes
         self._listens = _ListenSlots(options.max_listeners_per_peer, options.max_listeners_per_principal)
+        self._host = HostWatch(self.shutdown)
         self._rates: Any = None  # mcpserver._ratelimit.Buckets, imported only by a server that limits rates
         if options.rate_limit is not None:
             from .._ratelimit import Buckets, Rate
@@ -447,8 +451,19 @@ class McpApp:
 
     def listen_slot(self, environ: dict[str, Any], admitted: Admitted) -> Callable[[], None]:
         """A slot for one more open stream (listen, a session's GET), counted against its peer's and its
-        principal's bounds, and the callable that gives it back; InternalError (503) past a bound."""
-        return self._listens.take(self._peer(environ), admitted.principal_key)
+        principal's bounds, and the callable that gives it back; InternalError (503) past a bound. Under a
+        WSGI server other than the built-in one (which calls shutdown() itself), an open stream has the server
+        watched for a stop (mcpserver.http._host)."""
+        release = self._listens.take(self._peer(environ), admitted.principal_key)
+        if environ.get("mcpserver.push"):
+            return release
+        closed = self._host.opened()
+
+        def both() -> None:
+            release()
+            closed()
+
+        return both
 
     def _peer(self, environ: dict[str, Any]) -> str:
         """Who a per-peer bound counts: the address the nearest proxy saw when behind one, else REMOTE_ADDR."""

@@ -21,6 +21,7 @@ import threading
 import time
 
 from .. import _log
+from .._forks import renew_at_fork
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class Health:
         self._state: tuple[bool, str, float] = (False, "the first readiness check has not finished", time.monotonic())
         self._checker_pid = 0  # the process whose check runs: a forked worker starts its own
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._start_checking()
 
     def immediate(self) -> dict[str, Callable[[str, str], Answer]]:

@@ -25,6 +25,7 @@ import threading
 
 from .. import protocol
 from .._context import Flight
+from .._forks import renew_at_fork
 from .._wire import HEADER_SESSION, META_VERSION
 from ..errors import InternalError, InvalidParams, InvalidRequest
 from ..legacy import LegacyPeer, SessionTable
@@ -65,6 +66,7 @@ class Sessions:
         self.listen_slot, self.opened, self.lacking_scope = listen_slot, opened, lacking_scope
         self.table = SessionTable(server, server.sealer)
         self._lock = threading.Lock()  # a session's channels
+        renew_at_fork(self, "_lock")
 
     def initialize(self, request: protocol.Request, admitted: Admitted) -> Response:
         """initialize opens a legacy session; its id (Mcp-Session-Id) carries what was negotiated."""
@@ -179,17 +181,33 @@ class Sessions:
         if carried is not None:  # a request's stream, still carried here: it goes on to its response
             return Stream(server, None, {}, environ, principal, release, peer=peer, channel=carried,
                           cursor=replay.head, preface=preface)
+        after = self._carried_elsewhere(peer, stream_id, replay)
+        if after:
+            preface.append(after)
+        return Stream(server, None, {}, environ, principal, release, peer=peer, preface=preface)
+
+    def _carried_elsewhere(self, peer: LegacyPeer, stream_id: str, replay: Any) -> bytes:
+        """What follows the replay of a request's stream another process carries, or carried: nothing after its
+        response; an error for the request when its response was dropped past the bound, or when its carrier
+        stopped before answering (killed, say: it never comes, and every replica replays the same end); else
+        `retry:`, and the client polls again (2025-11-25 SSE polling)."""
         if replay.final and replay.missed and not (replay.events and replay.events[-1][0] == replay.head):
             from ..store import MAX_SESSION_EVENT_BYTES, MAX_SESSION_EVENTS
 
             lost = InternalError(f"Internal error: the response to this request was dropped from the session's "
                                  f"event store before the client read it (it keeps {MAX_SESSION_EVENTS} events and "
                                  f"{MAX_SESSION_EVENT_BYTES} bytes per session)")
-            preface.append(frame(f"{stream_id}-{replay.head}",
-                                 protocol.encode(protocol.Refusal(lost, replay.request_id).reply.response or {})))
-        elif not replay.final:  # another process carries it: poll again after a while (2025-11-25 SSE polling)
-            preface.append(f"retry: {SSE_RETRY_MS}\n\n".encode())
-        return Stream(server, None, {}, environ, principal, release, peer=peer, preface=preface)
+            return frame(f"{stream_id}-{replay.head}",
+                         protocol.encode(protocol.Refusal(lost, replay.request_id).reply.response or {}))
+        if replay.final:
+            return b""
+        if replay.abandoned:
+            gone = InternalError("Internal error: the server process that ran this request stopped before it "
+                                 "answered (it was killed, or lost the session store); send the request again")
+            data = protocol.encode(protocol.Refusal(gone, replay.request_id).reply.response or {})
+            self.table.store.append(peer.key or "", stream_id, replay.head + 1, data, final=True)
+            return frame(f"{stream_id}-{replay.head + 1}", data)
+        return f"retry: {SSE_RETRY_MS}\n\n".encode()
 
     def _standalone(self, peer: LegacyPeer) -> Channel:
         """The session's GET stream in this process: made with the first GET, it carries the session's

@@ -202,6 +202,9 @@ def serve_app(app: Callable[..., Any], options: Optional[ServeOptions] = None, *
         raise ConfigError(f"cannot listen on {where}: {exc.strerror}") from None
     hurry = Latch()
     previous = _handle_signals(server.loop, tls is not None, hurry, options.tls_cert, options.tls_key)
+    starting = getattr(previous.get(signal.SIGTERM), "served", None)
+    if starting is not None:  # the command line's start-up handler (mcpserver.__main__): serving begins here
+        starting()
     banner(server.door.host, server.door.port)  # after the handlers: a signal once it is seen is handled
     try:
         left = server.run(options.grace_seconds, hurry)

@@ -28,6 +28,7 @@ import time
 
 from .. import _log
 from .._context import Cancelled, ClientRefused, Flight, Peer
+from .._forks import renew_at_fork
 from .._subscriptions import LIST_CHANGED, Listener
 from ..errors import InternalError, ProtocolError
 from ._shaping import LEGACY_VERSIONS, LOG_LEVELS, LegacySession, shape_notification, shape_request
@@ -291,6 +292,7 @@ class SessionTable:
         self.ttl = ttl
         self.max_states = max_states
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._states: dict[str, LegacyPeer] = {}  # insertion order is recency: moved to the end when used
         self._ended: dict[str, float] = {}
 

@@ -30,6 +30,7 @@ import stat
 import threading
 
 from .. import _log
+from .._forks import renew_at_fork
 from .._resources import Resource, ResourceNotFound
 from ..errors import ConfigError
 from ._frontmatter import FrontmatterError, load
@@ -240,6 +241,7 @@ class Catalog:
         self.server = server
         self._roots: list[_Root] = []
         self._lock = threading.RLock()  # a refresh may be asked for by a read it started
+        renew_at_fork(self, "_lock")
         self._state = _State()
         self._files: dict[str, _File] = {}  # every file ever served, by URI: its Resource reads through it
         self._resources: dict[str, Resource] = {}  # what is registered now

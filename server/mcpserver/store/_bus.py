@@ -25,6 +25,7 @@ import threading
 import uuid
 
 from .. import _log
+from .._forks import renew_at_fork
 from ._sender import RETRY_SECONDS, Sender
 
 TYPE_CHECKING = False
@@ -53,6 +54,7 @@ class Bus:
         self.deliver: Callable[[dict[str, Any]], None] = lambda change: None
         self._token = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._receiving_pid = 0  # the process whose receiver thread runs (0: none yet)
         self._ready = threading.Event()  # the receiver hears from now on
         self._closed = threading.Event()  # the threads end (a PostgreSQL receiver: at its next look, CHECK_SECONDS)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import threading
 
+from .._forks import renew_at_fork
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional, TypeVar
@@ -38,22 +40,29 @@ class ConnectionPool:
     after a fork)."""
 
     def __init__(self, connect: Callable[[], Any], close: Callable[[Any], None],
-                 broken: tuple[type[BaseException], ...]):
+                 broken: tuple[type[BaseException], ...], stale: Callable[[Any], bool] = lambda connection: False):
         self._connect = connect
         self._close = close
         self.broken = broken  # exceptions after which a connection is closed rather than reused
+        self._stale = stale  # an idle connection its server has ended (a restart): closed, not handed out
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._idle: list[Any] = []
         self._pid = os.getpid()
         self._inherited: list[Any] = []
 
     def acquire(self) -> Any:
-        with self._lock:
-            if self._pid != os.getpid():
-                self._inherited.extend(self._idle)
-                self._idle, self._pid = [], os.getpid()
-            if self._idle:
-                return self._idle.pop()
+        while True:
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._inherited.extend(self._idle)
+                    self._idle, self._pid = [], os.getpid()
+                if not self._idle:
+                    break
+                connection = self._idle.pop()
+            if not self._stale(connection):
+                return connection
+            self._close(connection)
         return self._connect()
 
     def release(self, connection: Any, problem: Optional[BaseException] = None) -> None:
@@ -83,7 +92,7 @@ class SqlDatabase:
 
     def __init__(self, connect: Callable[[], Any], errors: tuple[type[BaseException], ...]):
         self.errors = errors  # the driver's own errors: translated, and the connection not reused
-        self._pool = ConnectionPool(connect, _close, errors)
+        self._pool = ConnectionPool(connect, _close, errors, self._stale)
 
     def now(self) -> int:
         """The store's clock, in epoch milliseconds."""
@@ -103,6 +112,11 @@ class SqlDatabase:
 
     def _lock_owner(self, connection: Any, owner: str) -> None:
         """Inside _atomically, before an owner's tasks are counted: no other create of that owner may pass."""
+
+    def _stale(self, connection: Any) -> bool:
+        """Whether an idle connection was ended by its server meanwhile (a database server's restart ends them
+        all): it is then closed, and another taken, instead of failing the request it was taken for."""
+        return False
 
     def _unavailable(self, error: BaseException) -> StoreUnavailable:
         raise NotImplementedError

@@ -20,6 +20,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict, deque
 
+from .._forks import renew_at_fork
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
@@ -36,14 +38,16 @@ MAX_EVENT_BYTES = 64 * 1024 * 1024  # the memory store's events, every session t
 class Replay:
     """A stream's events after a point, as a store holds them."""
 
-    __slots__ = ("events", "final", "head", "missed", "request_id")
+    __slots__ = ("abandoned", "events", "final", "head", "missed", "request_id")
 
-    def __init__(self, events: list[tuple[int, bytes]], head: int, final: bool, request_id: Any, missed: bool):
+    def __init__(self, events: list[tuple[int, bytes]], head: int, final: bool, request_id: Any, missed: bool,
+                 abandoned: bool = False):
         self.events = events  # (number, the message's JSON), in order
         self.head = head  # the number of the stream's last event
         self.final = final  # the stream has ended: nothing comes after `head`
         self.request_id = request_id  # the request a POSTed stream answers; None for a session's GET stream
         self.missed = missed  # events after the point were dropped past the bound
+        self.abandoned = abandoned  # not final, and the process that carried it stopped (SqlSessionStore)
 
 
 class SessionStore:
@@ -110,6 +114,7 @@ class MemorySessionStore(SessionStore):
         self.max_sessions = max_sessions
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._sessions: OrderedDict[str, _KeptSession] = OrderedDict()  # least recently used first
         self._order: deque[list[Any]] = deque()  # every kept event, oldest first (an entry's data is None once gone)
         self._bytes = 0
@@ -134,6 +139,12 @@ class MemorySessionStore(SessionStore):
     def open_stream(self, session: str, stream: str, request_id: Any = None) -> None:
         with self._lock:
             self._session(session).streams.setdefault(stream, _Stream(request_id))
+
+    def carried(self) -> list[tuple[str, str]]:
+        """(session, stream) of every request's stream kept here that has not ended: the calls this process runs."""
+        with self._lock:
+            return [(session, stream) for session, record in self._sessions.items()
+                    for stream, kept in record.streams.items() if kept.request_id is not None and not kept.final]
 
     def append(self, session: str, stream: str, number: int, data: bytes, final: bool = False) -> None:
         with self._lock:

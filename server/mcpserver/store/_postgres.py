@@ -11,16 +11,20 @@ Rules of this module:
 - A read-modify-write locks its row (SELECT ... FOR UPDATE); create takes a per-owner advisory lock, so
   two processes creating for one owner at once cannot pass the limit together. Reads are single
   statements (autocommit): no transaction to hold.
-- Times are each process's clock, as in the other stores: hosts must agree to well within the lease
-  (DEFAULT_LEASE_MS, 30 s). A runner on another host is judged by its lease alone.
+- Times are each process's clock, as in the other stores (TTLs, lastUpdatedAt). A runner on another host is
+  judged by its lease alone, and by whether the lease moves, not by its value against a clock
+  (tasks._operations.LeaseWatch): a step of either host's wall clock fails no task that runs.
 - psycopg's errors become StoreUnavailable (StoreFull for a full disk); the connection is then dropped,
   and the next call opens a new one, so a restarted database server is used again without a restart here.
+  An idle connection the restart ended is seen before it is used (its socket is readable): the first request
+  after the restart does not fail on it.
 - Error messages at open name the database without its password.
 """
 
 from __future__ import annotations
 
 import importlib
+import select
 
 from ..errors import ConfigError
 from ._bus import PostgresBus
@@ -119,6 +123,16 @@ class PostgresTaskStore(SqlTaskStore):
 
     def _lock_owner(self, connection: Any, owner: str) -> None:
         connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (owner,))
+
+    def _stale(self, connection: Any) -> bool:
+        # An idle connection has nothing to read; one its server ended has the server's last words (FATAL:
+        # terminating connection) or its end waiting. One system call, no round trip.
+        if connection.closed or connection.broken:
+            return True
+        try:
+            return bool(select.select([connection.fileno()], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
 
     def _unavailable(self, error: BaseException) -> StoreUnavailable:
         if isinstance(error, self._psycopg.errors.DiskFull):

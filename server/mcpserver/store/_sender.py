@@ -17,12 +17,14 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 
 from .. import _log
+from .._forks import renew_at_fork
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Optional
 
 __all__ = ["MAX_BATCH", "MAX_QUEUED", "RETRY_SECONDS", "Sender"]
 
@@ -37,13 +39,17 @@ class Sender:
     """`send(batch)` called on a thread of its own with what `put` queued, oldest first."""
 
     def __init__(self, name: str, what: str, send: Callable[[list[Any]], None], closed: threading.Event,
-                 max_queued: int = MAX_QUEUED):
+                 max_queued: int = MAX_QUEUED, every: Optional[tuple[float, Callable[[], list[Any]]]] = None):
+        """`every`: (seconds, what to write that often besides what is put), written by the same thread."""
         self.name = name  # the thread's
+        self._every = every
+        self._next_tick = 0.0
         self.what = what  # for the log: "the notification bus"
         self._send = send
         self._closed = closed  # set: the thread ends (what is still queued is not written)
         self._max_queued = max_queued
         self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
         self._pid = 0  # the process whose thread runs (0: none yet)
         self._queue: queue.Queue[Any] = queue.Queue(max_queued)
 
@@ -77,11 +83,14 @@ class Sender:
 
     def _forever(self) -> None:
         while not self._closed.is_set():
+            ticked = self._ticked()
             try:
                 item = self._queue.get(timeout=RETRY_SECONDS)
             except queue.Empty:
-                continue
-            batch: list[Any] = []
+                if not ticked:
+                    continue
+                item = ticked.pop()
+            batch: list[Any] = ticked
             flushed: list[threading.Event] = []
             while True:
                 (flushed if isinstance(item, threading.Event) else batch).append(item)
@@ -99,3 +108,11 @@ class Sender:
                     self._closed.wait(RETRY_SECONDS)
             for written in flushed:
                 written.set()
+
+    def _ticked(self) -> list[Any]:
+        """What `every` asks to write now, once its seconds have passed since the last time."""
+        if self._every is None or time.monotonic() < self._next_tick:
+            return []
+        seconds, items = self._every
+        self._next_tick = time.monotonic() + seconds
+        return items()

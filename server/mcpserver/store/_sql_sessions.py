@@ -25,6 +25,7 @@ import json
 import threading
 import time
 
+from .._forks import renew_at_fork
 from ._events import MAX_SESSION_EVENT_BYTES, MAX_SESSION_EVENTS, MemorySessionStore, Replay, SessionStore
 from ._sender import Sender
 
@@ -42,6 +43,9 @@ PRUNE_EVERY = 100  # batches between looks at the bounds across sessions
 FLUSH_AT_CLOSE_SECONDS = 2.0
 REPLAY_WAIT_SECONDS = 1.0  # a resume naming what the database lacks waits this long for the writer's batch
 REPLAY_POLL_SECONDS = 0.05
+CARRY_SECONDS = 5.0  # how often a process says in the database that it still carries its requests' open streams
+ABANDONED_SECONDS = 3 * CARRY_SECONDS  # an open stream not touched for this long, by a reader's clock: abandoned
+MAX_WATCHED = 10_000  # streams of other processes a reader keeps an eye on
 
 _UPSERT_STREAM = ("INSERT INTO mcpserver_streams (session, stream, request_id, head, final, at)"
                   " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session, stream)"
@@ -52,7 +56,8 @@ _END_STREAM = "UPDATE mcpserver_streams SET final = 1, at = ? WHERE session = ? 
 _INSERT_EVENT = "INSERT INTO mcpserver_events (session, stream, number, size, at, data) VALUES (?, ?, ?, ?, ?, ?)"
 _SESSION_TOTALS = "SELECT count(*), coalesce(sum(size), 0) FROM mcpserver_events WHERE session = ?"
 _SESSION_NEWEST = "SELECT seq, size FROM mcpserver_events WHERE session = ? ORDER BY seq DESC"
-_STREAM = "SELECT request_id, head, final FROM mcpserver_streams WHERE session = ? AND stream = ?"
+_STREAM = "SELECT request_id, head, final, at FROM mcpserver_streams WHERE session = ? AND stream = ?"
+_CARRY = "UPDATE mcpserver_streams SET at = ? WHERE session = ? AND stream = ? AND final = 0"
 _EVENTS_AFTER = ("SELECT number, data FROM mcpserver_events WHERE session = ? AND stream = ? AND number > ?"
                  " AND number <= ? ORDER BY number")
 _OLDEST_OVER = ("SELECT seq FROM (SELECT seq, sum(size) OVER (ORDER BY seq DESC) AS total FROM mcpserver_events) newest"
@@ -85,7 +90,9 @@ class SqlSessionStore(SessionStore):
         self.max_stored_bytes = max_stored_bytes
         self.local = MemorySessionStore(max_session_events=max_session_events, max_session_bytes=max_session_bytes)
         self._closed = threading.Event()
-        self._sender = Sender("mcpserver-sessions-send", "the session store", self._write, self._closed)
+        self._sender = Sender("mcpserver-sessions-send", "the session store", self._write, self._closed,
+                              every=(CARRY_SECONDS, self._carried))
+        self._watched = _Watched()
         self._batches = 0
         self.prune_every = PRUNE_EVERY
         store.run_atomically(self._create, lock="mcpserver_sessions")
@@ -120,6 +127,10 @@ class SqlSessionStore(SessionStore):
         self.flush(FLUSH_AT_CLOSE_SECONDS)  # a replica replays what this one wrote last
         self._closed.set()
 
+    def _carried(self) -> list[tuple[Any, ...]]:
+        """The open streams of the requests this process runs, touched in the database: alive (see _Watched)."""
+        return [("carry", session, stream) for session, stream in self.local.carried()]
+
     def _write(self, batch: list[tuple[Any, ...]]) -> None:
         now = self.store.now()
         self._batches += 1
@@ -140,6 +151,8 @@ class SqlSessionStore(SessionStore):
                     run(connection, _OPEN_STREAM, (session, change[2], change[3], now))
                 elif kind == "end_stream":
                     run(connection, _END_STREAM, (now, session, change[2]))
+                elif kind == "carry":
+                    run(connection, _CARRY, (now, session, change[2]))
                 else:  # the session ended
                     for table in _TABLES:
                         run(connection, f"DELETE FROM {table} WHERE session = ?", (session,))
@@ -180,23 +193,31 @@ class SqlSessionStore(SessionStore):
         if found is not None:  # this process's own stream: memory holds all the database would
             return found
 
-        def read(connection: Any) -> Optional[Replay]:
+        def read(connection: Any) -> Optional[tuple[Replay, int]]:
             row = self.store._first(connection, _STREAM, (session, stream))
-            if row is None or after > row[1] or after < 0:
+            if row is None or after < 0 or (after > row[1] and (row[2] or row[0] is None)):
                 return None
-            request_id, head, final = row
+            request_id, head, final, at = row
+            request = None if request_id is None else json.loads(request_id)
+            if after > head:  # a request's stream whose carrier had sent this before its batch reached us
+                return Replay([], after, False, request, False), int(at)
             # Read after the head, so events a batch committed meanwhile are past it: left for the next read.
             events = [(int(number), bytes(data)) for number, data
                       in self.store._rows(connection, _EVENTS_AFTER, (session, stream, after, head))]
-            return Replay(events, int(head), bool(final), None if request_id is None else json.loads(request_id),
-                          len(events) != head - after)
+            return Replay(events, int(head), bool(final), request, len(events) != head - after), int(at)
 
         deadline = time.monotonic() + REPLAY_WAIT_SECONDS
         while True:
-            found = self.store._run(read)
-            if found is not None or time.monotonic() >= deadline:
-                return found
+            stored = self.store._run(read)
+            if stored is not None or time.monotonic() >= deadline:
+                break
             time.sleep(REPLAY_POLL_SECONDS)
+        if stored is None:
+            return None
+        replay, at = stored
+        if not replay.final and replay.request_id is not None:
+            replay.abandoned = self._watched.still((session, stream), (replay.head, at))
+        return replay
 
     def subscriptions(self, session: str) -> set[str]:
         rows = self.store._run(lambda c: self.store._rows(c, _SUBSCRIPTIONS, (session,)))
@@ -210,3 +231,28 @@ class SqlSessionStore(SessionStore):
         else:
             sql, parameters = "DELETE FROM mcpserver_subscriptions WHERE session = ? AND uri = ?", (session, uri)
         self.store._run(lambda c: self.store._count(c, sql, parameters))
+
+
+class _Watched:
+    """Whether the open streams of requests other processes carry are still carried. A carrier touches its open
+    streams every CARRY_SECONDS, so one whose head and touch have not moved for ABANDONED_SECONDS of this
+    process's monotonic clock has no carrier left (it was killed, or lost the database): judged by what moves,
+    never by comparing a time it wrote with this host's clock, which either host may have stepped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
+        self._seen: dict[tuple[str, str], tuple[tuple[int, int], float]] = {}
+
+    def still(self, key: tuple[str, str], state: tuple[int, int]) -> bool:
+        """Whether the stream `key`, now at `state` (its head and last touch), has stood still long enough."""
+        now = time.monotonic()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None or seen[0] != state:
+                if len(self._seen) >= MAX_WATCHED:  # the oldest first seen go: a bounded table
+                    for old in sorted(self._seen, key=lambda k: self._seen[k][1])[: MAX_WATCHED // 2]:
+                        del self._seen[old]
+                self._seen[key] = (state, now)
+                return False
+            return now - seen[1] >= ABANDONED_SECONDS

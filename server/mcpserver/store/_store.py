@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from .. import _log
+from .._forks import renew_at_fork
 from ._events import MemorySessionStore
 from ._task import (
     DEFAULT_LEASE_MS,
@@ -146,6 +147,7 @@ class MemoryTaskStore(TaskStore):
         self.max_tasks = max_tasks
         self.max_bytes = max_bytes
         self._rows_lock = threading.Lock()
+        renew_at_fork(self, "_rows_lock")
         self._tasks: dict[str, TaskRecord] = {}
         self._owned: dict[str, set[str]] = {}
         self._first_expiry: dict[str, int] = {}  # no task of the owner expires before this (absent: none expires)

@@ -26,6 +26,7 @@ import time
 import weakref
 
 from .. import _log
+from .._forks import renew_at_fork
 from ..store import StoreUnavailable, Swept, TaskRecord, TaskStore, TaskStoreError
 from ._record import (
     DEFAULT_POLL_INTERVAL_MS,
@@ -59,12 +60,15 @@ class Tasks:
     """The tasks of one store, as the runner and the tests use them. One per process and store: its listeners,
     the results it could not save yet and its upkeep thread are this process's."""
 
-    def __init__(self, store: TaskStore):
+    def __init__(self, store: TaskStore, monotonic: Callable[[], float] = time.monotonic):
+        """`monotonic`: the clock leases are watched by (a test's own)."""
         self.store = store
+        self.leases = LeaseWatch(store.lease_ms, monotonic)
         self._lock = threading.Lock()  # listeners and unsaved results
         self._listeners: tuple[Callable[[TaskRecord], None], ...] = ()  # replaced, never changed: read unlocked
         self._unsaved: dict[str, Rule] = {}
         self._changed = threading.Condition()
+        renew_at_fork(self, "_lock", "_changed")
         self._generation = 0  # counts changes made through this object: wait_for_change's wake-up
         self._upkeep: Optional[_Upkeep] = None
 
@@ -93,12 +97,12 @@ class Tasks:
         if record is None or record.owner != owner or record.expired(now):
             raise TaskNotFound()
         record = self._with_unsaved(record, now)
-        if dead_runner(record, now) is None:
+        if dead_runner(record, self.leases.lapsed) is None:
             return record
         try:
-            return self._change(task_id, orphaned)
+            return self._change(task_id, orphaned(self.leases.lapsed))
         except StoreUnavailable:
-            return orphaned(record, now) or record
+            return orphaned(self.leases.lapsed)(record, now) or record
 
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> TaskRecord:
         """tasks/update: responses to outstanding keys are stored for the runner; other keys are ignored."""
@@ -155,6 +159,12 @@ class Tasks:
 
     # --- upkeep --------------------------------------------------------------------------------------------------
 
+    def follow(self) -> None:
+        """A listener here follows tasks: this process sweeps (every third of the lease) as a runner does, so that a
+        task whose runner is gone is failed, and the listener told, without a tasks/get to find it."""
+        if self.store.shared:
+            self._start_upkeep()
+
     def heartbeat(self) -> int:
         """Renews this process's leases (and saves results kept in memory); the number of tasks renewed."""
         self._save_unsaved()
@@ -165,10 +175,12 @@ class Tasks:
         now = self.store.now()
         expired = self.store.delete_expired(now)
         failed = 0
-        for record in self.store.unfinished_elsewhere(this_runner().token):
-            if dead_runner(record, now) is not None:
+        unfinished = self.store.unfinished_elsewhere(this_runner().token)
+        self.leases.forget_all_but({record.task_id for record in unfinished})
+        for record in unfinished:
+            if dead_runner(record, self.leases.lapsed) is not None:
                 try:
-                    failed += self._change(record.task_id, orphaned).version != record.version
+                    failed += self._change(record.task_id, orphaned(self.leases.lapsed)).version != record.version
                 except TaskNotFound:
                     pass
         return Swept(expired=expired, orphaned=failed)
@@ -278,6 +290,35 @@ class Tasks:
                 if self._upkeep is upkeep:
                     self._upkeep = _Upkeep(self, self.store.lease_ms / 3000)
                     self._upkeep.start()
+
+
+class LeaseWatch:
+    """Whether the leases of runners this process cannot see have lapsed: a lease has lapsed once it has not moved
+    for a whole lease by this process's monotonic clock. A runner renews every third of its lease, whatever its
+    wall clock says (a step back writes a smaller value, which is a move too), and a step of this host's wall
+    clock moves nothing here. So a task is judged by what its runner does, and a process that first sees a lease
+    (just started, say) takes a lease's time to call it lapsed."""
+
+    def __init__(self, lease_ms: int, monotonic: Callable[[], float]):
+        self.seconds = lease_ms / 1000
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        renew_at_fork(self, "_lock")
+        self._seen: dict[str, tuple[int, float]] = {}  # task id -> (its lease as last read, since when, monotonic)
+
+    def lapsed(self, record: TaskRecord) -> bool:
+        now = self._monotonic()
+        with self._lock:
+            seen = self._seen.get(record.task_id)
+            if seen is None or seen[0] != record.lease_until:
+                self._seen[record.task_id] = (record.lease_until, now)
+                return False
+            return now - seen[1] >= self.seconds
+
+    def forget_all_but(self, task_ids: set[str]) -> None:
+        """Drops what is known of tasks no longer unfinished elsewhere (the sweep's list): a bounded table."""
+        with self._lock:
+            self._seen = {task_id: seen for task_id, seen in self._seen.items() if task_id in task_ids}
 
 
 class _Upkeep(threading.Thread):

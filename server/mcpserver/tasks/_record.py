@@ -12,7 +12,10 @@ Rules of this module:
 - A task records the process that runs it (Runner) and a lease that process renews. A task whose
   runner is gone is turned `failed` with a message saying so, never left `working` (`dead_runner`):
   on this host a pid that no longer names the same process proves it; from another host (or
-  another pid namespace) only an expired lease can.
+  another pid namespace) only a lapsed lease can, and lapsed is the caller's to judge (`lapsed`):
+  a lease that has not moved for a whole lease by the judging process's own monotonic clock
+  (mcpserver.tasks._operations.LeaseWatch). Comparing the lease with the wall clock would fail a task
+  whose runner renews it as soon as either host's clock is stepped by more than a lease.
 - Everything a task holds is bounded by a named limit: results (MAX_RESULT_BYTES: a larger one turns
   the task `failed` with a clear error instead of being stored), input requests and answers
   (MAX_INPUT_BYTES, MAX_INPUT_KEYS), the tasks of one owner (stores count them against
@@ -45,7 +48,7 @@ from ..store import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Mapping, Optional
+    from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["DEFAULT_POLL_INTERVAL_MS", "DEFAULT_TTL_MS", "MAX_INPUT_BYTES", "MAX_INPUT_KEYS", "InputTooLarge",
            "InvalidTransition", "TaskNotFound", "dead_runner", "finished", "new_task", "orphaned", "this_runner",
@@ -144,15 +147,16 @@ def _process_gone(runner: Runner) -> Optional[bool]:
     return None
 
 
-def dead_runner(record: TaskRecord, now: int) -> Optional[str]:
-    """Why the process running an unfinished task can no longer finish it, or None if it may."""
+def dead_runner(record: TaskRecord, lapsed: Callable[[TaskRecord], bool]) -> Optional[str]:
+    """Why the process running an unfinished task can no longer finish it, or None if it may. `lapsed` says
+    whether the task's lease has lapsed (asked only of a runner this host cannot see)."""
     runner = record.runner
     if record.terminal or runner.token == this_runner().token:
         return None
     gone = _process_gone(runner)
     if gone:
         return f"The server process that ran this task (pid {runner.pid}) ended before the task finished"
-    if gone is None and now > record.lease_until:
+    if gone is None and lapsed(record):
         return "The server process that ran this task stopped renewing its lease (it ended or lost the store)"
     return None
 
@@ -275,12 +279,16 @@ def _stored_size(result: dict[str, Any]) -> tuple[int, Optional[dict[str, Any]]]
     return size, None
 
 
-def orphaned(record: TaskRecord, now: int) -> Optional[TaskRecord]:
-    """`failed` because its runner is gone; None if it finished or its runner showed life meanwhile."""
-    reason = dead_runner(record, now)
-    if reason is None:
-        return None
-    return _advance(record, now, status=FAILED, status_message=reason, input_requests={}, answers={},
-                    error={"code": INTERNAL_ERROR, "message": reason})
+def orphaned(lapsed: Callable[[TaskRecord], bool]) -> Callable[[TaskRecord, int], Optional[TaskRecord]]:
+    """The change to `failed` because its runner is gone (`dead_runner`, with `lapsed`); None from it if the task
+    finished or its runner showed life meanwhile."""
+    def change(record: TaskRecord, now: int) -> Optional[TaskRecord]:
+        reason = dead_runner(record, lapsed)
+        if reason is None:
+            return None
+        return _advance(record, now, status=FAILED, status_message=reason, input_requests={}, answers={},
+                        error={"code": INTERNAL_ERROR, "message": reason})
+
+    return change
 
 

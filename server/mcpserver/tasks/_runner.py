@@ -28,6 +28,7 @@ import time
 
 from .. import _json, _log
 from .._context import Cancelled, Context, Flight, InputRequired
+from .._forks import renew_at_fork
 from ..errors import InternalError, ProtocolError
 from ..store import shared
 from ._operations import Tasks
@@ -59,6 +60,7 @@ class TaskManager:
         self.tasks.on_change(lambda record: server.subscriptions.task_changed(record.task_id, record.detailed()))
         self._slots = threading.BoundedSemaphore(MAX_RUNNING_TASKS)
         self._lock = threading.Lock()
+        renew_at_fork(self, "_slots", "_lock")
         self._running: dict[str, Flight] = {}  # announced and still running here: what a cancel must reach
         self._watcher: Optional[threading.Thread] = None
 
@@ -128,6 +130,8 @@ class TaskManager:
             except ProtocolError:  # not found, or another principal's: left out
                 continue
             seen.append(task_id)
+        if seen:  # a listener follows them: their runner's end must reach it even if this process runs no task
+            self.tasks.follow()
         return seen
 
     def update(self, task_id: str, responses: dict[str, Any], context: Context) -> dict[str, Any]:
