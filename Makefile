@@ -21,10 +21,10 @@ help:
 	@echo "make matrix      every suite in every lab cell (DISTRO=, PYTHON_VERSION=, ARCH=, SUITES=, JOBS=; ARCH=all SUITES=all: everything)"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
-	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
+	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/reports/performance.md (ROUNDS=)"
 	@echo "make bench-compare BASE=REV   this checkout against another, pair by pair and in instructions (PAIRS=)"
 	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP, 20,000 legacy-session steps over each (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_LEGACY_STDIO=, FUZZ_LEGACY_HTTP=, FUZZ_ARGS=)"
-	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/performance.md (SOAK_MINUTES=)"
+	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/reports/performance.md (SOAK_MINUTES=)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,7 +83,7 @@ lint-tools:
 	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; }; }
 	@command -v shellcheck >/dev/null 2>&1 || { echo "lint: no shellcheck on PATH, and actionlint would skip its checks"; exit 1; }
 
-# --- the container lab (matrix/, images/, scripts/; see docs/embedding.md) ------------------------------
+# --- the container lab (matrix/, images/, scripts/; see docs/guides/embedding.md) ------------------------------
 LAB_VENV ?= .venv-lab
 LAB_PY := $(LAB_VENV)/bin/python
 DISTRO ?=
@@ -127,7 +127,7 @@ lab-registry:
 clean-lab:
 	@$(PYTHON) scripts/clean_lab.py
 
-# --- benchmarks (bench/; see docs/performance.md) -----------------------------------------------------------
+# --- benchmarks (bench/; see docs/reports/performance.md) -----------------------------------------------------------
 # The peers (the official SDK, gunicorn) live in their own venv, from bench/requirements.txt;
 # wrk comes from Debian's packages. The driver itself needs only the standard library.
 BENCH_VENV ?= .cache/bench-venv
@@ -161,7 +161,7 @@ PAIRS ?= 15
 bench-compare: bench-tools
 	$(PYTHON) bench/compare.py --baseline $(BASE) --pairs $(PAIRS)
 
-# --- fuzzing and soak (tests/fuzz/, bench/soak.py; see docs/performance.md) ------------------------------
+# --- fuzzing and soak (tests/fuzz/, bench/soak.py; see docs/reports/performance.md) ------------------------------
 # `make test` runs a short fuzz run (tests/fuzz/test_fuzz.py); these are the full ones.
 FUZZ_CORE ?= 1000000
 FUZZ_STDIO ?= 100000

@@ -250,7 +250,7 @@ class Server:
         `stdin` is "json" (the arguments), "none" or {"argument": NAME}; `output` "text" or "json"
         (structured content); `timeout` (default 30 s) and `max_output_bytes` (16 MiB) end a run;
         `progress` is a regex over stderr lines; `confirm` a question the user must accept first; `heartbeat` and
-        `scopes` as for tool(). See docs/manifest.md, and mcpserver._command for the rules on argv placeholders.
+        `scopes` as for tool(). See docs/guides/manifest.md, and mcpserver._command for the rules on argv placeholders.
         """
         from ._command import command_tool  # subprocess and selectors load only for servers that run programs
 

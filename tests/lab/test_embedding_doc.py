@@ -1,4 +1,4 @@
-"""docs/embedding.md, followed literally: its files are written and its shell blocks run, in order, in a folder
+"""docs/guides/embedding.md, followed literally: its files are written and its shell blocks run, in order, in a folder
 of its own beside a clean copy of this checkout, against the lab's engine; afterwards neither holds anything the
 guide made. Marked `engine`."""
 
@@ -19,7 +19,7 @@ from .conftest import LAB_ROOT
 
 pytestmark = pytest.mark.engine
 
-DOC = LAB_ROOT / "docs" / "embedding.md"
+DOC = LAB_ROOT / "docs" / "guides" / "embedding.md"
 BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.S | re.M)
 
 
