@@ -7,6 +7,8 @@ What a page says about its blocks, in HTML comments a reader never sees, on the 
   `<!-- example: output -->` right after it is what the script prints, compared line for line.
 - `<!-- example: fragment: REASON -->`: the block is not run, and REASON says why it cannot run on its own.
 - `<!-- example: run by tests/PATH -->`: another test runs the block as written (a recipe with nginx, Docker).
+- `<!-- example: excerpt of PATH -->`: the block's lines are lines of that file of the repository, in order (a test
+  of the project runs the file).
 - in a ```sh or ```console block, every command of this project's own command line (`mcpserver ...`,
   `python -m mcpserver ...`, `python scripts/run_matrix.py ...`) runs, and must exit 0 unless a comment at its
   end says `# exit N`. A server is stopped as its user would stop it: stdio by closing its input, HTTP by
@@ -23,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
-MARKER = re.compile(r"<!--\s*example:\s*(?P<kind>fragment|run by|output)\s*:?\s*(?P<detail>.*?)\s*-->\s*$")
+MARKER = re.compile(r"<!--\s*example:\s*(?P<kind>fragment|run by|output|excerpt of)\s*:?\s*(?P<detail>.*?)\s*-->\s*$")
 TITLE = re.compile(r"""title=["']?([\w./-]+)""")
 SHELLS = ("sh", "bash", "console", "shell")
 # The project's own command line, after any VAR=value assignments.
@@ -38,7 +40,7 @@ class Block:
     lang: str
     title: str
     body: str
-    marker: str = ""  # fragment, run by, output, or ""
+    marker: str = ""  # fragment, run by, excerpt of, output, or ""
     detail: str = ""
 
     @property

@@ -32,10 +32,11 @@ def every_block() -> list[Block]:
     return [block for page in pages() for block in blocks(page)]
 
 
-PYTHON = [b for b in every_block() if b.lang == "python" and b.marker not in ("fragment", "run by")]
+NOT_RUN = ("fragment", "run by", "excerpt of")
+PYTHON = [b for b in every_block() if b.lang == "python" and b.marker not in NOT_RUN]
 COMMANDS = [c for b in every_block() if b.lang in ("sh", "bash", "console", "shell") and b.marker != "run by"
             for c in commands(b)]  # fmt: skip
-MARKED = [b for b in every_block() if b.marker in ("fragment", "run by")]
+MARKED = [b for b in every_block() if b.marker in NOT_RUN]
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +60,7 @@ def page_folder(folder: Path, page: str) -> Path:
     (folder / "run/secrets/state-keys").write_text("0" * 64 + "\n")
     (folder / "run/mcp").mkdir(mode=0o700)
     for block in blocks(ROOT / page):
-        if block.title and block.marker not in ("fragment", "run by"):
+        if block.title and block.marker not in NOT_RUN:
             (folder / block.title).parent.mkdir(parents=True, exist_ok=True)
             (folder / block.title).write_text(block.body)
     return folder
@@ -189,6 +190,10 @@ def test_a_python_example_runs(block: Block, folders) -> None:
 def test_a_block_that_does_not_run_here_says_why(block: Block) -> None:
     if block.marker == "fragment":
         assert len(block.detail.split()) >= 3, f"{block.where}: a fragment says why it cannot run on its own"
+    elif block.marker == "excerpt of":
+        lines = iter((ROOT / block.detail).read_text(encoding="utf-8").split("\n"))
+        missing = [line for line in block.body.rstrip("\n").split("\n") if line.strip() and line not in lines]
+        assert not missing, f"{block.where}: not lines of {block.detail}, in order: {missing}"
     else:
         runner = ROOT / block.detail.split()[0]
         assert runner.is_file(), f"{block.where}: {block.detail} is no test of this checkout"
@@ -200,5 +205,5 @@ def test_every_python_block_is_run_or_marked() -> None:
     """What the collection above rests on: no Python block is left out silently, and the examples are found."""
     python = [b for b in every_block() if b.lang == "python"]
     assert len(python) >= 20, "the parser finds the docs' Python blocks"
-    assert all(b in PYTHON or b.marker in ("fragment", "run by") for b in python)
+    assert all(b in PYTHON or b.marker in NOT_RUN for b in python)
     assert len(COMMANDS) >= 20, "the parser finds the docs' own commands"
