@@ -2,7 +2,8 @@
 
 What a page says about its blocks, in HTML comments a reader never sees, on the line right before a fence:
 
-- a ```python block runs, as a script in the page's own folder. With `title=NAME.py` it is that file instead,
+- a ```python block runs, as a script in the page's own folder. With `title=NAME.py` (or a first line `# NAME.py`)
+  it is that file instead,
   written there for later blocks to import, and run too (a `test_*.py` file by pytest). A text block marked
   `<!-- example: output -->` right after it is what the script prints, compared line for line.
 - `<!-- example: fragment: REASON -->`: the block is not run, and REASON says why it cannot run on its own.
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
 MARKER = re.compile(r"<!--\s*example:\s*(?P<kind>fragment|run by|output|excerpt of)\s*:?\s*(?P<detail>.*?)\s*-->\s*$")
 TITLE = re.compile(r"""title=["']?([\w./-]+)""")
+NAMED = re.compile(r"# ([\w-]+\.py)\n")  # a first line `# hello.py`, as the README names its files
 SHELLS = ("sh", "bash", "console", "shell")
 # The project's own command line, after any VAR=value assignments.
 OURS = re.compile(r"^(?:mcpserver|python3? -m mcpserver|python3? scripts/run_matrix\.py)(?:\s|$)")
@@ -78,8 +80,8 @@ def blocks(path: Path) -> list[Block]:
         line = text.count("\n", 0, match.start()) + 1
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         marker = MARKER.search(before)
-        title = TITLE.search(match.group("info"))
         body = "\n".join(row[len(match.group("indent")):] for row in match.group("body").split("\n"))
+        title = TITLE.search(match.group("info")) or NAMED.match(body)
         found.append(Block(page=str(path.relative_to(ROOT)), line=line, lang=match.group("lang"),
                            title=title.group(1) if title else "", body=body,
                            marker=marker.group("kind") if marker else "",
