@@ -15,6 +15,8 @@ help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
 	@echo "make lint        ruff; mypy --strict on server/, matrix/ and scripts/; actionlint on the workflows"
+	@echo "make docs        the documentation site into site/ (mkdocs --strict: a broken link or reference fails)"
+	@echo "make docs-serve  the site on http://127.0.0.1:8000 with live reload (DOCS_ADDR=)"
 	@echo "make test-auth   only the OAuth suite against a real authorization server (oidc-provider; Node 22 on first use)"
 	@echo "make test-clients only the real legacy-era clients (SDKs 1.x, the Inspector; installed on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
@@ -34,7 +36,7 @@ $(VENV)/.installed: pyproject.toml
 
 test: $(VENV)/.installed task-store-tools pypy-tools lab-browser  # tests/http's CORS test loads pages in Chromium
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
-	  tests/clients tests/extensions tests/fuzz tests/task_store tests/recipes tests/bench
+	  tests/clients tests/extensions tests/fuzz tests/task_store tests/recipes tests/bench tests/docs
 
 # tests/task_store starts its own PostgreSQL servers from Debian's postgresql package (psycopg comes with the
 # test extra). The package starts a cluster of its own on installation; nothing uses it, so it is stopped.
@@ -82,6 +84,28 @@ lint-tools:
 	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends shellcheck >/dev/null 2>&1 \
 	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; }; }
 	@command -v shellcheck >/dev/null 2>&1 || { echo "lint: no shellcheck on PATH, and actionlint would skip its checks"; exit 1; }
+
+# --- the documentation site (mkdocs.yml, docs/; tests/docs runs its examples in make test) -------------------
+# The tools are the docs extra's, in the dev venv. Mermaid (the diagrams) is served with the site, from the npm
+# package pinned here, so the pages draw them without reaching a CDN; without npm the theme loads it from one.
+MERMAID ?= 11.12.1
+DOCS_ADDR ?= 127.0.0.1:8000
+DOCS_JS := docs/js/mermaid.min.js
+export NO_MKDOCS_2_WARNING := 1  # Material's banner about MkDocs 2.0 on every build
+
+.PHONY: docs docs-serve
+
+docs: $(VENV)/.installed $(DOCS_JS)
+	$(PY) -m mkdocs build --strict
+
+docs-serve: $(VENV)/.installed $(DOCS_JS)
+	$(PY) -m mkdocs serve --livereload --dev-addr $(DOCS_ADDR)
+
+$(DOCS_JS): Makefile
+	@mkdir -p .cache/docs docs/js
+	@if [ ! -f .cache/docs/mermaid-$(MERMAID).tgz ]; then \
+	  (cd .cache/docs && npm pack --silent mermaid@$(MERMAID) >/dev/null 2>&1) || echo "docs: npm could not fetch mermaid; the theme loads it from a CDN"; fi
+	@if [ -f .cache/docs/mermaid-$(MERMAID).tgz ]; then tar -xzf .cache/docs/mermaid-$(MERMAID).tgz -O package/dist/mermaid.min.js > $@; fi
 
 # --- the container lab (matrix/, images/, scripts/; see docs/guides/embedding.md) ------------------------------
 LAB_VENV ?= .venv-lab

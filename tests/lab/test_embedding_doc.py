@@ -27,7 +27,7 @@ def blocks() -> list[tuple[str, str, str]]:
     """(language, title or '', text) of every fenced block."""
     found = []
     for language, info, text in BLOCK.findall(DOC.read_text()):
-        title = re.search(r"title=(\S+)", info)
+        title = re.search(r"""title="?([^"\s]+)""", info)
         found.append((language, title.group(1) if title else "", text))
     return found
 

@@ -1,0 +1,76 @@
+"""MkDocs hooks of the documentation site (mkdocs.yml): the build fails when the API reference leaves out a public
+name, or a public module has no page.
+
+A module's public names are its `__all__`; the reference's pages are docs/reference/api/*.md, each naming its module
+with `::: mcpserver.NAME`. After mkdocstrings wrote the inventory of what it rendered (objects.inv), every public
+name of every module with a page must be in it, and every module of the package whose name does not start with an
+underscore must have a page or be in NOT_DOCUMENTED, with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "server" / "mcpserver"
+PAGES = ROOT / "docs" / "reference" / "api"
+NOT_DOCUMENTED = {
+    "mcpserver.legacy": "the initialize-based era, reached only through protocol.dispatch and the transports",
+    "mcpserver.schema": "schemas from signatures, used through Server.tool and its input_schema=",
+    "mcpserver.cli": "the command line, documented as one (reference/cli.md)",
+}
+log = logging.getLogger("mkdocs.hooks.api_reference")
+
+
+def public_names(module: str) -> list[str]:
+    """The module's `__all__`, read from its source (importing it is not needed, and costs the build nothing)."""
+    relative = module.split(".")[1:]
+    path = PACKAGE.joinpath(*relative, "__init__.py") if PACKAGE.joinpath(*relative).is_dir() else \
+        PACKAGE.joinpath(*relative[:-1], relative[-1] + ".py") if relative else PACKAGE / "__init__.py"  # fmt: skip
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return [str(name) for name in ast.literal_eval(node.value)]
+    return []
+
+
+def documented_modules() -> list[str]:
+    return sorted({m for page in PAGES.glob("*.md") for m in re.findall(r"^::: (mcpserver[\w.]*)", page.read_text(),
+                                                                         re.M)})  # fmt: skip
+
+
+def package_modules() -> list[str]:
+    """Every module and folder of the package whose own name does not start with an underscore."""
+    found = ["mcpserver"]
+    for path in sorted(PACKAGE.rglob("*")):
+        relative = path.relative_to(PACKAGE)
+        if any(part.startswith(("_", ".")) for part in relative.parts) or "__pycache__" in relative.parts:
+            continue
+        if path.is_dir() and (path / "__init__.py").exists() or path.suffix == ".py":
+            found.append("mcpserver." + ".".join(relative.with_suffix("").parts))
+    return found
+
+
+def inventory(site: Path) -> set[str]:
+    header, _, body = (site / "objects.inv").read_bytes().partition(b"zlib.\n")
+    return {line.split(" ", 1)[0] for line in zlib.decompress(body).decode().splitlines()}
+
+
+def missing_references(site: Path) -> list[str]:
+    rendered = inventory(site)
+    documented = documented_modules()
+    missing = [f"{module}: no page in docs/reference/api/" for module in package_modules()
+               if module not in documented and module not in NOT_DOCUMENTED]  # fmt: skip
+    for module in documented:
+        missing += [f"{module}.{name}: in __all__, not in the API reference" for name in public_names(module)
+                    if f"{module}.{name}" not in rendered]  # fmt: skip
+    return missing
+
+
+def on_post_build(config: Any, **kwargs: Any) -> None:
+    for problem in missing_references(Path(config["site_dir"])):
+        log.warning(problem)
