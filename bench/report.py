@@ -1010,8 +1010,8 @@ def write_doc(results: dict[str, Any], path: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) not in (1, 3) or (len(argv) == 3 and argv[1] != "--doc"):
-        print("usage: python bench/report.py RESULTS.json [--doc docs/reports/performance.md]  (without --doc: to stdout)",
-              file=sys.stderr)
+        print("usage: python bench/report.py RESULTS.json [--doc docs/reports/performance.md]  "
+              "(without --doc: to stdout)", file=sys.stderr)
         return 2
     with open(argv[0]) as handle:
         results = json.load(handle)

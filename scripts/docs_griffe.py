@@ -39,7 +39,8 @@ def trailing_comment(lines: list[str]) -> str:
     found = []
     for line in lines:
         code, hashed, comment = line.partition("  # ")
-        if hashed and code.count('"') % 2 == 0 and code.count("'") % 2 == 0 and not comment.startswith(("type:", "noqa", "fmt:")):
+        quoted = code.count('"') % 2 or code.count("'") % 2
+        if hashed and not quoted and not comment.startswith(("type:", "noqa", "fmt:")):
             found.append(comment.strip())
     return capitalized(" ".join(found))
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
+FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
+                   re.S | re.M)
 MARKER = re.compile(r"<!--\s*example:\s*(?P<kind>fragment|run by|output|excerpt of)\s*:?\s*(?P<detail>.*?)\s*-->\s*$")
 TITLE = re.compile(r"""title=["']?([\w./-]+)""")
 NAMED = re.compile(r"# ([\w-]+\.py)\n")  # a first line `# hello.py`, as the README names its files

@@ -92,7 +92,7 @@ def runnable(command: Command, folder: Path) -> tuple[list[str], dict[str, str]]
 
 def serves(argv: list[str]) -> str:
     """'http', 'dev', 'stdio', or '' for a command that answers and exits."""
-    words = argv[1:] if not argv[1:2] == ["-m"] else argv[3:]
+    words = argv[1:] if argv[1:2] != ["-m"] else argv[3:]
     if any(word in ("--help", "-h", "--version", "--check", "--list") for word in words) or "run_matrix" in argv[1]:
         return ""
     if words[:1] == ["dev"]:

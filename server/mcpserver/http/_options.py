@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_
 # One client's share of the server's subscriptions/listen streams (its Server's max_listeners, 512 by
 # default): a few streams is what a client needs; the rest stays for everyone else.
 DEFAULT_MAX_LISTENERS_PER_PEER = 32
-DEFAULT_MAX_LISTENERS_PER_PRINCIPAL = 128
+DEFAULT_MAX_LISTENERS_PER_PRINCIPAL = 128  # one OAuth subject's or static token's share, over all its addresses
 
 
 @frozen_options(frozen=True, kw_only=True)
