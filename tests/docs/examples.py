@@ -7,13 +7,16 @@ What a page says about its blocks, in HTML comments a reader never sees, on the 
   written there for later blocks to import, and run too (a `test_*.py` file by pytest). A text block marked
   `<!-- example: output -->` right after it is what the script prints, compared line for line.
 - `<!-- example: fragment: REASON -->`: the block is not run, and REASON says why it cannot run on its own.
-- `<!-- example: run by tests/PATH -->`: another test runs the block as written (a recipe with nginx, Docker).
+- `<!-- example: run by tests/PATH -->`: another test runs the block as written (a recipe with nginx, Docker); so
+  does a `<!-- recipe: NAME -->` of a page in RECIPES.
 - `<!-- example: excerpt of PATH -->`: the block's lines are lines of that file of the repository, in order (a test
   of the project runs the file).
 - in a ```sh or ```console block, every command of this project's own command line (`mcpserver ...`,
   `python -m mcpserver ...`, `python scripts/run_matrix.py ...`) runs, and must exit 0 unless a comment at its
   end says `# exit N`. A server is stopped as its user would stop it: stdio by closing its input, HTTP by
-  SIGTERM once it says it serves, `mcpserver dev` by Ctrl-C; each then exits 0. In a ```console block the lines
+  SIGTERM once it says it serves, `mcpserver dev` by Ctrl-C; each then exits 0. A lab run (`run_matrix.py` without
+  `--help`, `--list` or `--github-matrix`) runs with `--list` added: its selectors are checked, no cell is built,
+  since a run takes the engine and many minutes (`make matrix` in CI is that test). In a ```console block the lines
   after a `$ ` command are what it prints. Other programs (pip, docker, curl, gunicorn, make) are not run here.
 """
 
@@ -27,7 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
                    re.S | re.M)
-MARKER = re.compile(r"<!--\s*example:\s*(?P<kind>fragment|run by|output|excerpt of)\s*:?\s*(?P<detail>.*?)\s*-->\s*$")
+MARKER = re.compile(r"<!--\s*(?:example:\s*(?P<kind>fragment|run by|output|excerpt of)|(?P<recipe>recipe))\s*:?\s*"
+                    r"(?P<detail>.*?)\s*-->\s*$")
+# A page's recipes (`<!-- recipe: NAME -->`) are run as written by a test of their own, with the services they need.
+RECIPES = {"docs/guides/auth.md": "tests/auth/test_recipes.py",
+           "docs/guides/sessions.md": "tests/recipes/test_sessions_recipe.py"}
 TITLE = re.compile(r"""title=["']?([\w./-]+)""")
 NAMED = re.compile(r"# ([\w-]+\.py)\n")  # a first line `# hello.py`, as the README names its files
 SHELLS = ("sh", "bash", "console", "shell")
@@ -85,9 +92,17 @@ def blocks(path: Path) -> list[Block]:
         title = TITLE.search(match.group("info")) or NAMED.match(body)
         found.append(Block(page=str(path.relative_to(ROOT)), line=line, lang=match.group("lang"),
                            title=title.group(1) if title else "", body=body,
-                           marker=marker.group("kind") if marker else "",
-                           detail=marker.group("detail") if marker else ""))  # fmt: skip
+                           marker=(marker.group("kind") or "run by") if marker else "",
+                           detail=recipe_runner(path, marker) if marker else ""))  # fmt: skip
     return found
+
+
+def recipe_runner(path: Path, marker: re.Match[str]) -> str:
+    """A marker's detail; for a recipe, the test that runs it and the recipe's name."""
+    if not marker.group("recipe"):
+        return marker.group("detail")
+    runner = RECIPES.get(str(path.relative_to(ROOT)), "(no test runs this page's recipes)")
+    return f"{runner} {marker.group('detail')}"
 
 
 def commands(block: Block) -> list[Command]:

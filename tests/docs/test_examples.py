@@ -1,7 +1,8 @@
 """Every example of the README and docs/ runs as written, or says why not (tests/docs/examples.py has the rules).
 
 Each page gets a folder of its own holding what its commands name: the page's titled files, `server.py` (the demo
-example), a `skills/` folder, token and key files (a path under /run/ is taken to be in that folder), and links to
+example), `hello.py` (getting started's), a `skills/` folder, token and key files (a path under /run/ or ~ is taken
+to be in that folder), and links to
 this checkout's `server/`, `scripts/` and `matrix/`. A port in a command is made 0, since the machine is shared."""
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def page_folder(folder: Path, page: str) -> Path:
     for name in ("server", "scripts", "matrix", "spec"):
         (folder / name).symlink_to(ROOT / name)
     shutil.copy(ROOT / "server/examples/demo.py", folder / "server.py")
+    # The docs' running example, which pages after the first name without showing it again.
+    start = blocks(ROOT / "docs/getting-started.md")
+    (folder / "hello.py").write_text(next(block.body for block in start if block.title == "hello.py"))
     shutil.copytree(ROOT / "server/examples/skills", folder / "skills")
-    for name in ("token.txt", "run/token", "run/secrets/token"):
+    for name in ("token.txt", "run/token", "run/secrets/token", "home/.mcp-token"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(TOKEN + "\n")
     (folder / "run/secrets/state-keys").write_text("0" * 64 + "\n")
@@ -67,7 +71,8 @@ def page_folder(folder: Path, page: str) -> Path:
 
 
 def in_folder(word: str, folder: Path) -> str:
-    """A /run/... path (also inside unix:/run/...) is the page folder's."""
+    """A /run/... path (also inside unix:/run/...) is the page folder's, and so is the home folder, ~."""
+    word = re.sub(r"^~/", f"{folder}/home/", word)
     return re.sub(r"(^|:|=)/run/", lambda m: f"{m.group(1)}{folder}/run/", word)
 
 
@@ -81,11 +86,13 @@ def runnable(command: Command, folder: Path) -> tuple[list[str], dict[str, str]]
             [] if (BIN / "mcpserver").exists() else ["-m", "mcpserver"]), *argv[1:]]
     elif argv[0] in ("python", "python3"):
         argv[0] = sys.executable
+    if "run_matrix" in " ".join(argv[:2]) and not {"--help", "-h", "--list", "--github-matrix"} & set(argv):
+        argv.append("--list")  # a lab run takes the engine and many minutes: check what it selects, build nothing
     if serves(argv) in ("http", "dev") and "--port" not in argv and not any("unix:" in w for w in argv):
         at = argv.index("dev") + 1 if serves(argv) == "dev" else len(argv) - 1  # before TARGET
         argv[at:at] = ["--port", "0"]  # not the default 3000, which another process may hold
     env = {**os.environ, **{name: in_folder(value, folder) for name, value in command.env.items()},
-           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
+           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(folder / "home")}  # fmt: skip
     env.pop("MCPSERVER_TOKEN", None)
     return argv, env
 
