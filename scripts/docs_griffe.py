@@ -1,10 +1,12 @@
 """A griffe extension for the API reference (mkdocs.yml): the package's docstrings read as its source writes them.
 
+- A doctest (`>>> `) is a fenced code block, not the nested quotes Markdown reads it as.
 - A list right after a line of prose ("Rules of this module:" then "- ..."), as the docstrings write them, gets
   the blank line Markdown needs to see a list rather than one run-on paragraph.
 - A constant documented as the package writes constants, with a comment at the end of its line
   (`MAX_HEAD_BYTES = 32 * 1024  # ...; past it, 431`) or in the lines right above it, has that comment as its
   docstring.
+- An instance attribute set from the parameter of its name shows no value (`params = params` says nothing).
 - A class shows what its users call: its dunders (`__slots__`, `__repr__`, ...) are left out, except those that are
   how it is used (`__call__` of a WSGI app, `__enter__` of a client).
 """
@@ -19,6 +21,23 @@ from griffe import Attribute, Class, Docstring, Extension, Object
 
 USED_DUNDERS = frozenset({"__init__", "__call__", "__enter__", "__exit__", "__iter__", "__len__", "__contains__"})
 LIST_ITEM = re.compile(r"^\s*(?:[-*] |\d+\. )")
+
+
+def fenced_doctests(text: str) -> str:
+    """A doctest (`>>> ` and `... ` lines) as a fenced pycon block, which Markdown would read as nested quotes."""
+    out: list[str] = []
+    inside = False
+    for line in text.split("\n"):
+        prompt = line.lstrip().startswith((">>>", "..."))
+        if prompt and not inside:
+            out.append("```pycon")
+        elif not prompt and inside:
+            out.append("```")
+        inside = prompt
+        out.append(line.strip() if prompt else line)
+    if inside:
+        out.append("```")
+    return "\n".join(out)
 
 
 def spaced_lists(text: str) -> str:
@@ -57,15 +76,19 @@ def comment_above(attr: Attribute) -> str:
 
 
 def capitalized(text: str) -> str:
-    return text[:1].upper() + text[1:]
+    """A sentence's first letter up, unless it starts with a name from the code (`mcpserver.auth.Principal`)."""
+    first = text.split(" ", 1)[0]
+    return text[:1].upper() + text[1:] if first.isalpha() and first.islower() else text
 
 
 class ReadAsWritten(Extension):
     def on_instance(self, *, obj: Object, **kwargs: Any) -> None:
         if obj.docstring is not None:
-            obj.docstring.value = spaced_lists(obj.docstring.value)
+            obj.docstring.value = spaced_lists(fenced_doctests(obj.docstring.value))
 
     def on_attribute_instance(self, *, attr: Attribute, **kwargs: Any) -> None:
+        if "instance-attribute" in attr.labels and str(attr.value) == attr.name:
+            attr.value = None  # `self.params = params` says nothing the signature does not
         if attr.docstring is None and attr.lineno is not None:
             comment = trailing_comment(attr.lines) or comment_above(attr)
             if comment:

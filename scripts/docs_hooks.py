@@ -1,11 +1,11 @@
 """MkDocs hooks of the documentation site (mkdocs.yml): the build fails when the API reference leaves out a public
-name, or a public module has no page.
+name, a public module has no page, or a page is missing from llms.txt.
 
 A module's public names are its `__all__` (less a name that starts with an underscore, private whatever the list
-says); the reference's pages are docs/reference/api/*.md, each naming its module
-with `::: mcpserver.NAME`. After mkdocstrings wrote the inventory of what it rendered (objects.inv), every public
-name of every module with a page must be in it, and every module of the package whose name does not start with an
-underscore must have a page or be in NOT_DOCUMENTED, with the reason.
+says); the reference's pages are docs/reference/api/*.md, each naming its module with `::: mcpserver.NAME`. After
+mkdocstrings wrote the inventory of what it rendered (objects.inv), every public name of every module with a page
+must be in it, and every module of the package whose name does not start with an underscore must have a page or be
+in NOT_DOCUMENTED, with the reason.
 """
 
 from __future__ import annotations
@@ -72,6 +72,23 @@ def missing_references(site: Path) -> list[str]:
     return missing
 
 
+def pages_not_in_llms_txt(site: Path, docs: Path) -> list[str]:
+    """Every page but the single ADRs (their index is listed) is in llms.txt, the index coding agents read."""
+    listed = (site / "llms.txt").read_text(encoding="utf-8")
+    pages = [page.relative_to(docs) for page in docs.rglob("*.md") if not page.match("adr/0*.md")]
+    return [f"{page}: not in llms.txt (mkdocs.yml, the llmstxt plugin's sections)" for page in pages
+            if not any(link in listed for link in llms_links(page))]
+
+
+def llms_links(page: Path) -> list[str]:
+    """How llms.txt may link a page: as the Markdown copy the plugin writes beside its HTML."""
+    links = [f"/{page.with_suffix('')}/index.md)", f"/{page})"]
+    if page.name in ("index.md", "README.md"):
+        links.append(f"/{page.parent}/index.md)".replace("/./", "/"))
+    return links
+
+
 def on_post_build(config: Any, **kwargs: Any) -> None:
-    for problem in missing_references(Path(config["site_dir"])):
+    site, docs = Path(config["site_dir"]), Path(config["docs_dir"])
+    for problem in missing_references(site) + pages_not_in_llms_txt(site, docs):
         log.warning(problem)
