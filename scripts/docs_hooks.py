@@ -1,5 +1,5 @@
 """MkDocs hooks of the documentation site (mkdocs.yml): the build fails when the API reference leaves out a public
-name, a public module has no page, or a page is missing from llms.txt.
+name, a public module has no page, or a page is missing from llms.txt; and it lists the decision records.
 
 A module's public names are its `__all__` (less a name that starts with an underscore, private whatever the list
 says); the reference's pages are docs/reference/api/*.md, each naming its module with `::: mcpserver.NAME`. After
@@ -86,6 +86,19 @@ def llms_links(page: Path) -> list[str]:
     if page.name in ("index.md", "README.md"):
         links.append(f"/{page.parent}/index.md)".replace("/./", "/"))
     return links
+
+
+def on_config(config: Any, **kwargs: Any) -> Any:
+    """The nav's decision records are every docs/adr/NNNN-*.md, in order: a record added on any branch is listed
+    without an edit of mkdocs.yml, which would otherwise fail the strict build as a page left out of the nav."""
+    records = sorted(str(path.relative_to(Path(config["docs_dir"])))
+                     for path in (Path(config["docs_dir"]) / "adr").glob("[0-9]*.md"))  # fmt: skip
+    for section in config["nav"] or []:
+        for entries in section.values() if isinstance(section, dict) else []:
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict) and "Decision records" in entry:
+                    entry["Decision records"] = ["adr/README.md", *records]
+    return config
 
 
 def on_post_build(config: Any, **kwargs: Any) -> None:
