@@ -15,6 +15,8 @@ help:
 	@echo "make test        host suites (creates $(VENV) on first use)"
 	@echo "make test-py39   the same suites under Python 3.9"
 	@echo "make lint        ruff; mypy --strict on server/, matrix/ and scripts/; actionlint on the workflows"
+	@echo "make docs        the documentation site into site/ (mkdocs --strict: a broken link or reference fails)"
+	@echo "make docs-serve  the site on http://127.0.0.1:8000 with live reload (DOCS_ADDR=)"
 	@echo "make test-auth   only the OAuth suite against a real authorization server (oidc-provider; Node 22 on first use)"
 	@echo "make test-clients only the real legacy-era clients (SDKs 1.x, the Inspector; installed on first use)"
 	@echo "make conformance the official MCP conformance suite against the examples over HTTP"
@@ -23,10 +25,10 @@ help:
 	@echo "                 README.md, its report to docs/matrix.md and its grid to docs/img/report.png"
 	@echo "make test-lab    the lab harness's own tests (ENGINE=1 adds those that drive Docker)"
 	@echo "make clean-lab   remove everything the lab created (labelled containers/images/volumes, caches)"
-	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/performance.md (ROUNDS=)"
+	@echo "make bench       benchmarks against the official SDK and bare-stdlib ceilings; writes docs/reports/performance.md (ROUNDS=)"
 	@echo "make bench-compare BASE=REV   this checkout against another, pair by pair and in instructions (PAIRS=)"
 	@echo "make fuzz        1,000,000 fuzzed messages through the core, 100,000 through live stdio and HTTP, 20,000 legacy-session steps over each (FUZZ_CORE=, FUZZ_STDIO=, FUZZ_HTTP=, FUZZ_LEGACY_STDIO=, FUZZ_LEGACY_HTTP=, FUZZ_ARGS=)"
-	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/performance.md (SOAK_MINUTES=; SOAK_FAULTS=1 injects faults beside the load)"
+	@echo "make soak        10 minutes of mixed load on live servers, RSS/threads/fds sampled; writes docs/reports/performance.md (SOAK_MINUTES=; SOAK_FAULTS=1 injects faults beside the load)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +38,7 @@ $(VENV)/.installed: pyproject.toml
 
 test: $(VENV)/.installed task-store-tools pypy-tools lab-browser  # tests/http's CORS test loads pages in Chromium
 	$(PY) -m pytest -q tests/unit tests/http tests/payload tests/hostile tests/conformance tests/auth tests/bundle \
-	  tests/clients tests/extensions tests/fuzz tests/task_store tests/recipes tests/bench
+	  tests/clients tests/extensions tests/fuzz tests/task_store tests/recipes tests/bench tests/docs
 
 # tests/task_store starts its own PostgreSQL servers from Debian's postgresql package (psycopg comes with the
 # test extra). The package starts a cluster of its own on installation; nothing uses it, so it is stopped.
@@ -85,7 +87,29 @@ lint-tools:
 	  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; }; }
 	@command -v shellcheck >/dev/null 2>&1 || { echo "lint: no shellcheck on PATH, and actionlint would skip its checks"; exit 1; }
 
-# --- the container lab (matrix/, images/, scripts/; see docs/embedding.md) ------------------------------
+# --- the documentation site (mkdocs.yml, docs/; tests/docs runs its examples in make test) -------------------
+# The tools are the docs extra's, in the dev venv. Mermaid (the diagrams) is served with the site, from the npm
+# package pinned here, so the pages draw them without reaching a CDN; without npm the theme loads it from one.
+MERMAID ?= 11.12.1
+DOCS_ADDR ?= 127.0.0.1:8000
+DOCS_JS := docs/js/mermaid.min.js
+export NO_MKDOCS_2_WARNING := 1  # Material's banner about MkDocs 2.0 on every build
+
+.PHONY: docs docs-serve
+
+docs: $(VENV)/.installed $(DOCS_JS)
+	$(PY) -m mkdocs build --strict
+
+docs-serve: $(VENV)/.installed $(DOCS_JS)
+	$(PY) -m mkdocs serve --livereload --dev-addr $(DOCS_ADDR)
+
+$(DOCS_JS): Makefile
+	@mkdir -p .cache/docs docs/js
+	@if [ ! -f .cache/docs/mermaid-$(MERMAID).tgz ]; then \
+	  (cd .cache/docs && npm pack --silent mermaid@$(MERMAID) >/dev/null 2>&1) || echo "docs: npm could not fetch mermaid; the theme loads it from a CDN"; fi
+	@if [ -f .cache/docs/mermaid-$(MERMAID).tgz ]; then tar -xzf .cache/docs/mermaid-$(MERMAID).tgz -O package/dist/mermaid.min.js > $@; fi
+
+# --- the container lab (matrix/, images/, scripts/; see docs/guides/embedding.md) ------------------------------
 LAB_VENV ?= .venv-lab
 LAB_PY := $(LAB_VENV)/bin/python
 DISTRO ?=
@@ -133,7 +157,7 @@ lab-registry:
 clean-lab:
 	@$(PYTHON) scripts/clean_lab.py
 
-# --- benchmarks (bench/; see docs/performance.md) -----------------------------------------------------------
+# --- benchmarks (bench/; see docs/reports/performance.md) -----------------------------------------------------------
 # The peers (the official SDK, gunicorn) live in their own venv, from bench/requirements.txt;
 # wrk comes from Debian's packages. The driver itself needs only the standard library.
 BENCH_VENV ?= .cache/bench-venv
@@ -167,7 +191,7 @@ PAIRS ?= 15
 bench-compare: bench-tools
 	$(PYTHON) bench/compare.py --baseline $(BASE) --pairs $(PAIRS)
 
-# --- fuzzing and soak (tests/fuzz/, bench/soak.py; see docs/performance.md) ------------------------------
+# --- fuzzing and soak (tests/fuzz/, bench/soak.py; see docs/reports/performance.md) ------------------------------
 # `make test` runs a short fuzz run (tests/fuzz/test_fuzz.py); these are the full ones.
 FUZZ_CORE ?= 1000000
 FUZZ_STDIO ?= 100000

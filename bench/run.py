@@ -1,4 +1,4 @@
-"""The benchmark driver: every system, every metric, interleaved, for N rounds; then docs/performance.md.
+"""The benchmark driver: every system, every metric, interleaved, for N rounds; then docs/reports/performance.md.
 
     python bench/run.py --venv .cache/bench-venv [--rounds 5] [--quick]
 
@@ -35,7 +35,7 @@ import systems
 from clients import Timeout, WrongAnswer
 
 RESULTS = os.path.join(systems.BENCH, "results")
-DOC = os.path.join(systems.ROOT, "docs", "performance.md")
+DOC = os.path.join(systems.ROOT, "docs", "reports", "performance.md")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
                         "another checkout; the report then says so)")
     parser.add_argument("--no-profile", action="store_true", help="skip the in-process profile of mcpserver")
     parser.add_argument("--no-instructions", action="store_true", help="skip the instruction counts (valgrind)")
-    parser.add_argument("--doc", default=DOC, help="where to write the report (default docs/performance.md)")
+    parser.add_argument("--doc", default=DOC, help="where to write the report (default docs/reports/performance.md)")
     parser.add_argument("--no-doc", action="store_true", help="keep the results, leave the report alone")
     return parser
 

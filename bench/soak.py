@@ -1,5 +1,5 @@
 """make soak: minutes of mixed load on a live stdio server and a live HTTP server, their RSS, threads,
-open files and zombie children sampled from /proc; writes its figures into docs/performance.md.
+open files and zombie children sampled from /proc; writes its figures into docs/reports/performance.md.
 
     python bench/soak.py                    # 10 minutes
     python bench/soak.py --minutes 1 --no-doc
@@ -76,7 +76,7 @@ from mcpserver.httpd import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_REQUESTS, DEFAUL
 from mcpserver.legacy import LEGACY_VERSIONS  # noqa: E402
 
 TARGET = os.path.join(BENCH, "soak_server.py")
-DOC = os.path.join(ROOT, "docs", "performance.md")
+DOC = os.path.join(ROOT, "docs", "reports", "performance.md")
 RESULTS = os.path.join(BENCH, "results")
 MARK_START, MARK_END = "<!-- soak: start (written by make soak) -->", "<!-- soak: end -->"
 META = {fuzz_gen.META_VERSION: fuzz_gen.VERSION, fuzz_gen.META_CAPABILITIES: {}}
@@ -1510,7 +1510,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                              "recover (make soak SOAK_FAULTS=1)")
     parser.add_argument("--fault-every", type=float, default=60.0, metavar="SECONDS",
                         help="with --faults: one fault this often on average (default 60)")
-    parser.add_argument("--no-doc", action="store_true", help="do not write docs/performance.md")
+    parser.add_argument("--no-doc", action="store_true", help="do not write docs/reports/performance.md")
     parser.add_argument("--render", metavar="RESULTS", help="only rewrite the doc's section from a results file")
     parser.add_argument("--note", help="with --render: a paragraph of analysis to keep with the figures")
     args = parser.parse_args(argv)

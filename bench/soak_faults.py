@@ -8,7 +8,7 @@ lock drawn at random); and, on a pair of replicas sharing a store (PostgreSQL wh
 else an SQLite file), the store's server restarted, a replica killed with SIGKILL mid-stream and started again, and
 the wall clock of one replica stepped across the lease (libfaketime); a full disk under an SQLite store on a small
 tmpfs (as root). Each injection is followed by its check: what must hold once the fault is over (the documented
-guarantees: docs/sessions.md, docs/tasks.md). An injection whose check fails is a fault not recovered.
+guarantees: docs/guides/sessions.md, docs/guides/tasks.md). An injection whose check fails is a fault not recovered.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ class Targets:
 
 def stop_while_starting(targets: Targets, rng: random.Random) -> str:
     """SIGTERM at a random moment of a spare server's start: it exits 0, and within the bound. Started as the lab's
-    images and docs/embedding.md's recipe start it, through `env --block-signal=TERM,INT`: before the server's
+    images and docs/guides/embedding.md's recipe start it, through `env --block-signal=TERM,INT`: before the server's
     first line a stop is the interpreter's (thrown away as PID 1, the default action else), which only a signal
     mask set before Python starts closes (where GNU env is not there, the bare interpreter)."""
     http = rng.random() < 0.5
@@ -338,7 +338,7 @@ def replica_killed(targets: Targets, rng: random.Random) -> str:
             if resumed.status == 400 and killed < 1.0 and b"names no event" in resumed.response.read():
                 resumed.drop()  # killed before its first batch reached the database: the documented lag
                 return f"replica {index} killed {killed:.2f} s into the call, before its stream reached the " \
-                       "database: 400 on resume (the documented lag; docs/sessions.md)"
+                       "database: 400 on resume (the documented lag; docs/guides/sessions.md)"
             assert resumed.status == 200, f"resume: {resumed.status} {resumed.response.read()[:300]!r}; the " \
                                           f"survivor's stderr: {survivor.stderr[-3000:]}"
             for event in resumed.events():

@@ -158,7 +158,7 @@ def run_in_container(
 
 def cpuinfo_reporting(cache_kb: int, real: Path = Path("/proc/cpuinfo")) -> str:
     """This machine's /proc/cpuinfo with every processor's `cache size` saying `cache_kb` KB: what a CPU with
-    that cache reports, and what PyPy sizes its nursery from (docs/pypy.md)."""
+    that cache reports, and what PyPy sizes its nursery from (docs/platforms/pypy.md)."""
     said, told = [], False
     for line in real.read_text().splitlines():
         if line.startswith("cache size"):

@@ -310,7 +310,7 @@ def _available(cells: Sequence[Cell], args: argparse.Namespace) -> tuple[Cell, .
 
 
 def _base(cells: Sequence[Cell], name: str) -> None:
-    """Make or find one cell's base and print its reference (docs/embedding.md builds FROM it)."""
+    """Make or find one cell's base and print its reference (docs/guides/embedding.md builds FROM it)."""
     cell = next((c for c in cells if c.name == name and c.family.in_container), None)
     if cell is None:
         raise UsageError(f"--base takes a container cell's name; {name!r} is not one. See --list.")

@@ -62,7 +62,8 @@ def summary(results: Sequence[CellResult], env: Environment, table: Sequence[Cel
         f"{env.duration / 60:.0f} min from start to reports. Every cell, suite and skip, and where the time went: "
         f"[docs/matrix.md](docs/matrix.md); the grid of report.html:",
         "",
-        "![The grid of the published run's report.html](docs/img/report.png)",
+        '<a href="docs/matrix.md"><img src="docs/img/report.png" alt="The grid of the published run\'s report.html: '
+        'a square per cell" width="480"></a>',
         END,
     ]
 

@@ -1,6 +1,6 @@
 """Where a run's time went, from its records: each cell's phases (model.Phase, as cell.Timeline took them) summed by
 phase across cells, when each cell got a job slot, and the bases the run made. Pure: records in, rows out; the
-reports render them (docs/performance.md#lab-run-times quotes them)."""
+reports render them (docs/reports/performance.md#lab-run-times quotes them)."""
 
 from __future__ import annotations
 

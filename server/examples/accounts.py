@@ -6,7 +6,7 @@
 Every request needs a token with `mcp:read` (--scope); `rename_account` also needs `mcp:write`, which the server
 checks before the call (403 insufficient_scope: the client asks for the scope and calls again); `close_account` wants
 `mcp:admin`, which it checks itself. Over stdio, or with a static token, there is no principal, and no scopes: the
-tools say so. docs/auth.md has the recipes.
+tools say so. docs/guides/auth.md has the recipes.
 """
 
 from mcpserver import Context, Server, ToolError

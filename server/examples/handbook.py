@@ -1,11 +1,12 @@
-"""A team handbook served over MCP: two skills (the Skills extension) and the tool one of them calls.
+"""A team handbook served over MCP: three skills (the Skills extension) and the tool one of them calls.
 
     python -m mcpserver server/examples/handbook.py
     mcpserver list server/examples/handbook.py
 
 The skills are the folders of skills/ next to this file, each a SKILL.md and the files it refers to:
-release-notes (write a version's notes from the commits since the last tag) and tool-review (review an MCP
-server's tools as a model meets them, with review_tool below). A client with the extension finds them with
+release-notes (write a version's notes from the commits since the last tag), tool-review (review an MCP
+server's tools as a model meets them, with review_tool below) and build-a-server (this project's own guide to
+building a server with mcpserver, with a template server and its test). A client with the extension finds them with
 skills/list; to any other client every file is a plain resource, skill://release-notes/SKILL.md and so on.
 The same folder can be served with no Python: `python -m mcpserver --skills server/examples/skills ...`.
 """
@@ -16,7 +17,8 @@ from typing import Any
 from mcpserver import Server
 
 server = Server("handbook", "1.0.0", instructions="The team's skills: skill://release-notes/SKILL.md writes "
-                "release notes, skill://tool-review/SKILL.md reviews an MCP server's tools (with review_tool).")
+                "release notes, skill://tool-review/SKILL.md reviews an MCP server's tools (with review_tool), "
+                "skill://build-a-server/SKILL.md builds one with mcpserver.")
 server.skills(os.path.join(os.path.dirname(os.path.abspath(__file__)), "skills"))
 
 NAME_CHARACTERS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # stack needs to survive. Raise it only together with the thread stack size.
 MAX_JSON_DEPTH = 64
 # What the threads that run requests get: glibc's default. musl's 128 KiB is too small for tools, and
-# for the decoder past a few hundred levels (docs/musl.md).
+# for the decoder past a few hundred levels (docs/platforms/musl.md).
 THREAD_STACK_BYTES = 8 * 1024 * 1024
 # What the pure-Python encoder (PyPy before 8.0) is given to nest through: each level's chunks pass through
 # every generator above it, so its cost grows with the square of the depth (PyPy 7.3.19: 0.09 s at 500 levels,
@@ -74,7 +74,7 @@ _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allo
 
 def _pypy_codecs() -> tuple[Any, Any]:
     """PyPy's fast JSON paths, where the portable ones are slow (measured on a 5 MB text of escapes,
-    docs/pypy.md): its native decoder (_pypyjson.loads) serves only a hook-free json.loads, and with
+    docs/platforms/pypy.md): its native decoder (_pypyjson.loads) serves only a hook-free json.loads, and with
     _DECODER's hooks every string goes through the pure-Python scanner: 15x slower, 80 MB more. PyPy
     before 8.0 has no native encoder either, and escapes strings for UTF-8 output with a Python callback
     per escaped character: 0.5 s and 120 MB. Returns (loads, iterencode), each None where not needed."""

@@ -1,6 +1,6 @@
 """Turn a TARGET on the command line into a Server: `module:attribute`, a `.py` file, or a manifest.
 
-A manifest (docs/manifest.md) is a server of command tools described in JSON. Its tool keys are the
+A manifest (docs/guides/manifest.md) is a server of command tools described in JSON. Its tool keys are the
 Python options' manifest names in _tools.TOOL_OPTIONS and _command.CommandSpec.OPTIONS: one table,
 read here; unknown keys are refused so a typo never silently drops a setting.
 """
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["load_manifest", "load_target", "load_target_source"]
 
-# userConfig: what `mcpserver bundle` asks the user for at install time (docs/clients.md); serving ignores it.
+# userConfig: what `mcpserver bundle` asks the user for at install time (docs/guides/clients.md); serving ignores it.
 _MANIFEST_KEYS = {"$schema", "name", "version", "title", "description", "websiteUrl", "instructions", "ttlMs",
                   "cacheScope", "heartbeat", "tools", "skills", "userConfig"}
 
@@ -99,7 +99,7 @@ def _server_in(module: ModuleType, attribute: str, target: str) -> Server:
 
 
 def load_manifest(path: str) -> Server:
-    """A server of command tools described by a JSON manifest (see docs/manifest.md)."""
+    """A server of command tools described by a JSON manifest (see docs/guides/manifest.md)."""
     return _manifest_server(_read_manifest(path), path)
 
 

@@ -3,14 +3,14 @@
 glibc maps a block of M_MMAP_THRESHOLD bytes or more (128 KiB at first) on its own and unmaps it when it
 is freed, but each such block freed raises the threshold to its size, up to 32 MiB. After the first 5 MB
 message every later one comes from the heap, where the small objects allocated among them keep the freed
-space from going back. Measured with 10 minutes of `make soak` (docs/performance.md): an HTTP server's
+space from going back. Measured with 10 minutes of `make soak` (docs/reports/performance.md): an HTTP server's
 RSS climbed to 266 MiB and stayed there at rest, a stdio server's to 55 MiB; with the threshold pinned at
 256 KiB, 112 MiB (still growing, more slowly, with its worker pool) and a flat 20 MiB.
 
 Pinned at 64 KiB, not 256: a body on its way grows its connection's buffer step by step (the soak's 500 KB
 uploads come 16 KB at a time), and between 64 and 256 KiB each step was cut from the heap, among the small
 objects that then kept the freed steps from going back: 30 minutes of soak left the HTTP server's heap at
-15 MiB and its RSS at rest 36% above the post-warm-up pause (docs/performance.md); at 64 KiB it passes. The
+15 MiB and its RSS at rest 36% above the post-warm-up pause (docs/reports/performance.md); at 64 KiB it passes. The
 cost is an mmap, a munmap and fresh page faults per buffer of 64 KiB or more that the heap has no free room
 for (glibc looks there first): a 100 KiB echo over HTTP made 10 of them and took 1.66x as long, a 200 KiB one
 1.29x; 32 and 500 KiB were unchanged (bench/malloc_threshold.py). MALLOC_MMAP_THRESHOLD_=262144 in the
@@ -31,7 +31,7 @@ in the environment is the operator's choice and is left alone.
 Trimming: freed chunks in the middle of a heap stay resident, since glibc gives back on its own only the
 top of a heap. Under steady load they are not reused page for page, so the resident set creeps up: the soak's
 HTTP server went from 60 to 111 MiB in 20 minutes, its Python objects flat, and 34 MiB of it went at once
-when malloc_trim was called through a debugger (docs/performance.md). So the HTTP loop calls trim() every
+when malloc_trim was called through a debugger (docs/reports/performance.md). So the HTTP loop calls trim() every
 TRIM_SECONDS, busy or at rest: it gives the arenas' free pages back (malloc_trim), in a process that has
 loaded ctypes for one of the above already. A call took 0.7-1 ms in the soak, 0.01 ms with nothing to give.
 """

@@ -1,4 +1,4 @@
-"""PyPy's young generation, bounded whatever cache the CPU reports (docs/pypy.md has the measurements).
+"""PyPy's young generation, bounded whatever cache the CPU reports (docs/platforms/pypy.md has the measurements).
 
 PyPy sizes its nursery when it starts, from the cache size /proc/cpuinfo reports: half of it above 2 MiB,
 else 1 MiB. A host whose CPU reports 480 MiB (many current cloud parts do) gives every PyPy process a
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 NURSERY = "PYPY_GC_NURSERY"
 # bench/pypy_nursery.py: 4 MB serves stdio and HTTP as fast as 16 MB and the default of a big-cache host
-# (docs/pypy.md), and keeps the payload suite's 5 MB exchanges within their budget.
+# (docs/platforms/pypy.md), and keeps the payload suite's 5 MB exchanges within their budget.
 BOUND = 4 * 2**20
 BOUND_TEXT = "4MB"
 

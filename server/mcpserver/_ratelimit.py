@@ -1,4 +1,4 @@
-"""Rate limits: a token bucket per caller, in a table of bounded size (README, "Running in production").
+"""Rate limits: a token bucket per caller, in a table of bounded size (docs/guides/production.md).
 
     python -m mcpserver --http --rate-limit 20/s --burst 40 server.py     # each client, before any of its body
 

@@ -34,7 +34,7 @@ def run(server: Server, transport: str = "stdio", options: Any = None, **keyword
     `transport` is "stdio" (what MCP clients launch; options max_concurrent, grace_seconds) or
     "http" (Streamable HTTP): `options` is an mcpserver.http.HttpOptions, whose fields are
     `python -m mcpserver --http`'s options (host, port, path, token, oauth, max_connections, rate_limit...),
-    and the same names are taken as keywords too (README.md's security table gives their defaults):
+    and the same names are taken as keywords too (docs/guides/security.md's table gives their defaults):
 
         sys.exit(mcpserver.run(server, "http", HttpOptions(port=8080, rate_limit="10/s")))
         sys.exit(mcpserver.run(server, "http", port=8080, rate_limit="10/s"))

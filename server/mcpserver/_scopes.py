@@ -1,5 +1,5 @@
 """Scopes of one tool, resource or prompt: the OAuth scopes a token needs to call it, read it or get it, beyond the
-scopes every request needs (docs/auth.md, "Scopes per tool").
+scopes every request needs (docs/guides/auth.md, "Scopes per tool").
 
 Rules of this module:
 - A scope is an RFC 6749 §3.3 scope-token: printable ASCII but space, '"' and '\\'. Anything else is refused when

@@ -206,7 +206,7 @@ class Server:
         Its inputSchema comes from the signature (str, int, float, bool, list, dict, Optional,
         Literal, Enum, defaults) unless `input_schema` is given; its description from the docstring.
         `requires_client_capabilities`: a client that lacks one gets -32021. `task`: "optional" or
-        "required" runs a call as a task the client polls (the Tasks extension; see the README).
+        "required" runs a call as a task the client polls (the Tasks extension; docs/guides/tasks.md).
         `ui`: the app (server.app, registered first) a host shows its results in; `visibility`: who may
         call it, ["model", "app"] by default, ["app"] for a tool only its app calls (MCP Apps).
         `rate_limit`: "N/s", "N/m" or "N/h" calls per caller (mcpserver._ratelimit), then -32603 (HTTP 429).
@@ -252,7 +252,7 @@ class Server:
         `stdin` is "json" (the arguments), "none" or {"argument": NAME}; `output` "text" or "json"
         (structured content); `timeout` (default 30 s) and `max_output_bytes` (16 MiB) end a run;
         `progress` is a regex over stderr lines; `confirm` a question the user must accept first; `heartbeat` and
-        `scopes` as for tool(). See docs/manifest.md, and mcpserver._command for the rules on argv placeholders.
+        `scopes` as for tool(). See docs/guides/manifest.md, and mcpserver._command for the rules on argv placeholders.
         """
         from ._command import command_tool  # subprocess and selectors load only for servers that run programs
 
@@ -364,7 +364,7 @@ class Server:
     def skills(self, path: Any, prefix: str = "") -> None:
         """Serve the skills under the directory `path` (the Skills extension, io.modelcontextprotocol/skills):
         every directory below it holding a SKILL.md is a skill at skill://PREFIX/<its path>, each of its files a
-        resource. ConfigError names a file that cannot be served (README "Skills")."""
+        resource. ConfigError names a file that cannot be served (docs/guides/skills.md)."""
         from .skills import Catalog  # the wing loads only for a server with skills
 
         self.offers = self.offers | {"resources"}  # the extension needs the capability, even while no skill is found

@@ -10,7 +10,7 @@ Rules of this module:
   accept each other's state), or a random key per process, said once in the log.
 - Keys rotate: $MCPSERVER_STATE_KEYS (comma-separated) or $MCPSERVER_STATE_KEYS_FILE (one a line, `#`
   comments) is an ordered list. The first seals; every one of them opens, so replicas that already have
-  a new key and replicas that do not yet seal with it honour each other's states (docs/sessions.md
+  a new key and replicas that do not yet seal with it honour each other's states (docs/guides/sessions.md
   says in which order to roll it out). A retired key opens nothing: what it sealed is refused as sealed
   with another key. One of the three variables, not two: which one would win is a guess.
 - The format is `v1.<payload>.<mac>`, both base64url without padding; the payload is JSON and

@@ -6,7 +6,7 @@ instead of writing the strings again, so a name cannot drift between them.
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = "2026-07-28"
+PROTOCOL_VERSION = "2026-07-28"  # the revision of the modern, stateless era, which every result names
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)  # the modern era's
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # by initialize (LEGACY.md), newest first
 

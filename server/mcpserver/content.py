@@ -37,6 +37,7 @@ def _base64(data: Union[bytes, str]) -> str:
 
 def text(value: str, *, annotations: Optional[dict[str, Any]] = None,
          meta: Optional[dict[str, Any]] = None) -> ContentBlock:
+    """A text block."""
     return _block({"type": "text", "text": value}, annotations, meta)
 
 
@@ -56,6 +57,7 @@ def resource_link(uri: str, name: str, *, title: Optional[str] = None, descripti
                   mime_type: Optional[str] = None, size: Optional[int] = None,
                   icons: Optional[list[dict[str, Any]]] = None, annotations: Optional[dict[str, Any]] = None,
                   meta: Optional[dict[str, Any]] = None) -> ContentBlock:
+    """A link to a resource the client may read or subscribe to (resources/read), rather than its contents."""
     fields: dict[str, Any] = {"type": "resource_link", "uri": uri, "name": name}
     for key, value in (("title", title), ("description", description), ("mimeType", mime_type), ("size", size),
                        ("icons", icons)):

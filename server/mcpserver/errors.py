@@ -48,16 +48,22 @@ class ProtocolError(Exception):
 
 
 class ParseError(ProtocolError):
+    """Bytes that are not one JSON value, or JSON nested deeper than the limit: -32700 (HTTP 400)."""
+
     code = -32700
     http_status = 400
 
 
 class InvalidRequest(ProtocolError):
+    """JSON that is not a JSON-RPC request the server can read (no method, a bad id, a batch): -32600 (HTTP 400)."""
+
     code = -32600
     http_status = 400
 
 
 class MethodNotFound(ProtocolError):
+    """A method the server does not serve, or whose capability it did not declare: -32601 (HTTP 404)."""
+
     code = -32601
     http_status = 404
 
@@ -77,21 +83,30 @@ class ResourceMissing(InvalidParams):
 
 
 class InternalError(ProtocolError):
+    """The server failed while answering: -32603 (HTTP 500). Its message says what failed, never how."""
+
     code = -32603
     http_status = 500
 
 
 class HeaderMismatch(ProtocolError):
+    """An HTTP header that disagrees with the body, or a missing MCP header (2026-07-28): -32020 (HTTP 400)."""
+
     code = -32020
     http_status = 400
 
 
 class MissingClientCapability(ProtocolError):
+    """A request that needs a capability the client did not declare (elicitation, sampling, roots, an extension):
+    -32021 (HTTP 400)."""
+
     code = -32021
     http_status = 400
 
 
 class UnsupportedVersion(ProtocolError):
+    """A protocol revision the server does not serve: -32022 (HTTP 400), `supported` and `requested` in its data."""
+
     code = -32022
     http_status = 400
 

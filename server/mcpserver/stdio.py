@@ -592,7 +592,8 @@ def serve_stdio(server: Server, stdin: Optional[BinaryIO] = None, stdout: Option
     try:
         session.start()
         # In slices: a signal the kernel hands to another thread must still reach this one's handler, and a
-        # free-threaded CPython (3.13t) does not wake a main thread parked on a lock for it (docs/free-threading.md).
+        # free-threaded CPython (3.13t) does not wake a main thread parked on a lock for it
+        # (docs/platforms/free-threading.md).
         while not session.ended.wait(0.5):
             pass
         _finish(session, signals, grace_seconds)

@@ -1,4 +1,4 @@
-"""docs/auth.md's recipes, run as written: each `<!-- recipe: NAME -->` block, after the setup block,
+"""docs/guides/auth.md's recipes, run as written: each `<!-- recipe: NAME -->` block, after the setup block,
 in bash, from a folder that looks like a clone of the repository. The comments under each command in
 the recipe say what it prints; the test checks the same."""
 
@@ -12,7 +12,7 @@ import sys
 import pytest
 from mcptest import ROOT
 
-DOC = os.path.join(ROOT, "docs", "auth.md")
+DOC = os.path.join(ROOT, "docs", "guides", "auth.md")
 RECIPE = re.compile(r"<!-- recipe: (\w+) -->\n```sh\n(.*?)```", re.S)
 PORTS = (3000, 8443, 9000)
 

@@ -1,6 +1,7 @@
-"""What the README says of the official conformance suite is what the pinned suite itself lists.
+"""What the docs say of the official conformance suite (docs/reports/conformance.md) is what the pinned suite itself
+lists.
 
-The README counts the `tasks` extension's scenarios, which the suite runs but does not score; the count
+The page counts the `tasks` extension's scenarios, which the suite runs but does not score; the count
 is read here from `conformance list` of the same pinned suite `make conformance` runs (installed into
 .cache/conformance on first use, by scripts/conformance.py).
 """
@@ -12,6 +13,8 @@ import subprocess
 
 from mcptest import ROOT
 
+PAGE = os.path.join(ROOT, "docs", "reports", "conformance.md")
+
 
 def suite():
     spec = importlib.util.spec_from_file_location("conformance_script", os.path.join(ROOT, "scripts", "conformance.py"))
@@ -20,16 +23,16 @@ def suite():
     return module.install()
 
 
-def test_the_readme_counts_the_tasks_scenarios_the_suite_lists():
+def test_the_conformance_page_counts_the_tasks_scenarios_the_suite_lists():
     node, entry = suite()
     done = subprocess.run([node, entry, "list", "--server", "--requirements", "2026-07-28"], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     listed = re.findall(r"^\s+- (tasks-\S+) \[server\]$", done.stdout, re.MULTILINE)
     assert listed, done.stdout
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
-        readme = " ".join(file.read().split())
-    claimed = re.search(r"the `tasks` extension's (\d+) scenarios", readme)
+    with open(PAGE, encoding="utf-8") as file:
+        page = " ".join(file.read().split())
+    claimed = re.search(r"the `tasks` extension's (\d+) scenarios", page)
     assert claimed is not None
     assert int(claimed.group(1)) == len(listed), listed
     script = importlib.util.spec_from_file_location("conformance_script", os.path.join(ROOT, "scripts",
@@ -39,7 +42,7 @@ def test_the_readme_counts_the_tasks_scenarios_the_suite_lists():
     assert sorted(module.TASKS) == sorted(listed)  # make conformance runs every one the suite lists
 
 
-def test_every_extension_scenario_the_suite_lists_is_run_and_the_readme_counts_each_set():
+def test_every_extension_scenario_the_suite_lists_is_run_and_the_conformance_page_counts_each_set():
     node, entry = suite()
     done = subprocess.run([node, entry, "list", "--server"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -49,9 +52,9 @@ def test_every_extension_scenario_the_suite_lists_is_run_and_the_readme_counts_e
     module = importlib.util.module_from_spec(script)
     script.loader.exec_module(module)
     assert extensions == set(module.TASKS) | set(module.SKILLS)  # none left out, none made up
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
-        readme = file.read()
-    rows = re.findall(r"^\| (.+?) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|(?: \d+ \|){4}$", readme, re.MULTILINE)
+    with open(PAGE, encoding="utf-8") as file:
+        page = file.read()
+    rows = re.findall(r"^\| (.+?) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|(?: \d+ \|){4}$", page, re.MULTILINE)
     assert len(rows) == 8, rows  # the conformance table: a row for each set
     for name, scenarios, passed, failed, unexercised in rows:
         assert int(scenarios) == int(passed) + int(failed) + int(unexercised), name

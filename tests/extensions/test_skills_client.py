@@ -20,10 +20,11 @@ def test_every_file_of_every_skill_verifies_in_the_sdks_host_and_a_changed_one_d
         seen = run("skills_host.mjs", server.url, uri, str(changed))
     assert seen["protocol"] == "2026-07-28" and seen["supported"] and seen["directoryRead"]
     assert seen["ttlMs"] == 300_000 and seen["cacheScope"] == "public"
-    assert [skill["uri"] for skill in seen["skills"]] == ["skill://release-notes/SKILL.md", "skill://tool-review/SKILL.md"]
+    assert [skill["uri"] for skill in seen["skills"]] == ["skill://build-a-server/SKILL.md", "skill://release-notes/SKILL.md",
+                                                       "skill://tool-review/SKILL.md"]
     for skill in seen["skills"]:
         assert skill["same"] and all(file["verified"] for file in skill["files"])
         assert skill["files"][0]["frontmatter"] == skill["frontmatter"]  # SKILL.md, read back, is the entry's
         assert len(skill["files"]) == len({file["uri"] for file in skill["files"]}) >= 3
-    assert ["skill://tool-review/references", "inode/directory"] in seen["skills"][1]["directory"]
+    assert ["skill://tool-review/references", "inode/directory"] in seen["skills"][2]["directory"]
     assert seen["stale"] == "size" and seen["fresh"] is True  # the held entry refused, the refreshed one good

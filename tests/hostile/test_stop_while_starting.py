@@ -6,7 +6,7 @@ container's entrypoint: the signal goes to PID 1, the init once there is one), a
 
 The signaller is run_signal_probe's (mcptest), put in the server by a sitecustomize module, so the server is the real
 command line, re-executions included ($MCPSERVER_TOKEN is scrubbed by starting again: the count goes on across it).
-Before main()'s first line the signal is the interpreter's (docs/embedding.md says so).
+Before main()'s first line the signal is the interpreter's (docs/guides/embedding.md says so).
 
 "Each line" is each distinct line, at its first run: a start runs some 3,000 lines of the package, 1,300 of them
 distinct (5,000 and 2,900 over HTTP with a task store), and each line probed is a start of its own. So every

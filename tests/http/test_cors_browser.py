@@ -1,4 +1,4 @@
-"""CORS from a real page in headless Chromium served from another origin (README, "Running in production"): the
+"""CORS from a real page in headless Chromium served from another origin (docs/guides/production.md): the
 page of an origin named by --allow-origin completes a tools/call, reads the headers it acts on and runs a legacy
 session; a page of any other origin is stopped by the browser itself, its script seeing a TypeError, after the
 server refused its preflight. What is asserted is what the page's script saw, and what the server's access log

@@ -1,4 +1,4 @@
-"""Rotating the state key across replicas (docs/sessions.md): an ordered key list, the first sealing and all of
+"""Rotating the state key across replicas (docs/guides/sessions.md): an ordered key list, the first sealing and all of
 them opening, so an input_required round's requestState and a legacy session id made by one replica are honoured
 by the other at every step of a rolling change, and what a retired key sealed is refused as it always was."""
 

@@ -1,4 +1,4 @@
-"""--max-listen-seconds and --no-listen (README, "Running in production"): a listen stream that ends on time with
+"""--max-listen-seconds and --no-listen (docs/guides/production.md): a listen stream that ends on time with
 the graceful result spec #3171 describes, over stdio and HTTP, a legacy session's GET stream bounded the same way,
 and a static server that serves no streams and says so, in both eras. No test measures how long anything took:
 each waits for the end to come, and counts what it was sent."""

@@ -1,5 +1,5 @@
 """Which C library and which shell each image really has. The musl-busybox cell exists for exactly these
-facts (docs/musl.md), so they are read from the image, not assumed from its name."""
+facts (docs/platforms/musl.md), so they are read from the image, not assumed from its name."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from lab_checks import Cell, elf_interpreter, output_of, run
 MUSL_FAMILIES = {"musl-busybox", "alpine"}
 BUSYBOX_FAMILIES = {"musl-busybox", "alpine"}
 
-# Recorded for the musl-busybox cell (docs/musl.md): stdlib modules its CPython does not have. The extension
+# Recorded for the musl-busybox cell (docs/platforms/musl.md): stdlib modules its CPython does not have. The extension
 # modules whose libraries are not built against musl (OpenSSL, zlib, libffi, sqlite, bzip2, xz, ncurses,
 # readline, gdbm/ndbm, Tk, libuuid), and what the Dockerfile trims because it cannot work or is not needed.
 MUSL_BUILD_MISSING = {
@@ -74,7 +74,7 @@ def test_missing_stdlib_modules_are_the_recorded_ones(cell: Cell) -> None:
     missing = set(json.loads(listed)) - NOT_ON_LINUX
     assert missing == MUSL_BUILD_MISSING, (
         f"newly missing: {sorted(missing - MUSL_BUILD_MISSING)}; no longer missing: "
-        f"{sorted(MUSL_BUILD_MISSING - missing)} (update MUSL_BUILD_MISSING and docs/musl.md)"
+        f"{sorted(MUSL_BUILD_MISSING - missing)} (update MUSL_BUILD_MISSING and docs/platforms/musl.md)"
     )
 
 
@@ -82,6 +82,6 @@ def test_missing_stdlib_modules_are_the_recorded_ones(cell: Cell) -> None:
 def test_raw_deep_json_in_a_thread_still_kills_this_python(cell: Cell) -> None:
     """Why the cell exists: musl's 128 KiB thread stacks. CPython 3.13's decoder, called directly (not
     through mcpserver's guard), dies with SIGSEGV here on 2,000 levels; glibc survives ~20,000. If this
-    stops crashing, the cell no longer exercises the hazard the server guards against (see docs/musl.md)."""
+    stops crashing, the cell no longer exercises the hazard the server guards against (see docs/platforms/musl.md)."""
     done = run(cell, "-I", "-c", RAW_DEEP_JSON_IN_A_THREAD, entrypoint=cell.interpreter)
     assert done.returncode == 139 and "alive" not in done.output, (done.returncode, done.output)

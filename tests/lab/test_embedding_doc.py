@@ -1,4 +1,4 @@
-"""docs/embedding.md, followed literally: its files are written and its shell blocks run, in order, in a folder
+"""docs/guides/embedding.md, followed literally: its files are written and its shell blocks run, in order, in a folder
 of its own beside a clean copy of this checkout, against the lab's engine; afterwards neither holds anything the
 guide made. Marked `engine`."""
 
@@ -19,7 +19,7 @@ from .conftest import LAB_ROOT
 
 pytestmark = pytest.mark.engine
 
-DOC = LAB_ROOT / "docs" / "embedding.md"
+DOC = LAB_ROOT / "docs" / "guides" / "embedding.md"
 BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.S | re.M)
 
 
@@ -27,7 +27,7 @@ def blocks() -> list[tuple[str, str, str]]:
     """(language, title or '', text) of every fenced block."""
     found = []
     for language, info, text in BLOCK.findall(DOC.read_text()):
-        title = re.search(r"title=(\S+)", info)
+        title = re.search(r"""title="?([^"\s]+)""", info)
         found.append((language, title.group(1) if title else "", text))
     return found
 

@@ -102,7 +102,7 @@ def test_python_and_command_tools_both_return_5mb_over_http(http):
 # What the server may add to its peak memory for 5 MB each way: CPython needs about 9x; PyPy 15x, and up to
 # 20x on a loaded machine (its GC frees large strings late); free-threaded CPython up to 22x there (mimalloc
 # keeps freed pages with the thread that used them). PyPy's JSON paths for hook-free decoding and for
-# escaping ASCII are native; before the server used them it took 45-50x (docs/pypy.md), and three such
+# escaping ASCII are native; before the server used them it took 45-50x (docs/platforms/pypy.md), and three such
 # processes in one cell passed its 4 GiB limit.
 FREE_THREADED = "t" in getattr(sys, "abiflags", "")
 EXCHANGE_MEMORY_FACTOR = 30 if sys.implementation.name == "pypy" or FREE_THREADED else 20

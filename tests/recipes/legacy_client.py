@@ -1,4 +1,4 @@
-"""A small legacy-era client (2025-11-25, Streamable HTTP), standard library only, for docs/sessions.md.
+"""A small legacy-era client (2025-11-25, Streamable HTTP), standard library only, for docs/guides/sessions.md.
 
     python3 tests/recipes/legacy_client.py URL SESSIONS
 

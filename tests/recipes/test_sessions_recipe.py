@@ -1,4 +1,4 @@
-"""docs/sessions.md's recipe, run as written: two replicas behind nginx routed by Mcp-Session-Id serve
+"""docs/guides/sessions.md's recipe, run as written: two replicas behind nginx routed by Mcp-Session-Id serve
 legacy sessions whose tools ask the client for input; without the routing, answers go astray."""
 
 import os
@@ -12,7 +12,7 @@ import sys
 import pytest
 from mcptest import ROOT
 
-DOC = os.path.join(ROOT, "docs", "sessions.md")
+DOC = os.path.join(ROOT, "docs", "guides", "sessions.md")
 RECIPE = re.compile(r"<!-- recipe: (\w+) -->\n```sh\n(.*?)```", re.S)
 HELPERS = "wait_for() { until curl -sk -o /dev/null \"$@\"; do sleep 0.2; done; }\n"
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)

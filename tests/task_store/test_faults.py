@@ -2,7 +2,7 @@
 tasks run and listeners wait; a full disk under the SQLite store; a replica killed with SIGKILL in the middle of a
 streamed answer, its client resuming on another; the clock stepped back and forward across a task's lease and across
 the expiry of a requestState and of a legacy session id. For each: a clear error where one is due, no hang, and after
-it every task, result and notification the documented guarantees cover (docs/sessions.md, docs/tasks.md).
+it every task, result and notification the documented guarantees cover (docs/guides/sessions.md, docs/guides/tasks.md).
 
 The clock is stepped with Debian's libfaketime, preloaded into the server process alone (FAKETIME_TIMESTAMP_FILE, read
 at every call; FAKETIME_DONT_FAKE_MONOTONIC): the server's wall clock jumps as a host's does when NTP or an operator

@@ -183,7 +183,8 @@ def test_the_skills_a_server_serves_travel_in_its_bundle_where_it_finds_them(tmp
     manifest = unpacked(output, tmp_path / "installed")
     argv, env = launch(manifest, tmp_path / "installed", tmp_path)
     entries = serve_once(argv, env, request("skills/list"))[0]["result"]["skills"]
-    assert [e["uri"] for e in entries] == ["skill://release-notes/SKILL.md", "skill://tool-review/SKILL.md"]
+    assert [e["uri"] for e in entries] == ["skill://build-a-server/SKILL.md", "skill://release-notes/SKILL.md",
+                                           "skill://tool-review/SKILL.md"]
     outside = tmp_path / "elsewhere"
     (outside / "notes").mkdir(parents=True)
     (outside / "notes" / "SKILL.md").write_text("---\nname: notes\ndescription: Notes.\n---\n")

@@ -1,6 +1,6 @@
-"""`mcpserver config --client NAME`: each client's own shape and variable syntax, and docs/clients.md as printed.
+"""`mcpserver config --client NAME`: each client's own shape and variable syntax, and docs/guides/clients.md as printed.
 
-The shapes are those of each client's documentation (docs/clients.md names the pages); what is tested
+The shapes are those of each client's documentation (docs/guides/clients.md names the pages); what is tested
 here is that the command prints exactly them, that the stdio entries start the server from anywhere,
 and that an HTTP entry a client takes literally authenticates (the old `Bearer ${MCPSERVER_TOKEN}`
 reached the server as that text and got 401).
@@ -106,9 +106,9 @@ def test_each_entry_says_where_it_goes_and_whose_shape_it_is():
         assert page in config(DEMO, "--client", client).stderr
 
 
-# --- docs/clients.md shows what the command prints ---------------------------------------------------------
+# --- docs/guides/clients.md shows what the command prints ---------------------------------------------------------
 
-DOC = os.path.join(ROOT, "docs", "clients.md")
+DOC = os.path.join(ROOT, "docs", "guides", "clients.md")
 HELLO = '''from mcpserver import Server
 
 server = Server("hello", "1.0.0")
@@ -121,7 +121,7 @@ def greet(name: str) -> str:
 
 
 def documented_commands():
-    """(command line, the JSON printed under it) for every `mcpserver config` example in docs/clients.md."""
+    """(command line, the JSON printed under it) for every `mcpserver config` example in docs/guides/clients.md."""
     with open(DOC, encoding="utf-8") as file:
         text = file.read()
     pairs = re.findall(r"```sh\n(mcpserver config [^\n]*)\n```\n+```json\n(.*?)\n```", text, re.DOTALL)
@@ -141,7 +141,7 @@ def normalized(document):
     return cleaned
 
 
-@pytest.mark.host_only("reads docs/clients.md, which the lab's images do not carry")
+@pytest.mark.host_only("reads docs/guides/clients.md, which the lab's images do not carry")
 def test_docs_clients_md_shows_each_client_s_entry_as_the_command_prints_it(tmp_path):
     (tmp_path / "hello.py").write_text(HELLO)
     commands = documented_commands()

@@ -1,6 +1,6 @@
 """Middleware around every request (mcpserver._middleware): what it sees, in which order, how it refuses and adds
 to an answer, that it cannot take the server down, and that it runs in both eras, for task tools, over stdio,
-over HTTP and in-process. server/examples/middleware.py holds the README's three uses, run here for real."""
+over HTTP and in-process. server/examples/middleware.py holds the production guide's three uses, run here for real."""
 
 import json
 import logging
@@ -159,7 +159,7 @@ def test_a_middleware_must_be_callable_and_none_costs_an_attribute():
         server.middleware("not a function")
 
 
-# --- over real transports, with the README's example ------------------------------------------------------------
+# --- over real transports, with the production guide's example ----------------------------------------------
 
 EXAMPLE = os.path.join(EXAMPLES, "middleware.py")
 

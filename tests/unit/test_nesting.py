@@ -126,7 +126,7 @@ def test_the_depth_check_of_a_string_full_of_escapes_costs_a_few_copies_of_it():
 
 def test_pypy_uses_its_native_json_paths():
     """On PyPy the portable decoder hooks and UTF-8 escaping are pure Python: 15x slower and ~20x the
-    text in memory for a 5 MB string of escapes (docs/pypy.md). Elsewhere nothing changes."""
+    text in memory for a 5 MB string of escapes (docs/platforms/pypy.md). Elsewhere nothing changes."""
     from mcpserver import _json
 
     native = sys.implementation.name == "pypy" and hasattr(sys, "get_int_max_str_digits")

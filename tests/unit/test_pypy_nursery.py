@@ -1,4 +1,4 @@
-"""PyPy's nursery, bounded by the command line whatever cache the CPU reports (_pypy.py, docs/pypy.md).
+"""PyPy's nursery, bounded by the command line whatever cache the CPU reports (_pypy.py, docs/platforms/pypy.md).
 
 PyPy picks half the cache /proc/cpuinfo reports (1 MiB below 2 MiB). Two kinds of test:
 - In any PyPy (every lab PyPy cell, the big-cache ones too): a server started as a user starts it reports a

@@ -1,7 +1,7 @@
 """What a server imports before its first answer: nothing the answer does not need.
 
 MCP clients start a stdio server for every conversation, so the time to its first answer is what
-users feel most (docs/performance.md). Each module below costs milliseconds to import and is not
+users feel most (docs/reports/performance.md). Each module below costs milliseconds to import and is not
 needed to answer the demo's first tools/call; a test fails if one comes back onto that path.
 """
 

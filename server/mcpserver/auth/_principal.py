@@ -11,14 +11,14 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 DEFAULT_LEEWAY = 60.0  # seconds of clock skew allowed on exp and nbf
 DEFAULT_CACHE_SIZE = 10_000  # validated tokens kept
 DEFAULT_MAX_CACHE_SECONDS = 3600.0  # a token without exp, or with a far one, is checked again after this
-DEFAULT_REFUSAL_CACHE_SIZE = 1_000
-DEFAULT_REFUSAL_SECONDS = 10.0
+DEFAULT_REFUSAL_CACHE_SIZE = 1_000  # refused tokens remembered, so a client retrying a bad one costs nothing
+DEFAULT_REFUSAL_SECONDS = 10.0  # how long a refused token stays refused without being checked again
 DEFAULT_REFRESH_FLOOR = 60.0  # the key set is fetched again for an unknown kid at most this often
 DEFAULT_JWKS_MAX_AGE = 3600.0  # and in any case after this
 DEFAULT_TIMEOUT = 5.0  # seconds for one request to the authorization server, all of it
 MAX_DOCUMENT_BYTES = 1024 * 1024  # metadata, key set, introspection response
-MAX_AUTHORIZATION_CHARS = 16 * 1024 + 64
-RETRY_AFTER_SECONDS = 5
+MAX_AUTHORIZATION_CHARS = 16 * 1024 + 64  # an Authorization header longer than a 16 KiB token is 401 unread
+RETRY_AFTER_SECONDS = 5  # the Retry-After of a 503 while the authorization server cannot be reached
 DEFAULT_MAX_INTROSPECTIONS = 8  # tokens being introspected at once; more are 503 at once
 MAX_TIME = 2**53  # exp, nbf: seconds either side of the epoch
 
@@ -82,6 +82,8 @@ class MissingToken(AuthError):
 
 
 class MalformedRequest(AuthError):
+    """An Authorization header that is not one `Bearer` token (RFC 6750 §3.1 invalid_request): 400."""
+
     status = 400
     error = "invalid_request"
 
@@ -91,6 +93,9 @@ class InvalidToken(AuthError):
 
 
 class InsufficientScope(AuthError):
+    """A good token without a scope the request needs (RFC 6750 §3.1 insufficient_scope): 403, naming every scope
+    the request needs, so the client can step up."""
+
     status = 403
     error = "insufficient_scope"
 
@@ -108,6 +113,7 @@ class AuthUnavailable(AuthError):
         return [("Retry-After", str(self.retry_after))]
 
 
+# A token in, its Principal out (None: not valid), as JwtValidator, IntrospectionValidator and StaticTokens do.
 Validator = Callable[[str], Optional[Principal]]
 
 

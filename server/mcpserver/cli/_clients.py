@@ -1,7 +1,7 @@
 """`mcpserver config --client NAME`: the entry each MCP client reads, in its own shape and variable syntax.
 
 The clients do not share one format. Each shape below is the one its client's own documentation
-gives (docs/clients.md names the pages):
+gives (docs/guides/clients.md names the pages):
 
 - claude-desktop: claude_desktop_config.json, `mcpServers` of stdio entries only; a remote server is a
   custom connector, which Anthropic's cloud (not the desktop) connects to, so there is no HTTP entry.

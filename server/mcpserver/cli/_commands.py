@@ -72,7 +72,7 @@ def _parser() -> Any:
     listing.add_argument("--json", action="store_true", help="print the lists as JSON")
     config = commands.add_parser("config", help="print the entry an MCP client's configuration takes",
                                  description="Print the entry CLIENT's configuration file takes, in that client's "
-                                             "own shape and variable syntax (docs/clients.md).")
+                                             "own shape and variable syntax (docs/guides/clients.md).")
     config.add_argument("target", metavar="TARGET", help=TARGET_HELP)
     config.add_argument("--client", choices=CLIENTS, default="generic",
                         help="whose shape (default generic: an mcpServers entry taken literally)")

@@ -614,7 +614,7 @@ def create_app(target: Union[Server, str], options: Optional[HttpOptions] = None
 
     The token is `token`, else the first line of `token_file` or $MCPSERVER_TOKEN_FILE, else
     $MCPSERVER_TOKEN. Without any, only loopback peers are served unless insecure_no_auth=True.
-    With `oauth=ResourceServer(...)` tokens are OAuth access tokens instead (docs/auth.md).
+    With `oauth=ResourceServer(...)` tokens are OAuth access tokens instead (docs/guides/auth.md).
 
         gunicorn -w 4 'mcpserver.http:create_app("server/examples/demo.py")'
     """

@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_LISTENERS_PER_PEER", "DEFAULT_
 # One client's share of the server's subscriptions/listen streams (its Server's max_listeners, 512 by
 # default): a few streams is what a client needs; the rest stays for everyone else.
 DEFAULT_MAX_LISTENERS_PER_PEER = 32
-DEFAULT_MAX_LISTENERS_PER_PRINCIPAL = 128
+DEFAULT_MAX_LISTENERS_PER_PRINCIPAL = 128  # one OAuth subject's or static token's share, over all its addresses
 
 
 @frozen_options(frozen=True, kw_only=True)
@@ -41,7 +41,7 @@ class HttpOptions(ServeOptions):
     allowed_origins: Sequence[str] = ()  # Origins browsers may call from (CORS); loopback ones are allowed
     allowed_hosts: Sequence[str] = ()  # Host names accepted besides loopback's when bound to loopback
     loopback: Optional[bool] = None  # served on loopback only (None: whether `host` is a loopback address)
-    oauth: Optional[ResourceServer] = None  # OAuth access tokens instead of a static token (docs/auth.md)
+    oauth: Optional[ResourceServer] = None  # OAuth access tokens instead of a static token (docs/guides/auth.md)
     behind_proxy: bool = False  # a TLS-terminating proxy is in front: X-Forwarded-Proto must say https
     max_listeners: Optional[int] = None  # subscriptions/listen streams of the process (None: the Server's)
     max_listeners_per_peer: int = DEFAULT_MAX_LISTENERS_PER_PEER

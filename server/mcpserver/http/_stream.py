@@ -47,7 +47,7 @@ class Stream:
     stream cancels the request. Past SSE_BACKLOG notifications not yet written, they are
     coalesced (the latest progress, one list_changed per list, one updated per URI): a client that
     never reads costs bounded memory, and a tool that reports progress faster than the stream can
-    be written (a tight loop can report 500,000 a second; measured in docs/performance.md) sends
+    be written (a tight loop can report 500,000 a second; measured in docs/reports/performance.md) sends
     its latest state, not a queue.
 
     A legacy session's streams carry a Channel instead (mcpserver.http._channel): every event has

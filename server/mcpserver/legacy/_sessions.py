@@ -283,7 +283,8 @@ class SessionTable:
     standalone stream, calls waiting for the client's answer, the log level, subscriptions) is a
     LegacyPeer kept here for at most MAX_SESSION_STATES sessions: the least recently used is reclaimed
     (its stream ends; a later request gets a fresh state). DELETE ends a session: its id is then unknown
-    here (other replicas learn it only from their own DELETE: route a session to one process, README)."""
+    here (other replicas learn it only from their own DELETE: route a session to one process,
+    docs/guides/sessions.md)."""
 
     def __init__(self, server: Server, sealer: Any, ttl: float = DEFAULT_SESSION_TTL,
                  max_states: int = MAX_SESSION_STATES):

@@ -44,8 +44,8 @@ __all__ = ["DIRECTORY_MIME_TYPE", "MAX_SKILL_BYTES", "MAX_SKILL_FILES", "Catalog
 log = _log.get("mcpserver.skills")
 
 # The extension's limits per skill (SEP-2640 "Limits"): every conforming host loads a skill within them.
-MAX_SKILL_FILES = 512
-MAX_SKILL_BYTES = 16 * 1024 * 1024
+MAX_SKILL_FILES = 512  # files in one skill, SKILL.md included
+MAX_SKILL_BYTES = 16 * 1024 * 1024  # all of one skill's files together
 MAX_DESCRIPTION_CHARS = 1024  # the Agent Skills format's
 SKILL_FILE = "SKILL.md"
 DIRECTORY_MIME_TYPE = "inode/directory"

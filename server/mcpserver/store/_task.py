@@ -24,13 +24,13 @@ __all__ = ["CANCELLED", "COLUMNS", "COMPLETED", "DEFAULT_LEASE_MS", "DEFAULT_MAX
            "INPUT_REQUIRED", "MAX_RESULT_BYTES", "STATUSES", "TERMINAL", "WORKING", "Runner", "StoreFull",
            "StoreUnavailable", "TaskLimitReached", "TaskRecord", "TaskStoreError", "from_row", "iso_time", "to_row"]
 
-WORKING = "working"
-INPUT_REQUIRED = "input_required"
-COMPLETED = "completed"
-FAILED = "failed"
-CANCELLED = "cancelled"
-STATUSES = (WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED)
-TERMINAL = frozenset((COMPLETED, FAILED, CANCELLED))
+WORKING = "working"  # a task's status: its tool runs
+INPUT_REQUIRED = "input_required"  # a task's status: its tool waits for the client's answer (tasks/update)
+COMPLETED = "completed"  # a task's status: it ended with a result (an isError one too)
+FAILED = "failed"  # a task's status: it ended with an error, or its process died
+CANCELLED = "cancelled"  # a task's status: tasks/cancel ended it
+STATUSES = (WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED)  # every status, in the order a task can reach them
+TERMINAL = frozenset((COMPLETED, FAILED, CANCELLED))  # the statuses a task never leaves
 
 DEFAULT_LEASE_MS = 30_000  # a runner renews its lease every third of this; far above any clock skew between hosts
 DEFAULT_MAX_TASKS_PER_OWNER = 1000  # stored, unexpired tasks (finished ones count until their TTL ends)

@@ -71,10 +71,12 @@ def _task_id(params: dict[str, Any], context: Context) -> str:
 
 
 def get_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    """tasks/get: the task's status, and its result once it has one (another principal's task is not found)."""
     return task_manager(server).get(_task_id(params, context), context)
 
 
 def update_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    """tasks/update: the client's answers (inputResponses) to what the task's tool asked."""
     task_id = _task_id(params, context)
     responses = params.get("inputResponses")
     if not isinstance(responses, dict):
@@ -83,4 +85,5 @@ def update_task(server: Server, params: dict[str, Any], context: Context) -> dic
 
 
 def cancel_task(server: Server, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    """tasks/cancel: stop the task's tool (a command tool's process group is killed); the task reads cancelled."""
     return task_manager(server).cancel(_task_id(params, context), context)
