@@ -6,8 +6,8 @@ container's own limit, attempts.MEMORY_LIMIT, is only the last line against one 
 payload suite's is stated in what it moves: its largest exchanges are 5 MB each way, and each kind of
 interpreter must fit the whole suite (the interpreter itself, pytest, the servers it starts and every copy
 of the payloads they hold, page cache included) in a stated multiple of 5 MB, set from the peaks measured
-on this machine kind with about a quarter to spare (docs/lab/index.md and docs/reports/performance.md#lab-run-times have the figures). The exchange
-itself is held to 20 times its size by the payload suite's own test of the server's growth.
+on this machine kind with about a quarter to spare (docs/reports/performance.md#lab-run-times has the figures).
+The exchange itself is held to 20 times its size by the payload suite's own test of the server's growth.
 """
 
 from __future__ import annotations
@@ -79,9 +79,9 @@ BUDGETS: Mapping[Suite, Mapping[str, Budget]] = {
 
 # Emulated architectures (qemu-user, where this machine cannot run them itself) are slower, each by its own measure:
 # the unit suite's wall time in the emulated cell over the native cell of the same Debian release and Python, on
-# this machine kind (docs/reports/performance.md#lab-run-times has the runs). A suite's timeout and CPU budget scale by its
-# architecture's; nothing is scaled where the architecture runs natively (i386 on x86_64, or arm64 on an arm64
-# runner). riscv64, ppc64el and armhf are opt-in and were not measured: they take the slowest measured factor.
+# this machine kind (docs/reports/performance.md#lab-run-times has the runs). A suite's timeout and CPU budget
+# scale by its architecture's; nothing is scaled where the architecture runs natively (i386 on x86_64, or arm64 on
+# an arm64 runner). riscv64, ppc64el and armhf are opt-in and were not measured: they take the slowest measured factor.
 # Measured on the emulated cells' declared part of the unit suite (budgets.UNDER_EMULATION): the same 1,430 tests'
 # time in the emulated cell over the native cell's, in one cold run on 2 cores with other work on them (load 11 to
 # 17): arm64 426 s against trixie's 39 s (x10.8, as a Cortex-A72: arches.py), s390x 405 s against bookworm's 43 s

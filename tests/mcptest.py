@@ -387,7 +387,8 @@ def _gunicorn() -> tuple[list[str], str]:
     import importlib.util
 
     if importlib.util.find_spec("_ssl") is None:  # gunicorn imports ssl whatever it serves (gunicorn/sock.py)
-        return [], "gunicorn imports ssl, and this Python was built without it (the musl image's: docs/platforms/musl.md)"
+        return [], ("gunicorn imports ssl, and this Python was built without it "
+                    "(the musl image's: docs/platforms/musl.md)")
     script = shutil.which("gunicorn") or os.path.join(os.path.dirname(sys.executable), "gunicorn")
     if os.path.exists(script):
         return [script], ""
