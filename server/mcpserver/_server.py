@@ -33,7 +33,7 @@ DEFAULT_TTL_MS = 300_000  # list results are static for a process's life; a rest
 DEFAULT_PAGE_SIZE = 100
 
 
-def _check_options(name: Any, ttl_ms: Any, cache_scope: Any, page_size: Any) -> None:
+def _check_options(name: Any, ttl_ms: Any, cache_scope: Any, page_size: Any, offers: frozenset) -> None:
     if not isinstance(name, str) or not name:
         raise ConfigError("a server needs a non-empty name")
     if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
@@ -42,6 +42,9 @@ def _check_options(name: Any, ttl_ms: Any, cache_scope: Any, page_size: Any) -> 
         raise ConfigError(f"cache_scope must be \"public\" or \"private\", not {cache_scope!r}")
     if not isinstance(page_size, int) or page_size < 1:
         raise ConfigError(f"page_size must be a positive integer, not {page_size!r}")
+    unknown = sorted(offers - {"tools", "resources", "prompts"})
+    if unknown:
+        raise ConfigError(f"offers may name tools, resources and prompts, not {unknown[0]!r}")
 
 
 class Server:
@@ -72,7 +75,8 @@ class Server:
         client sent a progressToken, for every tool that does not say otherwise (`@server.tool(heartbeat=)`);
         `description` and `website_url`, what serverInfo says of the server besides its name, version and title
         (2025-11-25 on; a Server Card needs a description)."""
-        _check_options(name, ttl_ms, cache_scope, page_size)
+        offers = frozenset(offers)  # once: an iterator of names would be empty the second time
+        _check_options(name, ttl_ms, cache_scope, page_size, offers)
         self.name = name
         self.version = version
         self.middleware = MiddlewareChain()  # @server.middleware: around every request (mcpserver._middleware)
@@ -85,10 +89,7 @@ class Server:
         self.page_size = page_size
         self.server_info_in_results = server_info_in_results
         self.heartbeat = check_heartbeat(heartbeat, "the server") or None  # tools without one of their own: this
-        self.offers = frozenset(offers)
-        unknown = sorted(self.offers - {"tools", "resources", "prompts"})
-        if unknown:
-            raise ConfigError(f"offers may name tools, resources and prompts, not {unknown[0]!r}")
+        self.offers = offers
         self._info: tuple[Any, dict[str, Any]] = (None, {})
         self.sealer = Sealer(state_key, state_ttl)
         self.subscriptions = Subscriptions(max_listeners)

@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from mcptest import GUNICORN, HAS_GUNICORN, SLOW_TOOLS, HttpServer, call, free_port, raw_post, request
+from mcptest import GUNICORN, GUNICORN_MISSING, HAS_GUNICORN, SLOW_TOOLS, HttpServer, call, free_port, raw_post, request
 
 STOP_BOUND = 5.0
 GRACEFUL = 90  # gunicorn's --graceful-timeout here (30 by default): a stop that waits it out is far past the bound
@@ -82,7 +82,7 @@ def start(kind, streams, stderr):
         app = f"mcpserver.http:create_app({SLOW_TOOLS!r})"
         workers = ["-k", "sync", "-w", str(streams + 2), "--preload"] if kind == "sync" else \
             ["-k", "gthread", "-w", "1", "--threads", str(streams + 4)]
-        argv = [GUNICORN, "-b", f"127.0.0.1:{port}", "--graceful-timeout", str(GRACEFUL), "--log-level", "warning",
+        argv = [*GUNICORN, "-b", f"127.0.0.1:{port}", "--graceful-timeout", str(GRACEFUL), "--log-level", "warning",
                 *workers, app]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
     deadline = time.monotonic() + 60
@@ -117,7 +117,7 @@ def stop_with_nothing_held(kind, streams, tmp_path):
 @pytest.mark.parametrize("kind", ["ours", "gthread", "sync"])
 def test_sigterm_with_listen_streams_held_stops_within_the_bound(kind, streams, tmp_path):
     if kind != "ours" and not HAS_GUNICORN:
-        pytest.skip("gunicorn is not installed (the test extra has it)")
+        pytest.skip(GUNICORN_MISSING)
     idle = stop_with_nothing_held(kind, streams, tmp_path)
     log = tmp_path / "stderr"
     with open(log, "wb") as stderr:
