@@ -21,19 +21,23 @@ COPY server/examples /opt/mcpserver/examples
 # Compiled here: the server runs as a user who cannot write __pycache__, and every start would
 # otherwise compile it again (measured: 68 -> 53 ms to the first answer on bookworm, 110 -> 84 on musl).
 RUN "$MCP_PYTHON" -m compileall -q /opt/mcpserver
-# The entrypoint `exec`s python${PYTHON}, which is PID 1, so `docker stop`'s SIGTERM reaches the server itself.
-# The kernel throws away a signal sent to PID 1 while it has no handler for it, and the interpreter takes some
-# 20 ms (more under load) to reach the server's first line, which holds SIGTERM and SIGINT for its init
-# (mcpserver._pid1): so GNU env (coreutils 8.31 and later) blocks them before the exec, and a `docker stop` right
-# after `docker run` waits for the server instead of being lost. Busybox's env cannot: there the entrypoint
-# execs the interpreter as it is (docs/embedding.md).
-RUN set -eu; \
-    if env --block-signal=TERM true 2>/dev/null; then hold='env --block-signal=TERM,INT '; else hold=''; fi; \
-    mkdir -p /usr/local/bin; printf '#!/bin/sh\nexec %s"$MCP_PYTHON" -m mcpserver "$@"\n' "$hold" > /usr/local/bin/mcpserver-entry; \
-    chmod 755 /usr/local/bin/mcpserver-entry; cat /usr/local/bin/mcpserver-entry
+# PID 1 is the cell's Python in the end, so `docker stop`'s SIGTERM reaches the server itself. The kernel throws
+# away a signal sent to PID 1 while it has no handler for it, and the interpreter takes some 20 ms (more under
+# load) to reach the server's first line, which holds SIGTERM and SIGINT for its init (mcpserver._pid1). So the
+# first program of the container is GNU env (coreutils 8.31 and later), which blocks them before anything else
+# runs, as docs/guides/embedding.md's recipe does; a shell in front of it would be PID 1 for a moment with no
+# handler, and a stop then was lost (137 after docker's grace, seen under load). mcpserver-hold is that env,
+# checked by name here (a multi-call coreutils picks its program by name); where env cannot block signals
+# (busybox's), a script that drops the option and execs the rest, and the window stays (docs/platforms/musl.md).
+RUN set -eu; mkdir -p /usr/local/bin; hold=/usr/local/bin/mcpserver-hold; \
+    ln -s "$(command -v env)" "$hold"; \
+    if ! "$hold" --block-signal=TERM true 2>/dev/null; then \
+        rm "$hold"; printf '#!/bin/sh\nshift\nexec "$@"\n' > "$hold"; chmod 755 "$hold"; \
+    fi; ls -l "$hold"
 USER mcp
 WORKDIR /home/mcp
-ENTRYPOINT ["/usr/local/bin/mcpserver-entry"]
+ENTRYPOINT ["/usr/local/bin/mcpserver-hold", "--block-signal=TERM,INT", \
+            "/bin/sh", "-c", "exec \"$MCP_PYTHON\" -m mcpserver \"$@\"", "mcpserver"]
 CMD ["/opt/mcpserver/examples/demo.py"]
 
 # --- test: the runtime plus the suites; pytest is mounted read-only at /opt/pytest ---------------------
