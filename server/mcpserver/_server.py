@@ -33,7 +33,7 @@ DEFAULT_TTL_MS = 300_000  # list results are static for a process's life; a rest
 DEFAULT_PAGE_SIZE = 100
 
 
-def _check_options(name: Any, ttl_ms: Any, cache_scope: Any, page_size: Any, offers: frozenset) -> None:
+def _check_options(name: Any, ttl_ms: Any, cache_scope: Any, page_size: Any, offers: frozenset[str]) -> None:
     if not isinstance(name, str) or not name:
         raise ConfigError("a server needs a non-empty name")
     if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0:
