@@ -368,6 +368,11 @@ class Engine:
     def logs(self, container: str) -> str:
         return self._docker(["logs", container]).output
 
+    def pid_of(self, container: str) -> int:
+        """The host's PID of the container's first process (0 when stopped or unknown)."""
+        done = self._docker(["inspect", "--format", "{{.State.Pid}}", container])
+        return int(done.output.strip() or 0) if done.ok else 0
+
     def state(self, container: str) -> ContainerState | None:
         done = self._docker(["inspect", "--format", "{{.State.ExitCode}} {{.State.OOMKilled}}", container])
         if not done.ok:

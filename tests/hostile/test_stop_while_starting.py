@@ -24,9 +24,12 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import mcpserver
 import pytest
-from mcptest import DEMO, HAS_SQLITE, ROOT, SQLITE_MISSING, signal_probe_source
+from mcptest import DEMO, HAS_SQLITE, SQLITE_MISSING, signal_probe_source
 
+# Where the package under test is: server/mcpserver here, /opt/mcpserver/mcpserver as a lab cell embeds it.
+PACKAGE = os.path.dirname(os.path.abspath(mcpserver.__file__))
 HANG_SECONDS = 20  # a stop that was lost leaves the server serving: this long, and it has hung
 STRIDE = int(os.environ.get("MCPSERVER_START_PROBE_STRIDE", "25"))
 OFFSET = int(os.environ.get("MCPSERVER_START_PROBE_OFFSET", random.randrange(STRIDE)))
@@ -100,9 +103,9 @@ class StartProbe:
                 *[str(where / word[1:]) if word.startswith("@") else word for word in self.extra], DEMO]
         if self.pid1:  # --kill-child: a namespace whose unshare is killed dies with it
             argv = ["unshare", "--pid", "--kill-child", "--mount-proc", *argv]
-        env = dict(os.environ, **self.env, PYTHONPATH=os.pathsep.join([str(self.folder), os.path.join(ROOT, "server")]),
+        env = dict(os.environ, **self.env, PYTHONPATH=os.pathsep.join([str(self.folder), os.path.dirname(PACKAGE)]),
                    STOP_PROBE_NTH=str(nth), STOP_PROBE_TO="1" if self.pid1 else "self",
-                   STOP_PROBE_PACKAGE=os.path.join(ROOT, "server", "mcpserver"),
+                   STOP_PROBE_PACKAGE=PACKAGE,
                    STOP_PROBE_UNFIRED=str(where / "unfired"), STOP_PROBE_STRIDE=str(STRIDE),
                    STOP_PROBE_OFFSET=str(OFFSET), STOP_PROBE_ALWAYS=",".join(ALWAYS))
         return where, subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
