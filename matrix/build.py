@@ -84,7 +84,8 @@ def code_files(root: Path) -> list[ContextFile]:
 def suite_files(root: Path) -> list[ContextFile]:
     """What the test stage copies into /lab: the suites run inside containers, the files at the top of
     tests/ (conftest.py and helpers), server/examples they may start, the official schemas tests/unit checks
-    every result against (spec/schema-*.json), and pyproject.toml for pytest's settings. The lab's own trees
+    every result against (spec/schema-*.json) and the Server Card's (spec/server-card, for tests/http), and
+    pyproject.toml for pytest's settings. The lab's own trees
     (tests/lab, tests/images) run from the host and stay out."""
     files: list[ContextFile] = []
     tests = root / "tests"
@@ -97,6 +98,7 @@ def suite_files(root: Path) -> list[ContextFile]:
     files += walk(root, root / "server/examples", "lab/")
     for schema in sorted((root / "spec").glob("schema-*.json")):
         files += walk(root, schema, "lab/")
+    files += walk(root, root / "spec/server-card", "lab/")
     if (root / "pyproject.toml").is_file():
         files += walk(root, root / "pyproject.toml", "lab/")
     return files

@@ -397,6 +397,14 @@ def _gunicorn() -> tuple[list[str], str]:
     return [], "gunicorn is not installed here (the test extra has it, and the lab's wheel folders)"
 
 
+try:
+    import sqlite3  # noqa: F401  (a Python built without it: the musl-busybox lab cell)
+
+    HAS_SQLITE = True
+except ImportError:
+    HAS_SQLITE = False
+SQLITE_MISSING = "this Python has no sqlite3 module (built without SQLite)"
+
 GUNICORN, GUNICORN_MISSING = _gunicorn()  # GUNICORN_MISSING: why it cannot run here ('' when it can)
 HAS_GUNICORN = bool(GUNICORN)
 

@@ -19,14 +19,13 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from mcptest import DEMO, ROOT, signal_probe_source
+from mcptest import DEMO, HAS_SQLITE, ROOT, SQLITE_MISSING, signal_probe_source
 
 HANG_SECONDS = 20  # a stop that was lost leaves the server serving: this long, and it has hung
 STRIDE = int(os.environ.get("MCPSERVER_START_PROBE_STRIDE", "25"))
@@ -142,6 +141,8 @@ class StartProbe:
     def check_nothing_half_written(self, where, nth):
         store = where / "tasks.db"
         if store.exists():
+            import sqlite3
+
             with sqlite3.connect(str(store)) as database:  # a hot journal is rolled back here, as the store would
                 assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",), nth
             from mcpserver.tasks import open_task_store
@@ -175,6 +176,7 @@ class StartProbe:
 
 CASES = {
     "stdio": ((), {}),
+    # (a Python without sqlite3, the lab's musl cell, skips the task store's case)
     # a token from the environment: the server starts again without it (exec), with the signals held across
     "http, a task store, a JSON log": (("--http", "--port", "0", "--task-store", "@tasks.db", "--log-file", "@log",
                                         "--log-format", "json"), {"MCPSERVER_TOKEN": "start-probe"}),
@@ -184,6 +186,8 @@ CASES = {
 @pytest.mark.skipif(bool(can_be_pid1()), reason=can_be_pid1() or "")
 @pytest.mark.parametrize("case", list(CASES))
 def test_as_pid_1_a_stop_at_any_line_of_start_up_exits_0(tmp_path, case):
+    if "task store" in case and not HAS_SQLITE:
+        pytest.skip(SQLITE_MISSING)
     extra, env = CASES[case]
     lines = StartProbe(tmp_path, True, extra, env).every_line()
     print(f"\nas PID 1 ({case}): stopped at each of {lines} lines of start-up (stride {STRIDE}, offset {OFFSET}), "
@@ -192,6 +196,8 @@ def test_as_pid_1_a_stop_at_any_line_of_start_up_exits_0(tmp_path, case):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_stop_at_any_line_of_start_up_exits_0(tmp_path, case):
+    if "task store" in case and not HAS_SQLITE:
+        pytest.skip(SQLITE_MISSING)
     extra, env = CASES[case]
     lines = StartProbe(tmp_path, False, extra, env).every_line()
     print(f"\n{case}: stopped at each of {lines} lines of start-up (stride {STRIDE}, offset {OFFSET}), every exit 0")

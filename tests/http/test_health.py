@@ -6,14 +6,19 @@ import os
 import time
 
 import pytest
-from mcptest import DEMO, EXAMPLES, GUNICORN_MISSING, HAS_GUNICORN, HttpServer, call, gunicorn_server
+from mcptest import (
+    DEMO,
+    EXAMPLES,
+    GUNICORN_MISSING,
+    HAS_GUNICORN,
+    HAS_SQLITE,
+    SQLITE_MISSING,
+    HttpServer,
+    call,
+    gunicorn_server,
+)
 
 JOBS = os.path.join(EXAMPLES, "jobs.py")
-try:
-    import sqlite3  # noqa: F401
-    HAS_SQLITE = True
-except ImportError:  # a Python built without SQLite (the lab's musl cell): the memory store is checked instead
-    HAS_SQLITE = False
 
 
 def probe(server, path, method="GET"):
@@ -33,6 +38,7 @@ def ready_soon(server, timeout=20):
 def test_both_answer_without_a_token_and_say_nothing_else(tmp_path):
     token = tmp_path / "token"
     token.write_text("s3cret\n")
+    # A Python built without SQLite (the lab's musl cell): the memory store is checked instead.
     store = ["--task-store", str(tmp_path / "tasks.db")] if HAS_SQLITE else []
     with HttpServer(JOBS, "--health", "--token-file", str(token), *store) as server:
         assert probe(server, "/healthz")[0::2] == (200, b"ok\n")
@@ -61,6 +67,7 @@ def test_without_health_they_are_the_endpoints_404():
 
 
 @pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
+@pytest.mark.skipif(not HAS_SQLITE, reason=SQLITE_MISSING)  # its readiness follows an SQLite task store
 def test_under_gunicorn_the_app_answers_them(tmp_path):
     app = f'mcpserver.http:create_app("{JOBS}", health=True, task_store="{tmp_path / "tasks.db"}")'
     with gunicorn_server(app, "-w", "2") as server:

@@ -17,8 +17,10 @@ from mcptest import (
     EXAMPLES,
     GUNICORN_MISSING,
     HAS_GUNICORN,
+    HAS_SQLITE,
     META,
     SLOW_TOOLS,
+    SQLITE_MISSING,
     HttpServer,
     call,
     free_port,
@@ -120,6 +122,7 @@ def test_calls_in_flight_are_read_when_scraped():
         assert value(scrape(server), "mcpserver_requests_in_flight") == 0
 
 
+@pytest.mark.skipif(not HAS_SQLITE, reason=SQLITE_MISSING)
 def test_tasks_are_counted_by_status_from_the_store(tmp_path):
     store = str(tmp_path / "tasks.db")
     with HttpServer(JOBS, "--metrics", "--task-store", store) as server:

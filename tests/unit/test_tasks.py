@@ -14,7 +14,9 @@ from mcpserver.store import MemoryTaskStore
 from mcptest import (
     GUNICORN_MISSING,
     HAS_GUNICORN,
+    HAS_SQLITE,
     META,
+    SQLITE_MISSING,
     StdioServer,
     core_reply,
     gunicorn_server,
@@ -24,13 +26,7 @@ from mcptest import (
     run_once,
 )
 
-try:
-    import sqlite3  # noqa: F401  (a Python built without it: the musl-busybox lab cell)
-
-    HAS_SQLITE = True
-except ImportError:
-    HAS_SQLITE = False
-needs_sqlite = pytest.mark.skipif(not HAS_SQLITE, reason="this Python has no sqlite3 module (built without SQLite)")
+needs_sqlite = pytest.mark.skipif(not HAS_SQLITE, reason=SQLITE_MISSING)
 
 TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS = dict(META, **{"io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
