@@ -15,8 +15,8 @@ BUSYBOX_FAMILIES = {"musl-busybox", "alpine"}
 # modules whose libraries are not built against musl (OpenSSL, zlib, libffi, sqlite, bzip2, xz, ncurses,
 # readline, gdbm/ndbm, Tk, libuuid), and what the Dockerfile trims because it cannot work or is not needed.
 MUSL_BUILD_MISSING = {
-    "_bz2", "_ctypes", "_curses", "_curses_panel", "_dbm", "_gdbm", "_hashlib", "_lzma", "_sqlite3", "_ssl",
-    "_tkinter", "_uuid", "readline", "zlib",
+    "_bz2", "_ctypes", "_curses", "_curses_panel", "_dbm", "_gdbm", "_lzma", "_sqlite3", "_tkinter", "_uuid",
+    "readline",
     "ensurepip", "idlelib", "tkinter", "turtle", "turtledemo",
 }  # fmt: skip
 NOT_ON_LINUX = {"_overlapped", "_scproxy", "_winapi", "_wmi", "msvcrt", "nt", "winreg", "winsound"}
