@@ -146,8 +146,11 @@ class StartProbe:
         if store.exists():
             import sqlite3
 
-            with sqlite3.connect(str(store)) as database:  # a hot journal is rolled back here, as the store would
+            database = sqlite3.connect(str(store))  # a hot journal is rolled back here, as the store would
+            try:  # closed by hand: `with` only commits, and 3.13 warns of a connection left open
                 assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",), nth
+            finally:
+                database.close()
             from mcpserver.tasks import open_task_store
 
             open_task_store(str(store)).close()  # and the store opens it again
