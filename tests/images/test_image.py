@@ -183,7 +183,7 @@ def _entrypoint_started(name: str) -> None:
     deadline = time.monotonic() + 10
     while pid and time.monotonic() < deadline:
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as file:
+            with open(f"/proc/{pid}/comm", "rb") as file:  # "runc:[2:INIT]" until the exec, then the program's
                 if not file.read().startswith(b"runc"):
                     return
         except OSError:
