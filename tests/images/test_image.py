@@ -29,8 +29,6 @@ from lab_checks import (
     unique,
 )
 
-from matrix import arches
-
 # The standard library, and nothing else: what `importlib.metadata` lists as installed distributions.
 LIST_DISTRIBUTIONS = (
     "import importlib.metadata as m, json; "
@@ -193,6 +191,20 @@ def _entrypoint_started(name: str) -> None:
         time.sleep(0.001)
 
 
+def _emulated(cell: Cell) -> bool:
+    """Whether the cell's containers run under qemu-user: to the kernel, their first process is the emulator."""
+    name = _started(cell, False, "arch")
+    try:
+        _entrypoint_started(name)
+        pid = ENGINE.pid_of(name)
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return b"qemu" in file.read().split(b"\0")[0]
+    except OSError:  # not this host's process (a remote engine): run the check
+        return False
+    finally:
+        ENGINE.remove_containers(name)
+
+
 def _stopped_while_starting(cell: Cell, http: bool, delay: float) -> tuple[int, float]:
     """A server started, and `docker stop` sent `delay` seconds after its entrypoint began (_entrypoint_started);
     its exit code and the seconds the stop took."""
@@ -215,7 +227,7 @@ def test_docker_stop_at_50_random_moments_of_start_up_exits_0(cell: Cell) -> Non
     grace: 137; 14 of 50 were on 8f4ae97's bookworm image). The moments are drawn over how long a start takes in
     this cell, from `docker run -d` returning to the server's "serving" line, measured first, and counted from the
     moment the image's entrypoint runs (_entrypoint_started); `docker stop`'s own round trip comes on top."""
-    if arches.emulated(cell.arch):  # the native cells run it
+    if _emulated(cell):  # the native cells run it
         pytest.skip("under qemu-user a signal the program holds is kept in the emulator's memory, and an exec starts "
                     "a new emulator: a stop held across env's and the shell's exec is lost there (137 after the "
                     "grace, seen in the arm64 cell), as posix_spawn's report of a failed exec is")
