@@ -51,6 +51,12 @@ if _nth:
             pass
 
     def _send():
+        frame = sys._getframe(1)  # up to the traced line's frame, for the message of a stop that was lost
+        while frame is not None and not _watched(frame):
+            frame = frame.f_back
+        line = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else "?"
+        with open(os.path.join(os.path.dirname(os.environ["STOP_PROBE_UNFIRED"]), "fired"), "w") as note:
+            note.write(f"{line} in pid {os.getpid()}")
         os.kill(1 if _to == "1" else os.getpid(), signal.SIGTERM)
 
     _seen, _stride, _offset = set(), int(os.environ["STOP_PROBE_STRIDE"]), int(os.environ["STOP_PROBE_OFFSET"])
@@ -130,7 +136,8 @@ class StartProbe:
         for stream in (process.stdin, process.stdout, process.stderr):
             stream.close()
         if process.returncode == -signal.SIGKILL:
-            pytest.fail(f"the stop sent at line {nth} of start-up (offset {OFFSET}) was lost: still running "
+            fired = (where / "fired").read_text() if (where / "fired").exists() else "?"
+            pytest.fail(f"the stop sent at line {nth} of start-up (offset {OFFSET}, {fired}) was lost: still running "
                         f"{HANG_SECONDS} s later; stderr:\n{stderr[-2000:]}")
         self.check_nothing_half_written(where, nth)
         return not ended_by_hand, process.returncode, stderr
