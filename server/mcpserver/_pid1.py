@@ -24,6 +24,7 @@ lost, as PID 1, as for any program that has not yet set a handler.
 from __future__ import annotations
 
 import os
+import select
 import signal
 
 from . import _environment
@@ -132,15 +133,37 @@ def _reap_until_exit(server: int, forwarded: set[int], told: int) -> None:
         os.write(2, b"mcpserver: the server had not ended its start %g s after the stop signal: %s\n"
                  % (KILL_AFTER, b"asked again" if serving else b"killed"))
 
+    # Python runs a handler only between two steps of the main thread. A signal that lands after the last step
+    # before a blocking wait, or on another thread, would wait with its handler until the wait ends: for a
+    # blocking waitpid, until the server exits, which then never comes (a stop lost under load). So the init
+    # sleeps on the wakeup pipe, which the interpreter's C-level handler writes at once, and reaps without blocking.
+    wake, woken = os.pipe()
+    os.set_blocking(wake, False)
+    os.set_blocking(woken, False)
+    signal.set_wakeup_fd(woken)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a child's end writes the pipe too
     for signum in forwarded:
         signal.signal(signum, forward)
     signal.signal(signal.SIGALRM, overdue)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     while True:
+        _reap(server, state)
+        select.select([wake], [], [])
         try:
-            pid, status = os.waitpid(-1, 0)
+            os.read(wake, 4096)
+        except BlockingIOError:
+            pass
+
+
+def _reap(server: int, state: dict[str, bool]) -> None:
+    """Collect every child that has ended; when the server is one of them, exit with its status."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:  # cannot happen while the server lives; leave rather than spin
             os._exit(1)
+        if pid == 0:
+            return
         if pid == server:
             if state["stopped while starting"]:
                 os._exit(0)  # a stop asked before anything was served: nothing is owed, whatever the status

@@ -214,3 +214,46 @@ def test_a_stop_at_any_line_of_start_up_exits_0(tmp_path, case):
     extra, env = CASES[case]
     lines = StartProbe(tmp_path, False, extra, env).every_line()
     print(f"\n{case}: stopped at each of {lines} lines of start-up (stride {STRIDE}, offset {OFFSET}), every exit 0")
+
+
+# The init's main thread asleep in its wait when a stop's C-level handler runs: Python runs the handler only between
+# two steps of the main thread, so an init asleep in a blocking waitpid kept the stop until the server exited, which
+# it then never did (CI lost one so under load: the signal landed between the init's last step and its wait). The
+# window is microseconds wide; a thread of the init's that takes the signal itself while the main thread sleeps
+# makes it certain: the same state, a handler pending and the main thread in its wait.
+SLEEPING_INIT_PROBE = """
+import os, signal, sys, threading, time
+
+def _stop_from_another_thread():
+    time.sleep(0.3)  # the main thread is asleep in its wait by now
+    with open(os.environ["STOP_PROBE_FIRED"], "w"):
+        pass
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+def _at_the_wait(frame, event, arg):
+    if event == "c_call" and getattr(arg, "__name__", "") in ("waitpid", "select", "poll", "sigtimedwait"):
+        sys.setprofile(None)
+        threading.Thread(target=_stop_from_another_thread, daemon=True).start()
+
+os.register_at_fork(after_in_parent=lambda: sys.setprofile(_at_the_wait) if os.getpid() == 1 else None)
+"""
+
+
+@pytest.mark.skipif(bool(can_be_pid1()), reason=can_be_pid1() or "")
+def test_as_pid_1_a_stop_that_lands_while_the_init_sleeps_in_its_wait_is_forwarded(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(SLEEPING_INIT_PROBE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.path.dirname(PACKAGE)]),
+               STOP_PROBE_FIRED=str(tmp_path / "fired"))
+    process = subprocess.Popen(["unshare", "--pid", "--kill-child", "--mount-proc", sys.executable, "-m", "mcpserver",
+                                DEMO], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:  # stdin stays open: only the stop can end it
+        status = process.wait(HANG_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        status = None
+    stderr = process.stderr.read().decode(errors="replace")
+    for stream in (process.stdin, process.stdout, process.stderr):
+        stream.close()
+    assert (tmp_path / "fired").exists(), f"the probe never sent its stop; stderr:\n{stderr[-2000:]}"
+    assert status == 0, f"the stop was lost ({status}: still running {HANG_SECONDS} s later); stderr:\n{stderr[-2000:]}"
