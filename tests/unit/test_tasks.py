@@ -252,8 +252,7 @@ def test_a_store_that_cannot_serve_is_refused_at_start_up(tmp_path):
 
 
 def test_task_lease_is_how_far_ahead_a_running_task_is_held_and_under_a_second_is_refused(tmp_path):
-    import sqlite3
-
+    sqlite3 = pytest.importorskip("sqlite3", reason="this Python has no sqlite3 module (built without SQLite)")
     target, store = tmp_path / "durable.py", tmp_path / "tasks.db"
     target.write_text(TASK_SERVER)
     with StdioServer(str(target), "--store", str(store), "--task-lease", "2.5") as server:
