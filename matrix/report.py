@@ -33,7 +33,7 @@ from .model import (
 )
 from .outcomes import BAD, counts
 from .records import to_json, write_atomic
-from .text import shorten
+from .text import first, shorten
 
 REPORT_FILES = ("results.json", "matrix.md", "junit.xml", "report.html")
 
@@ -178,8 +178,7 @@ def skipped_lines(results: Sequence[CellResult]) -> list[str]:
                 cells.setdefault((s.suite.value, reason, tuple(ids)), []).append(r.cell)
     lines = []
     for (suite, reason, tests), where in cells.items():
-        shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
-        lines.append(f"{', '.join(where)} {suite}: {len(tests)} skipped: {reason} ({shown})")
+        lines.append(f"{', '.join(where)} {suite}: {len(tests)} skipped: {reason} ({first(tests, 3)})")
     return lines
 
 
@@ -188,8 +187,7 @@ def verdict(results: Sequence[CellResult]) -> str:
     said = []
     for r in (r for r in results if r.outcome in BAD):
         tests = sorted({f.test_id for _, _, _, f in failure_lines([r])})
-        named = f": {', '.join(tests[:3])}{f' and {len(tests) - 3} more' if len(tests) > 3 else ''}" if tests else ""
-        said.append(f"{r.cell} {r.outcome.value} ({shorten(_why(r), 300)}{named})")
+        said.append(f"{r.cell} {r.outcome.value} ({shorten(_why(r), 300)}{f': {first(tests, 3)}' if tests else ''})")
     return "; ".join(said)
 
 
@@ -363,8 +361,7 @@ def provenance(env: Environment) -> list[str]:
     """What a report covers and where it came from, one fact a line."""
     tree = env.commit or "not a git checkout"
     if env.dirty:
-        shown = ", ".join(env.dirty[:20]) + (f" and {len(env.dirty) - 20} more" if len(env.dirty) > 20 else "")
-        tree += f" plus uncommitted changes (dirty: {shown})"
+        tree += f" plus uncommitted changes (dirty: {first(env.dirty, 20)})"
     lines = [f"Tested tree: {tree}."]
     if env.partial:
         lines.append(f"PARTIAL REPORT: {env.partial}.")
