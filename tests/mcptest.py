@@ -407,6 +407,8 @@ SQLITE_MISSING = "this Python has no sqlite3 module (built without SQLite)"
 
 GUNICORN, GUNICORN_MISSING = _gunicorn()  # GUNICORN_MISSING: why it cannot run here ('' when it can)
 HAS_GUNICORN = bool(GUNICORN)
+# mcpserver's gunicorn settings, as docs/guides/http.md asks on PyPy (its master's signal queue; on CPython a no-op)
+GUNICORN_CONF = ("-c", "python:mcpserver.http.gunicorn_conf")
 
 
 @contextmanager
@@ -418,7 +420,8 @@ def gunicorn_server(app: str, *options: str, env: Optional[dict[str, str]] = Non
     import socket
 
     port = port or free_port()
-    process = subprocess.Popen([*GUNICORN, "-b", f"127.0.0.1:{port}", "--log-level", "warning", *options, app],
+    process = subprocess.Popen([*GUNICORN, *GUNICORN_CONF, "-b", f"127.0.0.1:{port}", "--log-level", "warning",
+                                *options, app],
                                env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:

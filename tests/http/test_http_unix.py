@@ -21,6 +21,7 @@ from legacy_http import LegacySession
 from mcptest import (
     DEMO,
     GUNICORN,
+    GUNICORN_CONF,
     GUNICORN_MISSING,
     HAS_GUNICORN,
     SLOW_TOOLS,
@@ -240,7 +241,7 @@ def test_the_python_options_refuse_a_path_af_unix_cannot_take_and_dev_serves_por
 @pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 def test_gunicorn_bound_to_a_unix_socket_serves_its_local_peers_without_a_token(short_dir):
     path = os.path.join(short_dir, "g.sock")
-    process = subprocess.Popen([*GUNICORN, "-b", f"unix:{path}", "--log-level", "warning",
+    process = subprocess.Popen([*GUNICORN, *GUNICORN_CONF, "-b", f"unix:{path}", "--log-level", "warning",
                                 f'mcpserver.http:create_app("{DEMO}")'], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:

@@ -24,7 +24,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from mcptest import GUNICORN, GUNICORN_MISSING, HAS_GUNICORN, SLOW_TOOLS, HttpServer, call, free_port, raw_post, request
+from mcptest import (
+    GUNICORN,
+    GUNICORN_CONF,
+    GUNICORN_MISSING,
+    HAS_GUNICORN,
+    SLOW_TOOLS,
+    HttpServer,
+    call,
+    free_port,
+    raw_post,
+    request,
+)
 
 STOP_BOUND = 5.0
 GRACEFUL = 90  # gunicorn's --graceful-timeout here (30 by default): a stop that waits it out is far past the bound
@@ -82,7 +93,7 @@ def start(kind, streams, stderr):
         app = f"mcpserver.http:create_app({SLOW_TOOLS!r})"
         # --preload: the app mends the master's signal queue itself; without it, the hook does (docs/guides/http.md)
         workers = ["-k", "sync", "-w", str(streams + 2), "--preload"] if kind == "sync" else \
-            ["-k", "gthread", "-w", "1", "--threads", str(streams + 4), "-c", "python:mcpserver.http.gunicorn_conf"]
+            ["-k", "gthread", "-w", "1", "--threads", str(streams + 4), *GUNICORN_CONF]
         argv = [*GUNICORN, "-b", f"127.0.0.1:{port}", "--graceful-timeout", str(GRACEFUL), "--log-level", "warning",
                 *workers, app]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
