@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from . import arches
 from .errors import UsageError
 from .model import SUITES, Cell, CellResult, Environment, Implementation, Outcome, Suite
+from .text import first
 
 RERUN = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.TIMEOUT, Outcome.FLAKY, Outcome.CANCELLED})
 
@@ -145,8 +146,12 @@ def select(cells: Sequence[Cell], selection: Selection, *, native: str = "") -> 
         c for c in cells if all(not patterns or any(matches(p, c) for p in patterns) for _, patterns, matches in checks)
     )
     chosen = tuple(c for c in chosen if not c.opt_in or _named(c, selection, native))
-    if selection.only:
-        chosen = tuple(c for c in chosen if selection.suites_for(c.name))
+    # A cell none of whose own suites is selected has nothing to run (--suite http and a payload-only cell)
+    running = tuple(c for c in chosen if set(selection.suites_for(c.name)) & set(c.suites))
+    if chosen and not running:
+        raise UsageError(f"none of the cells selected ({first([c.name for c in chosen], 5)}) runs "
+                         f"{', '.join(s.value for s in selection.suites)}. `--list` says which suites each runs.")
+    chosen = running
     if not chosen:
         raise UsageError(
             "no cell matches all of the selectors together. Run `scripts/run_matrix.py --list` to see them."

@@ -111,6 +111,14 @@ def test_selectors_that_match_apart_but_not_together_are_an_error() -> None:
         select(CELLS, Selection(distros=("alpine",), pythons=("3.9",)))
 
 
+def test_a_cell_that_runs_none_of_the_selected_suites_is_not_selected() -> None:
+    chosen = select(CELLS, Selection(cells=("debian-trixie-pypy3.11*",), suites=(Suite.HTTP,)))
+    assert names(chosen) == ["debian-trixie-pypy3.11"]  # its cache cells run only payload: they errored, empty
+    assert "debian-trixie-pypy3.11-cache480m" in names(select(CELLS, Selection(cells=("debian-trixie-pypy3.11*",))))
+    with pytest.raises(UsageError, match=r"none of the cells selected \(host-py3\.9, .* runs images"):
+        select(CELLS, Selection(distros=("host",), suites=(Suite.IMAGES,)))
+
+
 def test_suites_parse_in_report_order_and_refuse_unknown_ones() -> None:
     assert parse_suites(["payload,unit"]) == (Suite.UNIT, Suite.PAYLOAD)
     assert parse_suites([]) == (Suite.UNIT, Suite.HTTP, Suite.PAYLOAD, Suite.HOSTILE, Suite.INSTALL, Suite.IMAGES,
