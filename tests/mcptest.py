@@ -411,13 +411,29 @@ HAS_GUNICORN = bool(GUNICORN)
 GUNICORN_CONF = ("-c", "python:mcpserver.http.gunicorn_conf")
 
 
+def wait_for_port(port: int, process: subprocess.Popen, seconds: float, said: Any = None) -> None:
+    """Until a loopback `port` accepts a connection; RuntimeError (with `said()`, its stderr perhaps) when `process`
+    exits or `seconds` pass first."""
+    import socket
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{process.args[:4]} did not start (exit status {process.poll()})"
+                                   f"{chr(10) + said() if said else ''}") from None
+            time.sleep(0.05)
+
+
 @contextmanager
 def gunicorn_server(app: str, *options: str, env: Optional[dict[str, str]] = None,
                     port: Optional[int] = None) -> Iterator[HttpServer]:
     """`gunicorn OPTIONS APP` on a loopback port (a free one unless given), once it accepts connections;
     stopped (SIGTERM) after."""
     import signal
-    import socket
 
     port = port or free_port()
     process = subprocess.Popen([*GUNICORN, *GUNICORN_CONF, "-b", f"127.0.0.1:{port}", "--log-level", "warning",
@@ -425,15 +441,7 @@ def gunicorn_server(app: str, *options: str, env: Optional[dict[str, str]] = Non
                                env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"gunicorn did not start (exit status {process.poll()})") from None
-                time.sleep(0.1)
+        wait_for_port(port, process, 20)
         yield HttpServer.attach(port, process)
     finally:
         process.send_signal(signal.SIGTERM)

@@ -17,13 +17,12 @@ mend, the master hung (never answering SIGTERM) or died of a RecursionError (han
 import os
 import queue
 import signal
-import socket
 import subprocess
 import threading
 import time
 
 import pytest
-from mcptest import GUNICORN, GUNICORN_MISSING, HAS_GUNICORN, SLOW_TOOLS, free_port
+from mcptest import GUNICORN, GUNICORN_MISSING, HAS_GUNICORN, SLOW_TOOLS, free_port, wait_for_port
 
 pytestmark = pytest.mark.skipif(not HAS_GUNICORN, reason=GUNICORN_MISSING)
 
@@ -45,14 +44,7 @@ def test_a_master_on_pythons_own_signal_queue_survives_a_storm_of_signals_and_st
     with open(log, "wb") as stderr:
         master = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert master.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.05)
+        wait_for_port(port, master, 60, lambda: log.read_text()[-3000:])
         for _ in range(STORM):
             os.kill(master.pid, signal.SIGWINCH)
             time.sleep(STORM_GAP)

@@ -35,6 +35,7 @@ from mcptest import (
     free_port,
     raw_post,
     request,
+    wait_for_port,
 )
 
 STOP_BOUND = 5.0
@@ -97,14 +98,8 @@ def start(kind, streams, stderr):
         argv = [*GUNICORN, "-b", f"127.0.0.1:{port}", "--graceful-timeout", str(GRACEFUL), "--log-level", "warning",
                 *workers, app]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, port
-        except OSError:
-            assert process.poll() is None and time.monotonic() < deadline, f"{kind} did not start"
-            time.sleep(0.05)
+    wait_for_port(port, process, 60)
+    return process, port
 
 
 def children(pid):

@@ -15,6 +15,8 @@ from typing import Any
 
 from ._host import mend_master
 
+__all__ = ["on_starting"]
+
 
 def on_starting(server: Any) -> None:
     """gunicorn's hook, in the master before it starts its workers."""
