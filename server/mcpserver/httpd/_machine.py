@@ -167,13 +167,13 @@ class Machine:
                 return WORK
             if head.length > self.rules.max_body_bytes:  # with screen(), the app's own bound is asked first
                 return self._too_large()
-        return self._body(head, now)
-
-    def _body(self, head: Head, now: float) -> str:
-        """The head is in and wanted: on with the request once its body is, else wait for the body (rule 3)."""
-        if len(self.buffer) >= head.length:
+        if len(self.buffer) >= head.length:  # the whole request is in (most come whole): on with it (rule 3)
             self.state = QUEUED
             return WORK
+        return self._await_body(head, now)
+
+    def _await_body(self, head: Head, now: float) -> str:
+        """The head is in and wanted, not all of its body yet: wait for the rest (rule 3)."""
         if self.peer_done:
             return CLOSE
         if self.state != BODY:
@@ -212,7 +212,7 @@ class Machine:
         if len(self.buffer) >= head.length:  # the common case: it came with its head
             self.state = QUEUED
             return WORK
-        return self._body(head, now)
+        return self._await_body(head, now)
 
     def take_interim(self) -> bytes:
         interim, self.interim = self.interim, b""
