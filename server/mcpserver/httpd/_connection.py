@@ -16,6 +16,7 @@ import socket
 import sys
 import threading
 
+from .._malloc import LARGE_BYTES, return_large_buffers
 from ._head import MAX_HEAD_BYTES
 from ._machine import INFINITY
 from ._poller import IN, OUT
@@ -110,6 +111,11 @@ class Connection:
         """Send a whole response: what the socket takes, and more while `writable_soon(self)` says the client
         reads on. True once all of it is out (what was kept for its request is then forgotten); False when the
         client stalled, with the rest left in `out` for the loop to write. OSError when the connection broke."""
+        size = sum(map(len, parts))
+        if size < LARGE_BYTES:  # one send, one segment, for the common case
+            parts = [b"".join(parts)]
+        else:  # not joined (megabytes copied); malloc's mmap threshold pinned, so such buffers go back when freed
+            return_large_buffers()
         for index, part in enumerate(parts):
             sent = 0
             while sent < len(part):

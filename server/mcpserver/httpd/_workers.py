@@ -265,8 +265,19 @@ class Worker:
         frame = chunk if machine.chunked else bytes
         if head.method == "HEAD" or (isinstance(result, (list, tuple)) and len(result) <= 1):
             # The whole response is known: the result is closed, and what the socket does not take, the loop writes.
+            # Sent here, not through _deliver (the machine's own answers): the usual response goes from the machine's
+            # respond() to the socket and back to its finished() with no helper between.
             body = b"" if head.method == "HEAD" else frame(first)
-            return self._deliver(conn, [data, body, b"0\r\n\r\n" if machine.chunked and body else b""], result)
+            close_result(result)
+            try:
+                done = conn.deliver([data, body, b"0\r\n\r\n" if machine.chunked and body else b""], self.would_block,
+                                    self._writable_soon)
+            except OSError:
+                return CLOSE
+            if not done:
+                machine.stalled(time.monotonic())  # a slow reader: the loop writes the rest
+                return NOTHING
+            return machine.finished(time.monotonic())
         try:  # an iterable that makes its pieces as it goes: written, blocking, piece by piece
             self._send_blocking(conn, data + frame(first))
             for piece in chunks:
@@ -289,7 +300,7 @@ class Worker:
         while True:
             if action == WRITE:
                 outgoing, machine.outgoing = machine.outgoing, b""
-                action = self._deliver(conn, [outgoing])
+                action = self._deliver(conn, outgoing)
             elif action == READ:  # the usual end of a kept-alive response: the client's next request
                 action = self._read_on(conn)
                 if action == READ:  # it has not come: the loop waits for it
@@ -299,18 +310,11 @@ class Worker:
 
     # -- writing: what the socket takes now, the rest by the loop ------------------------------------------
 
-    def _deliver(self, conn: Connection, parts: list[bytes], result: Any = None) -> str:
-        """Send a whole response, after closing the app's `result` (WSGI) if given: what the socket takes now, the
-        rest by the loop (NOTHING: the worker goes free); then the machine's next action."""
-        size = sum(map(len, parts))
-        if size < 65536:  # one send, one segment, for the common case
-            parts = [b"".join(parts)]
-        elif size >= LARGE_BYTES:
-            return_large_buffers()
-        if result is not None:
-            close_result(result)
+    def _deliver(self, conn: Connection, outgoing: bytes) -> str:
+        """Send an answer the machine wrote (WRITE): what the socket takes now, the rest by the loop (NOTHING: the
+        worker goes free); then the machine's next action."""
         try:
-            done = conn.deliver(parts, self.would_block, self._writable_soon)
+            done = conn.deliver([outgoing], self.would_block, self._writable_soon)
         except OSError:
             return CLOSE
         if not done:
