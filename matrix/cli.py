@@ -232,7 +232,7 @@ def _main(argv: list[str]) -> Ended:
         use_cache=not args.no_cache, registry=args.registry, retries=args.retries,
         cache_dir=args.cache_dir.resolve() if args.cache_dir else None, durations=_earlier_durations(args.results),
     )  # fmt: skip
-    return Ended(_run(chosen, options))
+    return _run(chosen, options)
 
 
 def selection_of(args: argparse.Namespace) -> Selection | None:
@@ -326,7 +326,7 @@ def _base(cells: Sequence[Cell], name: str) -> None:
     print(base.image)
 
 
-def _run(cells: Sequence[Cell], options: Options) -> Exit:
+def _run(cells: Sequence[Cell], options: Options) -> Ended:
     engine = Engine()
     engine_version = ""
     if any(c.family.in_container for c in cells) or engine.asked_for():
@@ -356,7 +356,9 @@ def _run(cells: Sequence[Cell], options: Options) -> Exit:
     if code is Exit.NOTHING_RAN:
         reasons = "; ".join(f"{r.cell}: {r.message}" for r in results if r.outcome is Outcome.UNAVAILABLE)
         raise NothingToRun(f"no selected cell can run here ({reasons}).")
-    return code
+    # The last line a CI log's tail shows: which cells did not pass and why, beside what the code means.
+    said = "; ".join(filter(None, [report.verdict(results), f"{nowhere} tests ran in no cell" if nowhere else ""]))
+    return Ended(code, f"{code.meaning}: {said}" if code is Exit.FAILED and said else "")
 
 
 def _publish(lab: Lab, results: Sequence[CellResult], env: Environment, code: Exit) -> Exit:

@@ -31,9 +31,9 @@ from .model import (
     SuiteResult,
     TestFailure,
 )
-from .outcomes import counts
+from .outcomes import BAD, counts
 from .records import to_json, write_atomic
-from .text import shorten
+from .text import first, shorten
 
 REPORT_FILES = ("results.json", "matrix.md", "junit.xml", "report.html")
 
@@ -166,17 +166,29 @@ def host_only_lines(results: Sequence[CellResult]) -> list[str]:
 
 
 def skipped_lines(results: Sequence[CellResult]) -> list[str]:
-    """Every skipped test, grouped by cell, suite and reason: a skip is reported with why, never only counted."""
-    lines = []
+    """Every skipped test, grouped by suite, reason and tests, with the cells that skipped them (one line for the
+    same skip in many cells): a skip is reported with why, never only counted."""
+    cells: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
     for r in results:
         for s in r.suites:
             reasons: dict[str, list[str]] = {}
             for skip in s.skips:
                 reasons.setdefault(skip.reason or "no reason given", []).append(skip.test_id)
             for reason, ids in reasons.items():
-                shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-                lines.append(f"{r.cell} {s.suite.value}: {len(ids)} skipped: {reason} ({shown})")
+                cells.setdefault((s.suite.value, reason, tuple(ids)), []).append(r.cell)
+    lines = []
+    for (suite, reason, tests), where in cells.items():
+        lines.append(f"{', '.join(where)} {suite}: {len(tests)} skipped: {reason} ({first(tests, 3)})")
     return lines
+
+
+def verdict(results: Sequence[CellResult]) -> str:
+    """The cells that did not pass, each with why, in one line for the run's last words ('' when none)."""
+    said = []
+    for r in (r for r in results if r.outcome in BAD):
+        tests = sorted({f.test_id for _, _, _, f in failure_lines([r])})
+        said.append(f"{r.cell} {r.outcome.value} ({shorten(_why(r), 300)}{f': {first(tests, 3)}' if tests else ''})")
+    return "; ".join(said)
 
 
 def _why(result: CellResult) -> str:
@@ -349,8 +361,7 @@ def provenance(env: Environment) -> list[str]:
     """What a report covers and where it came from, one fact a line."""
     tree = env.commit or "not a git checkout"
     if env.dirty:
-        shown = ", ".join(env.dirty[:20]) + (f" and {len(env.dirty) - 20} more" if len(env.dirty) > 20 else "")
-        tree += f" plus uncommitted changes (dirty: {shown})"
+        tree += f" plus uncommitted changes (dirty: {first(env.dirty, 20)})"
     lines = [f"Tested tree: {tree}."]
     if env.partial:
         lines.append(f"PARTIAL REPORT: {env.partial}.")
@@ -379,6 +390,11 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
     if usage:
         out += ["", "peak memory and CPU time per suite:", *_columns([["cell", *(s.value for s in suites)], *usage])]
         out += assumption_lines(results)
+    out += [f"warning: {line}" for line in warning_lines(results)]
+    out += [f"skipped: {line}" for line in skipped_lines(results)]
+    out += since_lines(since)
+    out += [flaky_lately(flakes)] if flaky_lately(flakes) else []
+    # What did not pass comes last, where a log's tail (all a CI page may show) has it.
     for r in results:
         if r.outcome is Outcome.PASSED:
             continue
@@ -386,12 +402,8 @@ def to_table(results: Sequence[CellResult], *, suites: Sequence[Suite] = SUITES,
         out += [f"    {s.suite.value}{f' ({run})' if run else ''}: {f.test_id}: "
                 f"{f.message.splitlines()[0] if f.message else ''}" for _, s, run, f in failure_lines([r])]  # fmt: skip
         out += [f"    {line}" for line in reproduce_lines([r])]
-    out += [f"warning: {line}" for line in warning_lines(results)]
-    out += [f"skipped: {line}" for line in skipped_lines(results)]
     nowhere = nowhere_lines(results, env or Environment())
     out += [nowhere[0], *(f"    {line}" for line in nowhere[1:])] if nowhere else []
-    out += since_lines(since)
-    out += [flaky_lately(flakes)] if flaky_lately(flakes) else []
     return "\n".join(out) + "\n"
 
 

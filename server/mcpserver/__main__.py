@@ -67,6 +67,13 @@ def _timeout(text: str) -> float:
     return number
 
 
+def _lease(text: str) -> float:
+    number = _seconds(text)
+    if number < 1:  # renewed every third of it: a store written several times a second by every running task
+        raise ValueError(f"a task lease is at least 1 second, not {text}")
+    return number
+
+
 def _rate(text: str) -> str:
     """A rate limit, checked here so a typo is refused with the others (mcpserver._ratelimit says what one is)."""
     from ._ratelimit import Rate
@@ -146,6 +153,9 @@ OPTIONS = (
            "HTTP sessions their streams' events, and notifications cross between processes: memory (default, this "
            "process alone), the path of an SQLite file (every process on the host, kept across restarts) or a "
            "postgresql:// URL (many hosts)", metavar="PATH", aliases=("--task-store",)),
+    Option("--task-lease", _lease, "how long a task's process may go unheard before another process sharing the "
+           "--store fails the task as orphaned (default 30; the process renews every third of it): shorter is a "
+           "quicker verdict on a replica that died, longer rides out a longer stall", metavar="SECONDS"),
     Option("--skills", list, "serve the skills under DIR (repeatable): each directory below it holding a SKILL.md "
            "(the Skills extension)", metavar="DIR"),
     Option("--grace", _seconds, "on SIGTERM/SIGINT, how long calls in flight may take to finish (default 10); a "
@@ -564,9 +574,8 @@ def _main(argv: list[str], collecting: bool, own_process: bool, starting: Starti
         if args.check:
             return _print_check(args)
         server = _loaded(args)
-        if args.store is not None:
-            server.task_store = args.store
-            _open_task_store(server)
+        if args.store is not None or args.task_lease is not None:
+            _open_task_store(server, args.store, args.task_lease)
         _log.adopt_logging()  # the server's code imported logging: route it where the command line says
         if args.log_format == "json":  # records made while a request is answered say which
             server.middleware(_log.in_request, outermost=True)
@@ -602,10 +611,18 @@ def _set_up_process(args: Any, own_process: bool, starting: Starting) -> dict[st
     return environ
 
 
-def _open_task_store(server: Any) -> None:
-    """Open the store now, so one that cannot serve is refused at start-up (ConfigError), not at a first task."""
+def _open_task_store(server: Any, spec: Optional[str], lease_seconds: Optional[float]) -> None:
+    """The store --store names (else the server's own), with --task-lease's lease; opened now, so that one that
+    cannot serve is refused at start-up (ConfigError), not at a first task."""
+    from .store import TaskStore, open_task_store
     from .tasks import task_manager
 
+    store = server.task_store if spec is None else spec
+    if lease_seconds is not None:
+        if not isinstance(store, TaskStore):
+            store = open_task_store(store)
+        store.lease_ms = round(lease_seconds * 1000)
+    server.task_store = store
     task_manager(server)
 
 

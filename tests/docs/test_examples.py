@@ -134,14 +134,21 @@ def run_command(command: Command, folder: Path) -> tuple[int, str, str]:
     while not heard.is_set() and process.poll() is None and time.monotonic() < deadline:
         heard.wait(0.05)
     if process.poll() is None:
-        # What its user does: Ctrl-C for the dev loop, SIGTERM (docker stop, systemd) for a server.
-        os.killpg(process.pid, signal.SIGINT if kind == "dev" else signal.SIGTERM)
-    try:
-        stdout, _ = process.communicate(timeout=TIMEOUT)
+        # What its user does: Ctrl-C for the dev loop, SIGTERM (docker stop, systemd) for a server. A run started in
+        # the background of a shell without job control (nohup ... &) ignores SIGINT, and so would the dev loop.
+        ctrl_c = signal.SIGINT if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN else signal.SIGTERM
+        os.killpg(process.pid, ctrl_c if kind == "dev" else signal.SIGTERM)
+    try:  # not communicate(): it would read stderr too, which the reader thread owns, and wait on it for ever
+        process.wait(TIMEOUT)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        stdout, _ = process.communicate()
+        process.wait()
+    assert process.stdout is not None
+    stdout = process.stdout.read()
+    process.stdout.close()
     reader.join(5)
+    assert process.stderr is not None
+    process.stderr.close()
     if not heard.is_set() and process.returncode == 0:
         return -1, stdout, "".join(said) + "\n(it exited 0 but never said it serves)"
     return process.returncode, stdout, "".join(said)

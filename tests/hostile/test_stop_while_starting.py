@@ -14,6 +14,7 @@ STRIDE-th distinct line is probed, from an offset drawn anew for each run (print
 repeats one), and as PID 1 every line of the command line's own modules (__main__, _pid1) besides;
 MCPSERVER_START_PROBE_STRIDE=1 probes them all (many minutes)."""
 
+import contextlib
 import json
 import os
 import random
@@ -88,6 +89,17 @@ if _nth:
 """
 
 
+def ended(process):
+    """The stderr of `process` once it has exited (killed if it still runs), its pipes closed."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    stderr = process.stderr.read().decode(errors="replace")
+    for stream in (process.stdin, process.stdout, process.stderr):
+        stream.close()
+    return stderr
+
+
 def can_be_pid1() -> str:
     if not shutil.which("unshare"):
         return "unshare is not installed"
@@ -129,12 +141,7 @@ class StartProbe:
                 if "--http" in self.extra:
                     os.kill(self.pid_1(process) if self.pid1 else process.pid, signal.SIGTERM)
             time.sleep(0.005)
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        stderr = process.stderr.read().decode(errors="replace")
-        for stream in (process.stdin, process.stdout, process.stderr):
-            stream.close()
+        stderr = ended(process)
         if process.returncode == -signal.SIGKILL:
             fired = (where / "fired").read_text() if (where / "fired").exists() else "?"
             pytest.fail(f"the stop sent at line {nth} of start-up (offset {OFFSET}, {fired}) was lost: still running "
@@ -153,11 +160,10 @@ class StartProbe:
         if store.exists():
             import sqlite3
 
-            database = sqlite3.connect(str(store))  # a hot journal is rolled back here, as the store would
-            try:  # closed by hand: `with` only commits, and 3.13 warns of a connection left open
+            # a hot journal is rolled back here, as the store would; closed, since `with` alone only commits and 3.13
+            # warns of a connection left open
+            with contextlib.closing(sqlite3.connect(str(store))) as database:
                 assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",), nth
-            finally:
-                database.close()
             from mcpserver.tasks import open_task_store
 
             open_task_store(str(store)).close()  # and the store opens it again
@@ -231,7 +237,7 @@ def _stop_from_another_thread():
     signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
 
 def _at_the_wait(frame, event, arg):
-    if event == "c_call" and getattr(arg, "__name__", "") in ("waitpid", "select", "poll", "sigtimedwait"):
+    if event == "c_call" and getattr(arg, "__name__", "") in ("waitpid", "select"):  # the old wait, the new
         sys.setprofile(None)
         threading.Thread(target=_stop_from_another_thread, daemon=True).start()
 
@@ -249,11 +255,7 @@ def test_as_pid_1_a_stop_that_lands_while_the_init_sleeps_in_its_wait_is_forward
     try:  # stdin stays open: only the stop can end it
         status = process.wait(HANG_SECONDS)
     except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
         status = None
-    stderr = process.stderr.read().decode(errors="replace")
-    for stream in (process.stdin, process.stdout, process.stderr):
-        stream.close()
+    stderr = ended(process)
     assert (tmp_path / "fired").exists(), f"the probe never sent its stop; stderr:\n{stderr[-2000:]}"
     assert status == 0, f"the stop was lost ({status}: still running {HANG_SECONDS} s later); stderr:\n{stderr[-2000:]}"

@@ -144,6 +144,9 @@ def test_failing_suite_comes_out_failed_with_the_test_id(tmp_path: Path, engine:
     assert images["outcome"] == "passed", images
     assert images["tests"] >= 12
     assert "tests/http/test_fail.py::test_deliberately_failing" in output  # in the table at the end
+    last = output.rstrip().splitlines()[-1]  # and in the last line, all a CI page's tail may show
+    assert last.startswith("run_matrix: exit 1: ") and f"{CONTAINER_CELL} failed (http: 1 of" in last, last
+    assert "tests/http/test_fail.py::test_deliberately_failing" in last, last
     assert left_behind(engine, before, data.get("environment", {}).get("run_id", "")) == []
 
 

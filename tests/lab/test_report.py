@@ -175,10 +175,32 @@ def test_junit_merges_one_testsuite_per_cell_and_suite() -> None:
     assert facts == {"arch": "s390x", "machine": "s390x", "byteorder": "big", "maxsize": str(2**63 - 1)}
 
 
-def test_table_lists_failures_under_it() -> None:
+def test_table_lists_failures_last_where_a_log_tail_shows_them_and_the_verdict_names_each_cell() -> None:
     table = report.to_table(results(), suites=(Suite.UNIT,))
     assert "debian-sid-py3.15: failed: unit: 1 of 2 failed" in table
     assert "    unit: tests/unit/test_proto.py::TestTools::test_add[2-3]: assert 6 == 5" in table
+    lines = table.splitlines()
+    failing = lines.index("debian-sid-py3.15: failed: unit: 1 of 2 failed")
+    assert all(not line.startswith(("skipped: ", "warning: ")) for line in lines[failing:]), table
+    said = report.verdict(results())
+    for cell in (f"debian-sid-py3.15 failed (unit: 1 of 2 failed: {FAILING_ID})", "debian-trixie-py3.13 timeout",
+                 "alpine-3.23-py3.12 error", "host-py3.14 cancelled"):
+        assert cell in said, said
+    assert "debian-sid-pypy3.11" not in said and "ubuntu" not in said  # flaky and unavailable do not fail a run
+    assert report.verdict(results()[:1]) == ""
+
+
+def test_the_same_skip_in_many_cells_is_one_line_naming_them() -> None:
+    skip = Skip(test_id="tests/unit/test_x.py::test_pypy", reason="the nursery is PyPy's")
+    suite = SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=2, passed=1, skipped=1, skips=(skip,))
+    other = SuiteResult(suite=Suite.UNIT, outcome=Outcome.PASSED, tests=2, passed=1, skipped=1,
+                        skips=(replace(skip, reason="another reason"),))  # fmt: skip
+    cells = [CellResult(cell=name, outcome=Outcome.PASSED, suites=(suite,)) for name in ("host-py3.10", "host-py3.11")]
+    cells.append(CellResult(cell="host-py3.12", outcome=Outcome.PASSED, suites=(other,)))
+    assert report.skipped_lines(cells) == [
+        "host-py3.10, host-py3.11 unit: 1 skipped: the nursery is PyPy's (tests/unit/test_x.py::test_pypy)",
+        "host-py3.12 unit: 1 skipped: another reason (tests/unit/test_x.py::test_pypy)",
+    ]
 
 
 def test_write_reports_atomically_and_to_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,7 @@ paths through the server do not sleep (make soak's fault mode keeps its stepped 
 Two replicas on two hosts are two PID namespaces here (a task's runner is told apart by host and PID namespace), so
 one cannot see whether the other's process lives and must go by its lease."""
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -37,7 +38,11 @@ WITH_TASKS = {**request("x")["params"]["_meta"],
               "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}
 KEY = {"MCPSERVER_STATE_KEY": "faults-" + "k" * 40}
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
-LEASE_SECONDS = 30  # DEFAULT_LEASE_MS: a runner renews every third of it, and others sweep as often
+# The replicas' task lease (--task-lease): a runner renews every third of it, and others sweep as often. Short, so
+# the waits across it take seconds, not the default's minutes; long enough that a loaded machine's stall of a
+# renewal (two of them in a row, 4 s) is not what a test sees.
+LEASE_SECONDS = 6
+LEASE = ("--task-lease", str(LEASE_SECONDS))
 
 
 def ok(server, message, connection=None):
@@ -136,7 +141,7 @@ def test_a_full_disk_under_the_sqlite_store_is_a_clear_error_and_nothing_is_corr
         again = start_task(server, 0.1)
         assert until_finished(server, again, 30)["status"] == "completed"
         assert server.stop() == 0, server.stderr
-    with sqlite3.connect(store) as database:
+    with contextlib.closing(sqlite3.connect(store)) as database:  # `with` alone commits; 3.13 warns of it left open
         assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
@@ -154,8 +159,8 @@ def test_a_replica_killed_mid_stream_leaves_the_client_an_end_on_the_other(store
     """A legacy session's call is streaming its progress on one replica, which is killed (SIGKILL); the client
     resumes on the other with Last-Event-ID. What the first had stored is replayed, each once and in order, and the
     stream then ends with an error for the call (its process is gone) instead of waiting for ever."""
-    with HttpServer(FAULT_TOOLS, "--task-store", store_spec, env=KEY) as one, \
-            HttpServer(FAULT_TOOLS, "--task-store", store_spec, env=KEY) as other:
+    with HttpServer(FAULT_TOOLS, "--task-store", store_spec, *LEASE, env=KEY) as one, \
+            HttpServer(FAULT_TOOLS, "--task-store", store_spec, *LEASE, env=KEY) as other:
         session = LegacySession(one)
         message = {"jsonrpc": "2.0", "id": session.next_id(), "method": "tools/call", "params": {
             "name": "count", "arguments": {"to": 100, "delay": 0.05}, "_meta": {"progressToken": "p"}}}
@@ -181,8 +186,8 @@ def test_a_replica_killed_mid_stream_leaves_the_client_an_end_on_the_other(store
 
 
 def test_a_replica_killed_mid_task_leaves_it_failed_for_the_other_and_its_listener(store_spec):
-    with HttpServer(FAULT_TOOLS, "--task-store", store_spec, env=KEY) as one, \
-            HttpServer(FAULT_TOOLS, "--task-store", store_spec, env=KEY) as other:
+    with HttpServer(FAULT_TOOLS, "--task-store", store_spec, *LEASE, env=KEY) as one, \
+            HttpServer(FAULT_TOOLS, "--task-store", store_spec, *LEASE, env=KEY) as other:
         task_id = start_task(one, 30)
         follower = Listen(other, "follow", meta=WITH_TASKS, connection=other.connection(60), taskIds=[task_id])
         one.process.kill()
@@ -225,7 +230,7 @@ class Clock:
 def replica(store, clock, host):
     """A server on a host of its own (a PID namespace), its wall clock `clock`'s."""
     wrap = ("unshare", "--pid", "--kill-child", "--mount-proc") if host else ()
-    return HttpServer(FAULT_TOOLS, "--task-store", store, env={**KEY, **clock.env(), "MCPSERVER_NO_INIT": "1"},
+    return HttpServer(FAULT_TOOLS, "--task-store", store, *LEASE, env={**KEY, **clock.env(), "MCPSERVER_NO_INIT": "1"},
                       wrap=wrap)
 
 

@@ -139,6 +139,7 @@ LAYERS = (
     ("http._stream", "http._cors", "http._card", "http._host"),
     ("http._sessions",), ("http._app",), ("http._serving",),
     ("http",),
+    ("http.gunicorn_conf",),  # gunicorn's settings for the app, above the folder it names
     ("_run",),
     # the command line's other commands: client entries and bundles below the commands, dev beside them
     ("cli._clients", "cli._bundle"), ("cli._commands", "cli._dev"), ("cli",),

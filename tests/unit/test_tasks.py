@@ -1,6 +1,7 @@
 """The Tasks extension (TASKS.md): a task tool's call the client polls. Through the core in this process,
 and over real pipes for what needs a process (a restart, a kill)."""
 
+import contextlib
 import json
 import os
 import signal
@@ -248,6 +249,22 @@ def test_a_store_that_cannot_serve_is_refused_at_start_up(tmp_path):
     target.write_text(TASK_SERVER)
     done = run_once(str(target), b"", "--task-store", str(broken))
     assert done.returncode == 1 and b"broken.db" in done.stderr, done.stderr
+
+
+def test_task_lease_is_how_far_ahead_a_running_task_is_held_and_under_a_second_is_refused(tmp_path):
+    sqlite3 = pytest.importorskip("sqlite3", reason="this Python has no sqlite3 module (built without SQLite)")
+    target, store = tmp_path / "durable.py", tmp_path / "tasks.db"
+    target.write_text(TASK_SERVER)
+    with StdioServer(str(target), "--store", str(store), "--task-lease", "2.5") as server:
+        server.ask(request("tools/call", id=1, meta=WITH_TASKS, name="wait", arguments={"seconds": 300}))
+        for _ in range(3):  # renewed every third of it, each time to 2.5 s from then
+            time.sleep(0.5)
+            with contextlib.closing(sqlite3.connect(str(store))) as database:
+                (lease_until,), = database.execute("SELECT lease_until FROM mcpserver_tasks").fetchall()
+            ahead = lease_until - time.time() * 1000
+            assert 0 < ahead <= 2500, ahead  # the default lease would hold it 30 s ahead
+    refused = run_once(str(target), b"", "--store", str(store), "--task-lease", "0.5")
+    assert refused.returncode == 2 and b"a task lease is at least 1 second, not 0.5" in refused.stderr, refused.stderr
 
 
 def test_a_listen_stream_hears_its_tasks_change_and_only_its_callers(tmp_path):

@@ -60,7 +60,7 @@ from .._wire import status_line
 from ..errors import ConfigError, InternalError
 from ..legacy import opens_legacy
 from ._cors import Cors
-from ._host import HostWatch
+from ._host import HostWatch, mend_master
 from ._options import HttpOptions, given
 from ._response import Admitted, Refused, Response, json_parts, printable, refused
 from ._sessions import Sessions, modern
@@ -209,6 +209,7 @@ class McpApp:
         options the app reads max_body_bytes, and host when loopback is not given."""
         self.options = options = given(options, keywords)
         _pypy.warn_if_oversized("a WSGI server")
+        mend_master()  # gunicorn --preload: the master loads the app, and its signal queue can hang on PyPy
         self.server = server
         self.path = options.path
         token = options.token or (read_token_file(options.token_file) if options.token_file else None)
