@@ -78,6 +78,8 @@ class Connection:
         machine = self.machine
         missing = machine.head.length - len(machine.buffer) if machine.head is not None else 0
         size = min(max(missing, RECV_BYTES), 16 * RECV_BYTES)
+        if missing >= LARGE_BYTES:  # malloc's mmap threshold pinned, so a large body's buffers go back when freed
+            return_large_buffers()
         while total < 16 * RECV_BYTES:  # then the loop serves others; level-triggered, it comes back
             try:
                 chunk = self.sock.recv(size)

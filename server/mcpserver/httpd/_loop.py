@@ -63,7 +63,7 @@ from ._machine import (
     WRITING,
     Machine,
 )
-from ._poller import HUNG_UP, IN, RDHUP, Poller
+from ._poller import ARMED, HUNG_UP, IN, RDHUP, Poller
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -426,12 +426,13 @@ class Loop:
                     self.waiting.pop(conn, None)
                     self.writers.pop(conn, None)
                 newcomers = bool(self.door.newcomers)
+            arm = self.poller.arm_open  # open: not closed, and its lock held
             if state == WRITING:
-                self.poller.arm(conn.fd, conn.want)
+                arm(conn.fd, conn.want | ARMED)
             elif state == STREAM:
-                self.poller.arm(conn.fd, 0 if machine.probed else RDHUP)
+                arm(conn.fd, (0 if machine.probed else RDHUP) | ARMED)
             else:
-                self.poller.arm(conn.fd, IN)
+                arm(conn.fd, IN | ARMED)
         if newcomers and state != STREAM:
             self.wake()  # a newcomer waits for a place, and this one can now be reclaimed
 

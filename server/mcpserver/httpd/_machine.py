@@ -9,14 +9,17 @@ Rules:
 1. States. No request in progress (WAITING: a newcomer may take the connection's place): HANDSHAKE (TLS), IDLE,
    HEAD (some of a head came), BODY (a head came, its body is on its way), DRAIN (a refused body is skipped),
    LINGER (an answer is out; what the client still sends is dropped). A request in progress: SCREEN (its head
-   goes to the app's screen), QUEUED (whole, it waits to run), WORKING (the app runs), WRITING (a slow reader is
-   taking the rest of a whole response), STREAM (a push stream). Then CLOSED.
+   goes to the app's screen before its body is in), WORKING (whole, its body taken: it waits for a worker, is
+   screened there if the app screens, and runs), WRITING (a slow reader is taking the rest of a whole response),
+   STREAM (a push stream). Then CLOSED.
 2. Framing. Bytes are kept until they make a request head, at most MAX_HEAD_BYTES (431), searched for its end from
    where the last search stopped, so a head trickling in is not searched again whole; empty lines before a request
    are skipped (RFC 9112 §2.2). _head parses the head and settles the framing once. After any framing error the
    server answers and closes (rule 5), so bytes meant as a body are never read as another request.
-3. A request goes to a worker as soon as its head is in when the app screens (SCREEN), else once its whole body is
-   in (QUEUED), at most max_body_bytes (413). The client gets `100 Continue` (an interim response) when it asked
+3. A request goes to a worker once its whole body is in, at most max_body_bytes (413), its body taken from the
+   buffer (`body`) in the same event (WORKING), so the worker's only events for it are its response's; one that
+   came whole is screened there just before it runs. When the app screens and the body is not all in (or is over
+   the bound, which the app's screen is asked about first), the head goes to a worker alone (SCREEN). The client gets `100 Continue` (an interim response) when it asked
    for one and its body is wanted. A client that sent its FIN before a whole request is closed.
 4. Deadlines start when a state is entered: header_timeout for a TLS handshake and from a head's first byte (408
    if some of it came); read_timeout to idle on keep-alive, to send a body, and for a slow reader to take more of
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
     from ._head import Head
 
 __all__ = ["BODY", "CLOSE", "CLOSED", "CONTINUE", "DRAIN", "HANDSHAKE", "HEAD", "IDLE", "INFINITY", "LINGER",
-           "LINGER_CLOSE", "LINGER_SECONDS", "MAX_DRAIN_BYTES", "NOTHING", "QUEUED", "READ", "RETRY_AFTER_SECONDS",
+           "LINGER_CLOSE", "LINGER_SECONDS", "MAX_DRAIN_BYTES", "NOTHING", "READ", "RETRY_AFTER_SECONDS",
            "SCREEN", "SERVER_HEADER", "STREAM", "WAITING", "WORK", "WORKING", "WRITE", "WRITING", "Machine", "Rules",
            "chunk", "head_end", "refusal", "response_head"]
 
@@ -65,13 +68,13 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 # The states (rule 1).
 HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER = "handshake", "idle", "head", "body", "drain", "linger"
-SCREEN, QUEUED, WORKING, WRITING, STREAM, CLOSED = "screen", "queued", "working", "writing", "stream", "closed"
+SCREEN, WORKING, WRITING, STREAM, CLOSED = "screen", "working", "writing", "stream", "closed"
 WAITING = frozenset((HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER))
 
 # The actions: what the driver that has the connection does next.
 READ = "read"  # wait for more from the client (after sending `interim`, if there is one)
 WRITE = "write"  # write `outgoing` (what the socket does not take now, once it is writable), then `finished()`
-WORK = "work"  # hand the request to a worker: to screen (SCREEN) or to run (QUEUED)
+WORK = "work"  # hand the request to a worker: to screen its head (SCREEN), or to run it whole (WORKING)
 LINGER_CLOSE = "linger close"  # the answer is out: shut the writing side and drop what still comes (LINGER)
 CLOSE = "close"
 NOTHING = "nothing"  # as it was: nothing to do now
@@ -94,7 +97,7 @@ class Machine:
     """One connection's state machine: what it has received of its next request, the request in progress and its
     response, and the action each event calls for (the module's rules)."""
 
-    __slots__ = ("after", "buffer", "chunked", "deadline", "gone", "head", "interim", "keep_alive", "outgoing",
+    __slots__ = ("after", "body", "buffer", "chunked", "deadline", "gone", "head", "interim", "keep_alive", "outgoing",
                  "peer_done", "probed", "rules", "searched", "skip", "started", "state")
 
     def __init__(self, rules: Rules, tls: bool, now: float):
@@ -105,6 +108,7 @@ class Machine:
         self.searched = 0  # how much of the buffer was searched for a head's end already
         self.skip = 0  # DRAIN: body bytes still to skip
         self.head: Optional[Head] = None  # the request in progress
+        self.body: Optional[bytes] = None  # its body, once it is all in (WORKING)
         self.peer_done = False  # the client sent its FIN: it may still read, but sends nothing more
         self.gone = False  # the client hung up
         self.probed = False  # a half-close was probed; only a hang-up is watched for now
@@ -162,15 +166,30 @@ class Machine:
                 if self.state == IDLE and self.buffer:
                     self._enter(HEAD, now)  # its first byte: the head's deadline starts now
                 return READ
-            if self.rules.screening:
+            whole = len(self.buffer) >= head.length
+            if head.length > self.rules.max_body_bytes:
+                if self.rules.screening:  # the app's own bound is asked first
+                    self.state = SCREEN
+                    return WORK
+                return self._too_large()
+            if self.rules.screening and not whole:
                 self.state = SCREEN
                 return WORK
-            if head.length > self.rules.max_body_bytes:  # with screen(), the app's own bound is asked first
-                return self._too_large()
         if len(self.buffer) >= head.length:  # the whole request is in (most come whole): on with it (rule 3)
-            self.state = QUEUED
-            return WORK
+            return self._whole(head)
         return self._await_body(head, now)
+
+    def _whole(self, head: Head) -> str:
+        """The whole request is in: its body is taken, and a worker is to run it (rule 3)."""
+        buffer = self.buffer
+        if len(buffer) == head.length:
+            self.buffer = bytearray()
+            self.body = bytes(buffer)
+        else:
+            self.body = bytes(buffer[:head.length])
+            del buffer[:head.length]
+        self.state, self.started, self.probed = WORKING, False, False
+        return WORK
 
     def _await_body(self, head: Head, now: float) -> str:
         """The head is in and wanted, not all of its body yet: wait for the rest (rule 3)."""
@@ -202,16 +221,16 @@ class Machine:
 
     def screened(self, refused: Optional[tuple[str, list[tuple[str, str]], bytes]], now: float) -> str:
         """What the app's screen(environ) said of the head: None to go on, else the (status, headers, body) to
-        answer with; its body is then never waited for."""
+        answer with; its body is then never waited for. A whole request (WORKING) is screened just before it
+        runs, and this is said of it only when it is refused."""
         head = self.head
         assert head is not None
         if refused is not None:
             return self._refuse(*refused)
         if head.length > self.rules.max_body_bytes:
             return self._too_large()
-        if len(self.buffer) >= head.length:  # the common case: it came with its head
-            self.state = QUEUED
-            return WORK
+        if len(self.buffer) >= head.length:
+            return self._whole(head)
         return self._await_body(head, now)
 
     def take_interim(self) -> bytes:
@@ -219,19 +238,6 @@ class Machine:
         return interim
 
     # -- the request in progress, and its response ------------------------------------------------------
-
-    def running(self) -> bytes:
-        """The request starts to run (on its worker): its body, taken from the buffer."""
-        head = self.head
-        assert head is not None
-        self.state, self.started, self.probed = WORKING, False, False
-        buffer = self.buffer
-        if len(buffer) == head.length:
-            self.buffer = bytearray()
-            return bytes(buffer)
-        body = bytes(buffer[:head.length])
-        del buffer[:head.length]
-        return body
 
     def respond(self, status: str, headers: list[tuple[str, str]]) -> bytes:
         """The response starts: its status line and header fields. Whether it is chunked (`chunked`) and what
@@ -248,14 +254,16 @@ class Machine:
         """Answer without the body: skipped if small enough, else the connection ends (rule 5)."""
         head = self.head
         assert head is not None
-        unread = head.length - len(self.buffer)
+        taken = self.body is not None  # a whole request refused by the screen it met just before running
+        unread = 0 if taken else head.length - len(self.buffer)
         keep = (head.keep_alive and not self.peer_done and not self.rules.stopping and unread <= MAX_DRAIN_BYTES)
         data, _, keep = response_head(head, status, headers, keep)
         if unread > 0:
             self.buffer.clear()
             self.skip = unread
-        else:
+        elif not taken:
             del self.buffer[:head.length]
+        self.body = None
         self.after = (DRAIN if unread > 0 else IDLE) if keep else (LINGER if unread > 0 else CLOSED)
         self.started = True
         self.outgoing = data + (body if head.method != "HEAD" else b"")
@@ -268,7 +276,7 @@ class Machine:
 
     def answer(self, status: int, message: str, *extra: str) -> str:
         """An answer the server writes itself (a framing error, 408, 500, 503...), then a lingering close."""
-        self.head, self.started, self.after = None, True, LINGER
+        self.head, self.body, self.started, self.after = None, None, True, LINGER
         self.outgoing = refusal(status, message, *extra)
         return WRITE
 
@@ -289,7 +297,7 @@ class Machine:
     def finished(self, now: float) -> str:
         """The whole response is out (rule 6)."""
         after = self.after
-        self.head, self.started = None, False
+        self.head, self.body, self.started = None, None, False
         if after == IDLE and not (self.gone or self.rules.stopping):
             self.state, self.deadline = IDLE, now + self.rules.read_timeout
             if self.buffer or self.peer_done:  # a pipelined request may be in already

@@ -41,7 +41,7 @@ import threading
 import time
 from collections import deque
 
-from .._malloc import LARGE_BYTES, bound_arenas, return_large_buffers
+from .._malloc import LARGE_BYTES, bound_arenas
 from ._connection import close_result, pending, print_exception, send_quietly
 from ._machine import (
     BODY,
@@ -51,13 +51,12 @@ from ._machine import (
     INFINITY,
     NOTHING,
     READ,
-    SCREEN,
     WORK,
     WORKING,
     WRITE,
     chunk,
 )
-from ._poller import IN, RDHUP
+from ._poller import ARMED, IN, RDHUP
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -201,11 +200,10 @@ class Worker:
 
     def work(self, conn: Connection) -> None:
         """A worker's job: screen and run the connection's request, and the next ones it has sent already."""
-        machine = conn.machine
         try:
             action = WORK
             while action == WORK:  # WORK again: the client's next request came, and is served here too
-                action = self._screen(conn) if machine.state == SCREEN else self._respond(conn)
+                action = self._respond(conn)
                 action = self._carry_out(conn, action)
         except Exception:  # the server's own bug: the connection goes, the worker stays
             print_exception()
@@ -213,27 +211,36 @@ class Worker:
         if action != _GIVEN_BACK:
             self.hand_back(conn, action)  # one call: the loop does what is left and has the connection
 
-    def _screen(self, conn: Connection) -> str:
+    def _screen(self, conn: Connection, environ: dict[str, Any]) -> Optional[str]:
+        """The app's screen(environ) asked about the request: None to go on, else the machine's action (the screen
+        refused it, or raised)."""
+        assert self.screen is not None
         machine = conn.machine
-        assert self.screen is not None and machine.head is not None
-        environ = conn.environ = self._environ(conn, machine.head)
         try:
             refused = self.screen(environ)
         except Exception:
             print_exception()
             return machine.failed()
+        if refused is None and machine.state == WORKING:  # the usual case: a whole request, run at once
+            return None
         return machine.screened(refused, time.monotonic())
 
     def _respond(self, conn: Connection) -> str:
-        """Run the app for the request and start its response."""
+        """Screen the request if its head came alone (SCREEN: the machine says what follows), else run the app for
+        it (WORKING: its body was taken when it came whole; screened just before, if the app screens) and write
+        its response."""
         machine = conn.machine
         head = machine.head
         assert head is not None
-        environ = conn.environ or self._environ(conn, head)
-        if head.length >= LARGE_BYTES:
-            return_large_buffers()
-        with conn.lock:  # a FIN that came with the request is still seen by the watch, and probed
-            environ["wsgi.input"] = Input(machine.running())
+        environ = conn.environ
+        if environ is None:
+            environ = conn.environ = self._environ(conn, head)
+            if self.screen is not None:
+                action = self._screen(conn, environ)
+                if action is not None:
+                    return action
+        assert machine.body is not None
+        environ["wsgi.input"] = Input(machine.body)
         response: dict[str, Any] = {}
         conn.response = response
 
@@ -265,18 +272,24 @@ class Worker:
         frame = chunk if machine.chunked else bytes
         if head.method == "HEAD" or (isinstance(result, (list, tuple)) and len(result) <= 1):
             # The whole response is known: the result is closed, and what the socket does not take, the loop writes.
-            # Sent here, not through _deliver (the machine's own answers): the usual response goes from the machine's
-            # respond() to the socket and back to its finished() with no helper between.
             body = b"" if head.method == "HEAD" else frame(first)
-            close_result(result)
+            if result.__class__ is not list:  # a list (what most apps return) has no close()
+                close_result(result)
+            parts = [data, body, b"0\r\n\r\n" if machine.chunked and body else b""]
+            if len(body) >= LARGE_BYTES:
+                return self._send_whole(conn, parts)
+            # The usual response: one send() here, so the machine's respond() and finished() follow each other.
+            data = b"".join(parts)
             try:
-                done = conn.deliver([data, body, b"0\r\n\r\n" if machine.chunked and body else b""], self.would_block,
-                                    self._writable_soon)
+                sent = conn.sock.send(data)
+            except self.would_block:  # a TLS write is then repeated whole by _send_whole, as OpenSSL wants
+                sent = 0
             except OSError:
                 return CLOSE
-            if not done:
-                machine.stalled(time.monotonic())  # a slow reader: the loop writes the rest
-                return NOTHING
+            if sent < len(data):
+                return self._send_whole(conn, [data[sent:]])
+            with conn.lock:  # the response is out: forget what was kept for its request (Connection.request_done)
+                conn.callbacks, conn.environ = [], None
             return machine.finished(time.monotonic())
         try:  # an iterable that makes its pieces as it goes: written, blocking, piece by piece
             self._send_blocking(conn, data + frame(first))
@@ -300,7 +313,7 @@ class Worker:
         while True:
             if action == WRITE:
                 outgoing, machine.outgoing = machine.outgoing, b""
-                action = self._deliver(conn, outgoing)
+                action = self._send_whole(conn, [outgoing])
             elif action == READ:  # the usual end of a kept-alive response: the client's next request
                 action = self._read_on(conn)
                 if action == READ:  # it has not come: the loop waits for it
@@ -310,11 +323,12 @@ class Worker:
 
     # -- writing: what the socket takes now, the rest by the loop ------------------------------------------
 
-    def _deliver(self, conn: Connection, outgoing: bytes) -> str:
-        """Send an answer the machine wrote (WRITE): what the socket takes now, the rest by the loop (NOTHING: the
-        worker goes free); then the machine's next action."""
+    def _send_whole(self, conn: Connection, parts: list[bytes]) -> str:
+        """Send a whole response (an answer the machine wrote, a large one, or the rest of one): what the socket
+        takes now, more while the client reads on, the rest by the loop (NOTHING: the worker goes free); then the
+        machine's next action."""
         try:
-            done = conn.deliver([outgoing], self.would_block, self._writable_soon)
+            done = conn.deliver(parts, self.would_block, self._writable_soon)
         except OSError:
             return CLOSE
         if not done:
@@ -441,8 +455,8 @@ class Worker:
         with conn.lock:
             if not machine.gone:
                 conn.callbacks.append(callback)
-                if len(conn.callbacks) == 1 and machine.state == WORKING:
-                    self.poller.arm(conn.fd, 0 if machine.probed else RDHUP)
+                if len(conn.callbacks) == 1 and machine.state == WORKING:  # open, and its lock held
+                    self.poller.arm_open(conn.fd, (0 if machine.probed else RDHUP) | ARMED)
                 return
         callback()
 
