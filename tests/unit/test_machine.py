@@ -3,7 +3,6 @@ out, with no socket, thread or clock. Every case the hostile suites found over r
 half-closes, pipelining, a client hanging up mid-stream, 408, 503) is here as the rule that answers it."""
 
 import pytest
-from mcpserver.httpd._head import MAX_HEAD_BYTES
 from mcpserver.httpd._machine import (
     BODY,
     CLOSE,
@@ -17,6 +16,7 @@ from mcpserver.httpd._machine import (
     LINGER_CLOSE,
     LINGER_SECONDS,
     MAX_DRAIN_BYTES,
+    MAX_HEAD_BYTES,
     NOTHING,
     READ,
     SCREEN,

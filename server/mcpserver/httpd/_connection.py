@@ -17,8 +17,7 @@ import sys
 import threading
 
 from .._malloc import LARGE_BYTES, return_large_buffers
-from ._head import MAX_HEAD_BYTES
-from ._machine import INFINITY
+from ._machine import INFINITY, MAX_HEAD_BYTES
 from ._poller import IN, OUT
 
 TYPE_CHECKING = False

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Iterator, Optional
 
     from ._connection import Connection
-    from ._head import Head
+    from ._machine import Head
     from ._poller import Poller
 
 __all__ = ["DEFAULT_IDLE_SECONDS", "DELIVER_WAIT", "KEEP_ALIVE_LINGER", "KEPT_WORKERS", "Input", "Worker", "Workers"]
