@@ -37,7 +37,6 @@ def main() -> int:
     sys.path.insert(0, server_folder)
     sys.path.insert(0, HERE)
     import clients
-
     from mcpserver import http as mcp_http
 
     httpd_folder = os.path.join(server_folder, "mcpserver", "httpd")

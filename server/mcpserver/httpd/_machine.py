@@ -20,8 +20,9 @@ Rules:
 3. A request goes to a worker once its whole body is in, at most max_body_bytes (413), its body taken from the
    buffer (`body`) in the same event (WORKING), so the worker's only events for it are its response's; one that
    came whole is screened there just before it runs. When the app screens and the body is not all in (or is over
-   the bound, which the app's screen is asked about first), the head goes to a worker alone (SCREEN). The client gets `100 Continue` (an interim response) when it asked
-   for one and its body is wanted. A client that sent its FIN before a whole request is closed.
+   the bound, which the app's screen is asked about first), the head goes to a worker alone (SCREEN). The client
+   gets `100 Continue` (an interim response) when it asked for one and its body is wanted. A client that sent its
+   FIN before a whole request is closed.
 4. Deadlines start when a state is entered: header_timeout for a TLS handshake and from a head's first byte (408
    if some of it came); read_timeout to idle on keep-alive, to send a body, and for a slow reader to take more of
    a response (every write that makes progress starts it again); LINGER_SECONDS for what follows an answer.
@@ -449,7 +450,7 @@ def response_head(head: Head, status: str, headers: list[tuple[str, str]],
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), chunked, keep_alive
 
 
-# -- the head (rule 8) --------------------------------------------------------------------------------------------------
+# -- the head (rule 8) -------------------------------------------------------------------------------------------------
 
 class HttpError(Exception):
     """A request the server answers itself, and then closes the connection."""
