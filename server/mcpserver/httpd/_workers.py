@@ -9,9 +9,14 @@ Rules of this module:
   environ["mcpserver.push"] (push streams, which the loop drives). CONTENT_LENGTH is the one length the framing
   settled on.
 - Screening: an app with `screen(environ)` has it called on a worker as soon as the head is in, before any
-  body byte is waited for; what it returns goes to the machine (a refusal is answered without the body). An
-  app without it gets the whole body read first. An accepted body that has not come whole is the loop's to
-  wait for, so a slow body holds no worker.
+  body byte is waited for (a request that came whole, the usual case, is screened on the worker that then runs
+  it, in the same hand-off); a refusal goes to the machine, and is answered without the body. An app without it
+  gets the whole body read first. An accepted body that has not come whole is the loop's to wait for, so a slow
+  body holds no worker.
+- A request's events on the worker are its response's: the machine took its body when it came whole, so the
+  worker asks it only for the response's head (respond) and tells it when all of it is out (finished). The
+  usual response is one send() between the two, here; the rest of one, a large one and the machine's own
+  answers go through Connection.deliver.
 - Disconnects: the first on_disconnect callback arms the socket for the loop to watch while the app runs (the
   loop calls the callbacks on a hang-up, and probes a half-close).
 - A worker writes what the socket takes at once, waiting up to DELIVER_WAIT for a client that reads at once,
