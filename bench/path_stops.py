@@ -12,6 +12,8 @@ first call of a thread is a stop. "Returns" are stops into a file that thread ha
 
     python bench/path_stops.py                      # this checkout's server/
     python bench/path_stops.py --server /tmp/x/server  # another tree's (e.g. a git worktree of main)
+    python bench/path_stops.py --server /tmp/28a94a9/server \
+        --files _accepting,_connection,_head,_loop,_poller,_pushing,_reading,_server,_working,_writing
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", default=os.path.join(ROOT, "server"), help="the folder holding mcpserver/")
     parser.add_argument("--calls", action="store_true", help="also list every call (thread, file, function)")
+    parser.add_argument("--files", metavar="NAMES", default="",
+                        help="count only these files of the folder (comma-separated, e.g. the generic server's modules "
+                             "of a tree where http/ also held the MCP app)")
     args = parser.parse_args()
     server_folder = os.path.abspath(args.server)
     sys.path.insert(0, server_folder)
@@ -46,6 +51,7 @@ def main() -> int:
     else:
         from mcpserver.httpd import serve_app
     prefix = httpd_folder + os.sep
+    counted = {name if name.endswith(".py") else name + ".py" for name in args.files.split(",") if name}
 
     recording = [False]
     calls: list[tuple[int, str, str]] = []  # (thread, file, function)
@@ -54,7 +60,7 @@ def main() -> int:
         if event != "call" or not recording[0]:
             return
         filename = frame.f_code.co_filename
-        if not filename.startswith(prefix):
+        if not filename.startswith(prefix) or (counted and os.path.basename(filename) not in counted):
             return
         outer = frame
         while outer is not None:  # the loop's sweep runs on its clock, not for this request

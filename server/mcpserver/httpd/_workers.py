@@ -231,9 +231,9 @@ class Worker:
         return machine.screened(refused, time.monotonic())
 
     def _respond(self, conn: Connection) -> str:
-        """Screen the request if its head came alone (SCREEN: the machine says what follows), else run the app for
-        it (WORKING: its body was taken when it came whole; screened just before, if the app screens) and write
-        its response."""
+        """Screen the request, if the app screens and this is its first turn here (a head that came alone, SCREEN:
+        the machine says what follows; a whole one: on with it unless refused), then run the app for it (WORKING:
+        its body was taken when it came whole) and write its response."""
         machine = conn.machine
         head = machine.head
         assert head is not None
