@@ -427,12 +427,15 @@ class Loop:
                     self.writers.pop(conn, None)
                 newcomers = bool(self.door.newcomers)
             arm = self.poller.arm_open  # open: not closed, and its lock held
-            if state == WRITING:
-                arm(conn.fd, conn.want | ARMED)
-            elif state == STREAM:
-                arm(conn.fd, (0 if machine.probed else RDHUP) | ARMED)
-            else:
-                arm(conn.fd, IN | ARMED)
+            try:  # as Poller.arm: a worker's hand-back must not end its thread, whatever the kernel says
+                if state == WRITING:
+                    arm(conn.fd, conn.want | ARMED)
+                elif state == STREAM:
+                    arm(conn.fd, (0 if machine.probed else RDHUP) | ARMED)
+                else:
+                    arm(conn.fd, IN | ARMED)
+            except OSError:
+                pass
         if newcomers and state != STREAM:
             self.wake()  # a newcomer waits for a place, and this one can now be reclaimed
 
