@@ -4,7 +4,7 @@ Its common case is one regular-expression search over all the header lines; when
 line is parsed again the long way, to say what is wrong. These pin both paths to RFC 9112's rules."""
 
 import pytest
-from mcpserver.httpd._head import HttpError, parse_head
+from mcpserver.httpd._machine import HttpError, parse_head
 
 
 def test_values_lose_the_spaces_and_tabs_around_them_and_keep_those_inside():
@@ -70,14 +70,14 @@ def test_environ_keys_are_made_once_per_header_name_and_only_so_many_are_kept():
     request; names come from clients, so a flood of new ones must not grow that table without end."""
     from types import SimpleNamespace
 
-    from mcpserver.httpd import _head, _workers
+    from mcpserver.httpd import _machine, _workers
 
     worker = SimpleNamespace(host="127.0.0.1", port=3000)
     conn = SimpleNamespace(address=("127.0.0.1", 5000), tls=None)
     for batch in range(_workers.MAX_ENVIRON_KEYS // 50 + 3):
         headers = [("Host", "h"), ("Mcp-Method", "tools/call"), ("mcp-method", "again"), ("Content-Type", "x/y")]
         headers += [(f"X-Flood-{batch}-{i}", str(i)) for i in range(50)]
-        head = _head.Head("POST", "/mcp?q=1", "1.1", headers, 0, True, False)
+        head = _machine.Head("POST", "/mcp?q=1", "1.1", headers, 0, True, False)
         environ = _workers.Worker._environ(worker, conn, head)
         assert environ["HTTP_MCP_METHOD"] == "tools/call,again" and environ["CONTENT_TYPE"] == "x/y"
         assert environ[f"HTTP_X_FLOOD_{batch}_49"] == "49" and environ["QUERY_STRING"] == "q=1"

@@ -40,7 +40,6 @@ def test_a_pipelined_request_after_a_slow_readers_response_goes_to_a_worker_and_
     loop.submit = lambda handed: submitted.append(handed) or True
     machine = conn.machine
     assert machine.received(GET + GET, False, time.monotonic()) == WORK  # two requests in one read
-    machine.running()
     conn.queue(machine.respond("200 OK", [("Content-Length", "2")]) + b"ok")
     machine.stalled(time.monotonic())  # the client had not read yet: the loop writes the rest
     loop.enter(conn)
@@ -57,7 +56,6 @@ def test_a_connection_given_back_by_its_worker_waits_again_reclaimable(loop_and_
     machine = conn.machine
     loop._do(conn, machine.received(GET, False, time.monotonic()))
     assert conn.busy and conn not in loop.waiting
-    machine.running()
     machine.respond("200 OK", [("Content-Length", "0")])
     assert machine.finished(time.monotonic()) == READ and machine.state == IDLE
     loop.enter(conn)  # what a worker does when the client's next request has not come within its linger

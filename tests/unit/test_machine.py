@@ -3,7 +3,6 @@ out, with no socket, thread or clock. Every case the hostile suites found over r
 half-closes, pipelining, a client hanging up mid-stream, 408, 503) is here as the rule that answers it."""
 
 import pytest
-from mcpserver.httpd._head import MAX_HEAD_BYTES
 from mcpserver.httpd._machine import (
     BODY,
     CLOSE,
@@ -17,8 +16,8 @@ from mcpserver.httpd._machine import (
     LINGER_CLOSE,
     LINGER_SECONDS,
     MAX_DRAIN_BYTES,
+    MAX_HEAD_BYTES,
     NOTHING,
-    QUEUED,
     READ,
     SCREEN,
     STREAM,
@@ -49,10 +48,10 @@ def post(body=b"", length=None, *extra):
 
 def served(m, now=100.0):
     """Run the request in progress to the end of a whole 200 response; the action once it is out."""
-    assert m.state in (QUEUED, SCREEN)
+    assert m.state in (WORKING, SCREEN)
     if m.state == SCREEN:
         assert m.screened(None, now) == WORK
-    m.running()
+    assert m.state == WORKING and m.body is not None
     m.respond(*OK)
     return m.finished(now)
 
@@ -66,10 +65,27 @@ def test_a_new_connection_idles_with_the_read_timeout_and_a_tls_one_handshakes_w
     assert tls.handshaken(7.0) == READ and (tls.state, tls.deadline) == (IDLE, 7.0 + READ_TIMEOUT)
 
 
-def test_a_whole_request_goes_to_a_worker_at_once():
+def test_a_whole_request_goes_to_a_worker_at_once_with_its_body_taken():
     m = machine()
     assert m.received(GET, False, 100.0) == WORK
-    assert m.state == QUEUED and m.head.method == "GET" and not m.buffer
+    assert m.state == WORKING and m.head.method == "GET" and m.body == b"" and not m.buffer
+    posted = machine()
+    assert posted.received(post(b"12345") + GET[:5], False, 100.0) == WORK
+    assert (posted.state, posted.body, bytes(posted.buffer)) == (WORKING, b"12345", GET[:5])  # the next one stays
+
+
+def test_a_whole_request_to_a_screening_app_goes_to_be_screened_and_run_in_one_hand_off():
+    m = machine(screening=True)
+    assert m.received(post(b"12345"), False, 1.0) == WORK  # the worker screens it just before it runs
+    assert (m.state, m.body) == (WORKING, b"12345")
+    refused = machine(screening=True)
+    refused.received(post(b"12345") + GET, False, 1.0)
+    assert refused.screened(("403 Forbidden", [("Content-Length", "0")], b""), 2.0) == WRITE
+    assert refused.outgoing.startswith(b"HTTP/1.1 403 ") and refused.body is None
+    assert refused.finished(2.0) == WORK and refused.head.method == "GET"  # its body was not read as a request
+    large = machine(screening=True, max_body_bytes=4)
+    assert large.received(post(b"12345"), False, 1.0) == WORK and large.state == SCREEN  # the app's bound first
+    assert large.screened(None, 2.0) == WRITE and large.outgoing.startswith(b"HTTP/1.1 413 ")
 
 
 def test_a_slow_head_starts_the_header_deadline_at_its_first_byte_and_keeps_it():
@@ -132,7 +148,6 @@ def test_a_fin_before_a_whole_request_closes_and_one_after_it_still_gets_the_ans
     assert cut.received(GET[:10], True, 1.0) == CLOSE
     half = machine()
     assert half.received(GET, True, 1.0) == WORK  # a half-close after the request: it is served
-    half.running()
     data = half.respond(*OK)
     assert b"Connection: close" in data  # but not kept: the client sends nothing more
     assert half.finished(2.0) == CLOSE
@@ -145,8 +160,7 @@ def test_a_body_on_its_way_waits_in_body_with_the_read_timeout_from_its_head():
     assert m.received(post(b"12345")[:-3], False, 10.0) == READ
     assert (m.state, m.deadline) == (BODY, 10.0 + READ_TIMEOUT)
     assert m.received(b"3", False, 20.0) == READ and m.deadline == 10.0 + READ_TIMEOUT  # no reset per byte
-    assert m.received(b"45", False, 30.0) == WORK and m.state == QUEUED
-    assert m.running() == b"12345"
+    assert m.received(b"45", False, 30.0) == WORK and (m.state, m.body) == (WORKING, b"12345")
 
 
 def test_expect_100_continue_gets_an_interim_response_once_when_the_body_is_wanted():
@@ -184,7 +198,7 @@ def test_with_screening_a_head_goes_to_a_worker_before_its_body():
     m = machine(screening=True)
     assert m.received(post(length=5), False, 1.0) == WORK and m.state == SCREEN
     assert m.screened(None, 2.0) == READ and (m.state, m.deadline) == (BODY, 2.0 + READ_TIMEOUT)
-    assert m.received(b"12345", False, 3.0) == WORK and m.state == QUEUED
+    assert m.received(b"12345", False, 3.0) == WORK and (m.state, m.body) == (WORKING, b"12345")
 
 
 def test_a_screened_refusal_is_answered_and_its_small_body_skipped():
@@ -221,7 +235,7 @@ def test_a_screened_head_whose_client_half_closed_before_its_body_closes():
 def test_a_kept_alive_response_goes_back_to_idle_with_a_fresh_read_timeout():
     m = machine()
     m.received(GET, False, 1.0)
-    assert m.running() == b"" and m.state == WORKING
+    assert m.body == b"" and m.state == WORKING
     data = m.respond(*OK)
     assert data.startswith(b"HTTP/1.1 200 OK\r\nServer: mcpserver/") and b"Connection" not in data
     assert m.finished(50.0) == READ and (m.state, m.deadline, m.head) == (IDLE, 50.0 + READ_TIMEOUT, None)
@@ -238,12 +252,10 @@ def test_pipelined_requests_are_served_one_at_a_time_in_order():
 def test_without_a_length_a_response_is_chunked_on_1_1_and_ends_the_connection_on_1_0():
     one_one = machine()
     one_one.received(GET, False, 1.0)
-    one_one.running()
     assert b"Transfer-Encoding: chunked" in one_one.respond("200 OK", []) and one_one.chunked
     assert one_one.finished(1.0) == READ
     one_oh = machine()
     one_oh.received(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", False, 1.0)
-    one_oh.running()
     assert b"Connection: close" in one_oh.respond("200 OK", []) and not one_oh.chunked
     assert one_oh.finished(1.0) == CLOSE
 
@@ -255,7 +267,6 @@ def test_a_status_without_a_body_is_neither_chunked_nor_the_end_of_the_connectio
     terminator for the client to read as the next response."""
     m = machine()
     m.received(b"GET / HTTP/" + version + b"\r\nHost: h\r\nConnection: keep-alive\r\n\r\n", False, 1.0)
-    m.running()
     data = m.respond(status, [("ETag", '"a"')])
     assert b"Transfer-Encoding" not in data and b"Connection: close" not in data and not m.chunked
     assert m.finished(1.0) == READ
@@ -264,18 +275,15 @@ def test_a_status_without_a_body_is_neither_chunked_nor_the_end_of_the_connectio
 def test_http_1_0_keep_alive_is_said_and_connection_close_is_honoured():
     kept = machine()
     kept.received(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", False, 1.0)
-    kept.running()
     assert b"Connection: keep-alive" in kept.respond(*OK) and kept.finished(1.0) == READ
     closing = machine()
     closing.received(GET.replace(b"Host: h", b"Host: h\r\nConnection: close"), False, 1.0)
-    closing.running()
     assert b"Connection: close" in closing.respond(*OK) and closing.finished(1.0) == CLOSE
 
 
 def test_a_server_that_stops_keeps_no_connection_alive():
     m = machine()
     m.received(GET, False, 1.0)
-    m.running()
     m.rules.stopping = True
     assert b"Connection: close" in m.respond(*OK) and m.finished(1.0) == CLOSE
 
@@ -283,7 +291,6 @@ def test_a_server_that_stops_keeps_no_connection_alive():
 def test_a_slow_reader_is_the_loops_with_the_read_timeout_started_again_by_progress():
     m = machine()
     m.received(GET, False, 1.0)
-    m.running()
     m.respond(*OK)
     m.stalled(10.0)
     assert (m.state, m.deadline) == (WRITING, 10.0 + READ_TIMEOUT)
@@ -295,12 +302,10 @@ def test_a_slow_reader_is_the_loops_with_the_read_timeout_started_again_by_progr
 def test_the_app_raising_is_500_before_its_response_started_and_a_close_after():
     before = machine()
     before.received(GET, False, 1.0)
-    before.running()
     assert before.failed() == WRITE and before.outgoing.startswith(b"HTTP/1.1 500 ")
     assert before.finished(1.0) == LINGER_CLOSE
     after = machine()
     after.received(GET, False, 1.0)
-    after.running()
     after.respond(*OK)
     assert after.failed() == CLOSE
 
@@ -318,30 +323,25 @@ def test_503_when_no_worker_can_take_it_is_the_servers_own_answer():
 def test_a_half_close_while_the_app_runs_is_probed_once_with_an_interim_100():
     m = machine()
     m.received(GET, False, 1.0)
-    m.running()
     assert m.half_closed(watched=True) == CONTINUE and m.probed and m.peer_done
     unwatched = machine()
     unwatched.received(GET, False, 1.0)
-    unwatched.running()
     assert unwatched.half_closed(watched=False) == b""  # nobody asked to hear of a hang-up: no probe
 
 
 def test_no_probe_once_the_response_started_nor_on_http_1_0():
     started = machine()
     started.received(GET, False, 1.0)
-    started.running()
     started.respond(*OK)
     assert started.half_closed(watched=True) == b""
     old = machine()
     old.received(b"GET / HTTP/1.0\r\n\r\n", False, 1.0)
-    old.running()
     assert old.half_closed(watched=True) == b""
 
 
 def test_a_client_that_hung_up_mid_request_is_not_kept():
     m = machine()
     m.received(GET, False, 1.0)
-    m.running()
     m.hung_up()
     m.respond(*OK)
     assert m.finished(1.0) == CLOSE
@@ -352,7 +352,6 @@ def test_a_client_that_hung_up_mid_request_is_not_kept():
 def stream(version=b"1.1"):
     m = machine()
     m.received(GET.replace(b"HTTP/1.1", b"HTTP/" + version), False, 1.0)
-    m.running()
     m.streaming()
     assert m.state == STREAM
     return m

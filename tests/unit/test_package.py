@@ -95,8 +95,8 @@ LAYERS = (
     ("errors", "_json", "_version", "content", "inputs", "_log", "_environment", "_malloc", "_latch", "_options"),
     ("schema._signature",), ("schema",),  # a function's parameters and docstring, without inspect
     # the generic HTTP/1.1 server, by role: it serves any WSGI app and knows no MCP (httpd._serve builds it)
-    ("httpd._head",),  # a request head, parsed: no socket, no state
-    ("httpd._machine",),  # a connection's states and rules: events in, actions out; no socket, thread or lock
+    ("httpd._machine",),  # a connection's head and states, and every rule: events in, actions out; no socket,
+    # thread or lock
     ("httpd._poller",),  # readiness: epoll, or poll() where there is none
     ("httpd._connection",),  # one client connection: its socket, what it still has to write, its machine
     ("httpd._unix",),  # a Unix socket's file: checked, made with its mode, removed

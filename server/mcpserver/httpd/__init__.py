@@ -2,9 +2,8 @@
 (mcpserver.http is the MCP app it serves; docs/adr/0004-our-own-http-server.md says why the server is ours).
 
 The package, by role (each module's docstring states its rules):
-  _head        a request head, parsed strictly (RFC 9112): no socket, no state
-  _machine     a connection's states and every rule between them: events in, actions out; no socket, thread,
-               lock or clock (h11's Connection is the model)
+  _machine     a connection's states and every rule between them, its request head parsed strictly (RFC 9112)
+               among them: events in, actions out; no socket, thread, lock or clock (h11's Connection is the model)
   _poller      readiness: epoll with EPOLLONESHOT, or poll() where there is none
   _connection  one client connection: its socket, what it still has to write, its machine, who has it
   _unix        a Unix socket's file (--http unix:PATH): its directory and what is there checked, made with its mode,
@@ -19,7 +18,7 @@ The package, by role (each module's docstring states its rules):
 """
 
 from ._accepting import tls_context
-from ._head import MAX_HEAD_BYTES, HttpError, parse_head
+from ._machine import MAX_HEAD_BYTES, HttpError, parse_head
 from ._serve import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_IDLE_SECONDS,

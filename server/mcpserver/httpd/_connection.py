@@ -3,11 +3,11 @@
 Rules of this module:
 - The connection's machine (the _machine module) says where it stands; `busy` says who has it: a worker while
   True, else the loop. Only the loop makes it busy (it hands the request to a worker); the worker that has it
-  gives it back (the loop's enter), or closes it.
+  gives it back, or has it closed, with the loop's hand_back.
 - Its `lock` orders what both the loop and a worker may do at once: a hand-over (busy, the arming, the tables),
   the disconnect watch and its callbacks, and the start of a response (after it, no probe may be sent).
 - Its socket is non-blocking, with TCP_NODELAY over TCP. receive(), send_some(), flush() and handshake() never wait; the
-  caller decides what a socket that would block means.
+  caller decides what a socket that would block means (deliver() asks it: the writable_soon it is given).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import socket
 import sys
 import threading
 
-from ._head import MAX_HEAD_BYTES
-from ._machine import INFINITY
+from .._malloc import LARGE_BYTES, return_large_buffers
+from ._machine import INFINITY, MAX_HEAD_BYTES
 from ._poller import IN, OUT
 
 TYPE_CHECKING = False
@@ -77,6 +77,8 @@ class Connection:
         machine = self.machine
         missing = machine.head.length - len(machine.buffer) if machine.head is not None else 0
         size = min(max(missing, RECV_BYTES), 16 * RECV_BYTES)
+        if missing >= LARGE_BYTES:  # malloc's mmap threshold pinned, so a large body's buffers go back when freed
+            return_large_buffers()
         while total < 16 * RECV_BYTES:  # then the loop serves others; level-triggered, it comes back
             try:
                 chunk = self.sock.recv(size)
@@ -104,6 +106,28 @@ class Connection:
             return 0
         self.retry = 0
         return sent
+
+    def deliver(self, parts: list[bytes], would_block: tuple[type[BaseException], ...],
+                writable_soon: Callable[[Connection], bool]) -> bool:
+        """Send a whole response: what the socket takes, and more while `writable_soon(self)` says the client
+        reads on. True once all of it is out (what was kept for its request is then forgotten); False when the
+        client stalled, with the rest left in `out` for the loop to write. OSError when the connection broke."""
+        size = sum(map(len, parts))
+        if size < LARGE_BYTES:  # one send, one segment, for the common case
+            parts = [b"".join(parts)]
+        else:  # not joined (megabytes copied); malloc's mmap threshold pinned, so such buffers go back when freed
+            return_large_buffers()
+        for index, part in enumerate(parts):
+            sent = 0
+            while sent < len(part):
+                taken = self.send_some(memoryview(part)[sent:], would_block)
+                if not taken and not writable_soon(self):
+                    self.out = bytearray(memoryview(part)[sent:]) + b"".join(parts[index + 1:])
+                    self.sent = 0
+                    return False
+                sent += taken
+        self.request_done()
+        return True
 
     def queue(self, data: bytes) -> None:
         """Add to what is still to be written."""

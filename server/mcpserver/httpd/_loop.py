@@ -63,7 +63,7 @@ from ._machine import (
     WRITING,
     Machine,
 )
-from ._poller import HUNG_UP, IN, RDHUP, Poller
+from ._poller import ARMED, HUNG_UP, IN, RDHUP, Poller
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ class Loop:
             if state == STREAM:
                 if now >= conn.poll_at:
                     self._pump(conn)
-            elif state in WAITING or state == WRITING:
+            elif (state in WAITING or state == WRITING) and now >= machine.deadline:  # most have time left
                 action = machine.deadline_passed(now)
                 if action != NOTHING:
                     self._do(conn, action)
@@ -270,12 +270,6 @@ class Loop:
         """Carry out `action`, and what follows it on the loop."""
         machine = conn.machine
         while True:
-            if action == READ:
-                interim = machine.take_interim()
-                if interim:
-                    send_quietly(conn, interim)
-                self.enter(conn)
-                return
             if action == WRITE:
                 conn.queue(machine.outgoing)
                 machine.outgoing = b""
@@ -292,15 +286,26 @@ class Loop:
                     conn.busy = False
                 action = machine.answer(503, "Too many requests in progress; try again",
                                         f"Retry-After: {RETRY_AFTER_SECONDS}")
-            elif action == LINGER_CLOSE:
-                shut_writing(conn)
-                self.enter(conn)
-                return
-            elif action == CLOSE:
-                self.close(conn)
+            elif action == NOTHING:
                 return
             else:
+                self.hand_back(conn, action)
                 return
+
+    def hand_back(self, conn: Connection, action: str) -> None:
+        """The loop has `conn` from now on, after the rest of `action`: READ (an interim response first, if one is
+        due), LINGER_CLOSE or CLOSE; NOTHING when its state alone says what it waits for (a slow reader, a push
+        stream). The one way back from a worker, and the end of the loop's own `_do`."""
+        if action == CLOSE:
+            self.close(conn)
+            return
+        if action == READ:
+            machine = conn.machine
+            if machine.interim:
+                send_quietly(conn, machine.take_interim())
+        elif action == LINGER_CLOSE:
+            shut_writing(conn)
+        self.enter(conn)
 
     def _write(self, conn: Connection) -> str:
         """Write what the socket takes: the machine's next action once all of it is out; else the connection
@@ -421,12 +426,16 @@ class Loop:
                     self.waiting.pop(conn, None)
                     self.writers.pop(conn, None)
                 newcomers = bool(self.door.newcomers)
-            if state == WRITING:
-                self.poller.arm(conn.fd, conn.want)
-            elif state == STREAM:
-                self.poller.arm(conn.fd, 0 if machine.probed else RDHUP)
-            else:
-                self.poller.arm(conn.fd, IN)
+            arm = self.poller.arm_open  # open: not closed, and its lock held
+            try:  # as Poller.arm: a worker's hand-back must not end its thread, whatever the kernel says
+                if state == WRITING:
+                    arm(conn.fd, conn.want | ARMED)
+                elif state == STREAM:
+                    arm(conn.fd, (0 if machine.probed else RDHUP) | ARMED)
+                else:
+                    arm(conn.fd, IN | ARMED)
+            except OSError:
+                pass
         if newcomers and state != STREAM:
             self.wake()  # a newcomer waits for a place, and this one can now be reclaimed
 

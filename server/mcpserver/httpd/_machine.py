@@ -9,15 +9,20 @@ Rules:
 1. States. No request in progress (WAITING: a newcomer may take the connection's place): HANDSHAKE (TLS), IDLE,
    HEAD (some of a head came), BODY (a head came, its body is on its way), DRAIN (a refused body is skipped),
    LINGER (an answer is out; what the client still sends is dropped). A request in progress: SCREEN (its head
-   goes to the app's screen), QUEUED (whole, it waits to run), WORKING (the app runs), WRITING (a slow reader is
-   taking the rest of a whole response), STREAM (a push stream). Then CLOSED.
+   goes to the app's screen before its body is in), WORKING (whole, its body taken: it waits for a worker, is
+   screened there if the app screens, and runs), WRITING (a slow reader is taking the rest of a whole response),
+   STREAM (a push stream). Then CLOSED.
 2. Framing. Bytes are kept until they make a request head, at most MAX_HEAD_BYTES (431), searched for its end from
    where the last search stopped, so a head trickling in is not searched again whole; empty lines before a request
-   are skipped (RFC 9112 §2.2). _head parses the head and settles the framing once. After any framing error the
-   server answers and closes (rule 5), so bytes meant as a body are never read as another request.
-3. A request goes to a worker as soon as its head is in when the app screens (SCREEN), else once its whole body is
-   in (QUEUED), at most max_body_bytes (413). The client gets `100 Continue` (an interim response) when it asked
-   for one and its body is wanted. A client that sent its FIN before a whole request is closed.
+   are skipped (RFC 9112 §2.2). parse_head parses the head strictly and settles the framing once (rule 8). After
+   any framing error the server answers and closes (rule 5), so bytes meant as a body are never read as another
+   request.
+3. A request goes to a worker once its whole body is in, at most max_body_bytes (413), its body taken from the
+   buffer (`body`) in the same event (WORKING), so the worker's only events for it are its response's; one that
+   came whole is screened there just before it runs. When the app screens and the body is not all in (or is over
+   the bound, which the app's screen is asked about first), the head goes to a worker alone (SCREEN). The client
+   gets `100 Continue` (an interim response) when it asked for one and its body is wanted. A client that sent its
+   FIN before a whole request is closed.
 4. Deadlines start when a state is entered: header_timeout for a TLS handshake and from a head's first byte (408
    if some of it came); read_timeout to idle on keep-alive, to send a body, and for a slow reader to take more of
    a response (every write that makes progress starts it again); LINGER_SECONDS for what follows an answer.
@@ -35,24 +40,33 @@ Rules:
    when it is done. A FIN alone is a half-close: the client may still read. While a request runs it is probed,
    once: an interim `100 Continue` before the response (HTTP/1.1), a push stream's own probe after it, which a
    peer that is really gone answers with an RST.
+8. The head (parse_head: bytes in, a Head or an HttpError out, unit-tested alone in tests/unit/test_http_head.py).
+   The request line is a token, a target of visible characters and HTTP/1.0 or HTTP/1.1 (505 for another
+   version, 400 for anything else). Lines end with CRLF or LF; a bare CR anywhere is 400. Header names are
+   tokens; values hold no control characters (400); obsolete line folding is refused (400); at most
+   MAX_HEADER_LINES lines (431). Framing: exactly one Host on HTTP/1.1; Content-Length is one run of at most
+   MAX_LENGTH_DIGITS digits, and repeats must agree (400); any Transfer-Encoding is refused (411 for chunked, 501
+   otherwise), so a body can never be read two ways. Keep-alive follows the version and Connection; Expect:
+   100-continue is noted. It is here, not in a module of its own, so that a request's head goes from the bytes
+   read to its worker within the machine.
 """
 
 from __future__ import annotations
 
+import re
+
 from .._version import __version__
-from .._wire import status_line
-from ._head import MAX_HEAD_BYTES, HttpError, parse_head
+from .._wire import HEADER_TOKEN, status_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
-    from ._head import Head
-
 __all__ = ["BODY", "CLOSE", "CLOSED", "CONTINUE", "DRAIN", "HANDSHAKE", "HEAD", "IDLE", "INFINITY", "LINGER",
-           "LINGER_CLOSE", "LINGER_SECONDS", "MAX_DRAIN_BYTES", "NOTHING", "QUEUED", "READ", "RETRY_AFTER_SECONDS",
-           "SCREEN", "SERVER_HEADER", "STREAM", "WAITING", "WORK", "WORKING", "WRITE", "WRITING", "Machine", "Rules",
-           "chunk", "head_end", "refusal", "response_head"]
+           "LINGER_CLOSE", "LINGER_SECONDS", "MAX_DRAIN_BYTES", "MAX_HEADER_LINES", "MAX_HEAD_BYTES",
+           "MAX_LENGTH_DIGITS", "NOTHING", "READ", "RETRY_AFTER_SECONDS", "SCREEN", "SERVER_HEADER", "STREAM",
+           "WAITING", "WORK", "WORKING", "WRITE", "WRITING", "Head", "HttpError", "Machine", "Rules", "chunk",
+           "head_end", "parse_head", "refusal", "response_head"]
 
 INFINITY = float("inf")
 # After an answer that leaves input unread: the time the client has to send a small body (which is then skipped
@@ -62,16 +76,27 @@ MAX_DRAIN_BYTES = 64 * 1024  # a refused request's unread body up to this is ski
 RETRY_AFTER_SECONDS = 1
 SERVER_HEADER = f"mcpserver/{__version__}"
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+MAX_HEAD_BYTES = 32 * 1024  # request line and header lines together; past it, 431
+MAX_HEADER_LINES = 100
+MAX_LENGTH_DIGITS = 15  # a Content-Length longer than this is no body anyone may send
+
+_TOKEN = re.compile(HEADER_TOKEN)
+_REQUEST_LINE = re.compile(rf"({HEADER_TOKEN}) ([!-~]+) HTTP/(1\.[01])")
+_FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+# A whole well-formed header line: a token, a colon, the value without the spaces and tabs around it.
+_FIELD = rf"({HEADER_TOKEN}):[ \t]*" r"((?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)[ \t]*"
+_FIELD_LINE = re.compile(_FIELD)
+_FIELD_LINES = re.compile(f"^{_FIELD}$", re.MULTILINE)  # every such line of a block, in one search
 
 # The states (rule 1).
 HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER = "handshake", "idle", "head", "body", "drain", "linger"
-SCREEN, QUEUED, WORKING, WRITING, STREAM, CLOSED = "screen", "queued", "working", "writing", "stream", "closed"
+SCREEN, WORKING, WRITING, STREAM, CLOSED = "screen", "working", "writing", "stream", "closed"
 WAITING = frozenset((HANDSHAKE, IDLE, HEAD, BODY, DRAIN, LINGER))
 
 # The actions: what the driver that has the connection does next.
 READ = "read"  # wait for more from the client (after sending `interim`, if there is one)
 WRITE = "write"  # write `outgoing` (what the socket does not take now, once it is writable), then `finished()`
-WORK = "work"  # hand the request to a worker: to screen (SCREEN) or to run (QUEUED)
+WORK = "work"  # hand the request to a worker: to screen its head (SCREEN), or to run it whole (WORKING)
 LINGER_CLOSE = "linger close"  # the answer is out: shut the writing side and drop what still comes (LINGER)
 CLOSE = "close"
 NOTHING = "nothing"  # as it was: nothing to do now
@@ -94,7 +119,7 @@ class Machine:
     """One connection's state machine: what it has received of its next request, the request in progress and its
     response, and the action each event calls for (the module's rules)."""
 
-    __slots__ = ("after", "buffer", "chunked", "deadline", "gone", "head", "interim", "keep_alive", "outgoing",
+    __slots__ = ("after", "body", "buffer", "chunked", "deadline", "gone", "head", "interim", "keep_alive", "outgoing",
                  "peer_done", "probed", "rules", "searched", "skip", "started", "state")
 
     def __init__(self, rules: Rules, tls: bool, now: float):
@@ -105,6 +130,7 @@ class Machine:
         self.searched = 0  # how much of the buffer was searched for a head's end already
         self.skip = 0  # DRAIN: body bytes still to skip
         self.head: Optional[Head] = None  # the request in progress
+        self.body: Optional[bytes] = None  # its body, once it is all in (WORKING)
         self.peer_done = False  # the client sent its FIN: it may still read, but sends nothing more
         self.gone = False  # the client hung up
         self.probed = False  # a half-close was probed; only a hang-up is watched for now
@@ -162,18 +188,33 @@ class Machine:
                 if self.state == IDLE and self.buffer:
                     self._enter(HEAD, now)  # its first byte: the head's deadline starts now
                 return READ
-            if self.rules.screening:
+            whole = len(self.buffer) >= head.length
+            if head.length > self.rules.max_body_bytes:
+                if self.rules.screening:  # the app's own bound is asked first
+                    self.state = SCREEN
+                    return WORK
+                return self._too_large()
+            if self.rules.screening and not whole:
                 self.state = SCREEN
                 return WORK
-            if head.length > self.rules.max_body_bytes:  # with screen(), the app's own bound is asked first
-                return self._too_large()
-        return self._body(head, now)
+        if len(self.buffer) >= head.length:  # the whole request is in (most come whole): on with it (rule 3)
+            return self._whole(head)
+        return self._await_body(head, now)
 
-    def _body(self, head: Head, now: float) -> str:
-        """The head is in and wanted: on with the request once its body is, else wait for the body (rule 3)."""
-        if len(self.buffer) >= head.length:
-            self.state = QUEUED
-            return WORK
+    def _whole(self, head: Head) -> str:
+        """The whole request is in: its body is taken, and a worker is to run it (rule 3)."""
+        buffer = self.buffer
+        if len(buffer) == head.length:
+            self.buffer = bytearray()
+            self.body = bytes(buffer)
+        else:
+            self.body = bytes(buffer[:head.length])
+            del buffer[:head.length]
+        self.state, self.started, self.probed = WORKING, False, False
+        return WORK
+
+    def _await_body(self, head: Head, now: float) -> str:
+        """The head is in and wanted, not all of its body yet: wait for the rest (rule 3)."""
         if self.peer_done:
             return CLOSE
         if self.state != BODY:
@@ -202,36 +243,23 @@ class Machine:
 
     def screened(self, refused: Optional[tuple[str, list[tuple[str, str]], bytes]], now: float) -> str:
         """What the app's screen(environ) said of the head: None to go on, else the (status, headers, body) to
-        answer with; its body is then never waited for."""
+        answer with; its body is then never waited for. A whole request (WORKING) is screened just before it
+        runs, and this is said of it only when it is refused."""
         head = self.head
         assert head is not None
         if refused is not None:
             return self._refuse(*refused)
         if head.length > self.rules.max_body_bytes:
             return self._too_large()
-        if len(self.buffer) >= head.length:  # the common case: it came with its head
-            self.state = QUEUED
-            return WORK
-        return self._body(head, now)
+        if len(self.buffer) >= head.length:
+            return self._whole(head)
+        return self._await_body(head, now)
 
     def take_interim(self) -> bytes:
         interim, self.interim = self.interim, b""
         return interim
 
     # -- the request in progress, and its response ------------------------------------------------------
-
-    def running(self) -> bytes:
-        """The request starts to run (on its worker): its body, taken from the buffer."""
-        head = self.head
-        assert head is not None
-        self.state, self.started, self.probed = WORKING, False, False
-        buffer = self.buffer
-        if len(buffer) == head.length:
-            self.buffer = bytearray()
-            return bytes(buffer)
-        body = bytes(buffer[:head.length])
-        del buffer[:head.length]
-        return body
 
     def respond(self, status: str, headers: list[tuple[str, str]]) -> bytes:
         """The response starts: its status line and header fields. Whether it is chunked (`chunked`) and what
@@ -248,14 +276,16 @@ class Machine:
         """Answer without the body: skipped if small enough, else the connection ends (rule 5)."""
         head = self.head
         assert head is not None
-        unread = head.length - len(self.buffer)
+        taken = self.body is not None  # a whole request refused by the screen it met just before running
+        unread = 0 if taken else head.length - len(self.buffer)
         keep = (head.keep_alive and not self.peer_done and not self.rules.stopping and unread <= MAX_DRAIN_BYTES)
         data, _, keep = response_head(head, status, headers, keep)
         if unread > 0:
             self.buffer.clear()
             self.skip = unread
-        else:
+        elif not taken:
             del self.buffer[:head.length]
+        self.body = None
         self.after = (DRAIN if unread > 0 else IDLE) if keep else (LINGER if unread > 0 else CLOSED)
         self.started = True
         self.outgoing = data + (body if head.method != "HEAD" else b"")
@@ -268,7 +298,7 @@ class Machine:
 
     def answer(self, status: int, message: str, *extra: str) -> str:
         """An answer the server writes itself (a framing error, 408, 500, 503...), then a lingering close."""
-        self.head, self.started, self.after = None, True, LINGER
+        self.head, self.body, self.started, self.after = None, None, True, LINGER
         self.outgoing = refusal(status, message, *extra)
         return WRITE
 
@@ -289,7 +319,7 @@ class Machine:
     def finished(self, now: float) -> str:
         """The whole response is out (rule 6)."""
         after = self.after
-        self.head, self.started = None, False
+        self.head, self.body, self.started = None, None, False
         if after == IDLE and not (self.gone or self.rules.stopping):
             self.state, self.deadline = IDLE, now + self.rules.read_timeout
             if self.buffer or self.peer_done:  # a pipelined request may be in already
@@ -418,3 +448,110 @@ def response_head(head: Head, status: str, headers: list[tuple[str, str]],
     elif head.version == "1.0":
         lines.append("Connection: keep-alive")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), chunked, keep_alive
+
+
+# -- the head (rule 8) -------------------------------------------------------------------------------------------------
+
+class HttpError(Exception):
+    """A request the server answers itself, and then closes the connection."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Head:
+    """A request's line and header fields, parsed and checked."""
+
+    __slots__ = ("expect_continue", "headers", "keep_alive", "length", "method", "target", "version")
+
+    def __init__(self, method: str, target: str, version: str, headers: list[tuple[str, str]], length: int,
+                 keep_alive: bool, expect_continue: bool):
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+        self.length = length
+        self.keep_alive = keep_alive
+        self.expect_continue = expect_continue
+
+
+def parse_head(data: bytes) -> Head:
+    """Parse a request head (without its blank line); HttpError for anything RFC 9112 does not allow."""
+    text = data.decode("latin-1")
+    if text.endswith("\r"):  # the last line's CR (its LF came with the blank line)
+        text = text[:-1]
+    if "\r" in text.replace("\r\n", ""):  # a CR that ends no line
+        raise HttpError(400, "A bare CR in the request head")
+    text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    match = _REQUEST_LINE.fullmatch(lines[0])
+    if match is None:
+        if re.fullmatch(r"\S+ \S+ HTTP/\d\.\d", lines[0]):
+            raise HttpError(505, "Only HTTP/1.0 and HTTP/1.1 are served")
+        raise HttpError(400, "Malformed request line")
+    method, target, version = match.groups()
+    if len(lines) - 1 > MAX_HEADER_LINES:
+        raise HttpError(431, f"More than {MAX_HEADER_LINES} header lines")
+    # The common case in one search of the whole block: every line a field, each match exactly one line (no
+    # character class holds a newline). Otherwise each line is looked at alone, to say what is wrong.
+    headers: list[tuple[str, str]] = _FIELD_LINES.findall(text, len(lines[0]) + 1)  # past the request line
+    if len(headers) == len(lines) - 1:
+        return _framed(method, target, version, headers)
+    headers = []
+    for line in lines[1:]:
+        field = _FIELD_LINE.fullmatch(line)
+        if field is not None:  # the common case in one match; what fails it is told apart below
+            headers.append((field[1], field[2]))
+            continue
+        name, colon, value = line.partition(":")
+        if not colon or not _TOKEN.fullmatch(name):
+            raise HttpError(400, "Malformed header line" if not line[:1].isspace() else "Folded header lines are "
+                            "not accepted")
+        value = value.strip(" \t")
+        if not _FIELD_VALUE.fullmatch(value):
+            raise HttpError(400, f"Header {name} holds a control character")
+        headers.append((name, value))
+    return _framed(method, target, version, headers)
+
+
+_FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection", "expect"})
+
+
+def _framed(method: str, target: str, version: str, headers: list[tuple[str, str]]) -> Head:
+    hosts, connection, expect = 0, "", ""
+    lengths: set[str] = set()
+    encodings: list[str] = []
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered not in _FRAMING:
+            continue
+        if lowered == "host":
+            hosts += 1
+        elif lowered == "content-length":
+            lengths.update([part.strip(" \t") for part in value.split(",")] if "," in value else (value,))
+        elif lowered == "transfer-encoding":
+            encodings.append(value)
+        elif lowered == "connection":
+            connection += "," + value.lower()
+        elif lowered == "expect":
+            expect = value.lower()
+    if hosts > 1 or (hosts == 0 and version == "1.1"):
+        raise HttpError(400, "An HTTP/1.1 request needs exactly one Host header")
+    if encodings:
+        last = encodings[-1].split(",")[-1].strip(" \t").lower()
+        if last == "chunked":
+            raise HttpError(411, "Send a Content-Length; chunked bodies are not accepted")
+        raise HttpError(501, f"Transfer-Encoding {encodings[-1]!r} is not supported")
+    length = 0
+    if lengths:
+        if len(lengths) > 1:
+            raise HttpError(400, "Content-Length headers disagree")
+        text = lengths.pop()
+        if not (text.isascii() and text.isdigit() and len(text) <= MAX_LENGTH_DIGITS):
+            raise HttpError(400, "Content-Length is not a number of bytes")
+        length = int(text)
+    tokens = {token.strip(" \t") for token in connection.split(",")} if connection else ()
+    keep_alive = "close" not in tokens and (version == "1.1" or "keep-alive" in tokens)
+    return Head(method, target, version, headers, length, keep_alive, expect == "100-continue")

@@ -7,6 +7,9 @@ Rules of this module:
   polls; with epoll it takes effect at once.
 - Every arming also watches for a hang-up (HUNG_UP). A descriptor is forgotten before it is closed, so an
   arming still queued never reaches the next connection given the same number.
+- What runs for every request calls the kernel itself, with no call of ours between: with epoll, `poll` is
+  epoll's own, and `arm_open` is epoll's modify (given the mask with ARMED), for a descriptor its caller knows to
+  be open (it holds the connection's lock, and the connection is not closed).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Optional
 
-__all__ = ["ERR", "HUNG_UP", "HUP", "IN", "ONESHOT", "OUT", "RDHUP", "Poller"]
+__all__ = ["ARMED", "ERR", "HUNG_UP", "HUP", "IN", "ONESHOT", "OUT", "RDHUP", "Poller"]
 
 # Event bits, the same for epoll and poll on Linux. PyPy's select module has no EPOLLRDHUP: Linux's value.
 IN, OUT, ERR, HUP = 0x001, 0x004, 0x008, 0x010
 RDHUP = getattr(select, "EPOLLRDHUP", 0x2000)
 ONESHOT = getattr(select, "EPOLLONESHOT", 1 << 30)
 HUNG_UP = ERR | HUP
+ARMED = HUNG_UP | ONESHOT  # what every arming adds: a hang-up is watched, and the descriptor reports once
 
 
 class Poller:
@@ -40,6 +44,10 @@ class Poller:
         self._changes: list[tuple[int, int]] = []  # poll(): (fd, mask) to apply on the loop; mask 0 forgets
         self._persistent: set[int] = set()
         self.loop_thread: Optional[int] = None
+        self.poll: Callable[[float], list[tuple[int, int]]] = self._polled
+        self.arm_open: Callable[[int, int], None] = self._arm_open
+        if self._epoll is not None:
+            self.poll, self.arm_open = self._epoll.poll, self._epoll.modify
 
     def watch(self, fd: int, mask: int) -> None:
         """Report `fd` for every event of `mask` until forgotten (the listening socket, the wake pipe)."""
@@ -91,9 +99,12 @@ class Poller:
         """Whether any thread may forget and close a connection (else the loop must)."""
         return self._epoll is not None
 
-    def poll(self, timeout: float) -> list[tuple[int, int]]:
-        if self._epoll is not None:
-            return self._epoll.poll(timeout)
+    def _arm_open(self, fd: int, mask: int) -> None:
+        """arm_open with poll(): what arm() does."""
+        self.arm(fd, mask & ~ONESHOT)
+
+    def _polled(self, timeout: float) -> list[tuple[int, int]]:
+        """poll with poll(): the armings asked for off the loop applied first, then EPOLLONESHOT emulated."""
         assert self._poll is not None
         with self._lock:
             changes, self._changes = self._changes, []

@@ -8,7 +8,8 @@ Rules of this module:
 - It builds the server: the door (the listening socket, opened first: a port that cannot be had fails before
   anything else is made), the loop and the workers. Each is given what it uses of the others, as callables,
   never the object that made them: the loop hands a request to the pool's submit(); a worker gives a
-  connection back to the loop's enter(), or closes it with its close().
+  connection back with the loop's hand_back(), in one call, whatever the machine said last (read on, linger,
+  close).
 - SIGTERM/SIGINT: stop accepting, close connections that wait, call the app's `shutdown()` if it has one
   (streams end), let requests in flight finish within grace_seconds, exit 0 (also as PID 1). A second
   signal ends the wait at once. With TLS, SIGHUP loads the certificate again (the _accepting module); the
@@ -120,8 +121,8 @@ class _Server:
                       max_body_bytes=options.max_body_bytes, screening=getattr(app, "screen", None) is not None)
         self.loop = loop = Loop(self.door, rules, would_block=blocking, tls_eof=eof)
         self.worker = Worker(app, host=self.door.host, port=self.door.port, read_timeout=options.read_timeout,
-                             poller=loop.poller, would_block=blocking, tls_eof=eof, enter=loop.enter,
-                             close=loop.close, pump_soon=loop.pump_soon, crowded=loop.crowded,
+                             poller=loop.poller, would_block=blocking, tls_eof=eof, hand_back=loop.hand_back,
+                             pump_soon=loop.pump_soon, crowded=loop.crowded,
                              max_requests=options.max_requests, max_queued=options.max_queued,
                              idle_seconds=options.worker_idle_seconds)
 

@@ -9,9 +9,14 @@ Rules of this module:
   environ["mcpserver.push"] (push streams, which the loop drives). CONTENT_LENGTH is the one length the framing
   settled on.
 - Screening: an app with `screen(environ)` has it called on a worker as soon as the head is in, before any
-  body byte is waited for; what it returns goes to the machine (a refusal is answered without the body). An
-  app without it gets the whole body read first. An accepted body that has not come whole is the loop's to
-  wait for, so a slow body holds no worker.
+  body byte is waited for (a request that came whole, the usual case, is screened on the worker that then runs
+  it, in the same hand-off); a refusal goes to the machine, and is answered without the body. An app without it
+  gets the whole body read first. An accepted body that has not come whole is the loop's to wait for, so a slow
+  body holds no worker.
+- A request's events on the worker are its response's: the machine took its body when it came whole, so the
+  worker asks it only for the response's head (respond) and tells it when all of it is out (finished). The
+  usual response is one send() between the two, here; the rest of one, a large one and the machine's own
+  answers go through Connection.deliver.
 - Disconnects: the first on_disconnect callback arms the socket for the loop to watch while the app runs (the
   loop calls the callbacks on a hang-up, and probes a half-close).
 - A worker writes what the socket takes at once, waiting up to DELIVER_WAIT for a client that reads at once,
@@ -41,31 +46,29 @@ import threading
 import time
 from collections import deque
 
-from .._malloc import LARGE_BYTES, bound_arenas, return_large_buffers
-from ._connection import close_result, pending, print_exception, send_quietly, shut_writing
+from .._malloc import LARGE_BYTES, bound_arenas
+from ._connection import close_result, pending, print_exception, send_quietly
 from ._machine import (
     BODY,
     CLOSE,
     CLOSED,
     IDLE,
     INFINITY,
-    LINGER_CLOSE,
     NOTHING,
     READ,
-    SCREEN,
     WORK,
     WORKING,
     WRITE,
     chunk,
 )
-from ._poller import IN, RDHUP
+from ._poller import ARMED, IN, RDHUP
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Iterator, Optional
 
     from ._connection import Connection
-    from ._head import Head
+    from ._machine import Head
     from ._poller import Poller
 
 __all__ = ["DEFAULT_IDLE_SECONDS", "DELIVER_WAIT", "KEEP_ALIVE_LINGER", "KEPT_WORKERS", "Input", "Worker", "Workers"]
@@ -80,6 +83,7 @@ KEEP_ALIVE_LINGER = 0.002
 # (most) costs no hand-off between threads; one that stalls for longer is the loop's.
 DELIVER_WAIT = 0.01
 _RETIRED = object()  # what a worker idle past its time gets instead of a job
+_GIVEN_BACK = "given back"  # what a request's run says when the loop has its connection already (a push stream)
 # A header name as sent -> its environ key ("Mcp-Method" -> "HTTP_MCP_METHOD"), made once per name: building
 # the key (and hashing the new string) cost more than the lookup for every header of every request.
 _ENVIRON_KEYS: dict[str, str] = {}
@@ -182,12 +186,13 @@ class Workers:
 class Worker:
     """What a worker does with the connection the loop gave it: screen the request, run the app, write its
     response, and serve the client's next request here if it has come. What it needs of the loop it is given:
-    `enter` (the loop has the connection again), `close`, `pump_soon` (a push stream's wake) and `crowded`."""
+    `hand_back` (the loop has the connection again, after the machine's last action), `pump_soon` (a push
+    stream's wake) and `crowded`."""
 
     def __init__(self, app: Callable[..., Any], *, host: str, port: int, read_timeout: float, poller: Poller,
                  would_block: tuple[type[BaseException], ...], tls_eof: tuple[type[BaseException], ...],
-                 enter: Callable[[Connection], None], close: Callable[[Connection], None],
-                 pump_soon: Callable[[Connection], None], crowded: Callable[[], bool], max_requests: int,
+                 hand_back: Callable[[Connection, str], None], pump_soon: Callable[[Connection], None],
+                 crowded: Callable[[], bool], max_requests: int,
                  max_queued: int, idle_seconds: float = DEFAULT_IDLE_SECONDS):
         self.app = app
         self.screen: Optional[Callable[[dict[str, Any]], Any]] = getattr(app, "screen", None)
@@ -195,45 +200,52 @@ class Worker:
         self.read_timeout = read_timeout
         self.poller = poller
         self.would_block, self.tls_eof = would_block, tls_eof
-        self.enter, self.close, self.pump_soon, self.crowded = enter, close, pump_soon, crowded
+        self.hand_back, self.pump_soon, self.crowded = hand_back, pump_soon, crowded
         self.pool = Workers(max_requests, max_queued, self.work, idle_seconds=idle_seconds)
 
     def work(self, conn: Connection) -> None:
         """A worker's job: screen and run the connection's request, and the next ones it has sent already."""
-        machine = conn.machine
         try:
             action = WORK
-            while action == WORK:
-                action = self._screen(conn) if machine.state == SCREEN else self._respond(conn)
-                if action == READ:  # the usual end of a kept-alive response: the client's next request
-                    action = self._read_on(conn)
-                if action != WORK:
-                    action = self._then(conn, action)
+            while action == WORK:  # WORK again: the client's next request came, and is served here too
+                action = self._respond(conn)
+                action = self._carry_out(conn, action)
         except Exception:  # the server's own bug: the connection goes, the worker stays
             print_exception()
-            self.close(conn)
+            action = CLOSE
+        if action != _GIVEN_BACK:
+            self.hand_back(conn, action)  # one call: the loop does what is left and has the connection
 
-    def _screen(self, conn: Connection) -> str:
+    def _screen(self, conn: Connection, environ: dict[str, Any]) -> Optional[str]:
+        """The app's screen(environ) asked about the request: None to go on, else the machine's action (the screen
+        refused it, or raised)."""
+        assert self.screen is not None
         machine = conn.machine
-        assert self.screen is not None and machine.head is not None
-        environ = conn.environ = self._environ(conn, machine.head)
         try:
             refused = self.screen(environ)
         except Exception:
             print_exception()
             return machine.failed()
+        if refused is None and machine.state == WORKING:  # the usual case: a whole request, run at once
+            return None
         return machine.screened(refused, time.monotonic())
 
     def _respond(self, conn: Connection) -> str:
-        """Run the app for the request and start its response."""
+        """Screen the request, if the app screens and this is its first turn here (a head that came alone, SCREEN:
+        the machine says what follows; a whole one: on with it unless refused), then run the app for it (WORKING:
+        its body was taken when it came whole) and write its response."""
         machine = conn.machine
         head = machine.head
         assert head is not None
-        environ = conn.environ or self._environ(conn, head)
-        if head.length >= LARGE_BYTES:
-            return_large_buffers()
-        with conn.lock:  # a FIN that came with the request is still seen by the watch, and probed
-            environ["wsgi.input"] = Input(machine.running())
+        environ = conn.environ
+        if environ is None:
+            environ = conn.environ = self._environ(conn, head)
+            if self.screen is not None:
+                action = self._screen(conn, environ)
+                if action is not None:
+                    return action
+        assert machine.body is not None
+        environ["wsgi.input"] = Input(machine.body)
         response: dict[str, Any] = {}
         conn.response = response
 
@@ -248,7 +260,7 @@ class Worker:
             return machine.failed()
         if hasattr(result, "on_ready"):
             self._push(conn, result)
-            return NOTHING  # the loop has it now
+            return _GIVEN_BACK
         return self._write(conn, head, result)
 
     def _write(self, conn: Connection, head: Head, result: Iterable[bytes]) -> str:
@@ -264,9 +276,26 @@ class Worker:
             data = machine.respond(conn.response["status"], conn.response["headers"])
         frame = chunk if machine.chunked else bytes
         if head.method == "HEAD" or (isinstance(result, (list, tuple)) and len(result) <= 1):
-            close_result(result)  # the whole response is known: what the socket does not take, the loop writes
+            # The whole response is known: the result is closed, and what the socket does not take, the loop writes.
             body = b"" if head.method == "HEAD" else frame(first)
-            return self._deliver(conn, [data, body, b"0\r\n\r\n" if machine.chunked and body else b""])
+            if result.__class__ is not list:  # a list (what most apps return) has no close()
+                close_result(result)
+            parts = [data, body, b"0\r\n\r\n" if machine.chunked and body else b""]
+            if len(body) >= LARGE_BYTES:
+                return self._send_whole(conn, parts)
+            # The usual response: one send() here, so the machine's respond() and finished() follow each other.
+            data = b"".join(parts)
+            try:
+                sent = conn.sock.send(data)
+            except self.would_block:  # a TLS write is then repeated whole by _send_whole, as OpenSSL wants
+                sent = 0
+            except OSError:
+                return CLOSE
+            if sent < len(data):
+                return self._send_whole(conn, [data[sent:]])
+            with conn.lock:  # the response is out: forget what was kept for its request (Connection.request_done)
+                conn.callbacks, conn.environ = [], None
+            return machine.finished(time.monotonic())
         try:  # an iterable that makes its pieces as it goes: written, blocking, piece by piece
             self._send_blocking(conn, data + frame(first))
             for piece in chunks:
@@ -281,52 +310,42 @@ class Worker:
         conn.request_done()
         return machine.finished(time.monotonic())
 
-    def _then(self, conn: Connection, action: str) -> str:
-        """Carry out `action` on this worker: WORK when the connection's next request is to be served here, else
-        NOTHING once the connection is the loop's again (or closed)."""
+    def _carry_out(self, conn: Connection, action: str) -> str:
+        """Carry out on this worker what it can of `action`: WRITE (what the socket takes now) and READ (a
+        moment's wait for more). WORK when the client's next request is in and is served here; else what the loop
+        is to do once it has the connection back (READ, LINGER_CLOSE, CLOSE, or NOTHING: a slow reader's)."""
         machine = conn.machine
-        while action != WORK:
+        while True:
             if action == WRITE:
                 outgoing, machine.outgoing = machine.outgoing, b""
-                action = self._deliver(conn, [outgoing])
-            elif action == READ:
+                action = self._send_whole(conn, [outgoing])
+            elif action == READ:  # the usual end of a kept-alive response: the client's next request
                 action = self._read_on(conn)
-            elif action == LINGER_CLOSE:
-                shut_writing(conn)
-                self.enter(conn)
-                return NOTHING
-            elif action == CLOSE:
-                self.close(conn)
-                return NOTHING
+                if action == READ:  # it has not come: the loop waits for it
+                    return READ
             else:
-                return NOTHING
-        return WORK
+                return action
 
     # -- writing: what the socket takes now, the rest by the loop ------------------------------------------
 
-    def _deliver(self, conn: Connection, parts: list[bytes]) -> str:
-        """Send a whole response: what the socket takes now, the rest by the loop (the worker goes free)."""
-        size = sum(map(len, parts))
-        if size < 65536:  # one send, one segment, for the common case
-            parts = [b"".join(parts)]
-        elif size >= LARGE_BYTES:
-            return_large_buffers()
+    def _send_whole(self, conn: Connection, parts: list[bytes]) -> str:
+        """Send a whole response (an answer the machine wrote, a large one, or the rest of one): what the socket
+        takes now, more while the client reads on, the rest by the loop (NOTHING: the worker goes free); then the
+        machine's next action."""
         try:
-            for index, part in enumerate(parts):
-                sent = 0
-                while sent < len(part):
-                    taken = conn.send_some(memoryview(part)[sent:], self.would_block)
-                    if not taken and not self._ready_soon(conn, select.POLLIN if conn.want == IN else select.POLLOUT):
-                        conn.out = bytearray(memoryview(part)[sent:]) + b"".join(parts[index + 1:])
-                        conn.sent = 0
-                        conn.machine.stalled(time.monotonic())  # a slow reader: the loop writes the rest
-                        self.enter(conn)
-                        return NOTHING
-                    sent += taken
+            done = conn.deliver(parts, self.would_block, self._writable_soon)
         except OSError:
             return CLOSE
-        conn.request_done()
+        if not done:
+            conn.machine.stalled(time.monotonic())  # a slow reader: the loop writes the rest
+            return NOTHING
         return conn.machine.finished(time.monotonic())
+
+    def _writable_soon(self, conn: Connection) -> bool:
+        """Whether a full socket takes more within DELIVER_WAIT (a TLS write may wait to read first)."""
+        poll = select.poll()
+        poll.register(conn.fd, select.POLLIN if conn.want == IN else select.POLLOUT)
+        return bool(poll.poll(DELIVER_WAIT * 1000))
 
     def _send_blocking(self, conn: Connection, data: bytes) -> None:
         """Send all of `data`, waiting while the socket is full; socket.timeout after read_timeout without
@@ -349,47 +368,37 @@ class Worker:
     # -- reading: a moment's wait rather than a hand-off to the loop and back --------------------------------
 
     def _read_on(self, conn: Connection) -> str:
-        """READ on a worker: the next request of a keep-alive client, or the rest of an accepted body, waited
-        for a moment; then the loop waits for it."""
+        """READ on a worker: the next request of a keep-alive client, or the rest of an accepted body, waited for
+        a moment; the machine's next action, or READ when nothing more came (the loop then waits for it)."""
         machine = conn.machine
         if machine.interim:
             send_quietly(conn, machine.take_interim())
+        lingering = machine.state == IDLE
         # A lingering worker keeps an idle connection out of reach: not while a request waits for a worker, nor at
         # the connection bound, where a newcomer may need that connection's place.
-        if (machine.state == IDLE and not machine.buffer and not machine.peer_done
+        if (lingering and not machine.buffer and not machine.peer_done
                 and not (self.pool.waiting or self.crowded())):
-            action = self._receive(conn, KEEP_ALIVE_LINGER)
-            if action is not None and action != READ:
-                return action
+            wait = KEEP_ALIVE_LINGER
         elif machine.state == BODY and machine.buffer:  # some of it came with the head: the rest is on its way
-            while True:
-                action = self._receive(conn, DELIVER_WAIT)
-                if action is None or action != READ or machine.state != BODY:
-                    break
-            if action is not None and action != READ:
+            wait = DELIVER_WAIT
+        else:
+            return READ
+        while True:
+            # The wait is here, not in a helper: when nothing comes (the usual end of a keep-alive request) the
+            # worker goes straight back to the loop.
+            if conn.tls is None or not pending(conn.sock):
+                poll = select.poll()
+                poll.register(conn.fd, select.POLLIN)
+                if not poll.poll(wait * 1000):
+                    return READ
+            try:
+                data, eof = conn.receive(self.would_block, self.tls_eof)
+            except OSError:
+                machine.hung_up()
+                return CLOSE
+            action = machine.received(data, eof, time.monotonic())
+            if action != READ or lingering or machine.state != BODY:  # an idle client gets one look
                 return action
-        self.enter(conn)
-        return NOTHING
-
-    def _receive(self, conn: Connection, wait: float) -> Optional[str]:
-        """What the machine makes of what comes within `wait` seconds; None if nothing came."""
-        if conn.tls is None or not pending(conn.sock):
-            poll = select.poll()
-            poll.register(conn.fd, select.POLLIN)
-            if not poll.poll(wait * 1000):
-                return None
-        machine = conn.machine
-        try:
-            data, eof = conn.receive(self.would_block, self.tls_eof)
-        except OSError:
-            machine.hung_up()
-            return CLOSE
-        return machine.received(data, eof, time.monotonic())
-
-    def _ready_soon(self, conn: Connection, event: int, wait: float = DELIVER_WAIT) -> bool:
-        poll = select.poll()
-        poll.register(conn.fd, event)
-        return bool(poll.poll(wait * 1000))
 
     # -- push streams: handed to the loop -------------------------------------------------------------------
 
@@ -403,7 +412,7 @@ class Worker:
             if conn.machine.state == CLOSED:
                 return
             conn.machine.streaming()
-        self.enter(conn)
+        self.hand_back(conn, NOTHING)
         try:
             result.on_ready(lambda: self.pump_soon(conn))
         except Exception:
@@ -451,8 +460,8 @@ class Worker:
         with conn.lock:
             if not machine.gone:
                 conn.callbacks.append(callback)
-                if len(conn.callbacks) == 1 and machine.state == WORKING:
-                    self.poller.arm(conn.fd, 0 if machine.probed else RDHUP)
+                if len(conn.callbacks) == 1 and machine.state == WORKING:  # open, and its lock held
+                    self.poller.arm_open(conn.fd, (0 if machine.probed else RDHUP) | ARMED)
                 return
         callback()
 
