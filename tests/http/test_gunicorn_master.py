@@ -14,6 +14,7 @@ mend, the master hung (never answering SIGTERM) or died of a RecursionError (han
 11 of 12 runs, 5 of 6 on CPython and 6 of 6 on PyPy 7.3.19; with it, 10 of 10 exit 0.
 """
 
+import inspect
 import os
 import queue
 import signal
@@ -59,7 +60,12 @@ def test_a_master_on_pythons_own_signal_queue_survives_a_storm_of_signals_and_st
             master.wait()
     assert status == 0, log.read_text()[-3000:]
     said = log.read_text()
-    assert ("signal queue replaced" in said) == (mended_by == "hook"), said[-3000:]  # the hook says so; the app not
+    # The hook says when it mended; the app does not. gunicorn before 25 (the 3.9 cells': 23) queues signals in a list
+    # and a pipe, which a handler cannot hang on: there is nothing to mend, and the storm must pass all the same.
+    import gunicorn.arbiter
+
+    queued = "SimpleQueue" in inspect.getsource(gunicorn.arbiter.Arbiter.__init__)
+    assert ("signal queue replaced" in said) == (mended_by == "hook" and queued), said[-3000:]
 
 
 def test_the_mended_queue_is_first_in_first_out_wakes_a_waiting_get_and_says_empty():
